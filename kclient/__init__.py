@@ -1,0 +1,29 @@
+"""kclient: a fast Kafka consumer for Python.
+
+Public names are imported lazily (PEP 562) so that ``import kclient.errors`` from kcore does
+not pull in the whole consumer, and ``import kclient`` stays cheap.
+"""
+from __future__ import annotations
+
+import importlib
+import logging
+
+__version__ = "0.1.0"
+
+# Quiet by default: applications opt in to kclient's log output.
+logging.getLogger("kclient").addHandler(logging.NullHandler())
+
+_LAZY = {
+    # name: module
+}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str):
+    mod = _LAZY.get(name)
+    if mod is None:
+        raise AttributeError(f"module 'kclient' has no attribute {name!r}")
+    value = getattr(importlib.import_module(mod), name)
+    globals()[name] = value
+    return value

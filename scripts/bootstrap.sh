@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Create or refresh the project's virtual environment. Idempotent: re-running with no source
+# change reinstalls nothing. Usage: scripts/bootstrap.sh [extras] [--java]
+#   extras: comma list of pyproject extras to install (default: test)
+#   --java: also make sure a Java 17 runtime is present (PySpark needs one)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+EXTRAS=${1:-test}
+NEED_JAVA=0
+for a in "$@"; do [ "$a" = "--java" ] && NEED_JAVA=1; done
+[ "$EXTRAS" = "--java" ] && EXTRAS=test
+
+log() { echo "[bootstrap] $*" >&2; }
+
+apt_install() {
+  if [ "$(id -u)" != 0 ]; then SUDO=sudo; else SUDO=; fi
+  if [ ! -f /tmp/.kclient-apt-updated ]; then $SUDO apt-get update -qq && touch /tmp/.kclient-apt-updated; fi
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "$@" >/dev/null
+}
+
+PY=${PYTHON:-python3}
+if ! command -v "$PY" >/dev/null; then log "installing python3"; apt_install python3 python3-venv python3-dev; fi
+if ! "$PY" -c 'import venv, ensurepip' 2>/dev/null; then log "installing python3-venv"; apt_install python3-venv; fi
+if ! command -v cc >/dev/null; then log "installing a C compiler"; apt_install build-essential; fi
+if ! "$PY" -c 'import sysconfig, os, sys; sys.exit(0 if os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")) else 1)'; then
+  log "installing Python headers"; apt_install python3-dev
+fi
+if [ "$NEED_JAVA" = 1 ] && ! command -v java >/dev/null; then
+  log "installing a Java 17 runtime for PySpark"; apt_install openjdk-17-jre-headless
+fi
+
+if [ ! -x .venv/bin/python ]; then
+  log "creating .venv"
+  "$PY" -m venv .venv
+  .venv/bin/python -m pip install -q -U pip
+fi
+
+# Reinstall only when the sources or the wanted extras changed.
+stamp=$( { echo "$EXTRAS"; cat setup.py pyproject.toml; find kcore kclient -type f \( -name '*.py' -o -name '*.pyx' -o -name '*.pxd' -o -name '*.pyi' -o -name '*.h' \) | LC_ALL=C sort | xargs cat; } | sha256sum | cut -c1-16)
+if [ "$(cat .venv/.kclient-stamp 2>/dev/null)" != "$stamp" ]; then
+  log "building and installing kclient[$EXTRAS] (compiles kcore)"
+  .venv/bin/python -m pip install -q ".[$EXTRAS]"
+  echo "$stamp" > .venv/.kclient-stamp
+else
+  log "kclient[$EXTRAS] is up to date"
+fi

@@ -1,0 +1,31 @@
+"""The installed package is the compiled one: no kcore module may come from source."""
+import importlib
+import importlib.machinery
+import pathlib
+
+import pytest
+
+import kcore
+
+MODULES = sorted(p.stem for p in (pathlib.Path(__file__).parent.parent / "kcore").glob("*.pyx"))
+
+
+def test_every_pyx_module_is_listed():
+    assert MODULES, "no kcore/*.pyx found next to the tests"
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_kcore_module_is_a_compiled_extension(name):
+    mod = importlib.import_module(f"kcore.{name}")
+    path = mod.__file__
+    assert any(path.endswith(suffix) for suffix in importlib.machinery.EXTENSION_SUFFIXES), (
+        f"kcore.{name} was imported from {path}, not from a compiled extension"
+    )
+    assert isinstance(mod.__loader__, importlib.machinery.ExtensionFileLoader)
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_kcore_module_ships_pxd_and_pyi(name):
+    pkg = pathlib.Path(kcore.__file__).parent
+    assert (pkg / f"{name}.pxd").exists(), f"kcore/{name}.pxd not installed"
+    assert (pkg / f"{name}.pyi").exists(), f"kcore/{name}.pyi not installed"
