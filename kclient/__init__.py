@@ -14,7 +14,11 @@ __version__ = "0.1.0"
 logging.getLogger("kclient").addHandler(logging.NullHandler())
 
 _LAZY = {
-    # name: module
+    "TopicPartition": "kclient.structs",
+    "OffsetAndMetadata": "kclient.structs",
+    "OffsetAndTimestamp": "kclient.structs",
+    "ConsumerRecord": "kclient.structs",
+    "ConsumerRebalanceListener": "kclient.listener",
 }
 
 __all__ = sorted(_LAZY)
