@@ -1,0 +1,28 @@
+"""Typed public API of kcore.frames (compiled): Kafka headers and the frame splitter."""
+
+_Buffer = bytes | bytearray | memoryview
+
+def encode_request_header(api_key: int, api_version: int, correlation_id: int,
+                          client_id: str | None, header_version: int = 1) -> bytes: ...
+def decode_request_header(frame: _Buffer, header_version: int = 1
+                          ) -> tuple[int, int, int, str | None, int]:
+    """(api_key, api_version, correlation_id, client_id, body_offset)."""
+def peek_request_api(frame: _Buffer) -> tuple[int, int]: ...
+def encode_response_header(correlation_id: int, header_version: int = 0) -> bytes: ...
+def decode_response_header(frame: _Buffer, header_version: int = 0) -> tuple[int, int]:
+    """(correlation_id, body_offset)."""
+def response_correlation_id(frame: _Buffer) -> int: ...
+
+class FrameSplitter:
+    """Incremental splitter of a length-prefixed byte stream into frames (prefix removed)."""
+
+    max_frame_bytes: int
+    def __init__(self, max_frame_bytes: int = 104857600) -> None: ...
+    @property
+    def buffered_bytes(self) -> int: ...
+    @property
+    def pending_frame_size(self) -> int | None: ...
+    def reset(self) -> None: ...
+    def feed(self, chunk: _Buffer) -> list[bytes | memoryview]:
+        """Frames completed by ``chunk``; raises InvalidLengthError / FrameTooLargeError on a
+        negative / over-limit size prefix before allocating."""
