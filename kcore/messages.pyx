@@ -273,9 +273,13 @@ cdef object _read_prim(Reader r, int kind, bint flexible, bint nullable):
     elif kind == K_INT16:
         return r.read_int16()
     elif kind == K_STRING:
-        if flexible:
-            return r.read_compact_nullable_string() if nullable else r.read_compact_string()
-        return r.read_nullable_string() if nullable else r.read_string()
+        # Read every string as nullable: brokers in the field send null where the schema
+        # forbids it (librdkafka's mock cluster: FindCoordinator error replies carry a null
+        # host). Rejecting the whole response would hide the error code the caller needs.
+        s = r.read_compact_nullable_string() if flexible else r.read_nullable_string()
+        if s is None and not nullable:
+            return ""
+        return s
     elif kind == K_RECORDS:
         n = r.read_compact_bytes_len(nullable) if flexible else r.read_bytes_len(nullable)
         if n < 0:
@@ -288,9 +292,11 @@ cdef object _read_prim(Reader r, int kind, bint flexible, bint nullable):
     elif kind == K_UUID:
         return r.read_uuid()
     elif kind == K_BYTES:
-        n = r.read_compact_bytes_len(nullable) if flexible else r.read_bytes_len(nullable)
+        # As for strings: tolerate a null where the schema forbids one (the mock cluster's
+        # SyncGroup error replies carry a null assignment).
+        n = r.read_compact_bytes_len(True) if flexible else r.read_bytes_len(True)
         if n < 0:
-            return None
+            return None if nullable else b""
         return r.read_raw(n)
     elif kind == K_UINT16:
         return r.read_uint16()
