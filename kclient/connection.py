@@ -1,0 +1,283 @@
+"""One connection to one broker: a non-blocking socket, framing, state and reconnect timing.
+
+``BrokerConnection`` lives as long as the client knows the node; its socket comes and goes.
+It owns the byte level (partial writes, the incremental frame splitter) and the connection
+state machine; the ``NetworkClient`` owns requests, correlation ids and the selector.
+"""
+from __future__ import annotations
+
+import collections
+import enum
+import errno
+import logging
+import os
+import random
+import socket
+
+from kclient.errors import KafkaConnectionError
+from kclient.metadata import Node
+
+__all__ = ["ConnectionState", "BrokerConnection", "ExponentialBackoff", "default_socket_factory"]
+
+log = logging.getLogger(__name__)
+
+RECV_CHUNK = 256 * 1024  # bytes per recv() call: large Fetch responses arrive in few calls
+
+
+class ConnectionState(enum.Enum):
+    DISCONNECTED = "DISCONNECTED"
+    CONNECTING = "CONNECTING"          # TCP connect in progress
+    API_VERSIONS = "API_VERSIONS"      # connected, ApiVersions handshake in flight
+    READY = "READY"                    # versions negotiated, requests may flow
+
+    @property
+    def is_connected(self) -> bool:
+        return self in (ConnectionState.API_VERSIONS, ConnectionState.READY)
+
+
+class ExponentialBackoff:
+    """base * 2**attempts, capped at ``max_ms``, with +/- ``jitter`` random spread so that
+    many clients losing the same broker do not all come back in the same millisecond."""
+
+    def __init__(self, base_ms: int, max_ms: int, jitter: float = 0.2, rng: random.Random | None = None):
+        self.base_ms = max(int(base_ms), 0)
+        self.max_ms = max(int(max_ms), self.base_ms)
+        self.jitter = jitter
+        self._rng = rng or random.Random()
+
+    def backoff(self, attempts: int) -> int:
+        if self.base_ms == 0:
+            return 0
+        term = self.base_ms * (2 ** min(max(attempts, 0), 40))
+        if self.jitter > 0:
+            term *= self._rng.uniform(1 - self.jitter, 1 + self.jitter)
+        return int(min(term, self.max_ms))
+
+
+def resolve(host: str, port: int) -> list[tuple]:
+    """getaddrinfo for a stream socket; [(family, sockaddr), ...] in the resolver's order."""
+    infos = socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM)
+    seen, out = set(), []
+    for family, _type, _proto, _canon, sockaddr in infos:
+        key = (family, sockaddr[:2])
+        if key not in seen:
+            seen.add(key)
+            out.append((family, sockaddr))
+    return out
+
+
+def default_socket_factory(family: int, sockaddr: tuple, send_buffer_bytes: int,
+                           receive_buffer_bytes: int) -> socket.socket:
+    """A non-blocking TCP socket with a connect to ``sockaddr`` started (not finished)."""
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setblocking(False)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        # Buffer sizes must be set before connect() for TCP window scaling to use them.
+        if send_buffer_bytes != -1:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, send_buffer_bytes)
+        if receive_buffer_bytes != -1:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer_bytes)
+        err = sock.connect_ex(sockaddr)
+        if err not in (0, errno.EINPROGRESS, errno.EWOULDBLOCK, errno.EAGAIN):
+            raise OSError(err, os.strerror(err))
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+class BrokerConnection:
+    """Socket I/O and connection state for one node."""
+
+    def __init__(self, node: Node, *, splitter_factory, send_buffer_bytes: int = 131072,
+                 receive_buffer_bytes: int = 65536, socket_factory=None,
+                 reconnect_backoff: ExponentialBackoff, setup_timeout: ExponentialBackoff):
+        self.node = node
+        self.node_id = node.node_id
+        self.state = ConnectionState.DISCONNECTED
+        self.sock: socket.socket | None = None
+        self._splitter_factory = splitter_factory
+        self._splitter = None
+        self._send_buffer_bytes = send_buffer_bytes
+        self._receive_buffer_bytes = receive_buffer_bytes
+        self._socket_factory = socket_factory
+        self._send_queue: collections.deque[memoryview] = collections.deque()
+        self._reconnect_backoff = reconnect_backoff
+        self._setup_timeout = setup_timeout
+        # connection timing (all ms on the client's clock)
+        self.failed_attempts = 0          # consecutive failures; reset when READY
+        self.setup_failures = 0           # consecutive setup timeouts; grows the setup timeout
+        self.last_attempt_ms = 0
+        self.backoff_ms = 0               # how long to wait after last_attempt_ms
+        self.setup_deadline_ms = 0        # connect + handshake must finish by then
+        self.last_activity_ms = 0
+        self.failed = False               # the last disconnect was a failure (not a close)
+        self.last_error: str | None = None
+        self.ever_ready = False
+        # versions
+        self.api_versions: dict[int, int] = {}                  # negotiated, per api key
+        self.broker_api_ranges: dict[int, tuple[int, int]] = {}
+        self.api_versions_request_version = -1
+        # address rotation for hosts that resolve to several addresses
+        self._addresses: list[tuple] = []
+        self._address_index = 0
+
+    # ------------------------------------------------------------------ state
+    @property
+    def address(self) -> str:
+        return self.node.address
+
+    @property
+    def is_ready(self) -> bool:
+        return self.state is ConnectionState.READY
+
+    @property
+    def is_connecting(self) -> bool:
+        return self.state in (ConnectionState.CONNECTING, ConnectionState.API_VERSIONS)
+
+    def can_connect(self, now_ms: int) -> bool:
+        return (self.state is ConnectionState.DISCONNECTED
+                and now_ms - self.last_attempt_ms >= self.backoff_ms)
+
+    def connection_delay(self, now_ms: int) -> int:
+        """ms until a connection attempt may start (0: now); large while connected."""
+        if self.state is ConnectionState.DISCONNECTED:
+            return max(self.last_attempt_ms + self.backoff_ms - now_ms, 0)
+        return 2**62
+
+    def update_node(self, node: Node) -> None:
+        if (node.host, node.port) != (self.node.host, self.node.port):
+            self._addresses = []
+            self._address_index = 0
+        self.node = node
+
+    # ------------------------------------------------------------------ connect
+    def start_connect(self, now_ms: int) -> socket.socket:
+        """Start a non-blocking connect. Raises OSError (resolution or immediate refusal)."""
+        assert self.state is ConnectionState.DISCONNECTED
+        self.last_attempt_ms = now_ms
+        self.state = ConnectionState.CONNECTING
+        self.setup_deadline_ms = now_ms + self._setup_timeout.backoff(self.setup_failures)
+        self._splitter = self._splitter_factory()
+        self._send_queue.clear()
+        self.api_versions = {}
+        self.broker_api_ranges = {}
+        try:
+            if self._socket_factory is not None:
+                sock = self._socket_factory(self.node)
+            else:
+                sock = self._connect_next_address()
+            sock.setblocking(False)
+        except OSError:
+            self.state = ConnectionState.DISCONNECTED
+            if self._addresses:
+                self._address_index += 1  # refused at once: the next attempt tries the next address
+            raise
+        self.sock = sock
+        self.last_activity_ms = now_ms
+        return sock
+
+    def _connect_next_address(self) -> socket.socket:
+        if not self._addresses or self._address_index >= len(self._addresses):
+            try:
+                self._addresses = resolve(self.node.host, self.node.port)
+            except socket.gaierror as exc:
+                self._addresses = []
+                raise OSError(f"cannot resolve {self.node.host!r}: {exc}") from exc
+            self._address_index = 0
+        family, sockaddr = self._addresses[self._address_index]
+        return default_socket_factory(family, sockaddr, self._send_buffer_bytes, self._receive_buffer_bytes)
+
+    def finish_connect(self) -> None:
+        """Called when the socket becomes writable while CONNECTING; raises OSError on failure."""
+        err = self.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+        if err:
+            raise OSError(err, os.strerror(err))
+        self._address_index = 0  # this address works; start from it next time
+
+    def mark_ready(self, now_ms: int) -> None:
+        self.state = ConnectionState.READY
+        self.failed_attempts = 0
+        self.setup_failures = 0
+        self.backoff_ms = self._reconnect_backoff.backoff(0)
+        self.failed = False
+        self.last_error = None
+        self.ever_ready = True
+        self.last_activity_ms = now_ms
+
+    def closed(self, now_ms: int, failed: bool, error: str | None, setup_timed_out: bool = False) -> None:
+        """Release the socket and set the reconnect backoff."""
+        was_connecting = self.state is ConnectionState.CONNECTING
+        if self.sock is not None:
+            try:
+                self.sock.close()
+            except OSError:  # pragma: no cover - close on a dead socket
+                pass
+        self.sock = None
+        self._splitter = None
+        self._send_queue.clear()
+        self.api_versions = {}
+        self.state = ConnectionState.DISCONNECTED
+        self.last_attempt_ms = now_ms
+        self.failed = failed
+        if failed:
+            self.last_error = error
+            self.backoff_ms = self._reconnect_backoff.backoff(self.failed_attempts)
+            self.failed_attempts += 1
+            if was_connecting and self._addresses:
+                self._address_index += 1  # try the host's next address next time
+        else:
+            self.backoff_ms = 0
+        if setup_timed_out:
+            self.setup_failures += 1
+
+    # ------------------------------------------------------------------ I/O
+    def enqueue(self, frame: bytes | bytearray | memoryview) -> None:
+        self._send_queue.append(memoryview(frame))
+
+    @property
+    def wants_write(self) -> bool:
+        return bool(self._send_queue)
+
+    def flush(self, now_ms: int) -> bool:
+        """Write as much as the socket takes; True when everything queued is written."""
+        q = self._send_queue
+        sock = self.sock
+        while q:
+            buf = q[0]
+            try:
+                n = sock.send(buf)
+            except (BlockingIOError, InterruptedError):
+                return False
+            if n:
+                self.last_activity_ms = now_ms
+            if n < len(buf):
+                q[0] = buf[n:]
+                return False
+            q.popleft()
+        return True
+
+    def read(self, now_ms: int) -> list:
+        """Every complete frame available now (without size prefix). Raises
+        KafkaConnectionError on EOF, OSError on socket errors, ProtocolError subclasses on
+        hostile length prefixes."""
+        frames: list = []
+        sock = self.sock
+        while True:
+            try:
+                data = sock.recv(RECV_CHUNK)
+            except (BlockingIOError, InterruptedError):
+                break
+            if not data:
+                raise KafkaConnectionError(f"connection to node {self.node_id} ({self.address}) closed by the broker")
+            self.last_activity_ms = now_ms
+            got = self._splitter.feed(data)
+            if got:
+                frames.extend(got)
+            if len(data) < RECV_CHUNK:
+                break
+        return frames
+
+    def __repr__(self) -> str:
+        return f"<BrokerConnection node={self.node_id} {self.address} {self.state.value}>"

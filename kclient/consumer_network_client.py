@@ -1,0 +1,450 @@
+"""ConsumerNetworkClient: the consumer's view of the network (SPEC §10).
+
+It adds to ``NetworkClient``: a queue of requests not yet handed to a connection (``unsent``,
+kcore.queues.UnsentQueue), scheduled tasks (kcore.timers.DelayedTaskQueue), futures for
+responses, and wakeups. The application thread and the heartbeat thread share it:
+
+* ``_lock`` (reentrant) serialises polls; it is held while a poll waits in select(). The other
+  thread's ``send()``/``schedule()`` take only small locks and wake the selector, so a
+  request queued by the heartbeat thread leaves at once even while the application thread
+  is blocked in poll.
+* Response futures are completed (listeners run) *outside* ``_lock``, from a queue of
+  pending completions that every poll drains, so a listener may take the coordinator's
+  lock without risking a lock-order deadlock with a thread that holds it and wants to poll.
+"""
+from __future__ import annotations
+
+import collections
+import contextlib
+import logging
+import threading
+from typing import Any, Callable
+
+from kclient import errors as Errors
+from kclient.clock import SYSTEM_CLOCK, Clock
+from kclient.future import RequestFuture
+from kclient.metadata import Metadata, Node
+from kclient.network_client import ClientRequest, NetworkClient
+
+__all__ = ["ConsumerNetworkClient", "RequestFutureCompletionHandler"]
+
+log = logging.getLogger(__name__)
+
+FOREVER_MS = 2**62
+
+
+class RequestFutureCompletionHandler(RequestFuture):
+    """The future returned by ``send()``; also the request's completion callback.
+
+    The network thread records the outcome and queues the handler; the future itself is
+    completed when the consumer network client drains its pending completions.
+    Attributes: ``request`` (the ClientRequest: ``api_version``, ``node_id``, ``send_ms``...).
+    """
+
+    __slots__ = ("request", "_outcome", "_queue")
+
+    def __init__(self, queue: collections.deque):
+        super().__init__()
+        self.request: ClientRequest | None = None
+        self._outcome: tuple | None = None
+        self._queue = queue
+
+    @property
+    def api_version(self) -> int | None:
+        return None if self.request is None else self.request.api_version
+
+    @property
+    def node_id(self) -> int | None:
+        return None if self.request is None else self.request.node_id
+
+    def on_complete(self, response: dict | None, error: BaseException | None) -> None:
+        if self._outcome is not None:
+            return  # already failed (e.g. expired) before the network answered
+        self._outcome = (response, error)
+        self._queue.append(self)
+
+    def fire_completion(self) -> None:
+        response, error = self._outcome
+        if error is not None:
+            self.raise_(error)
+        else:
+            self.complete(response)
+
+
+class ConsumerNetworkClient:
+    def __init__(self, client: NetworkClient | None = None, *, metadata: Metadata | None = None,
+                 clock: Clock | None = None, request_timeout_ms: int | None = None,
+                 config: Any = None, **kwargs: Any):
+        """Wrap ``client``, or build one from ``config``/keywords (``socket_factory=...``
+        and other NetworkClient keywords are passed through)."""
+        if client is None:
+            client = NetworkClient(config, metadata=metadata, clock=clock, **kwargs)
+        self.client = client
+        self.metadata = client.metadata
+        self._clock = clock or client._clock or SYSTEM_CLOCK
+        self.request_timeout_ms = (client.request_timeout_ms if request_timeout_ms is None
+                                   else request_timeout_ms)
+        self.unsent_expiry_ms = self.request_timeout_ms
+
+        from kcore.queues import UnsentQueue
+        from kcore.timers import DelayedTaskQueue
+        self._unsent = UnsentQueue()
+        self._tasks = DelayedTaskQueue()
+        self._lock = threading.RLock()          # serialises polls (held during select)
+        self._unsent_lock = threading.RLock()   # guards _unsent: short sections only
+        self._tasks_lock = threading.Lock()     # guards _tasks: short sections only
+        self._counter_lock = threading.Lock()   # guards the wakeup-disabled count
+        self._pending_completion: collections.deque = collections.deque()
+        self._pending_disconnects: collections.deque = collections.deque()
+        self._wakeup_requested = False
+        self._wakeup_disabled_count = 0
+        self._polling = 0                        # > 0 while a poll may be blocked in select
+        self._closed = False
+
+    # ------------------------------------------------------------------ sending
+    def send(self, node: Node | int, api_key: int, body: Any, *, version: int | None = None,
+             timeout_ms: int | None = None) -> RequestFutureCompletionHandler:
+        """Queue a request for ``node``; it leaves in the next poll (or at once if a poll is
+        blocked in another thread). Returns a future of the decoded response body (dict).
+
+        ``body`` is a dict or a callable ``body(version) -> dict``; ``version`` pins the
+        version (default: the highest both sides support); ``timeout_ms`` defaults to
+        ``request.timeout.ms``.
+        """
+        if self._closed:
+            raise Errors.IllegalStateError("the consumer network client is closed")
+        node_id = self.client._node_id(node)
+        handler = RequestFutureCompletionHandler(self._pending_completion)
+        now = self._clock.now_ms()
+        request = ClientRequest(node_id, api_key, body, handler.on_complete, version,
+                                self.request_timeout_ms if timeout_ms is None else timeout_ms,
+                                created_ms=now)
+        handler.request = request
+        with self._unsent_lock:
+            self._unsent.put(node_id, request, now)
+        if self._polling:
+            self.client.wakeup()
+        return handler
+
+    def _try_send(self, now: int) -> None:
+        with self._unsent_lock:
+            for node_id in self._unsent.nodes():
+                if not self.client.ready(node_id, now):
+                    continue
+                for request in self._unsent.drain(node_id, self.client.send_capacity(node_id)):
+                    if self.client.send_capacity(node_id) > 0:
+                        self.client.send(request, now)
+                    else:  # the connection died while sending: fail like a disconnect
+                        self._fail(request, Errors.KafkaConnectionError(
+                            f"connection to node {node_id} lost before the request was sent: "
+                            f"{self.client.last_error(node_id)}"))
+
+    # ------------------------------------------------------------------ polling
+    def poll(self, timeout_ms: int | RequestFuture | None = None, now: int | None = None,
+             execute_delayed_tasks: bool = True, *, disable_wakeup: bool = False,
+             future: RequestFuture | None = None) -> Any:
+        """One round of network I/O, at most ``timeout_ms`` long (None: until something
+        happens). ``poll(future[, timeout_ms])`` instead blocks until the future is done or
+        the timeout passes and returns whether it is done.
+
+        Steps (SPEC §10): send what can be sent; cap the wait by the next delayed task; poll
+        the network; raise a pending wakeup (unless disabled); fail unsent requests of
+        disconnected nodes; run due delayed tasks; send again; expire old unsent requests.
+        """
+        if isinstance(timeout_ms, RequestFuture):
+            return self.poll_future(timeout_ms, now if now is not None else None,
+                                    disable_wakeup=disable_wakeup)
+        self._fire_pending_completed_requests()
+        clock = self._clock
+        with self._lock:
+            if self._closed:
+                raise Errors.IllegalStateError("the consumer network client is closed")
+            now = clock.now_ms() if now is None else now
+            timeout = FOREVER_MS if timeout_ms is None else max(int(timeout_ms), 0)
+            self._polling += 1
+            try:
+                self._handle_pending_disconnects(now)
+                self._try_send(now)                                        # 1
+                if execute_delayed_tasks:                                  # 2
+                    with self._tasks_lock:
+                        nxt = self._tasks.next_deadline_ms()
+                    if nxt is not None:
+                        timeout = min(timeout, max(nxt - now, 0))
+                if self._pending_completion or (future is not None and future.is_done):
+                    timeout = 0
+                if (not disable_wakeup and self._wakeup_requested
+                        and self._wakeup_disabled_count == 0):
+                    timeout = 0
+                self.client.poll(timeout, now)                             # 3
+            finally:
+                self._polling -= 1
+            now = clock.now_ms()
+            if not disable_wakeup:                                         # 4
+                self._maybe_trigger_wakeup()
+            self._check_disconnects(now)                                   # 5
+        task_error = self._run_delayed_tasks(now) if execute_delayed_tasks else None   # 6
+        with self._lock:
+            now = clock.now_ms()
+            self._try_send(now)                                            # 7
+            self._fail_expired_requests(now)                               # 8
+        self._fire_pending_completed_requests()
+        if task_error is not None:
+            raise task_error
+        if not disable_wakeup:
+            self.metadata.maybe_raise_exception()
+        return None
+
+    def poll_future(self, future: RequestFuture, timeout_ms: int | None = None, *,
+                    disable_wakeup: bool = False) -> bool:
+        """Poll until ``future`` is done (True) or ``timeout_ms`` passes (False)."""
+        clock = self._clock
+        deadline = None if timeout_ms is None else clock.now_ms() + max(timeout_ms, 0)
+        while True:
+            remaining = None if deadline is None else max(deadline - clock.now_ms(), 0)
+            self.poll(remaining, disable_wakeup=disable_wakeup, future=future)
+            if future.is_done:
+                return True
+            if deadline is not None and clock.now_ms() >= deadline:
+                return False
+
+    def poll_no_wakeup(self, timeout_ms: int = 0) -> None:
+        """Poll without honouring wakeups and without running delayed tasks (heartbeat thread)."""
+        self.poll(timeout_ms, execute_delayed_tasks=False, disable_wakeup=True)
+
+    def transmit_sends(self) -> None:
+        """Send whatever can be sent now, without waiting for responses."""
+        self.poll(0, execute_delayed_tasks=False, disable_wakeup=True)
+
+    # ------------------------------------------------------------------ wakeups
+    def wakeup(self) -> None:
+        """Interrupt a blocking poll; the next poll (this or a later one) raises WakeupError
+        unless wakeups are disabled. Safe from any thread."""
+        log.debug("wakeup requested")
+        self._wakeup_requested = True
+        self.client.wakeup()
+
+    def _maybe_trigger_wakeup(self) -> None:
+        if self._wakeup_disabled_count == 0 and self._wakeup_requested:
+            self._wakeup_requested = False
+            raise Errors.WakeupError("the poll was interrupted by wakeup()")
+
+    def disable_wakeups(self) -> None:
+        with self._counter_lock:
+            self._wakeup_disabled_count += 1
+
+    def enable_wakeups(self) -> None:
+        with self._counter_lock:
+            if self._wakeup_disabled_count <= 0:
+                raise Errors.IllegalStateError("enable_wakeups() without a matching disable_wakeups()")
+            self._wakeup_disabled_count -= 1
+            # A wakeup that arrived while disabled is kept for the next enabled poll, as in
+            # the Java client; the caller decides whether to clear it.
+
+    @contextlib.contextmanager
+    def wakeups_disabled(self):
+        self.disable_wakeups()
+        try:
+            yield
+        finally:
+            self.enable_wakeups()
+
+    @property
+    def wakeup_disabled_count(self) -> int:
+        return self._wakeup_disabled_count
+
+    # ------------------------------------------------------------------ completion
+    def _fire_pending_completed_requests(self) -> None:
+        fired = False
+        q = self._pending_completion
+        while True:
+            try:
+                handler = q.popleft()
+            except IndexError:
+                break
+            try:
+                handler.fire_completion()
+            except Errors.IllegalStateError:
+                log.debug("%r was already complete", handler)
+            fired = True
+        # A thread blocked in poll(future) may be waiting for one of these futures.
+        if fired and self._polling:
+            self.client.wakeup()
+
+    def _fail(self, request: ClientRequest, exc: BaseException) -> None:
+        request.callback(None, exc)
+
+    def _check_disconnects(self, now: int) -> None:
+        with self._unsent_lock:
+            for node_id in self._unsent.nodes():
+                unknown = self.client.node(node_id) is None
+                if unknown or self.client.connection_failed(node_id):
+                    requests = self._unsent.remove_node(node_id)
+                    reason = ("the node is not in the cluster metadata" if unknown
+                              else self.client.last_error(node_id) or "connection failed")
+                    for request in requests:
+                        self._fail(request, Errors.KafkaConnectionError(
+                            f"request {request.api_key} to node {node_id} not sent: {reason}"))
+
+    def _fail_expired_requests(self, now: int) -> None:
+        with self._unsent_lock:
+            expired = self._unsent.remove_expired(now, self.unsent_expiry_ms)
+        for request in expired:
+            log.debug("%r expired before it could be sent", request)
+            self._fail(request, Errors.KafkaTimeoutError(
+                f"request {request.api_key} to node {request.node_id} could not be sent within "
+                f"{self.unsent_expiry_ms} ms (node not ready)"))
+
+    def disconnect_async(self, node: Node | int) -> None:
+        """Close a node's connection at the next poll (from any thread)."""
+        self._pending_disconnects.append(self.client._node_id(node))
+        if self._polling:
+            self.client.wakeup()
+
+    def disconnect(self, node: Node | int) -> None:
+        """Close a node's connection now; its queued and in-flight requests fail."""
+        with self._lock:
+            node_id = self.client._node_id(node)
+            self._fail_unsent(node_id, Errors.KafkaConnectionError(
+                f"connection to node {node_id} was closed by the client"))
+            self.client.disconnect(node_id)
+        self._fire_pending_completed_requests()
+
+    def _fail_unsent(self, node_id: int, exc: BaseException) -> None:
+        with self._unsent_lock:
+            requests = self._unsent.remove_node(node_id)
+        for request in requests:
+            self._fail(request, Errors.KafkaConnectionError(str(exc)))
+
+    def _handle_pending_disconnects(self, now: int) -> None:
+        while self._pending_disconnects:
+            node_id = self._pending_disconnects.popleft()
+            self._fail_unsent(node_id, Errors.KafkaConnectionError(
+                f"connection to node {node_id} was closed by the client"))
+            self.client.disconnect(node_id, now)
+
+    # ------------------------------------------------------------------ delayed tasks
+    def schedule(self, task: Callable[[int], Any], at_ms: int) -> None:
+        """Run ``task(now_ms)`` (or ``task.run(now_ms)``) in the first poll at or after ``at_ms``
+        that executes delayed tasks. Rescheduling a scheduled task moves it."""
+        with self._tasks_lock:
+            if task in self._tasks:
+                self._tasks.remove(task)
+            self._tasks.add(task, at_ms)
+        if self._polling:
+            self.client.wakeup()
+
+    def unschedule(self, task: Callable[[int], Any]) -> bool:
+        with self._tasks_lock:
+            return self._tasks.remove(task)
+
+    def _run_delayed_tasks(self, now: int) -> BaseException | None:
+        with self._tasks_lock:
+            due = self._tasks.pop_due(now)
+        first_error = None
+        for task in due:
+            try:
+                run = getattr(task, "run", None)
+                (run if callable(run) else task)(now)
+            except Exception as exc:  # the other due tasks still run; the first error surfaces
+                log.debug("delayed task %r raised %r", task, exc)
+                if first_error is None:
+                    first_error = exc
+        return first_error
+
+    # ------------------------------------------------------------------ waiting helpers
+    def await_metadata_update(self, timeout_ms: int | None = None) -> bool:
+        """Request a metadata refresh and poll until it arrives (True) or time runs out."""
+        version = self.metadata.request_update()
+        clock = self._clock
+        deadline = None if timeout_ms is None else clock.now_ms() + max(timeout_ms, 0)
+        while self.metadata.update_version <= version:
+            remaining = None if deadline is None else deadline - clock.now_ms()
+            if remaining is not None and remaining <= 0:
+                break
+            self.poll(remaining, execute_delayed_tasks=False)
+        return self.metadata.update_version > version
+
+    def ensure_bootstrapped(self, timeout_ms: int) -> None:
+        """Wait for the first metadata; raise NoBrokersAvailable naming the bootstrap
+        addresses (and why each failed) if none answered, KafkaTimeoutError if some
+        answered but no metadata arrived in time."""
+        if self.metadata.update_version > 0:
+            return
+        if self.await_metadata_update(timeout_ms):
+            return
+        addresses = ", ".join(f"{h}:{p}" for h, p in self.metadata.bootstrap_addresses) or "(none)"
+        errors = self.client.connection_errors()
+        detail = "; ".join(f"{a}: {e}" for a, e in sorted(errors.items()))
+        if not self.client.ever_connected():
+            raise Errors.NoBrokersAvailable(
+                f"none of the bootstrap servers answered within {timeout_ms} ms: {addresses}"
+                + (f" ({detail})" if detail else ""))
+        raise Errors.KafkaTimeoutError(
+            f"connected to the cluster ({addresses}) but got no metadata within {timeout_ms} ms"
+            + (f" ({detail})" if detail else ""))
+
+    def await_pending_requests(self, node: Node | int, timeout_ms: int | None = None) -> bool:
+        """Poll until ``node`` has no queued or in-flight requests (True) or time runs out."""
+        node_id = self.client._node_id(node)
+        clock = self._clock
+        deadline = None if timeout_ms is None else clock.now_ms() + max(timeout_ms, 0)
+        while self.has_pending_requests(node_id):
+            remaining = None if deadline is None else deadline - clock.now_ms()
+            if remaining is not None and remaining <= 0:
+                break
+            self.poll(remaining, execute_delayed_tasks=False)
+        return not self.has_pending_requests(node_id)
+
+    def pending_request_count(self, node: Node | int | None = None) -> int:
+        with self._unsent_lock:
+            if node is None:
+                unsent = len(self._unsent)
+            else:
+                unsent = self._unsent.pending_count(self.client._node_id(node))
+        return unsent + self.client.in_flight_request_count(node)
+
+    def has_pending_requests(self, node: Node | int | None = None) -> bool:
+        return self.pending_request_count(node) > 0
+
+    def least_loaded_node(self) -> int | None:
+        with self._lock:
+            return self.client.least_loaded_node(self._clock.now_ms())
+
+    def try_connect(self, node: Node | int) -> bool:
+        """Start connecting if possible; True if the node is ready now."""
+        with self._lock:
+            return self.client.ready(node, self._clock.now_ms())
+
+    def is_unavailable(self, node: Node | int) -> bool:
+        """True while the node's last connection failed and its reconnect backoff runs."""
+        with self._lock:
+            return (self.client.connection_failed(node)
+                    and self.client.connection_delay(node, self._clock.now_ms()) > 0)
+
+    def connection_failed(self, node: Node | int) -> bool:
+        return self.client.connection_failed(node)
+
+    def api_version(self, node: Node | int, api_key: int) -> int | None:
+        return self.client.api_version(node, api_key)
+
+    # ------------------------------------------------------------------ close
+    def close(self) -> None:
+        """Fail queued requests, close every connection and release the selector."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            with self._unsent_lock:
+                leftovers = []
+                for node_id in self._unsent.nodes():
+                    leftovers.extend(self._unsent.remove_node(node_id))
+            for request in leftovers:
+                self._fail(request, Errors.RequestCancelledError("the client was closed"))
+            self.client.close()
+        self._fire_pending_completed_requests()
+
+    def __enter__(self) -> "ConsumerNetworkClient":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

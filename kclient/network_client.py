@@ -1,0 +1,701 @@
+"""NetworkClient: connections, in-flight requests and metadata refresh over one selector (SPEC §11).
+
+Not thread-safe except ``wakeup()``; ``ConsumerNetworkClient`` serialises access. All waiting
+happens in ``selector.select()`` (the GIL is released there), with a timeout computed from
+the nearest deadline the client knows about, so an idle client sleeps instead of spinning.
+
+Per node: DISCONNECTED -> CONNECTING -> API_VERSIONS -> READY. On connect the client sends
+the highest ApiVersions version it implements; a broker that does not know it answers error
+35 with its own ApiVersions range (in v0 form) and the client retries once within that range.
+The negotiated version per API key is kept per connection (``api_version(node, key)``).
+"""
+from __future__ import annotations
+
+import logging
+import selectors
+import socket
+import struct
+from typing import Any, Callable, Iterable
+
+from kclient import __version__
+from kclient import errors as Errors
+from kclient.clock import SYSTEM_CLOCK, Clock
+from kclient.config import ConsumerConfig, as_config
+from kclient.connection import BrokerConnection, ConnectionState, ExponentialBackoff
+from kclient.metadata import Metadata, Node
+
+__all__ = ["NetworkClient", "ClientRequest", "API_VERSIONS_KEY", "METADATA_KEY"]
+
+log = logging.getLogger(__name__)
+
+API_VERSIONS_KEY = 18
+METADATA_KEY = 3
+MAX_SELECT_MS = 3_600_000          # one select() call never sleeps longer than this
+NO_DEADLINE = 2**62
+DEFAULT_MAX_RESPONSE_BYTES = 100_000_000   # hostile length prefixes fail before allocating
+_CORRELATION = struct.Struct(">i")
+
+
+def _protocol():
+    # Imported lazily: kclient.protocol pulls in the compiled codec.
+    import kclient.protocol as protocol
+    return protocol
+
+
+class ClientRequest:
+    """A request on its way to a broker and back.
+
+    ``callback(response_body | None, error | None)`` runs once, from ``NetworkClient.poll``
+    after the client's own state is updated (or at once if the send itself fails).
+    ``body`` is a dict, or a callable ``body(version) -> dict`` for callers whose body
+    depends on the version negotiated with the broker.
+    """
+
+    __slots__ = ("node_id", "api_key", "body", "callback", "api_version", "timeout_ms",
+                 "created_ms", "send_ms", "correlation_id", "internal")
+
+    def __init__(self, node_id: int, api_key: int, body: Any, callback: Callable | None = None,
+                 api_version: int | None = None, timeout_ms: int | None = None,
+                 created_ms: int = 0, internal: str | None = None):
+        self.node_id = node_id
+        self.api_key = int(api_key)
+        self.body = body
+        self.callback = callback
+        self.api_version = api_version    # requested version (None: negotiated), then the one sent
+        self.timeout_ms = timeout_ms
+        self.created_ms = created_ms
+        self.send_ms = -1
+        self.correlation_id = -1
+        self.internal = internal          # "api_versions" / "metadata" for the client's own
+
+    def __repr__(self) -> str:
+        return (f"<ClientRequest api={self.api_key} v={self.api_version} node={self.node_id} "
+                f"corr={self.correlation_id}>")
+
+
+class NetworkClient:
+    def __init__(self, config: ConsumerConfig | dict | None = None, *, metadata: Metadata | None = None,
+                 clock: Clock | None = None, socket_factory: Callable[[Node], socket.socket] | None = None,
+                 max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+                 client_software_name: str = "kclient", client_software_version: str = __version__,
+                 **kwargs: Any):
+        cfg = self.config = as_config(config, **kwargs)
+        if cfg["security.protocol"] != "PLAINTEXT":
+            raise Errors.ConfigurationError(
+                f"security.protocol {cfg['security.protocol']} is not supported by this client yet "
+                "(only PLAINTEXT)")
+        self._clock = clock or SYSTEM_CLOCK
+        self.client_id: str = cfg["client.id"]
+        self.request_timeout_ms: int = cfg["request.timeout.ms"]
+        self.connections_max_idle_ms: int = cfg["connections.max.idle.ms"]
+        self.reconnect_backoff_ms: int = cfg["reconnect.backoff.ms"]
+        self._reconnect_backoff = ExponentialBackoff(cfg["reconnect.backoff.ms"], cfg["reconnect.backoff.max.ms"])
+        self._setup_timeout = ExponentialBackoff(cfg["socket.connection.setup.timeout.ms"],
+                                                 cfg["socket.connection.setup.timeout.max.ms"])
+        self._send_buffer_bytes = cfg["send.buffer.bytes"]
+        self._receive_buffer_bytes = cfg["receive.buffer.bytes"]
+        self._socket_factory = socket_factory
+        self._max_response_bytes = max_response_bytes
+        self._software = (client_software_name, client_software_version)
+        if metadata is None:
+            metadata = Metadata(cfg["retry.backoff.ms"], cfg["metadata.max.age.ms"],
+                                cfg["retry.backoff.max.ms"], cfg["allow.auto.create.topics"])
+            metadata.bootstrap(cfg.bootstrap_addresses)
+        self.metadata = metadata
+        self._known_nodes: dict[int, Node] = {n.node_id: n for n in metadata.cluster.nodes()}
+        self._bootstrap_nodes = dict(self._known_nodes) if metadata.cluster.is_bootstrap else {}
+
+        from kcore.queues import InFlightRequests
+        self._in_flight = InFlightRequests(cfg["max.in.flight.requests.per.connection"])
+        self._conns: dict[int, BrokerConnection] = {}
+        self._selector = selectors.DefaultSelector()
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
+        self._wake_w.setblocking(False)
+        self._selector.register(self._wake_r, selectors.EVENT_READ, None)
+        self._correlation_id = 0
+        self._metadata_fetch_node: int | None = None
+        self._completed: list[tuple] = []   # (request, response, error) to call back
+        self._closed = False
+
+    # ------------------------------------------------------------------ nodes
+    def _node_id(self, node: Node | int) -> int:
+        if isinstance(node, Node):
+            self._known_nodes[node.node_id] = node
+            conn = self._conns.get(node.node_id)
+            if conn is not None:
+                conn.update_node(node)
+            return node.node_id
+        return int(node)
+
+    def node(self, node_id: int) -> Node | None:
+        """The address of a node: current metadata first, then nodes given explicitly
+        (e.g. a coordinator) and bootstrap placeholders."""
+        n = self.metadata.cluster.node_by_id(node_id)
+        return n if n is not None else self._known_nodes.get(node_id)
+
+    def _conn(self, node_id: int) -> BrokerConnection | None:
+        conn = self._conns.get(node_id)
+        if conn is None:
+            node = self.node(node_id)
+            if node is None:
+                return None
+            conn = BrokerConnection(
+                node, splitter_factory=self._new_splitter, send_buffer_bytes=self._send_buffer_bytes,
+                receive_buffer_bytes=self._receive_buffer_bytes, socket_factory=self._socket_factory,
+                reconnect_backoff=self._reconnect_backoff, setup_timeout=self._setup_timeout)
+            self._conns[node_id] = conn
+        return conn
+
+    def _new_splitter(self):
+        from kcore.frames import FrameSplitter
+        return FrameSplitter(self._max_response_bytes)
+
+    # ------------------------------------------------------------------ connection state
+    def connection_state(self, node: Node | int) -> ConnectionState:
+        conn = self._conns.get(self._node_id(node))
+        return ConnectionState.DISCONNECTED if conn is None else conn.state
+
+    def is_connected(self, node: Node | int) -> bool:
+        return self.connection_state(node).is_connected
+
+    def connection_failed(self, node: Node | int) -> bool:
+        """True if the node's last connection ended in failure and no new one is under way."""
+        conn = self._conns.get(self._node_id(node))
+        return conn is not None and conn.state is ConnectionState.DISCONNECTED and conn.failed
+
+    def last_error(self, node: Node | int) -> str | None:
+        conn = self._conns.get(self._node_id(node))
+        return None if conn is None else conn.last_error
+
+    def connection_delay(self, node: Node | int, now_ms: int | None = None) -> int:
+        """ms until a connection attempt to the node may start (0: now, large: connected)."""
+        now_ms = self._now(now_ms)
+        conn = self._conns.get(self._node_id(node))
+        return 0 if conn is None else conn.connection_delay(now_ms)
+
+    def is_ready(self, node: Node | int, now_ms: int | None = None) -> bool:
+        """Ready to take a request now: READY, room in flight, and no metadata refresh due
+        (a due refresh goes first so that requests are not sent on stale routing)."""
+        node_id = self._node_id(node)
+        now_ms = self._now(now_ms)
+        return (not self._metadata_update_due(now_ms)) and self._can_send_request(node_id)
+
+    def send_capacity(self, node: Node | int) -> int:
+        """How many more requests the node's connection takes now (0 unless READY)."""
+        node_id = self._node_id(node)
+        conn = self._conns.get(node_id)
+        if conn is None or not conn.is_ready:
+            return 0
+        return max(self._in_flight.max_per_connection - self._in_flight.count(node_id), 0)
+
+    def _can_send_request(self, node_id: int) -> bool:
+        conn = self._conns.get(node_id)
+        return conn is not None and conn.is_ready and self._in_flight.can_send_more(node_id)
+
+    def ready(self, node: Node | int, now_ms: int | None = None) -> bool:
+        """Like ``is_ready``, and start connecting if the node is disconnected and out of backoff."""
+        node_id = self._node_id(node)
+        now_ms = self._now(now_ms)
+        if self.is_ready(node_id, now_ms):
+            return True
+        conn = self._conn(node_id)
+        if conn is not None and conn.can_connect(now_ms):
+            self._initiate_connect(conn, now_ms)
+        return False
+
+    def api_version(self, node: Node | int, api_key: int) -> int | None:
+        """The version negotiated with this node's current connection (None: unknown/unsupported)."""
+        conn = self._conns.get(self._node_id(node))
+        return None if conn is None else conn.api_versions.get(int(api_key))
+
+    def api_versions(self, node: Node | int) -> dict[int, int]:
+        conn = self._conns.get(self._node_id(node))
+        return {} if conn is None else dict(conn.api_versions)
+
+    def broker_api_ranges(self, node: Node | int) -> dict[int, tuple[int, int]]:
+        conn = self._conns.get(self._node_id(node))
+        return {} if conn is None else dict(conn.broker_api_ranges)
+
+    def in_flight_request_count(self, node: Node | int | None = None) -> int:
+        return self._in_flight.count() if node is None else self._in_flight.count(self._node_id(node))
+
+    def has_in_flight_requests(self, node: Node | int | None = None) -> bool:
+        return self.in_flight_request_count(node) > 0
+
+    def ever_connected(self) -> bool:
+        return any(c.ever_ready for c in self._conns.values())
+
+    def connection_errors(self) -> dict[str, str]:
+        """address -> last connection error, for error messages."""
+        return {c.address: c.last_error for c in self._conns.values() if c.last_error}
+
+    def _now(self, now_ms: int | None) -> int:
+        return self._clock.now_ms() if now_ms is None else now_ms
+
+    # ------------------------------------------------------------------ connect / close
+    def _initiate_connect(self, conn: BrokerConnection, now_ms: int) -> None:
+        log.debug("connecting to node %d at %s", conn.node_id, conn.address)
+        try:
+            sock = conn.start_connect(now_ms)
+        except OSError as exc:
+            log.debug("connection to node %d (%s) failed at once: %s", conn.node_id, conn.address, exc)
+            conn.closed(now_ms, failed=True, error=str(exc))
+            self._on_disconnect(conn, now_ms, Errors.KafkaConnectionError(
+                f"connection to node {conn.node_id} ({conn.address}) failed: {exc}"))
+            return
+        self._selector.register(sock, selectors.EVENT_WRITE | selectors.EVENT_READ, conn)
+
+    def _close(self, conn: BrokerConnection, now_ms: int, error: BaseException | None, *,
+               failed: bool = True, setup_timed_out: bool = False, reason: str | None = None) -> None:
+        """Close the socket and fail every request in flight on it."""
+        if conn.state is ConnectionState.DISCONNECTED:
+            return
+        if conn.sock is not None:
+            try:
+                self._selector.unregister(conn.sock)
+            except (KeyError, ValueError):
+                pass
+        if reason is None:
+            reason = str(error) if error is not None else "closed"
+        if failed:
+            log.info("disconnected from node %d (%s): %s", conn.node_id, conn.address, reason)
+        conn.closed(now_ms, failed=failed, error=reason, setup_timed_out=setup_timed_out)
+        if error is None:
+            error = Errors.KafkaConnectionError(f"connection to node {conn.node_id} ({conn.address}) was closed")
+        self._on_disconnect(conn, now_ms, error)
+
+    def _on_disconnect(self, conn: BrokerConnection, now_ms: int, error: BaseException) -> None:
+        for req in self._in_flight.clear_node(conn.node_id):
+            if req.send_ms >= 0 and now_ms - req.send_ms > req.timeout_ms:
+                exc: BaseException = Errors.KafkaTimeoutError(
+                    f"request {req.api_key} v{req.api_version} to node {conn.node_id} ({conn.address}) "
+                    f"timed out after {req.timeout_ms} ms")
+            elif isinstance(error, Errors.KafkaConnectionError):
+                exc = Errors.KafkaConnectionError(str(error))
+            else:
+                exc = Errors.KafkaConnectionError(
+                    f"connection to node {conn.node_id} ({conn.address}) closed: {error}")
+                exc.__cause__ = error
+            self._finish(req, None, exc, now_ms)
+        # The node's address may have changed: metadata should be refreshed soon.
+        if conn.failed and conn.node_id >= 0:
+            self.metadata.request_update()
+
+    def disconnect(self, node: Node | int, now_ms: int | None = None) -> None:
+        """Close the node's connection; its in-flight requests fail with KafkaConnectionError."""
+        conn = self._conns.get(self._node_id(node))
+        if conn is not None:
+            self._close(conn, self._now(now_ms), Errors.KafkaConnectionError(
+                f"connection to node {conn.node_id} ({conn.address}) was closed by the client"), failed=False)
+        self._fire_completed()
+
+    def close(self, node: Node | int | None = None) -> None:
+        """Close one node's connection, or (no argument) the whole client."""
+        if node is not None:
+            self.disconnect(node)
+            return
+        if self._closed:
+            return
+        now = self._clock.now_ms()
+        for conn in list(self._conns.values()):
+            self._close(conn, now, Errors.KafkaConnectionError("the client was closed"), failed=False)
+        self._fire_completed()
+        self._closed = True
+        self._selector.close()
+        self._wake_r.close()
+        self._wake_w.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def wakeup(self) -> None:
+        """Make a blocked (or the next) select() return at once. Safe from any thread."""
+        try:
+            self._wake_w.send(b"\x01")
+        except (BlockingIOError, InterruptedError):
+            pass  # a wakeup is already pending
+        except OSError:
+            pass  # closed
+
+    # ------------------------------------------------------------------ sending
+    def _next_correlation_id(self) -> int:
+        cid = self._correlation_id
+        self._correlation_id = 0 if cid >= 0x7FFFFFFF else cid + 1
+        return cid
+
+    def send(self, request: ClientRequest, now_ms: int | None = None) -> None:
+        """Hand a request to its node's connection. The node must be ready (``ready()``).
+
+        Errors that concern only this request (unsupported version, unencodable body) fail
+        it through its callback; a closed socket closes the connection as usual.
+        """
+        now_ms = self._now(now_ms)
+        node_id = request.node_id
+        if not self._can_send_request(node_id):
+            raise Errors.IllegalStateError(f"node {node_id} is not ready to send (state "
+                                           f"{self.connection_state(node_id).value})")
+        self._do_send(self._conns[node_id], request, now_ms)
+        self._fire_completed()
+
+    def _choose_version(self, conn: BrokerConnection, request: ClientRequest) -> int:
+        key = request.api_key
+        if request.api_version is None:
+            v = conn.api_versions.get(key)
+            if v is None:
+                rng = conn.broker_api_ranges.get(key)
+                ours = _protocol().CLIENT_VERSIONS.get(key)
+                raise Errors.UnsupportedVersionError(
+                    f"node {conn.node_id} ({conn.address}) supports API {key} in versions "
+                    f"{rng if rng else 'none'}, this client implements {ours}")
+            return v
+        v = request.api_version
+        rng = conn.broker_api_ranges.get(key)
+        ours = _protocol().CLIENT_VERSIONS.get(key)
+        if (key != API_VERSIONS_KEY and (rng is None or not rng[0] <= v <= rng[1])) or ours is None \
+                or not ours[0] <= v <= ours[1]:
+            raise Errors.UnsupportedVersionError(
+                f"API {key} v{v} is not supported by node {conn.node_id} (broker {rng}, client {ours})")
+        return v
+
+    def _do_send(self, conn: BrokerConnection, request: ClientRequest, now_ms: int) -> None:
+        try:
+            version = self._choose_version(conn, request)
+            body = request.body(version) if callable(request.body) else request.body
+            corr = self._next_correlation_id()
+            frame = _protocol().encode_request(request.api_key, version, corr, self.client_id, body)
+        except Exception as exc:  # this request is bad, the connection is fine
+            log.debug("cannot send %r: %s", request, exc)
+            self._finish(request, None, exc, now_ms)
+            return
+        request.api_version = version
+        request.correlation_id = corr
+        request.send_ms = now_ms
+        if request.timeout_ms is None:
+            request.timeout_ms = self.request_timeout_ms
+        self._in_flight.add(conn.node_id, corr, request, now_ms, request.timeout_ms)
+        conn.enqueue(frame)
+        log.debug("sending %r to %s", request, conn.address)
+        self._write(conn, now_ms)
+
+    def _write(self, conn: BrokerConnection, now_ms: int) -> None:
+        try:
+            done = conn.flush(now_ms)
+        except OSError as exc:
+            self._close(conn, now_ms, Errors.KafkaConnectionError(
+                f"connection to node {conn.node_id} ({conn.address}) failed while sending: {exc}"))
+            return
+        events = selectors.EVENT_READ if done else selectors.EVENT_READ | selectors.EVENT_WRITE
+        key = self._selector.get_key(conn.sock)
+        if key.events != events:
+            self._selector.modify(conn.sock, events, conn)
+
+    def _finish(self, request: ClientRequest, response: dict | None, error: BaseException | None,
+                now_ms: int) -> None:
+        if request.internal == "api_versions":
+            return  # handled by the caller (closing or retrying the handshake)
+        if request.internal == "metadata":
+            if error is not None:
+                self._metadata_fetch_node = None
+                self.metadata.failed_update(now_ms, error)
+            return
+        self._completed.append((request, response, error))
+
+    def _fire_completed(self) -> list:
+        done, self._completed = self._completed, []
+        for request, response, error in done:
+            cb = request.callback
+            if cb is None:
+                continue
+            try:
+                cb(response, error)
+            except Exception:
+                log.exception("completion callback of %r raised", request)
+        return done
+
+    # ------------------------------------------------------------------ metadata
+    def _metadata_update_due(self, now_ms: int) -> bool:
+        return self._metadata_fetch_node is None and self.metadata.time_to_next_update(now_ms) == 0
+
+    def _maybe_update_metadata(self, now_ms: int) -> int:
+        """Send a Metadata request if one is due; ms until this needs attention again."""
+        if self._metadata_fetch_node is not None:
+            return NO_DEADLINE  # the in-flight request has its own timeout
+        wait = self.metadata.time_to_next_update(now_ms)
+        if wait > 0:
+            return wait
+        node_id = self.least_loaded_node(now_ms)
+        if node_id is None:
+            log.debug("metadata refresh due but no node is available")
+            return self._earliest_connect_ms(now_ms)
+        conn = self._conns.get(node_id)
+        if conn is not None and conn.is_ready:
+            if self._in_flight.can_send_more(node_id):
+                self._send_metadata_request(conn, now_ms)
+            return NO_DEADLINE if self._metadata_fetch_node is not None else self.reconnect_backoff_ms
+        if conn is not None and conn.is_connecting:
+            return NO_DEADLINE  # the connection's setup deadline bounds the wait
+        conn = self._conn(node_id)
+        if conn is not None and conn.can_connect(now_ms):
+            self._initiate_connect(conn, now_ms)
+            return NO_DEADLINE if conn.is_connecting else self._earliest_connect_ms(now_ms)
+        return self._earliest_connect_ms(now_ms)
+
+    def _earliest_connect_ms(self, now_ms: int) -> int:
+        delays = [self.connection_delay(n.node_id, now_ms) for n in self._candidate_nodes()]
+        return max(min(delays, default=self.reconnect_backoff_ms), 1)
+
+    def _send_metadata_request(self, conn: BrokerConnection, now_ms: int) -> None:
+        body = self.metadata.build_request_body()
+        if conn.api_versions.get(METADATA_KEY) == 0 and body["topics"] == []:
+            body["topics"] = None  # pragma: no cover - v0 cannot ask for "no topics"
+        req = ClientRequest(conn.node_id, METADATA_KEY, body, internal="metadata", created_ms=now_ms)
+        self._metadata_fetch_node = conn.node_id
+        self._do_send(conn, req, now_ms)
+        if req.correlation_id < 0:  # failed to encode/send: do not wait for it
+            self._metadata_fetch_node = None
+
+    def _handle_metadata_response(self, conn: BrokerConnection, response: dict, now_ms: int) -> None:
+        self._metadata_fetch_node = None
+        try:
+            cluster = self.metadata.update(response, now_ms)
+        except Errors.KafkaError as exc:
+            log.warning("metadata response from node %d has error: %s", conn.node_id, exc)
+            return
+        for n in cluster.nodes():
+            c = self._conns.get(n.node_id)
+            if c is not None:
+                c.update_node(n)
+
+    # ------------------------------------------------------------------ least loaded
+    def _candidate_nodes(self) -> list[Node]:
+        nodes = self.metadata.cluster.nodes()
+        if not nodes:
+            nodes = list(self._bootstrap_nodes.values())
+        return nodes
+
+    def least_loaded_node(self, now_ms: int | None = None) -> int | None:
+        """The node with the fewest in-flight requests among ready nodes; else a node being
+        connected; else one that may be connected now. None if all are backing off."""
+        now_ms = self._now(now_ms)
+        nodes = self._candidate_nodes()
+        if not nodes:
+            return None
+        start = self._correlation_id % len(nodes)  # rotates the starting point between calls
+        best, best_load = None, None
+        connecting = connectable = None
+        for i in range(len(nodes)):
+            nid = nodes[(start + i) % len(nodes)].node_id
+            conn = self._conns.get(nid)
+            if conn is not None and conn.is_ready:
+                load = self._in_flight.count(nid)
+                if load == 0:
+                    return nid
+                if best_load is None or load < best_load:
+                    best, best_load = nid, load
+            elif conn is not None and conn.is_connecting:
+                connecting = nid if connecting is None else connecting
+            elif conn is None or conn.can_connect(now_ms):
+                if connectable is None:
+                    connectable = nid
+        if best is not None:
+            return best
+        return connecting if connecting is not None else connectable
+
+    # ------------------------------------------------------------------ poll
+    def poll(self, timeout_ms: int, now_ms: int | None = None) -> list:
+        """Do I/O for up to ``timeout_ms``: send due metadata requests, wait in select(),
+        complete connections, read responses, expire requests and connections, then run
+        the callbacks of completed requests. Returns [(request, response, error), ...]."""
+        if self._closed:
+            raise Errors.IllegalStateError("the network client is closed")
+        now_ms = self._now(now_ms)
+        timeout = min(max(int(timeout_ms), 0), self._maybe_update_metadata(now_ms),
+                      self._next_deadline_ms(now_ms) - now_ms, MAX_SELECT_MS)
+        if self._completed:
+            timeout = 0
+        events = self._selector.select(max(timeout, 0) / 1000.0)
+        now_ms = self._clock.now_ms()
+        for key, mask in events:
+            conn = key.data
+            if conn is None:
+                self._drain_wakeup()
+                continue
+            if conn.sock is None or key.fileobj is not conn.sock:
+                continue  # closed earlier in this loop
+            self._handle_io(conn, mask, now_ms)
+        self._handle_timeouts(now_ms)
+        return self._fire_completed()
+
+    def _drain_wakeup(self) -> None:
+        try:
+            while self._wake_r.recv(4096):
+                pass
+        except (BlockingIOError, InterruptedError):
+            pass
+
+    def _next_deadline_ms(self, now_ms: int) -> int:
+        deadline = NO_DEADLINE
+        nxt = self._in_flight.next_timeout_ms()
+        if nxt is not None:
+            deadline = nxt
+        for conn in self._conns.values():
+            if conn.is_connecting and conn.setup_deadline_ms < deadline:
+                deadline = conn.setup_deadline_ms
+        return deadline
+
+    def _handle_io(self, conn: BrokerConnection, mask: int, now_ms: int) -> None:
+        if conn.state is ConnectionState.CONNECTING:
+            try:
+                conn.finish_connect()
+            except OSError as exc:
+                self._close(conn, now_ms, Errors.KafkaConnectionError(
+                    f"connection to node {conn.node_id} ({conn.address}) failed: {exc}"), reason=str(exc))
+                return
+            self._selector.modify(conn.sock, selectors.EVENT_READ, conn)
+            log.debug("connected to node %d (%s)", conn.node_id, conn.address)
+            conn.state = ConnectionState.API_VERSIONS
+            conn.last_activity_ms = now_ms
+            self._send_api_versions(conn, now_ms, _protocol().CLIENT_VERSIONS[API_VERSIONS_KEY][1])
+            if conn.state is ConnectionState.DISCONNECTED:
+                return
+        if mask & selectors.EVENT_WRITE and conn.wants_write:
+            self._write(conn, now_ms)
+            if conn.state is ConnectionState.DISCONNECTED:
+                return
+        elif mask & selectors.EVENT_WRITE:
+            self._selector.modify(conn.sock, selectors.EVENT_READ, conn)
+        if mask & selectors.EVENT_READ:
+            try:
+                frames = conn.read(now_ms)
+            except Errors.KafkaConnectionError as exc:
+                self._close(conn, now_ms, exc)
+                return
+            except Errors.ProtocolError as exc:
+                self._close(conn, now_ms, exc)
+                return
+            except OSError as exc:
+                self._close(conn, now_ms, Errors.KafkaConnectionError(
+                    f"connection to node {conn.node_id} ({conn.address}) failed: {exc}"))
+                return
+            for frame in frames:
+                self._handle_response(conn, frame, now_ms)
+                if conn.state is ConnectionState.DISCONNECTED:
+                    return
+
+    def _handle_response(self, conn: BrokerConnection, frame, now_ms: int) -> None:
+        if len(frame) < 4:
+            self._close(conn, now_ms, Errors.InvalidLengthError(
+                f"response frame of {len(frame)} bytes from node {conn.node_id} has no correlation id"))
+            return
+        corr = _CORRELATION.unpack_from(frame, 0)[0]
+        try:
+            req = self._in_flight.complete_next(conn.node_id, corr)
+        except Errors.CorrelationIdMismatchError as exc:
+            log.warning("node %d (%s): %s; closing the connection", conn.node_id, conn.address, exc)
+            self._close(conn, now_ms, exc)
+            return
+        except Errors.KafkaError as exc:  # e.g. nothing in flight: an unsolicited frame
+            log.warning("node %d (%s): unexpected response (correlation id %d): %s", conn.node_id,
+                        conn.address, corr, exc)
+            self._close(conn, now_ms, Errors.CorrelationIdMismatchError(
+                f"response with correlation id {corr} matches no request in flight"))
+            return
+        try:
+            response = _protocol().decode_response(req.api_key, req.api_version, frame)
+        except Exception as exc:
+            if req.internal == "api_versions":
+                self._close(conn, now_ms, exc)
+                return
+            log.warning("cannot decode response to %r from node %d: %s", req, conn.node_id, exc)
+            self._finish(req, None, exc, now_ms)
+            return
+        throttle = response.get("throttle_time_ms") if isinstance(response, dict) else None
+        if throttle:
+            log.debug("node %d throttled %r by %d ms", conn.node_id, req, throttle)
+        if req.internal == "api_versions":
+            self._handle_api_versions_response(conn, req, response, now_ms)
+        elif req.internal == "metadata":
+            self._handle_metadata_response(conn, response, now_ms)
+        else:
+            self._finish(req, response, None, now_ms)
+
+    def _handle_timeouts(self, now_ms: int) -> None:
+        for conn in list(self._conns.values()):
+            if conn.is_connecting and now_ms >= conn.setup_deadline_ms:
+                what = "connect" if conn.state is ConnectionState.CONNECTING else "ApiVersions handshake"
+                self._close(conn, now_ms, Errors.KafkaConnectionError(
+                    f"{what} to node {conn.node_id} ({conn.address}) timed out after "
+                    f"{now_ms - conn.last_attempt_ms} ms"), setup_timed_out=True)
+            elif (conn.is_ready and self.connections_max_idle_ms >= 0
+                  and now_ms - conn.last_activity_ms > self.connections_max_idle_ms
+                  and self._in_flight.count(conn.node_id) == 0):
+                log.debug("closing idle connection to node %d", conn.node_id)
+                self._close(conn, now_ms, None, failed=False)
+        for node_id in self._in_flight.nodes_with_timed_out_requests(now_ms):
+            conn = self._conns.get(node_id)
+            if conn is None:
+                continue
+            # The expired requests fail with a timeout (see _on_disconnect), the others on the
+            # same connection with a connection error: the connection is closed for all.
+            log.info("a request to node %d (%s) timed out; closing the connection", node_id, conn.address)
+            self._close(conn, now_ms, Errors.KafkaConnectionError(
+                f"connection to node {node_id} ({conn.address}) closed after a request timed out"))
+
+    # ------------------------------------------------------------------ ApiVersions handshake
+    def _send_api_versions(self, conn: BrokerConnection, now_ms: int, version: int) -> None:
+        conn.api_versions_request_version = version
+        name, sw_version = self._software
+        req = ClientRequest(conn.node_id, API_VERSIONS_KEY,
+                            {"client_software_name": name, "client_software_version": sw_version},
+                            api_version=version, internal="api_versions", created_ms=now_ms)
+        corr = self._next_correlation_id()
+        try:
+            frame = _protocol().encode_request(API_VERSIONS_KEY, version, corr, self.client_id, req.body)
+        except Exception as exc:  # pragma: no cover - our own request must encode
+            self._close(conn, now_ms, exc)
+            return
+        req.correlation_id = corr
+        req.send_ms = now_ms
+        # The handshake is bounded by the connection setup deadline, not request.timeout.ms.
+        req.timeout_ms = max(conn.setup_deadline_ms - now_ms, 1)
+        self._in_flight.add(conn.node_id, corr, req, now_ms, req.timeout_ms)
+        conn.enqueue(frame)
+        self._write(conn, now_ms)
+
+    def _handle_api_versions_response(self, conn: BrokerConnection, req: ClientRequest,
+                                      response: dict, now_ms: int) -> None:
+        protocol = _protocol()
+        code = response.get("error_code", 0)
+        ranges = {k["api_key"]: (k["min_version"], k["max_version"]) for k in response.get("api_keys") or []}
+        if code == Errors.UnsupportedVersionError.errno:
+            ours = protocol.CLIENT_VERSIONS[API_VERSIONS_KEY]
+            theirs = ranges.get(API_VERSIONS_KEY)
+            retry = None if theirs is None else min(theirs[1], ours[1])
+            if retry is not None and ours[0] <= retry < req.api_version and retry >= theirs[0]:
+                log.debug("node %d does not support ApiVersions v%d; retrying with v%d", conn.node_id,
+                          req.api_version, retry)
+                self._send_api_versions(conn, now_ms, retry)
+                return
+            self._close(conn, now_ms, Errors.UnsupportedVersionError(
+                f"node {conn.node_id} ({conn.address}) supports ApiVersions {theirs}, client {ours}"))
+            return
+        if code:
+            exc_cls = Errors.for_code(code)
+            self._close(conn, now_ms, exc_cls(f"ApiVersions to node {conn.node_id} failed"))
+            return
+        conn.broker_api_ranges = ranges
+        conn.api_versions = protocol.negotiate(ranges)
+        conn.mark_ready(now_ms)
+        log.debug("node %d (%s) ready; negotiated versions %s", conn.node_id, conn.address, conn.api_versions)
+
+    # ------------------------------------------------------------------ misc
+    def __enter__(self) -> "NetworkClient":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def nodes_with_connections(self) -> Iterable[int]:
+        return [n for n, c in self._conns.items() if c.state is not ConnectionState.DISCONNECTED]

@@ -1,0 +1,513 @@
+"""ConsumerNetworkClient (SPEC §10) against a scripted socket peer, with a fake clock where
+timing logic is tested and the real clock where a thread must be woken."""
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from kclient import errors as Errors
+from kclient.clock import FakeClock
+from kclient.connection import ConnectionState
+from kclient.consumer_network_client import ConsumerNetworkClient
+from kclient.future import RequestFuture, RequestFutureAdapter
+
+from test_network_client import (  # the scripted peer lives with the NetworkClient tests
+    HEARTBEAT, METADATA, T0, ScriptedCluster, known_metadata, metadata_response,
+)
+
+HB_BODY = {"group_id": "g", "generation_id": 1, "member_id": "m"}
+
+
+@pytest.fixture
+def clock():
+    return FakeClock(T0)
+
+
+@pytest.fixture
+def cluster():
+    c = ScriptedCluster()
+    yield c
+    c.close()
+
+
+def make_cnc(clock, cluster, **cfg):
+    cfg.setdefault("bootstrap.servers", "broker1:9092")
+    md = known_metadata(clock) if clock is not None else None
+    if clock is None:
+        from kclient.clock import SYSTEM_CLOCK
+        md = known_metadata(SYSTEM_CLOCK)
+    return ConsumerNetworkClient(config=cfg, metadata=md, clock=clock,
+                                 socket_factory=cluster.socket_factory)
+
+
+@pytest.fixture
+def cnc(clock, cluster):
+    c = make_cnc(clock, cluster)
+    yield c
+    c.close()
+
+
+def poll_until(cnc, cond, timeout_s=5.0, step_ms=50):
+    deadline = time.monotonic() + timeout_s
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        cnc.poll(step_ms)
+
+
+def connect(cnc, cluster, node_id, ranges=None):
+    cnc.try_connect(node_id)
+    poll_until(cnc, lambda: cnc.client.connection_state(node_id) is ConnectionState.API_VERSIONS)
+    cluster.peer(node_id).answer_api_versions(ranges)
+    poll_until(cnc, lambda: cnc.client.is_ready(node_id))
+
+
+def answer_heartbeat(peer, error_code=0):
+    api, version, corr, _cid, body = peer.read_request()
+    assert api == HEARTBEAT
+    peer.respond(HEARTBEAT, version, corr, {"error_code": error_code, "throttle_time_ms": 0})
+    return body
+
+
+# ---------------------------------------------------------------------- send / poll
+def test_send_connects_handshakes_and_completes_future(cnc, cluster):
+    f = cnc.send(1, HEARTBEAT, HB_BODY)
+    assert isinstance(f, RequestFuture) and not f.is_done
+    assert cnc.pending_request_count(1) == 1
+    poll_until(cnc, lambda: cnc.client.connection_state(1) is ConnectionState.API_VERSIONS)
+    peer = cluster.peer(1)
+    peer.answer_api_versions()
+    poll_until(cnc, lambda: not peer.no_request_pending())
+    body = answer_heartbeat(peer)
+    assert body["group_id"] == "g"
+    assert cnc.poll(f, 5000) is True
+    assert f.succeeded() and f.value["error_code"] == 0
+    assert f.api_version == 4 and f.node_id == 1
+    assert cnc.pending_request_count() == 0
+
+
+def test_responses_complete_in_request_order(cnc, cluster):
+    connect(cnc, cluster, 1)
+    order = []
+    futures = [cnc.send(1, HEARTBEAT, dict(HB_BODY, generation_id=i)) for i in range(4)]
+    for i, f in enumerate(futures):
+        f.on_success(lambda v, i=i: order.append(i))
+    cnc.poll(0)
+    peer = cluster.peer(1)
+    assert [answer_heartbeat(peer)["generation_id"] for _ in range(4)] == [0, 1, 2, 3]
+    poll_until(cnc, lambda: all(f.is_done for f in futures))
+    assert order == [0, 1, 2, 3]
+
+
+def test_poll_future_times_out_with_real_clock(cluster):
+    cnc = make_cnc(None, cluster)
+    try:
+        connect(cnc, cluster, 1)
+        f = cnc.send(1, HEARTBEAT, HB_BODY)
+        start = time.monotonic()
+        assert cnc.poll(f, 200) is False                 # the peer never answers
+        assert time.monotonic() - start >= 0.19
+        assert not f.is_done
+    finally:
+        cnc.close()
+
+
+def test_listeners_run_outside_the_client_lock(cnc, cluster):
+    connect(cnc, cluster, 1)
+    seen = []
+    f = cnc.send(1, HEARTBEAT, HB_BODY)
+    f.add_both(lambda _v: seen.append(cnc._lock._is_owned()))
+    cnc.poll(0)
+    answer_heartbeat(cluster.peer(1))
+    cnc.poll(f, 5000)
+    assert seen == [False]
+
+
+def test_compose_and_chain_through_the_network(cnc, cluster):
+    class ErrorCodeAdapter(RequestFutureAdapter):
+        def on_success(self, response, future):
+            cls = Errors.for_code(response["error_code"])
+            if cls is None:
+                future.complete("ok")
+            else:
+                future.raise_(cls())
+
+    connect(cnc, cluster, 1)
+    out_ok, out_err = RequestFuture(), RequestFuture()
+    cnc.send(1, HEARTBEAT, HB_BODY).compose(ErrorCodeAdapter()).chain(out_ok)
+    cnc.send(1, HEARTBEAT, HB_BODY).compose(ErrorCodeAdapter()).chain(out_err)
+    cnc.poll(0)
+    answer_heartbeat(cluster.peer(1), 0)
+    answer_heartbeat(cluster.peer(1), 27)
+    poll_until(cnc, lambda: out_ok.is_done and out_err.is_done)
+    assert out_ok.value == "ok"
+    assert isinstance(out_err.exception, Errors.RebalanceInProgressError)
+    # a network failure propagates through compose and chain as well
+    out_dc = RequestFuture()
+    cnc.send(1, HEARTBEAT, HB_BODY).compose(ErrorCodeAdapter()).chain(out_dc)
+    cnc.poll(0)
+    cluster.peer(1).close()
+    poll_until(cnc, lambda: out_dc.is_done)
+    assert isinstance(out_dc.exception, Errors.KafkaConnectionError) and out_dc.retriable()
+
+
+# ---------------------------------------------------------------------- failures
+def test_unsent_requests_expire_after_request_timeout(clock, cluster):
+    cnc = make_cnc(clock, cluster, **{"request.timeout.ms": 1000,
+                                      "socket.connection.setup.timeout.ms": 60_000,
+                                      "socket.connection.setup.timeout.max.ms": 60_000})
+    try:
+        f = cnc.send(1, HEARTBEAT, HB_BODY)              # the handshake is never answered
+        poll_until(cnc, lambda: cnc.client.connection_state(1) is ConnectionState.API_VERSIONS)
+        clock.advance(1000)
+        cnc.poll(0)
+        assert not f.is_done                             # not early
+        clock.advance(1)
+        cnc.poll(0)
+        assert isinstance(f.exception, Errors.KafkaTimeoutError) and f.retriable()
+        assert "could not be sent" in str(f.exception)
+        # only the (internal) ApiVersions request remains, in flight
+        assert cnc.pending_request_count(1) == cnc.client.in_flight_request_count(1) == 1
+    finally:
+        cnc.close()
+
+
+def test_disconnect_fails_in_flight_and_unsent_requests(cnc, cluster):
+    connect(cnc, cluster, 1)
+    in_flight = cnc.send(1, HEARTBEAT, HB_BODY)
+    cnc.poll(0)
+    assert cnc.client.in_flight_request_count(1) == 1
+    fired = []
+    in_flight.on_failure(fired.append)
+    cluster.peer(1).close()
+    poll_until(cnc, lambda: in_flight.is_done)
+    assert isinstance(in_flight.exception, Errors.KafkaConnectionError) and in_flight.retriable()
+    assert fired == [in_flight.exception]
+    # while the node is backing off, a new request fails at the next poll (step 5)
+    queued = cnc.send(1, HEARTBEAT, HB_BODY)
+    cnc.poll(0)
+    assert isinstance(queued.exception, Errors.KafkaConnectionError)
+    assert cnc.is_unavailable(1)
+
+
+def test_connect_refused_fails_unsent(cnc, cluster):
+    cluster.refuse.add(2)
+    f = cnc.send(2, HEARTBEAT, HB_BODY)
+    cnc.poll(0)
+    assert isinstance(f.exception, Errors.KafkaConnectionError)
+    assert "refusal" in str(f.exception)
+
+
+def test_request_to_unknown_node_fails_fast(cnc):
+    f = cnc.send(42, HEARTBEAT, HB_BODY)
+    cnc.poll(0)
+    assert isinstance(f.exception, Errors.KafkaConnectionError) and f.retriable()
+    assert "not in the cluster metadata" in str(f.exception)
+
+
+def test_explicit_disconnect_and_async_disconnect(cnc, cluster):
+    connect(cnc, cluster, 1)
+    a = cnc.send(1, HEARTBEAT, HB_BODY)
+    cnc.disconnect(1)
+    assert isinstance(a.exception, Errors.KafkaConnectionError)
+    connect(cnc, cluster, 1)
+    b = cnc.send(1, HEARTBEAT, HB_BODY)
+    cnc.disconnect_async(1)
+    cnc.poll(0)
+    assert isinstance(b.exception, Errors.KafkaConnectionError)
+    assert cnc.client.connection_state(1) is ConnectionState.DISCONNECTED
+
+
+def test_close_cancels_queued_requests(clock, cluster):
+    cnc = make_cnc(clock, cluster)
+    f = cnc.send(3, HEARTBEAT, HB_BODY)
+    cnc.close()
+    assert isinstance(f.exception, Errors.RequestCancelledError)
+    with pytest.raises(Errors.IllegalStateError):
+        cnc.send(3, HEARTBEAT, HB_BODY)
+
+
+# ---------------------------------------------------------------------- delayed tasks
+def test_delayed_tasks_run_in_deadline_order_and_not_early(cnc, clock):
+    ran = []
+
+    class Task:
+        def __init__(self, name):
+            self.name = name
+
+        def run(self, now):
+            ran.append((self.name, now - T0))
+
+    cnc.schedule(Task("c"), T0 + 30)
+    cnc.schedule(Task("a"), T0 + 10)
+    cnc.schedule(lambda now: ran.append(("b", now - T0)), T0 + 20)
+    cnc.poll(0)
+    clock.advance(9)
+    cnc.poll(0)
+    assert ran == []
+    clock.advance(11)                                     # now T0 + 20
+    cnc.poll(0, execute_delayed_tasks=False)
+    assert ran == []
+    cnc.poll(0)
+    assert ran == [("a", 20), ("b", 20)]
+    clock.advance(10)
+    cnc.poll(0)
+    assert ran == [("a", 20), ("b", 20), ("c", 30)]
+
+
+def test_rescheduling_and_unscheduling(cnc, clock):
+    ran = []
+
+    def task(now):
+        ran.append(now - T0)
+
+    cnc.schedule(task, T0 + 10)
+    cnc.schedule(task, T0 + 50)                           # moved, not duplicated
+    clock.advance(10)
+    cnc.poll(0)
+    assert ran == []
+    clock.advance(40)
+    cnc.poll(0)
+    assert ran == [50]
+    cnc.schedule(task, T0 + 60)
+    assert cnc.unschedule(task) is True
+    clock.advance(100)
+    cnc.poll(0)
+    assert ran == [50]
+
+
+def test_failing_task_does_not_stop_others_and_surfaces(cnc, clock):
+    ran = []
+
+    def bad(now):
+        raise RuntimeError("task failed")
+
+    cnc.schedule(bad, T0 + 1)
+    cnc.schedule(lambda now: ran.append("after"), T0 + 1)
+    clock.advance(1)
+    with pytest.raises(RuntimeError, match="task failed"):
+        cnc.poll(0)
+    assert ran == ["after"]
+
+
+def test_poll_wait_is_capped_by_next_task(cluster):
+    cnc = make_cnc(None, cluster)
+    try:
+        ran = threading.Event()
+        cnc.schedule(lambda now: ran.set(), cnc._clock.now_ms() + 50)
+        start = time.monotonic()
+        deadline = start + 10
+        while not ran.is_set() and time.monotonic() < deadline:
+            cnc.poll(60_000)
+        assert ran.is_set()
+        assert time.monotonic() - start < 5              # liveness bound, not a speed claim
+    finally:
+        cnc.close()
+
+
+def test_schedule_from_other_thread_wakes_blocked_poll(cluster):
+    cnc = make_cnc(None, cluster)
+    try:
+        ran = threading.Event()
+        started = threading.Event()
+
+        def other():
+            started.wait(5)
+            time.sleep(0.05)  # let the main thread enter select(); correctness does not depend on it
+            cnc.schedule(lambda now: ran.set(), 0)
+
+        t = threading.Thread(target=other)
+        t.start()
+        started.set()
+        start = time.monotonic()
+        while not ran.is_set() and time.monotonic() - start < 10:
+            cnc.poll(60_000)
+        t.join()
+        assert ran.is_set() and time.monotonic() - start < 5
+    finally:
+        cnc.close()
+
+
+# ---------------------------------------------------------------------- wakeups
+def test_wakeup_from_other_thread_ends_long_poll(cluster):
+    cnc = make_cnc(None, cluster)
+    try:
+        connect(cnc, cluster, 1)
+        started = threading.Event()
+
+        def waker():
+            started.wait(5)
+            time.sleep(0.1)
+            cnc.wakeup()
+
+        t = threading.Thread(target=waker)
+        t.start()
+        started.set()
+        start = time.monotonic()
+        with pytest.raises(Errors.WakeupError):
+            cnc.poll(60_000)
+        elapsed = time.monotonic() - start
+        t.join()
+        assert elapsed < 5                               # liveness: far below the 60 s timeout
+        cnc.poll(0)                                      # the wakeup was consumed
+    finally:
+        cnc.close()
+
+
+def test_pending_wakeup_raised_by_next_poll(cnc):
+    cnc.wakeup()
+    with pytest.raises(Errors.WakeupError):
+        cnc.poll(60_000)
+    cnc.poll(0)
+
+
+def test_poll_no_wakeup_keeps_wakeup_pending(cnc):
+    cnc.wakeup()
+    cnc.poll_no_wakeup()
+    cnc.poll(0, disable_wakeup=True)
+    with pytest.raises(Errors.WakeupError):
+        cnc.poll(0)
+
+
+def test_wakeup_disabled_count_nests(cnc):
+    cnc.disable_wakeups()
+    cnc.disable_wakeups()
+    assert cnc.wakeup_disabled_count == 2
+    cnc.wakeup()
+    cnc.poll(0)
+    cnc.enable_wakeups()
+    cnc.poll(0)                                          # still disabled once
+    cnc.enable_wakeups()
+    with pytest.raises(Errors.WakeupError):
+        cnc.poll(0)
+    with pytest.raises(Errors.IllegalStateError):
+        cnc.enable_wakeups()
+    with cnc.wakeups_disabled():
+        cnc.wakeup()
+        cnc.poll(0)
+    with pytest.raises(Errors.WakeupError):
+        cnc.poll(0)
+
+
+# ---------------------------------------------------------------------- threads
+def test_send_from_heartbeat_thread_leaves_while_app_thread_blocks(cluster):
+    """The heartbeat thread queues a request while the application thread sits in a 60 s
+    poll: the request must reach the broker and complete long before that poll would end."""
+    cnc = make_cnc(None, cluster)
+    try:
+        connect(cnc, cluster, 1)
+        peer = cluster.peer(1)
+        result = {}
+        app_started = threading.Event()
+
+        def heartbeat_thread():
+            app_started.wait(5)
+            time.sleep(0.05)
+            f = cnc.send(1, HEARTBEAT, HB_BODY)
+            result["future"] = f
+
+        t = threading.Thread(target=heartbeat_thread)
+        t.start()
+        app_started.set()
+        start = time.monotonic()
+        # the peer answers from yet another thread as soon as the request arrives; it flags
+        # the answer *before* sending it, so "flagged and nothing pending" means done and
+        # anything else means an event (the send's wakeup, the response) is still to come.
+        answering = threading.Event()
+
+        def broker():
+            api, version, corr, _cid, _body = peer.read_request()
+            answering.set()
+            peer.respond(api, version, corr, {"error_code": 0})
+
+        b = threading.Thread(target=broker)
+        b.start()
+        while not (answering.is_set() and cnc.pending_request_count() == 0):
+            if time.monotonic() - start > 10:
+                break
+            cnc.poll(60_000)
+        t.join()
+        b.join()
+        assert answering.is_set()
+        assert result["future"].succeeded()
+        assert time.monotonic() - start < 5
+    finally:
+        cnc.close()
+
+
+def test_heartbeat_thread_poll_waits_for_app_poll_and_both_progress(cluster):
+    cnc = make_cnc(None, cluster)
+    try:
+        connect(cnc, cluster, 1)
+        stop = threading.Event()
+        errors = []
+        hb_polls = []
+
+        def hb_loop():
+            try:
+                while not stop.is_set():
+                    cnc.poll_no_wakeup(10)
+                    hb_polls.append(1)
+            except BaseException as exc:  # pragma: no cover - reported below
+                errors.append(exc)
+
+        t = threading.Thread(target=hb_loop)
+        t.start()
+        try:
+            for i in range(5):
+                f = cnc.send(1, HEARTBEAT, HB_BODY)
+                answer_heartbeat(cluster.peer(1))
+                assert cnc.poll(f, 5000)
+                assert f.succeeded()
+        finally:
+            stop.set()
+            t.join(5)
+        assert not errors and hb_polls
+    finally:
+        cnc.close()
+
+
+# ---------------------------------------------------------------------- waiting helpers
+def test_await_metadata_update(cnc, cluster, clock):
+    connect(cnc, cluster, 2)
+    clock.advance(100)
+    done = {}
+
+    def broker():
+        peer = cluster.peer(2)
+        api, version, corr, _, _ = peer.read_request()
+        assert api == METADATA
+        peer.respond(METADATA, version, corr, metadata_response(nodes=(1, 2, 3, 4)))
+        done["ok"] = True
+
+    b = threading.Thread(target=broker)
+    b.start()
+    deadline = time.monotonic() + 5
+    updated = False
+    while not updated and time.monotonic() < deadline:
+        updated = cnc.await_metadata_update(100)
+    b.join()
+    assert updated and done
+    assert sorted(n.node_id for n in cnc.metadata.cluster.nodes()) == [1, 2, 3, 4]
+
+
+def test_await_pending_requests(cnc, cluster):
+    connect(cnc, cluster, 1)
+    cnc.send(1, HEARTBEAT, HB_BODY)
+    cnc.send(1, HEARTBEAT, HB_BODY)
+    cnc.poll(0)
+    assert cnc.has_pending_requests(1) and cnc.pending_request_count() == 2
+    peer = cluster.peer(1)
+    answer_heartbeat(peer)
+    answer_heartbeat(peer)
+    assert cnc.await_pending_requests(1, 5000)
+    assert not cnc.has_pending_requests()
+
+
+def test_least_loaded_node_and_try_connect(cnc, cluster):
+    assert cnc.least_loaded_node() in (1, 2, 3)
+    connect(cnc, cluster, 3)
+    assert cnc.least_loaded_node() == 3
+    assert cnc.try_connect(3) is True

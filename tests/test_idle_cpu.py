@@ -1,0 +1,46 @@
+"""An idle, connected client sleeps in select() instead of spinning.
+
+The bound (0.1 s of CPU over 10 s of polling) is a behaviour check with a wide margin, not
+a speed figure: a client that woke up every millisecond, or busy-looped, would burn seconds.
+The mock cluster runs in a child process, so only the client's CPU is counted.
+"""
+from __future__ import annotations
+
+import time
+
+import psutil
+
+from kclient.consumer_network_client import ConsumerNetworkClient
+
+IDLE_SECONDS = 10.0
+CPU_BOUND_S = 0.1
+
+
+def test_idle_connected_client_uses_almost_no_cpu(mock_cluster):
+    cnc = ConsumerNetworkClient(config={"bootstrap.servers": mock_cluster.bootstrap})
+    try:
+        cnc.ensure_bootstrapped(10_000)
+        node = cnc.least_loaded_node()
+        deadline = time.monotonic() + 10
+        while not cnc.try_connect(node):
+            assert time.monotonic() < deadline, "could not connect"
+            cnc.poll(100)
+        proc = psutil.Process()
+        before = proc.cpu_times()
+        start = time.monotonic()
+        end = start + IDLE_SECONDS
+        polls = 0
+        while True:
+            remaining_ms = int((end - time.monotonic()) * 1000)
+            if remaining_ms <= 0:
+                break
+            cnc.poll(min(remaining_ms, 1000))   # the loop an application would run
+            polls += 1
+        after = proc.cpu_times()
+        cpu = (after.user - before.user) + (after.system - before.system)
+        assert time.monotonic() - start >= IDLE_SECONDS
+        assert cnc.client.is_ready(node)        # still connected: idle, not disconnected
+        assert polls <= 20, f"{polls} polls: the client returned early instead of sleeping"
+        assert cpu < CPU_BOUND_S, f"{cpu:.3f} s CPU in {IDLE_SECONDS} s of idle polling"
+    finally:
+        cnc.close()
