@@ -78,6 +78,14 @@ class DecompressionLimitError(DecompressionError):
     """Decompressed data would exceed the configured bound (a decompression bomb)."""
 
 
+class InvalidRecordLengthError(CorruptRecordError, InvalidLengthError):
+    """A length or count inside a record batch is negative or exceeds the bytes around it."""
+
+
+class RecordVarintError(CorruptRecordError, VarintError):
+    """A varint inside a record batch is longer than its type allows."""
+
+
 class KafkaTimeoutError(KafkaError):
     """An operation did not complete within its timeout."""
     retriable = True
@@ -127,6 +135,12 @@ class CommitFailedError(KafkaError):
         "partitions to another member. The time between poll() calls was probably longer than "
         "max.poll.interval.ms; raise it or lower max.poll.records."
     )
+
+
+class RetriableCommitFailedError(KafkaError):
+    """An asynchronous offset commit failed with a retriable error (coordinator moved or
+    unavailable, connection lost); a later commit of newer offsets may succeed."""
+    retriable = True
 
 
 class NoOffsetForPartitionError(KafkaError):

@@ -1,0 +1,356 @@
+"""Kafka record batches: decode (per record or columnar) and encode.
+
+Input of both decoders is the "records" bytes of ONE partition from a Fetch response
+(bytes, bytearray, memoryview slice: any contiguous buffer; None = no records).  It may hold
+RecordBatch v2 (magic 2) batches and legacy v0/v1 messages (written before an in-place
+upgrade), compressed or not.
+
+Errors (all kclient.errors.KafkaError subclasses):
+  CrcMismatchError         CRC32C (v2) / CRC32 (v0/v1) does not match (check_crcs=True)
+  InvalidRecordLengthError a length/count is negative or larger than the bytes around it
+  RecordVarintError        a varint is longer than its type allows
+  CorruptRecordError       any other inconsistency inside a complete batch (base class of all
+                           of these: catch it to handle every corrupt-data case)
+  UnsupportedCodecError    compression codec id 5..7 (or zstd in format v0/v1)
+  DecompressionError       compressed payload is corrupt
+  DecompressionLimitError  a batch would decompress to more than the bound
+A partial batch at the end of the input (a broker cuts responses at max bytes) is NOT an
+error: decoding stops there and reports it (partial_trailing_bytes, incomplete_batch_size).
+
+Decompression bound (max_decompressed_bytes, per batch): None selects the default policy
+max(64 MiB, 64 x the batch's compressed size); an int is an absolute bound.  The output is
+never allocated beyond bound + 1 bytes (see kcore.compression).
+
+Threads: the CRC, decompression and the scan of every batch run without the GIL; only
+Record object creation (per-record path) holds it.
+"""
+from __future__ import annotations
+
+from typing import Iterable, Iterator, Mapping, Sequence
+
+CRC32C_HARDWARE: bool           # True when the SSE4.2 crc32 instruction is used
+TIMESTAMP_NONE: int             # -1: message format v0 has no timestamp
+TIMESTAMP_CREATE_TIME: int      # 0
+TIMESTAMP_LOG_APPEND_TIME: int  # 1
+CONTROL_ABORT: int              # 0
+CONTROL_COMMIT: int             # 1
+NO_PRODUCER_ID: int             # -1
+
+Header = tuple[str, bytes | None]
+# (offset_delta or None for "position in the list", timestamp_ms, key, value, headers)
+RecordTuple = tuple[int | None, int, bytes | None, bytes | None, Sequence[Header] | None]
+# AbortedTransaction of a Fetch response: (producer_id, first_offset) or the decoded dict
+AbortedTransaction = tuple[int, int] | Mapping[str, int]
+
+
+def crc32c(data: bytes | bytearray | memoryview, crc: int = 0) -> int:
+    """CRC32C (Castagnoli), continuing from `crc`; chains like zlib.crc32."""
+def crc32c_sw(data: bytes | bytearray | memoryview, crc: int = 0) -> int:
+    """CRC32C through the slicing-by-8 tables (the fallback path)."""
+def crc32c_hw(data: bytes | bytearray | memoryview, crc: int = 0) -> int:
+    """CRC32C through SSE4.2; RuntimeError when the CPU lacks it."""
+def crc32_ieee(data: bytes | bytearray | memoryview, crc: int = 0) -> int:
+    """CRC32 (IEEE 802.3, = zlib.crc32), the checksum of legacy v0/v1 messages."""
+
+
+class Record:
+    """One record.  Immutable; not tracked by the cyclic GC; picklable.
+
+    Batch-level fields are copied onto every record: leader_epoch (-1 = unknown),
+    producer_id/producer_epoch (-1 = none), is_transactional, is_control and control_type
+    (0 abort marker, 1 commit marker, other KRaft control types, -1 for data records).
+    topic/partition are whatever the caller passed to decode_records (None/-1 by default),
+    so a Record can serve directly as a consumer record.
+    """
+    @property
+    def offset(self) -> int: ...
+    @property
+    def timestamp(self) -> int: ...
+    @property
+    def timestamp_type(self) -> int:
+        """-1 none (v0), 0 CreateTime, 1 LogAppendTime."""
+    @property
+    def key(self) -> bytes | None: ...
+    @property
+    def value(self) -> bytes | None: ...
+    @property
+    def headers(self) -> list[Header]:
+        """Header keys decoded as UTF-8 (malformed bytes become U+FFFD, as in Java)."""
+    @property
+    def leader_epoch(self) -> int: ...
+    @property
+    def producer_id(self) -> int: ...
+    @property
+    def producer_epoch(self) -> int: ...
+    @property
+    def is_transactional(self) -> bool: ...
+    @property
+    def is_control(self) -> bool: ...
+    @property
+    def control_type(self) -> int: ...
+    @property
+    def topic(self) -> str | None: ...
+    @property
+    def partition(self) -> int: ...
+    @property
+    def serialized_key_size(self) -> int:
+        """len(key), -1 for a null key (kafka-python's ConsumerRecord field)."""
+    @property
+    def serialized_value_size(self) -> int: ...
+
+
+class BatchInfo:
+    """One v2 batch, or one top-level legacy message (a compressed wrapper counts as one).
+
+    record_start/record_end: the slice of DecodeResult.records (or of the columnar rows) this
+    batch produced; empty when its records were skipped (control batch with skip_control,
+    aborted transaction, all offsets below fetch_offset).
+    """
+    @property
+    def base_offset(self) -> int: ...
+    @property
+    def last_offset(self) -> int:
+        """base offset + last offset delta (v2); the wrapper's offset (v0/v1)."""
+    @property
+    def next_offset(self) -> int:
+        """last_offset + 1: where the next fetch starts (holds for compacted batches too)."""
+    @property
+    def partition_leader_epoch(self) -> int: ...
+    @property
+    def magic(self) -> int: ...
+    @property
+    def crc(self) -> int: ...
+    @property
+    def attributes(self) -> int: ...
+    @property
+    def codec(self) -> int:
+        """0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd."""
+    @property
+    def timestamp_type(self) -> int: ...
+    @property
+    def is_transactional(self) -> bool: ...
+    @property
+    def is_control(self) -> bool: ...
+    @property
+    def control_type(self) -> int:
+        """Type of the batch's control record (0 abort, 1 commit); -1 if not a control batch."""
+    @property
+    def producer_id(self) -> int: ...
+    @property
+    def producer_epoch(self) -> int: ...
+    @property
+    def base_sequence(self) -> int: ...
+    @property
+    def first_timestamp(self) -> int:
+        """The batch's base timestamp field (the delete horizon when has_delete_horizon)."""
+    @property
+    def max_timestamp(self) -> int: ...
+    @property
+    def has_delete_horizon(self) -> bool: ...
+    @property
+    def delete_horizon_ms(self) -> int:
+        """-1 unless attribute bit 6 is set (KIP-534)."""
+    @property
+    def record_count(self) -> int:
+        """Declared record count (v2); inner message count for a legacy wrapper."""
+    @property
+    def position(self) -> int:
+        """Byte offset of the batch in the input."""
+    @property
+    def size_in_bytes(self) -> int: ...
+    @property
+    def record_start(self) -> int: ...
+    @property
+    def record_end(self) -> int: ...
+    @property
+    def aborted(self) -> bool:
+        """Skipped as part of an aborted transaction (read_committed filtering)."""
+
+
+class DecodeResult:
+    """Result of decode_records.  Iterating yields the records."""
+    @property
+    def records(self) -> list[Record]: ...
+    @property
+    def batches(self) -> list[BatchInfo]: ...
+    @property
+    def next_offset(self) -> int:
+        """Last offset of the last complete batch + 1; -1 when no batch was complete."""
+    @property
+    def bytes_consumed(self) -> int:
+        """Bytes of complete batches (bytes_consumed + partial_trailing_bytes == len(input))."""
+    @property
+    def partial_trailing_bytes(self) -> int:
+        """Bytes of a trailing batch cut off by the fetch size (not an error)."""
+    @property
+    def incomplete_batch_size(self) -> int:
+        """Full size of that trailing batch if its 12-byte prefix was present, else -1."""
+    @property
+    def first_batch_incomplete(self) -> bool:
+        """No batch was complete and bytes were left: the fetch size is smaller than the
+        first batch (tell the user to raise max.partition.fetch.bytes to at least
+        incomplete_batch_size, as Java's RecordTooLargeException does)."""
+    def __len__(self) -> int: ...
+    def __iter__(self) -> Iterator[Record]: ...
+
+
+def decode_records(
+    data: bytes | bytearray | memoryview | None,
+    *,
+    check_crcs: bool = True,
+    max_decompressed_bytes: int | None = None,
+    skip_control: bool = False,
+    fetch_offset: int = -1,
+    aborted_transactions: Iterable[AbortedTransaction] | None = None,
+    topic: str | None = None,
+    partition: int = -1,
+) -> DecodeResult:
+    """Decode one partition's fetched bytes into Record objects.
+
+    skip_control: leave control records (transaction markers) out of `records` (their
+    batches still appear in `batches` with control_type set).
+    fetch_offset: drop records with a smaller offset (a fetch returns whole batches, which
+    can start before the requested offset).
+    aborted_transactions: when given (even empty), apply Kafka's read_committed rule with
+    the Fetch response's aborted transactions: data batches of an aborted transaction are
+    skipped (BatchInfo.aborted) and an abort marker ends its producer's aborted range.
+    topic/partition: copied onto every Record.
+    """
+
+
+class ColumnarBatch:
+    """One partition's records as contiguous arrays: no Python object per record.
+
+    Every array property returns a read-only memoryview (numpy.frombuffer-able, zero-copy):
+      offsets int64, timestamps int64, timestamp_types int8,
+      key_offsets/value_offsets int64 + key_lengths/value_lengths int32 (-1 = null):
+          positions into `data`;
+      header_starts int32 (num_records + 1 entries): record i owns headers
+          header_starts[i] .. header_starts[i+1]-1 of header_key_offsets/header_key_lengths
+          and header_value_offsets/header_value_lengths (-1 = null value).
+    `data` is the caller's input itself when nothing was compressed (zero_copy=True),
+    otherwise one owned buffer holding every batch's (decompressed) records.
+    """
+    @property
+    def num_records(self) -> int: ...
+    @property
+    def num_headers(self) -> int: ...
+    @property
+    def batches(self) -> list[BatchInfo]: ...
+    @property
+    def next_offset(self) -> int: ...
+    @property
+    def bytes_consumed(self) -> int: ...
+    @property
+    def partial_trailing_bytes(self) -> int: ...
+    @property
+    def incomplete_batch_size(self) -> int: ...
+    @property
+    def zero_copy(self) -> bool: ...
+    @property
+    def offsets(self) -> memoryview: ...
+    @property
+    def timestamps(self) -> memoryview: ...
+    @property
+    def timestamp_types(self) -> memoryview: ...
+    @property
+    def key_offsets(self) -> memoryview: ...
+    @property
+    def key_lengths(self) -> memoryview: ...
+    @property
+    def value_offsets(self) -> memoryview: ...
+    @property
+    def value_lengths(self) -> memoryview: ...
+    @property
+    def header_starts(self) -> memoryview: ...
+    @property
+    def header_key_offsets(self) -> memoryview: ...
+    @property
+    def header_key_lengths(self) -> memoryview: ...
+    @property
+    def header_value_offsets(self) -> memoryview: ...
+    @property
+    def header_value_lengths(self) -> memoryview: ...
+    @property
+    def data(self) -> memoryview: ...
+    def __len__(self) -> int: ...
+    def to_arrow(self, *, binary_view: bool = False):  # -> pyarrow.RecordBatch
+        """pyarrow.RecordBatch with columns offset int64, timestamp int64, key binary,
+        value binary, headers list<struct<key: string, value: binary>>.
+
+        offset, timestamp and the header list offsets are zero-copy; keys/values are
+        gathered into Arrow's contiguous layout (GIL released), or, with binary_view=True,
+        returned as binary_view arrays pointing into `data` (zero-copy).  Columns switch to
+        large_binary when a column holds more than 2 GiB.  Needs pyarrow.
+        """
+
+
+def decode_columnar(
+    data: bytes | bytearray | memoryview | None,
+    *,
+    check_crcs: bool = True,
+    max_decompressed_bytes: int | None = None,
+    skip_control: bool = True,
+    fetch_offset: int = -1,
+    aborted_transactions: Iterable[AbortedTransaction] | None = None,
+) -> ColumnarBatch:
+    """Decode one partition's fetched bytes into a ColumnarBatch (same options as
+    decode_records; control records are skipped by default here)."""
+
+
+class RecordBatchBuilder:
+    """Accumulates the records of one v2 batch (encoded as they are appended).
+
+    base_timestamp: the batch's base timestamp; default: the first record's timestamp.
+    """
+    def __init__(self, *, base_timestamp: int | None = None) -> None: ...
+    def __len__(self) -> int: ...
+    @property
+    def size_in_bytes(self) -> int:
+        """Exact size of the batch if built uncompressed now."""
+    def append(self, timestamp_ms: int, key: bytes | bytearray | memoryview | None,
+               value: bytes | bytearray | memoryview | None,
+               headers: Sequence[tuple[str | bytes, bytes | None]] | None = None,
+               offset_delta: int | None = None) -> int:
+        """Encode one record (offset_delta default: its position); returns its size."""
+    def build(self, *, base_offset: int = 0, codec: int = 0,
+              compression_level: int | None = None, timestamp_type: int = 0,
+              producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1,
+              transactional: bool = False, control: bool = False,
+              partition_leader_epoch: int = -1, max_timestamp: int | None = None,
+              last_offset_delta: int | None = None,
+              has_delete_horizon: bool = False) -> bytes:
+        """The complete batch with its CRC32C.  max_timestamp default: the largest record
+        timestamp; last_offset_delta default: the last record's delta."""
+
+
+def encode_batch(
+    records: Iterable[RecordTuple],
+    *,
+    base_offset: int = 0,
+    codec: int = 0,
+    timestamp_type: int = 0,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+    transactional: bool = False,
+    control: bool = False,
+    partition_leader_epoch: int = -1,
+    compression_level: int | None = None,
+    base_timestamp: int | None = None,
+    max_timestamp: int | None = None,
+    last_offset_delta: int | None = None,
+    has_delete_horizon: bool = False,
+) -> bytes:
+    """One v2 batch from (offset_delta|None, timestamp_ms, key, value, headers) tuples.
+
+    Uncompressed output is byte-identical to the broker's bytes for the same fields (the
+    overrides exist so any batch, compacted ones included, can be rebuilt exactly).
+    Snappy is written in xerial framing and lz4 as a frame with independent blocks, the
+    formats the Java client reads and writes.
+    """
+
+
+def control_record(control_type: int, coordinator_epoch: int = 0,
+                   version: int = 0) -> tuple[bytes, bytes]:
+    """(key, value) of an end-transaction marker record (0 abort, 1 commit)."""
