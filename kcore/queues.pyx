@@ -17,6 +17,7 @@ objects, so a GIL release would cost more than the work it frees.
 from cpython.number cimport PyNumber_Index
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from libc.stdint cimport INT64_MAX, INT64_MIN, int32_t, int64_t
+from kcore.timemath cimport as_ms as _ms, sat_add as _sat_add, sat_sub as _sat_sub
 
 from kclient.errors import (ConfigurationError, CorrelationIdMismatchError,
                             IllegalArgumentError, IllegalStateError)
@@ -25,12 +26,6 @@ cdef extern from "Python.h":
     const Py_ssize_t PY_SSIZE_T_MAX
 
 
-cdef inline int64_t _ms(object x) except? -1:
-    # Times are integer milliseconds: a float (e.g. time.monotonic() seconds) is a unit bug,
-    # so refuse it instead of letting C conversion truncate it. OverflowError past int64.
-    if type(x) is not int:
-        x = PyNumber_Index(x)
-    return x
 
 
 cdef inline int32_t _int32(object x) except? -1:
@@ -45,20 +40,6 @@ __all__ = ["UnsentQueue", "InFlightRequests"]
 cdef Py_ssize_t _INITIAL_CAP = 8    # a power of two
 
 
-cdef inline int64_t _sat_add(int64_t a, int64_t b) noexcept nogil:
-    if b > 0 and a > INT64_MAX - b:
-        return INT64_MAX
-    if b < 0 and a < INT64_MIN - b:
-        return INT64_MIN
-    return a + b
-
-
-cdef inline int64_t _sat_sub(int64_t a, int64_t b) noexcept nogil:
-    if b < 0 and a > INT64_MAX + b:
-        return INT64_MAX
-    if b > 0 and a < INT64_MIN + b:
-        return INT64_MIN
-    return a - b
 
 
 cdef inline Py_ssize_t _doubled_cap(Py_ssize_t cap, size_t widest) except -1:

@@ -10,9 +10,9 @@ network client's lock for the task queue). The Python methods do not release the
 is a handful of integer operations (or O(log n) array moves), far cheaper than a GIL
 release/reacquire, and releasing it would only invite a GIL convoy with the I/O threads.
 """
-from cpython.number cimport PyNumber_Index
 from cpython.mem cimport PyMem_Free, PyMem_Realloc
 from libc.stdint cimport INT64_MAX, INT64_MIN, int64_t, uint64_t
+from kcore.timemath cimport as_ms as _ms, sat_add as _sat_add, sat_sub as _sat_sub
 
 from kclient.errors import ConfigurationError, IllegalArgumentError
 
@@ -20,12 +20,6 @@ cdef extern from "Python.h":
     const Py_ssize_t PY_SSIZE_T_MAX
 
 
-cdef inline int64_t _ms(object x) except? -1:
-    # Times are integer milliseconds: a float (e.g. time.monotonic() seconds) is a unit bug,
-    # so refuse it instead of letting C conversion truncate it. OverflowError past int64.
-    if type(x) is not int:
-        x = PyNumber_Index(x)
-    return x
 
 
 __all__ = ["DelayedTaskQueue", "Heartbeat"]
@@ -34,23 +28,6 @@ __all__ = ["DelayedTaskQueue", "Heartbeat"]
 cdef int64_t _INT_CONFIG_MAX = 2147483647
 
 
-# ---------------------------------------------------------------- saturating arithmetic
-# Times come from callers and may be anything in int64 (hostile or fake clocks included):
-# saturate instead of wrapping, so a huge "now" can never turn into "not expired".
-cdef inline int64_t _sat_add(int64_t a, int64_t b) noexcept nogil:
-    if b > 0 and a > INT64_MAX - b:
-        return INT64_MAX
-    if b < 0 and a < INT64_MIN - b:
-        return INT64_MIN
-    return a + b
-
-
-cdef inline int64_t _sat_sub(int64_t a, int64_t b) noexcept nogil:
-    if b < 0 and a > INT64_MAX + b:
-        return INT64_MAX
-    if b > 0 and a < INT64_MIN + b:
-        return INT64_MIN
-    return a - b
 
 
 cdef inline int64_t _max64(int64_t a, int64_t b) noexcept nogil:

@@ -667,37 +667,5 @@ def test_inflight_releases_references_and_collects_cycles():
     assert ref() is None
 
 
-def stub_matches_runtime(module):
-    """Every public class/method/property of the stub exists at runtime with the same
-    parameter names, and every public runtime name is in the stub."""
-    import ast
-    import inspect
-    import pathlib
-    tree = ast.parse(pathlib.Path(module.__file__).with_name(
-        module.__name__.rsplit(".", 1)[1] + ".pyi").read_text())
-    classes = [n for n in tree.body if isinstance(n, ast.ClassDef)]
-    assert sorted(c.name for c in classes) == sorted(module.__all__)
-    for cls in classes:
-        runtime = getattr(module, cls.name)
-        stub_names = set()
-        for fn in (n for n in cls.body if isinstance(n, ast.FunctionDef)):
-            stub_names.add(fn.name)
-            attr = getattr(runtime, fn.name)
-            if any(isinstance(d, ast.Name) and d.id == "property" for d in fn.decorator_list):
-                assert type(attr).__name__ in ("getset_descriptor", "property"), fn.name
-                continue
-            if fn.name.startswith("__"):
-                continue            # slot wrappers have no introspectable signature
-            params = [a.arg for a in fn.args.args]
-            assert list(inspect.signature(attr).parameters) == params, (cls.name, fn.name)
-        public = {n for n in dir(runtime) if not n.startswith("_")}
-        assert public <= stub_names, (cls.name, public - stub_names)
-
-
-def test_stub_matches_runtime():
-    import kcore.queues
-    stub_matches_runtime(kcore.queues)
-
-
 def test_constructor_keyword_matches_contract():
     assert InFlightRequests(max_per_connection=5).max_per_connection == 5
