@@ -39,8 +39,11 @@ fi
 # Reinstall only when the sources or the wanted extras changed.
 stamp=$( { echo "$EXTRAS"; cat setup.py pyproject.toml; find kcore kclient -type f \( -name '*.py' -o -name '*.pyx' -o -name '*.pxd' -o -name '*.pyi' -o -name '*.h' \) | LC_ALL=C sort | xargs cat; } | sha256sum | cut -c1-16)
 if [ "$(cat .venv/.kclient-stamp 2>/dev/null)" != "$stamp" ]; then
-  log "building and installing kclient[$EXTRAS] (compiles kcore)"
-  .venv/bin/python -m pip install -q ".[$EXTRAS]"
+  # Editable: the PEP 660 build compiles every kcore/*.pyx in place, so the checkout itself is
+  # the compiled package. Subprocesses and Spark workers that start from the checkout (cwd on
+  # sys.path) then import the same compiled modules as the test process.
+  log "building and installing kclient[$EXTRAS] in editable mode (compiles kcore)"
+  .venv/bin/python -m pip install -q -e ".[$EXTRAS]"
   echo "$stamp" > .venv/.kclient-stamp
 else
   log "kclient[$EXTRAS] is up to date"
