@@ -137,6 +137,12 @@ class CommitFailedError(KafkaError):
     )
 
 
+class UnjoinedGroupError(KafkaError):
+    """A JoinGroup/SyncGroup answer arrived after the member left that rebalance (the
+    coordinator rejoins at once; not raised to the application)."""
+    retriable = True
+
+
 class RetriableCommitFailedError(KafkaError):
     """An asynchronous offset commit failed with a retriable error (coordinator moved or
     unavailable, connection lost); a later commit of newer offsets may succeed."""

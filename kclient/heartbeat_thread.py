@@ -1,0 +1,222 @@
+"""The background thread that keeps a group member alive (SPEC §1, §2).
+
+One iteration of the loop is ``HeartbeatThread.run_once()``, which runs holding the
+coordinator's lock and returns what to do next (exit, wait for an event, or wait N ms), so
+unit tests drive it step by step with a fake clock. ``run()`` repeats it and does the waiting.
+
+Waiting. The thread waits on the coordinator's condition until the earliest of: next
+heartbeat due, session expiry, poll expiry (``Heartbeat.next_wakeup_ms``). ``enable()``,
+``close()`` and a failed heartbeat notify the condition so it wakes early. While one of the
+coordinator's requests (a heartbeat, a FindCoordinator, a LeaveGroup) is in flight someone
+must read its response: if the application thread is not polling the network, this thread
+does it itself with a short ``poll_no_wakeup`` (at most ``NETWORK_WAIT_MAX_MS``) instead of
+sleeping on the condition.
+
+Sharing the network client. ``ConsumerNetworkClient`` holds its poll lock while a poll waits
+in select(). This thread never waits for that lock: it only polls when the lock is free
+(non-blocking acquire). When the application thread is blocked in a long poll, a request
+this thread sends wakes that select() (``ConsumerNetworkClient.send`` does so while a poll is
+running), the application thread's poll transmits it and reads the response, and the
+response handler runs there. So a long application poll never delays a heartbeat, and this
+thread never blocks the application thread for more than one short poll. (To pick a broker for
+FindCoordinator it reads NetworkClient.least_loaded_node without that lock: a read-only scan.)
+
+The GIL. Python code in the application thread gives up the GIL every switch interval
+(5 ms), so this thread keeps heartbeating while the application computes in pure Python
+for longer than session.timeout.ms. A C extension call that holds the GIL for longer than
+the session timeout cannot be survived by a Python thread: the compiled
+``kcore.timers.Heartbeat`` exposes a nogil C interface for a future GIL-free sender.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from typing import TYPE_CHECKING
+
+from kclient import errors as Errors
+
+if TYPE_CHECKING:  # pragma: no cover
+    from kclient.coordinator import AbstractCoordinator
+
+__all__ = ["HeartbeatThread", "EXIT", "WAIT_FOR_EVENT", "NETWORK_WAIT_MAX_MS"]
+
+log = logging.getLogger(__name__)
+
+#: run_once() results other than a wait in ms (>= 0)
+EXIT = -1
+WAIT_FOR_EVENT = -2
+
+#: Longest single network poll of this thread: bounds how long the application thread can wait
+#: for the network client's lock while this thread reads a response.
+NETWORK_WAIT_MAX_MS = 50
+
+# Errors that end the thread: they will not go away by retrying (SPEC §2 step 8).
+_FATAL = (Errors.FencedInstanceIdError, Errors.GroupAuthorizationFailedError,
+          Errors.SaslAuthenticationFailedError, Errors.UnsupportedVersionError)
+
+
+class HeartbeatThread(threading.Thread):
+    def __init__(self, coordinator: "AbstractCoordinator"):
+        name = f"kclient-heartbeat-{coordinator.group_id}"
+        super().__init__(name=name, daemon=True)
+        self._coordinator = coordinator
+        self._lock = coordinator._lock
+        self._cond = coordinator._cond
+        self._enabled = False
+        self._closed = False
+        self._failure: BaseException | None = None
+
+    # ------------------------------------------------------------------ control (any thread)
+    @property
+    def enabled(self) -> bool:
+        return self._enabled
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def failure(self) -> BaseException | None:
+        """The error that ended the thread (re-raised by the application's next poll)."""
+        return self._failure
+
+    def enable(self) -> None:
+        with self._lock:
+            log.debug("enabling heartbeat thread of group %s", self._coordinator.group_id)
+            self._enabled = True
+            # A member that just became STABLE starts a fresh session and poll interval.
+            self._coordinator.heartbeat.reset_timeouts(self._coordinator._clock.now_ms())
+            self._cond.notify_all()
+
+    def disable(self) -> None:
+        with self._lock:
+            if self._enabled:
+                log.debug("disabling heartbeat thread of group %s", self._coordinator.group_id)
+            self._enabled = False
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            self._cond.notify_all()
+        self._coordinator._wake_network()
+
+    def fail(self, exc: BaseException) -> None:
+        with self._lock:
+            if self._failure is None:
+                self._failure = exc
+            self._cond.notify_all()
+
+    # ------------------------------------------------------------------ the loop
+    def run(self) -> None:
+        log.debug("heartbeat thread of group %s started", self._coordinator.group_id)
+        try:
+            while True:
+                with self._lock:
+                    action = self.run_once()
+                    if action == EXIT:
+                        break
+                    if action == WAIT_FOR_EVENT:
+                        self._cond.wait()
+                        continue
+                    if action > 0 and not self._coordinator._has_pending_coordinator_requests():
+                        self._cond.wait(action / 1000.0)
+                        continue
+                if action > 0:
+                    self._wait_for_response(action)
+        except BaseException as exc:  # SPEC §2 step 8: end the thread, the next poll() raises it
+            log.error("heartbeat thread of group %s failed: %r", self._coordinator.group_id, exc,
+                      exc_info=not isinstance(exc, Errors.KafkaError))
+            self.fail(exc)
+        finally:
+            log.debug("heartbeat thread of group %s stopped", self._coordinator.group_id)
+
+    def _wait_for_response(self, wait_ms: int) -> None:
+        """Wait up to ``wait_ms`` for an in-flight coordinator response, outside the lock."""
+        step = min(wait_ms, NETWORK_WAIT_MAX_MS)
+        if not self._coordinator._poll_network_nowait(step):
+            # The application thread is polling: it reads the response, whose handler
+            # notifies the condition.
+            with self._lock:
+                if not self._closed:
+                    self._cond.wait(step / 1000.0)
+
+    def run_once(self) -> int:
+        """One iteration of the heartbeat loop (SPEC §2), holding the coordinator's lock.
+
+        Returns EXIT, WAIT_FOR_EVENT, or the number of ms to wait before the next iteration.
+        """
+        c = self._coordinator
+        with self._lock:
+            # 1. closed -> exit; not enabled -> wait; not STABLE -> disable
+            if self._closed or self._failure is not None:
+                return EXIT
+            if not self._enabled:
+                return WAIT_FOR_EVENT
+            if not c.is_stable():
+                self.disable()
+                return 0
+            # 2. poll the network without honouring wakeups (only if nobody else is polling)
+            c._poll_network_nowait(0)
+            if self._closed or self._failure is not None:
+                return EXIT
+            now = c._clock.now_ms()
+            hb = c.heartbeat
+            backoff = hb.retry_backoff_ms
+            # 3. coordinator unknown -> look it up; in flight or failed at once -> back off
+            if c.coordinator_unknown():
+                pending = c._find_coordinator_future
+                if pending is not None and not pending.is_done:
+                    return backoff
+                future = c.lookup_coordinator(blocking=False)
+                if future.is_done and future.failed():
+                    log.debug("heartbeat thread could not start a coordinator lookup: %s",
+                              future.exception)
+                    return backoff
+                return 0
+            # 4. no successful heartbeat within session.timeout.ms -> coordinator unknown
+            if hb.session_timeout_expired(now):
+                c.mark_coordinator_unknown(
+                    f"no heartbeat response within session.timeout.ms ({hb.session_timeout_ms} ms)")
+                return 0
+            # 5. the application did not call poll() within max.poll.interval.ms -> leave
+            if hb.poll_timeout_expired(now):
+                c._on_poll_timeout(now)
+                return 0
+            # 6. not yet time: wait until the next heartbeat, session expiry or poll expiry
+            if not hb.should_heartbeat(now):
+                return max(hb.next_wakeup_ms(now) - now, 1)
+            # 7. send a heartbeat
+            hb.sent_heartbeat(now)
+            future = c.send_heartbeat_request()
+            future.add_listener(_HeartbeatListener(self))
+            return 0
+
+
+class _HeartbeatListener:
+    """Outcome of one heartbeat (SPEC §2 step 7); runs on whichever thread read the response."""
+
+    __slots__ = ("thread",)
+
+    def __init__(self, thread: HeartbeatThread):
+        self.thread = thread
+
+    def on_success(self, _value) -> None:
+        t = self.thread
+        c = t._coordinator
+        with t._lock:
+            c.heartbeat.received_heartbeat(c._clock.now_ms())
+
+    def on_failure(self, exc: BaseException) -> None:
+        t = self.thread
+        c = t._coordinator
+        with t._lock:
+            now = c._clock.now_ms()
+            if isinstance(exc, Errors.RebalanceInProgressError):
+                # The coordinator still knows us: keep the session alive until we rejoin.
+                c.heartbeat.received_heartbeat(now)
+            elif isinstance(exc, _FATAL) or not isinstance(exc, Errors.KafkaError):
+                t.fail(exc)
+            else:
+                c.heartbeat.fail_heartbeat(now)
+                # wake the waiting thread so it reschedules (retry after retry.backoff.ms)
+                t._cond.notify_all()
