@@ -19,6 +19,19 @@ _LAZY = {
     "OffsetAndTimestamp": "kclient.structs",
     "ConsumerRecord": "kclient.structs",
     "ConsumerRebalanceListener": "kclient.listener",
+    "KafkaConsumer": "kclient.consumer",
+    "IsolationLevel": "kclient.consumer",
+    "KafkaProducer": "kclient.producer",
+    "RecordMetadata": "kclient.producer",
+    "KafkaAdminClient": "kclient.admin",
+    "NewTopic": "kclient.admin",
+    "OffsetSpec": "kclient.admin",
+    "Serializer": "kclient.deserializers",
+    "Deserializer": "kclient.deserializers",
+    "DefaultSerializer": "kclient.deserializers",
+    "JsonSerializer": "kclient.deserializers",
+    "ColumnarRecords": "kclient.columnar",
+    "ConsumerInterceptor": "kclient.interceptors",
 }
 
 __all__ = sorted(_LAZY)

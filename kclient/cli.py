@@ -20,6 +20,9 @@ import sys
 COMMANDS: dict[str, tuple[str, str]] = {
     "broker": ("kclient.testing.broker_command",
                "run an embedded Kafka broker (Tansu, or librdkafka's mock cluster) until Ctrl-C"),
+    "consume": ("kclient.console", "print records of a topic (like kcat -C)"),
+    "bench": ("bench.runner", "benchmark kclient against other clients (needs a source checkout: run from its root)"),
+    "demo": ("kclient.demo", "the main job: seed a topic, read it with PySpark through kclient, aggregate to Parquet"),
 }
 
 

@@ -1,0 +1,893 @@
+"""KafkaConsumer: a drop-in for kafka-python's consumer, with a columnar fast path.
+
+Settings: kafka-python keywords (``bootstrap_servers=...``), Java-style dotted keys in a dict
+(``KafkaConsumer({"bootstrap.servers": ...})``), or both; unknown or ill-typed settings fail
+at construction naming the setting. Topics given positionally are subscribed at once
+(``KafkaConsumer("my-topic", group_id=...)``).
+
+``poll()`` follows SPEC §7: honour a pending ``wakeup()``; bring group membership and
+positions up to date within the remaining time; return buffered records at once, sending
+the next fetches *before* returning them (the network works while the caller processes);
+otherwise send fetches and block on the network until one completes, the time runs out, or
+the coordinator needs attention; return nothing while a rejoin is pending.
+
+Threads: the consumer is used by one thread at a time. A second thread entering any method
+(other than ``wakeup()``) gets ConcurrentAccessError; ``wakeup()`` from any thread makes a
+blocking ``poll()`` raise WakeupError.
+
+Differences from kafka-python: ``security_protocol`` must be PLAINTEXT for now; ``api_version``
+is accepted and ignored (versions are negotiated with each broker); a pattern matches whole
+topic names (Java's rule), not prefixes.
+"""
+from __future__ import annotations
+
+import collections
+import enum
+import logging
+import math
+import re
+import threading
+from typing import Any, Iterable, Mapping
+
+from kclient import errors as Errors
+from kclient.clock import SYSTEM_CLOCK, Clock
+from kclient.config import CONSUMER_CONFIGS, ConfigDef, ConsumerConfig, canonical_name, define
+from kclient.consumer_network_client import ConsumerNetworkClient
+from kclient.deserializers import DefaultSerializer, JsonSerializer  # noqa: F401 (kafka-python names)
+from kclient.listener import ConsumerRebalanceListener  # noqa: F401
+from kclient.fetcher import Fetcher
+from kclient.interceptors import ConsumerInterceptors
+from kclient.offset_fetcher import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, OffsetFetcher
+from kclient.structs import OffsetAndMetadata, TopicPartition
+from kclient.subscription_state import FetchPosition, OffsetResetStrategy, SubscriptionState
+
+__all__ = ["KafkaConsumer", "IsolationLevel", "TopicPartition", "OffsetAndMetadata", "JsonSerializer",
+           "DefaultSerializer", "ConsumerRebalanceListener"]
+
+log = logging.getLogger(__name__)
+
+
+def _callable_or_none(name: str, value: Any) -> Any:
+    if value is not None and not callable(value):
+        raise Errors.ConfigurationError(f"setting {name!r} must be callable, got {value!r}")
+    return value
+
+
+def _plaintext_only(name: str, value: str) -> str:
+    if str(value).upper() != "PLAINTEXT":
+        raise Errors.ConfigurationError(
+            f"setting {name!r}: {value!r} is not supported yet; only PLAINTEXT connections are "
+            f"implemented (no TLS or SASL)")
+    return "PLAINTEXT"
+
+
+def _unsupported_if_set(name: str, value: Any) -> Any:
+    if value is not None:
+        raise Errors.ConfigurationError(f"setting {name!r}: proxies are not supported")
+    return value
+
+
+def _timeout_ms(name: str, value: float) -> float:
+    if value < 0:
+        raise Errors.ConfigurationError(f"setting {name!r} must be >= 0, got {value!r}")
+    return value
+
+
+# kafka-python keywords that are not Java consumer settings; accepted so that kafka-python
+# code runs unchanged. Those marked "ignored" have no effect here.
+_KAFKA_PYTHON_SETTINGS = [
+    ConfigDef("consumer.timeout.ms", "float", math.inf, validator=_timeout_ms,
+              doc="iteration stops (StopIteration) after this long without a record"),
+    ConfigDef("default.offset.commit.callback", "object", None, validator=_callable_or_none,
+              doc="callback(offsets, exception_or_None) for commit_async() without a callback"),
+    ConfigDef("api.version", "object", None, doc="ignored: versions are negotiated"),
+    ConfigDef("api.version.auto.timeout.ms", "int", 2000, min=0,
+              doc="how long the constructor waits for the bootstrap servers"),
+    ConfigDef("enable.incremental.fetch.sessions", "bool", True, doc="ignored: fetches are sessionless"),
+    ConfigDef("legacy.iterator", "bool", False, doc="ignored"),
+    ConfigDef("metrics.enabled", "bool", True),
+    ConfigDef("metric.group.prefix", "str", "consumer"),
+    ConfigDef("socket.options", "object", None, doc="ignored"),
+    ConfigDef("sock.chunk.bytes", "int", 4096, doc="ignored"),
+    ConfigDef("sock.chunk.buffer.count", "int", 1000, doc="ignored"),
+    ConfigDef("selector", "object", None, doc="ignored"),
+    ConfigDef("kafka.client", "object", None, doc="ignored"),
+    ConfigDef("socks5.proxy", "str", None, nullable=True, validator=_unsupported_if_set, doc="not supported"),
+    ConfigDef("proxy.url", "str", None, nullable=True, validator=_unsupported_if_set, doc="not supported"),
+    ConfigDef("receive.message.max.bytes", "int", 100_000_000, min=1,
+              doc="largest response accepted from a broker (a larger length prefix fails before allocating)"),
+    ConfigDef("bootstrap.timeout.ms", "int", 30000, min=0,
+              doc="kafka-python 3 name: if set, how long the constructor waits for the bootstrap servers"),
+    ConfigDef("ssl.context", "object", None), ConfigDef("ssl.check.hostname", "bool", True),
+    ConfigDef("ssl.cafile", "str", None, nullable=True), ConfigDef("ssl.certfile", "str", None, nullable=True),
+    ConfigDef("ssl.keyfile", "str", None, nullable=True), ConfigDef("ssl.crlfile", "str", None, nullable=True),
+    ConfigDef("ssl.password", "str", None, nullable=True), ConfigDef("ssl.ciphers", "str", None, nullable=True),
+    ConfigDef("sasl.plain.username", "str", None, nullable=True),
+    ConfigDef("sasl.plain.password", "str", None, nullable=True),
+    ConfigDef("sasl.kerberos.name", "object", None),
+    ConfigDef("sasl.kerberos.service.name", "str", "kafka"),
+    ConfigDef("sasl.kerberos.domain.name", "str", None, nullable=True),
+    ConfigDef("sasl.oauth.token.provider", "object", None),
+]
+for _d in _KAFKA_PYTHON_SETTINGS:
+    if _d.name not in CONSUMER_CONFIGS:
+        define(_d)
+
+class IsolationLevel(enum.IntEnum):
+    """kafka-python 3's names for ``isolation_level`` (strings work too)."""
+
+    READ_UNCOMMITTED = 0
+    READ_COMMITTED = 1
+
+
+def _isolation_level(name: str, value: Any) -> str:
+    if isinstance(value, int) and not isinstance(value, bool) and value in (0, 1):
+        return ("read_uncommitted", "read_committed")[value]
+    if isinstance(value, str) and value.strip().lower() in ("read_uncommitted", "read_committed"):
+        return value.strip().lower()
+    raise Errors.ConfigurationError(
+        f"setting {name!r} must be 'read_uncommitted' or 'read_committed' (or IsolationLevel), got {value!r}")
+
+
+define(ConfigDef("isolation.level", "object", "read_uncommitted", validator=_isolation_level,
+                 doc="read_committed: only records of committed transactions"))
+
+# Iteration polls in slices this long so that consumer_timeout_ms=inf stays responsive.
+_ITER_POLL_MS = 1000
+
+
+def _kafka_python_values(configs: Mapping[str, Any]) -> dict[str, Any]:
+    """kafka-python writes "the default" as None for some settings (and None socket buffers
+    mean the OS default, -1 here)."""
+    out = {}
+    for key, value in configs.items():
+        if value is None and isinstance(key, str):
+            try:
+                d = CONSUMER_CONFIGS[canonical_name(key)]
+            except Errors.ConfigurationError:
+                d = None
+            if d is not None and d.name in ("send.buffer.bytes", "receive.buffer.bytes"):
+                value = -1
+            elif d is not None and not d.nullable and d.default is not None:
+                continue
+        out[key] = value
+    return out
+
+
+def _as_tp(tp) -> TopicPartition:
+    if isinstance(tp, TopicPartition):
+        return tp
+    try:
+        topic, partition = tp
+    except (TypeError, ValueError):
+        raise TypeError(f"expected a TopicPartition, got {tp!r}") from None
+    return TopicPartition(topic, partition)
+
+
+def _check_timeout(timeout_ms, what: str = "timeout_ms") -> int:
+    if isinstance(timeout_ms, bool) or not isinstance(timeout_ms, (int, float)):
+        raise TypeError(f"{what} must be a number of milliseconds, got {timeout_ms!r}")
+    if timeout_ms < 0:
+        raise Errors.IllegalArgumentError(f"{what} must not be negative, got {timeout_ms}")
+    return int(timeout_ms)
+
+
+class KafkaConsumer:
+    """Consume records from Kafka (see the module doc)."""
+
+    def __init__(self, *topics: Any, clock: Clock | None = None, **configs: Any):
+        dicts = [t for t in topics if isinstance(t, Mapping)]
+        names = [t for t in topics if not isinstance(t, Mapping)]
+        merged: dict[str, Any] = {}
+        for d in dicts:
+            merged.update(d)
+        merged = _kafka_python_values(merged)
+        configs = _kafka_python_values(configs)
+        for t in names:
+            if not isinstance(t, str):
+                raise TypeError(f"topics are given as str, got {t!r}")
+        self.config = ConsumerConfig(merged, **configs)
+        cfg = self.config
+        _plaintext_only("security.protocol", cfg["security.protocol"])
+        self._closed = True  # until construction completes: close()/__del__ do nothing
+        self._clock = clock or SYSTEM_CLOCK
+        self._guard = threading.Lock()
+        self._owner: int | None = None
+        self._owner_depth = 0
+        self._metrics = collections.Counter()
+        self._iterator = None
+        self._iter_deadline = math.inf
+        self._consumer_timeout_ms = cfg["consumer.timeout.ms"]
+        self._iter_last: dict[TopicPartition, Any] = {}          # last record handed out
+        self._iter_ends: dict[TopicPartition, FetchPosition] = {}
+        self._iter_pending: set[TopicPartition] = set()          # records of the poll not all handed out
+        self._iter_epoch = 0
+        self._local_assignment_version = -1
+        self._retry_backoff_ms = cfg["retry.backoff.ms"]
+        self._default_api_timeout_ms = cfg["default.api.timeout.ms"]
+        self._request_timeout_ms = cfg["request.timeout.ms"]
+        self._client = ConsumerNetworkClient(config=cfg, clock=self._clock,
+                                             max_response_bytes=cfg["receive.message.max.bytes"])
+        self._metadata = self._client.metadata
+        try:
+            self._subscriptions = SubscriptionState(cfg["auto.offset.reset"], cfg["exclude.internal.topics"])
+            self._fetcher = Fetcher(self._client, self._subscriptions, cfg, clock=self._clock, metrics=self._metrics)
+            self._offsets = OffsetFetcher(
+                self._client, self._subscriptions, isolation_level=cfg["isolation.level"],
+                request_timeout_ms=self._request_timeout_ms, retry_backoff_ms=self._retry_backoff_ms,
+                clock=self._clock, on_position_reset=self._fetcher.clear_partition)
+            self._interceptors = ConsumerInterceptors.from_config(cfg)
+            self._coordinator = None
+            if cfg["group.id"] is not None:
+                from kclient.consumer_coordinator import ConsumerCoordinator
+                self._coordinator = ConsumerCoordinator(self._client, self._subscriptions, self._metadata, cfg,
+                                                        clock=self._clock, interceptors=self._interceptors)
+            if cfg["api.version"] is None:
+                # kafka-python probes the cluster here: an unreachable bootstrap fails at once.
+                wait = (cfg["bootstrap.timeout.ms"] if cfg.is_set("bootstrap.timeout.ms")
+                        and not cfg.is_set("api.version.auto.timeout.ms") else cfg["api.version.auto.timeout.ms"])
+                self._client.ensure_bootstrapped(wait)
+        except BaseException:
+            self._client.close()
+            raise
+        self._closed = False
+        if names:
+            self.subscribe(names)
+        log.debug("consumer created: %r", cfg)
+
+    # ------------------------------------------------------------------ one thread at a time
+    def _acquire(self) -> None:
+        # The lock is the ownership token (held across the whole call, released at the end);
+        # a failed non-blocking acquire is either a re-entrant call (same thread) or a second
+        # thread, which is refused instead of waiting.
+        if self._guard.acquire(False):
+            self._owner = threading.get_ident()
+            return
+        if self._owner == threading.get_ident():
+            self._owner_depth += 1
+            return
+        raise Errors.ConcurrentAccessError(
+            "KafkaConsumer is not safe for multi-threaded access: another thread is using "
+            "it right now (only wakeup() may be called from other threads)")
+
+    def _release(self) -> None:
+        if self._owner_depth:
+            self._owner_depth -= 1
+        else:
+            self._owner = None
+            self._guard.release()
+
+    def _acquire_open(self) -> None:
+        self._acquire()
+        if self._closed:
+            self._release()
+            raise Errors.IllegalStateError("This consumer has already been closed.")
+
+    # ------------------------------------------------------------------ subscription
+    def subscribe(self, topics: Iterable[str] = (), pattern: str | re.Pattern | None = None, listener=None) -> None:
+        """Subscribe to a topic list or a regex pattern: group-managed with group_id; without
+        one (as in kafka-python) this consumer takes every partition of those topics."""
+        self._acquire_open()
+        try:
+            self._changed()
+            if isinstance(topics, str):
+                topics = [topics]
+            topics = list(topics or ())
+            if topics and pattern is not None:
+                raise Errors.IllegalStateError("subscribe() takes topics or a pattern, not both")
+            if not topics and pattern is None:
+                raise Errors.IllegalStateError("subscribe() needs topics or a pattern (use unsubscribe() to stop)")
+            self._local_assignment_version = -1
+            if pattern is not None:
+                self._subscriptions.subscribe_pattern(pattern, listener)
+                self._metadata.set_need_all_topics(True)
+                self._metadata.request_update()
+            else:
+                self._fetcher.clear_all()
+                if self._subscriptions.subscribe(topics, listener):
+                    self._metadata.set_topics(self._subscriptions.metadata_topics())
+                    self._metadata.request_update()
+            log.info("subscribed to %s", pattern if pattern is not None else sorted(topics))
+        finally:
+            self._release()
+
+    def subscription(self) -> set[str] | None:
+        """The subscribed topics (None if not subscribed)."""
+        self._acquire_open()
+        try:
+            subs = self._subscriptions.subscription
+            return set(subs) if subs or self._subscriptions.has_auto_assigned_partitions() else None
+        finally:
+            self._release()
+
+    def assign(self, partitions: Iterable[TopicPartition]) -> None:
+        """Assign partitions by hand (no group management); an empty list unassigns."""
+        self._acquire_open()
+        try:
+            self._changed()
+            parts = [_as_tp(tp) for tp in partitions]
+            if not parts:
+                self._unsubscribe()
+                return
+            if self._subscriptions.assign_from_user(parts):
+                self._metadata.set_topics({tp.topic for tp in parts})
+                self._metadata.request_update()
+        finally:
+            self._release()
+
+    def assignment(self) -> set[TopicPartition]:
+        self._acquire_open()
+        try:
+            return self._subscriptions.assigned_partitions()
+        finally:
+            self._release()
+
+    def unsubscribe(self) -> None:
+        """Stop consuming: leave the group (if any) and drop the assignment."""
+        self._acquire_open()
+        try:
+            self._changed()
+            self._unsubscribe()
+        finally:
+            self._release()
+
+    def _unsubscribe(self) -> None:
+        self._fetcher.clear_all()
+        coordinator = self._coordinator
+        if coordinator is not None and self._subscriptions.has_auto_assigned_partitions():
+            for step in ("on_leave_prepare", "maybe_leave_group"):
+                fn = getattr(coordinator, step, None)
+                if fn is not None:
+                    try:
+                        fn() if step == "on_leave_prepare" else fn("the consumer unsubscribed from all topics")
+                    except Errors.KafkaError as exc:
+                        log.warning("leaving the group while unsubscribing failed: %s", exc)
+        self._subscriptions.unsubscribe()
+        self._metadata.set_need_all_topics(False)
+        self._metadata.set_topics(())
+
+    # ------------------------------------------------------------------ poll
+    def poll(self, timeout_ms: int = 0, max_records: int | None = None, update_offsets: bool = True,
+             ) -> dict[TopicPartition, list]:
+        """Records fetched since the last poll, {TopicPartition: [ConsumerRecord, ...]}, waiting
+        up to timeout_ms for some. At most max_records (default max.poll.records) in all."""
+        self._acquire_open()
+        try:
+            if self._iterator is not None:
+                self._abandon_iteration()
+            records, _ = self._poll(timeout_ms, max_records, update_offsets, columnar=False)
+            return records
+        finally:
+            self._release()
+
+    def poll_columnar(self, timeout_ms: int = 0, max_records: int | None = None,
+                      ) -> dict[TopicPartition, Any]:
+        """Like poll(), but each partition's records come as one ColumnarRecords (arrays, or
+        ``.to_arrow()``), without a Python object per record. Positions advance as with
+        poll(); max_records defaults to max.poll.records (pass a large value for throughput).
+        Interceptors' on_consume receive this dict."""
+        self._acquire_open()
+        try:
+            if self._iterator is not None:
+                self._abandon_iteration()
+            records, _ = self._poll(timeout_ms, max_records, True, columnar=True)
+            return records
+        finally:
+            self._release()
+
+    def _poll(self, timeout_ms, max_records, update_offsets: bool, columnar: bool):
+        timeout_ms = _check_timeout(timeout_ms)
+        if max_records is not None and (isinstance(max_records, bool) or not isinstance(max_records, int)
+                                        or max_records < 1):
+            raise Errors.IllegalArgumentError(f"max_records must be a positive int, got {max_records!r}")
+        if self._subscriptions.has_no_subscription_or_user_assignment():
+            raise Errors.IllegalStateError("Consumer is not subscribed to any topics or assigned any partitions")
+        self._flush_iteration()
+        clock = self._clock
+        now = clock.now_ms()
+        deadline = now + timeout_ms
+        coordinator = self._coordinator
+        if coordinator is not None:
+            coordinator.record_poll(now)
+        while True:
+            self._maybe_trigger_wakeup()
+            self._update_assignment_metadata_if_needed(deadline)
+            records, ends = self._poll_for_fetches(deadline, max_records, update_offsets, columnar)
+            if records:
+                # Pipelining: the next fetches leave before the caller processes these records.
+                if self._fetcher.send_fetches() > 0 or self._client.has_pending_requests():
+                    self._client.transmit_sends()
+                if self._interceptors:
+                    records = self._interceptors.on_consume(records)
+                return records, ends
+            if clock.now_ms() >= deadline:
+                return {}, {}
+
+    def _maybe_trigger_wakeup(self) -> None:
+        trigger = getattr(self._client, "_maybe_trigger_wakeup", None)
+        if trigger is not None:
+            trigger()
+        else:  # pragma: no cover - older network client
+            self._client.poll(0)
+
+    def _update_assignment_metadata_if_needed(self, deadline: int) -> bool:
+        coordinator = self._coordinator
+        if coordinator is not None:
+            if not coordinator.poll(max(deadline - self._clock.now_ms(), 0)):
+                return False
+        elif self._subscriptions.has_auto_assigned_partitions():
+            self._assign_all_partitions_locally()
+        return self._update_fetch_positions(deadline)
+
+    def _assign_all_partitions_locally(self) -> None:
+        """kafka-python's rule for a subscription without group_id: no group, this consumer
+        takes every partition of the subscribed (or matching) topics, re-checked on each
+        metadata update."""
+        version = self._metadata.update_version
+        if version == self._local_assignment_version:
+            return
+        self._local_assignment_version = version
+        subs = self._subscriptions
+        cluster = self._metadata.cluster
+        if subs.has_pattern_subscription():
+            subs.subscribe_from_pattern(subs.topics_matching_pattern(cluster.topics(), cluster.internal_topics))
+        parts = [TopicPartition(t, p.partition) for t in sorted(subs.subscription)
+                 for p in cluster.partitions_for_topic(t) or ()]
+        if set(parts) != subs.assigned_partitions():
+            log.info("no group_id: assigning every partition of %s to this consumer", sorted(subs.subscription))
+            subs.assign_from_subscribed(parts)
+
+    def _update_fetch_positions(self, deadline: int) -> bool:
+        subs = self._subscriptions
+        self._offsets.validate_positions_if_needed()
+        if subs.has_all_fetch_positions():
+            return True
+        coordinator = self._coordinator
+        if coordinator is not None and subs.initializing_partitions():
+            if not coordinator.refresh_committed_offsets_if_needed(max(deadline - self._clock.now_ms(), 0)):
+                return False
+        subs.reset_initializing_positions()
+        self._offsets.reset_positions_if_needed()
+        return True
+
+    def _fetched(self, max_records, update_offsets: bool, columnar: bool):
+        if columnar:
+            return self._fetcher.fetched_columnar(max_records, update_offsets)
+        return self._fetcher.fetched_records(max_records, update_offsets)
+
+    def _poll_for_fetches(self, deadline: int, max_records, update_offsets: bool, columnar: bool):
+        clock = self._clock
+        now = clock.now_ms()
+        remaining = max(deadline - now, 0)
+        coordinator = self._coordinator
+        poll_timeout = remaining if coordinator is None else min(coordinator.time_to_next_poll(now), remaining)
+        records, ends = self._fetched(max_records, update_offsets, columnar)
+        if records:
+            return records, ends
+        self._fetcher.send_fetches()
+        if poll_timeout > self._retry_backoff_ms and not self._subscriptions.has_all_fetch_positions():
+            poll_timeout = self._retry_backoff_ms  # positions pending: come back soon to reset them
+        if not self._fetcher.has_available_fetches():
+            self._client.poll(max(poll_timeout, 0))
+        if coordinator is not None and coordinator.rejoin_needed_or_pending():
+            return {}, {}  # let the group stabilise before handing out more records
+        return self._fetched(max_records, update_offsets, columnar)
+
+    # ------------------------------------------------------------------ iteration
+    def __iter__(self) -> "KafkaConsumer":
+        return self
+
+    def __next__(self):
+        self._acquire()
+        try:
+            if self._closed:
+                raise StopIteration("the consumer is closed")  # kafka-python ends iteration
+            timeout = self._consumer_timeout_ms
+            self._iter_deadline = self._clock.now_ms() + timeout if timeout != math.inf else math.inf
+            iterator = self._iterator
+            if iterator is None:
+                iterator = self._iterator = self._message_generator()
+            return next(iterator)
+        except StopIteration:
+            self._iterator = None
+            raise
+        except BaseException:
+            # WakeupError, a poll error...: the generator is finished; its undelivered
+            # records are fetched again by the next iteration.
+            self._abandon_iteration()
+            raise
+        finally:
+            self._release()
+
+    def _message_generator(self):
+        """kafka-python's iteration: records one by one, each partition's position following
+        the records handed out, so a commit between two records commits exactly what was
+        consumed. Positions are written lazily (``_flush_iteration``) before anything reads
+        them; a seek/pause/assignment change between two records drops the rest of that
+        partition's records from the current poll (they are fetched again from the position)."""
+        subs = self._subscriptions
+        last = self._iter_last
+        while True:
+            now = self._clock.now_ms()
+            if self._closed or now >= self._iter_deadline:
+                return
+            wait = self._iter_deadline - now
+            wait = _ITER_POLL_MS if not math.isfinite(wait) else min(int(wait), _ITER_POLL_MS)
+            records, ends = self._poll(wait, None, False, columnar=False)
+            pending = self._iter_pending
+            pending.update(records)
+            for tp, recs in records.items():
+                epoch = self._iter_epoch
+                dropped = False
+                expected = None  # offset + 1 of the last record handed out
+                for r in recs:
+                    if self._iter_epoch != epoch:  # the application changed something: re-check
+                        self._flush_iteration()
+                        position = subs.valid_position(tp) if subs.is_fetchable(tp) else None
+                        if position is None or (position.offset != expected if expected is not None
+                                                else position.offset > r.offset):
+                            dropped = True
+                            break
+                        epoch = self._iter_epoch
+                    last[tp] = r
+                    expected = r.offset + 1
+                    yield r
+                pending.discard(tp)
+                if dropped:
+                    last.pop(tp, None)
+                    self._fetcher.clear_partition(tp)
+                elif tp in ends:
+                    self._iter_ends[tp] = ends[tp]
+
+    def _flush_iteration(self) -> None:
+        """Write the positions of the records iteration handed out."""
+        last, ends = self._iter_last, self._iter_ends
+        if not last and not ends:
+            return
+        subs = self._subscriptions
+        for tp, r in last.items():
+            position = subs.valid_position(tp) if subs.is_assigned(tp) else None
+            if position is not None and position.offset <= r.offset:
+                subs.set_position(tp, FetchPosition(r.offset + 1, r.leader_epoch if r.leader_epoch >= 0 else None,
+                                                    position.current_leader_epoch))
+        for tp, end in ends.items():
+            position = subs.valid_position(tp) if subs.is_assigned(tp) else None
+            r = last.get(tp)
+            if position is not None and (r is None or position.offset == r.offset + 1) \
+                    and end.offset > position.offset:
+                subs.set_position(tp, end)  # past control records after the last record
+        last.clear()
+        ends.clear()
+
+    def _changed(self) -> None:
+        """The application changed positions/assignment/pause state: iteration re-checks."""
+        self._flush_iteration()
+        self._iter_epoch += 1
+
+    def _abandon_iteration(self) -> None:
+        """poll() while an iteration is suspended: its undelivered records are fetched again."""
+        self._flush_iteration()
+        for tp in self._iter_pending:
+            if self._subscriptions.is_assigned(tp):
+                self._fetcher.clear_partition(tp)
+        self._iter_pending.clear()
+        self._iterator = None
+
+    # ------------------------------------------------------------------ positions
+    def seek(self, partition: TopicPartition, offset) -> None:
+        """Fetch from ``offset`` next (an int or OffsetAndMetadata)."""
+        self._acquire_open()
+        try:
+            self._changed()
+            tp = _as_tp(partition)
+            if isinstance(offset, OffsetAndMetadata):
+                position = FetchPosition(offset.offset, offset.leader_epoch if offset.leader_epoch >= 0 else None,
+                                         self._metadata.cluster.leader_epoch(tp))
+            else:
+                if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+                    raise Errors.IllegalArgumentError(f"seek offset must be an int >= 0, got {offset!r}")
+                position = FetchPosition(offset, None, self._metadata.cluster.leader_epoch(tp))
+            if not self._subscriptions.is_assigned(tp):
+                raise Errors.IllegalStateError(f"No current assignment for partition {tp}")
+            log.info("seeking to offset %d for partition %s", position.offset, tp)
+            self._subscriptions.seek_unvalidated(tp, position)
+            self._fetcher.clear_partition(tp)
+        finally:
+            self._release()
+
+    def _partitions_or_all(self, partitions) -> list[TopicPartition]:
+        if not partitions:
+            return self._subscriptions.assigned_partitions_list()
+        parts = [_as_tp(tp) for tp in partitions]
+        for tp in parts:
+            if not self._subscriptions.is_assigned(tp):
+                raise Errors.IllegalStateError(f"No current assignment for partition {tp}")
+        return parts
+
+    def seek_to_beginning(self, *partitions: TopicPartition) -> None:
+        """Seek to the earliest offset of the partitions (all assigned ones if none given)."""
+        self._seek_to(partitions, OffsetResetStrategy.EARLIEST)
+
+    def seek_to_end(self, *partitions: TopicPartition) -> None:
+        """Seek to the end of the partitions (all assigned ones if none given)."""
+        self._seek_to(partitions, OffsetResetStrategy.LATEST)
+
+    def _seek_to(self, partitions, strategy: OffsetResetStrategy) -> None:
+        self._acquire_open()
+        try:
+            self._changed()
+            parts = self._partitions_or_all(partitions)
+            self._subscriptions.request_offset_reset(parts, strategy)
+            for tp in parts:
+                self._fetcher.clear_partition(tp)
+        finally:
+            self._release()
+
+    def position(self, partition: TopicPartition, timeout_ms: int | None = None) -> int:
+        """The offset of the next record that will be fetched (looked up if not known yet:
+        committed offset, else auto.offset.reset)."""
+        self._acquire_open()
+        try:
+            self._flush_iteration()
+            tp = _as_tp(partition)
+            if not self._subscriptions.is_assigned(tp):
+                raise Errors.IllegalStateError(f"You can only check the position for partitions assigned to this consumer ({tp})")
+            timeout = self._default_api_timeout_ms if timeout_ms is None else _check_timeout(timeout_ms)
+            deadline = self._clock.now_ms() + timeout
+            while True:
+                position = self._subscriptions.valid_position(tp)
+                if position is not None:
+                    return position.offset
+                self._update_fetch_positions(deadline)
+                position = self._subscriptions.valid_position(tp)
+                if position is not None:
+                    return position.offset
+                left = deadline - self._clock.now_ms()
+                if left <= 0:
+                    raise Errors.KafkaTimeoutError(f"timeout of {timeout} ms expired before the position "
+                                                   f"for partition {tp} could be determined")
+                self._client.poll(min(left, self._retry_backoff_ms))
+        finally:
+            self._release()
+
+    def highwater(self, partition: TopicPartition) -> int | None:
+        """The last known high watermark of an assigned partition (from fetch answers)."""
+        self._acquire_open()
+        try:
+            tp = _as_tp(partition)
+            if not self._subscriptions.is_assigned(tp):
+                raise Errors.IllegalStateError(f"No current assignment for partition {tp}")
+            return self._subscriptions.high_watermark(tp)
+        finally:
+            self._release()
+
+    def pause(self, *partitions: TopicPartition) -> None:
+        """Stop fetching these partitions (buffered records are kept for resume)."""
+        self._acquire_open()
+        try:
+            self._changed()
+            for tp in partitions:
+                tp = _as_tp(tp)
+                if not self._subscriptions.is_assigned(tp):
+                    raise Errors.IllegalStateError(f"No current assignment for partition {tp}")
+                self._subscriptions.pause(tp)
+        finally:
+            self._release()
+
+    def resume(self, *partitions: TopicPartition) -> None:
+        self._acquire_open()
+        try:
+            self._changed()
+            for tp in partitions:
+                tp = _as_tp(tp)
+                if not self._subscriptions.is_assigned(tp):
+                    raise Errors.IllegalStateError(f"No current assignment for partition {tp}")
+                self._subscriptions.resume(tp)
+        finally:
+            self._release()
+
+    def paused(self) -> set[TopicPartition]:
+        self._acquire_open()
+        try:
+            return self._subscriptions.paused_partitions()
+        finally:
+            self._release()
+
+    # ------------------------------------------------------------------ commits
+    def _require_group(self, what: str):
+        if self._coordinator is None:
+            raise Errors.IllegalStateError(f"{what} requires group_id")
+        return self._coordinator
+
+    @staticmethod
+    def _offsets_arg(offsets) -> dict[TopicPartition, OffsetAndMetadata]:
+        out = {}
+        for tp, om in offsets.items():
+            tp = _as_tp(tp)
+            if isinstance(om, int) and not isinstance(om, bool):
+                om = OffsetAndMetadata(om, "", -1)
+            elif not isinstance(om, OffsetAndMetadata):
+                try:
+                    om = OffsetAndMetadata(*om)
+                except TypeError:
+                    raise TypeError(f"offset for {tp} must be an int or OffsetAndMetadata, got {om!r}") from None
+            out[tp] = om
+        return out
+
+    def commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata] | None = None,
+               timeout_ms: int | None = None) -> None:
+        """Commit offsets (default: the position of every assigned partition), blocking."""
+        self._acquire_open()
+        try:
+            self._flush_iteration()
+            coordinator = self._require_group("commit()")
+            offsets = self._subscriptions.all_consumed() if offsets is None else self._offsets_arg(offsets)
+            timeout = self._default_api_timeout_ms if timeout_ms is None else _check_timeout(timeout_ms)
+            coordinator.commit_offsets_sync(offsets, timeout)
+        finally:
+            self._release()
+
+    def commit_async(self, offsets: Mapping[TopicPartition, OffsetAndMetadata] | None = None,
+                     callback=None):
+        """Commit without waiting; ``callback(offsets, exception_or_None)`` runs in a later
+        poll() or commit call."""
+        self._acquire_open()
+        try:
+            self._flush_iteration()
+            coordinator = self._require_group("commit_async()")
+            offsets = self._subscriptions.all_consumed() if offsets is None else self._offsets_arg(offsets)
+            if callback is None:
+                callback = self.config["default.offset.commit.callback"]
+            future = coordinator.commit_offsets_async(offsets, callback)
+            self._client.transmit_sends()
+            return future
+        finally:
+            self._release()
+
+    def committed(self, partition: TopicPartition, metadata: bool = False, timeout_ms: int | None = None):
+        """The last committed offset of a partition (None if none); with metadata=True the
+        OffsetAndMetadata."""
+        self._acquire_open()
+        try:
+            coordinator = self._require_group("committed()")
+            tp = _as_tp(partition)
+            timeout = self._default_api_timeout_ms if timeout_ms is None else _check_timeout(timeout_ms)
+            om = coordinator.fetch_committed_offsets([tp], timeout).get(tp)
+            if om is None:
+                return None
+            return om if metadata else om.offset
+        finally:
+            self._release()
+
+    # ------------------------------------------------------------------ offsets by time
+    def _lookup_timeout(self, timeout_ms) -> int:
+        return self._request_timeout_ms if timeout_ms is None else _check_timeout(timeout_ms)
+
+    def beginning_offsets(self, partitions: Iterable[TopicPartition], timeout_ms: int | None = None) -> dict:
+        """{tp: earliest offset} (does not change positions)."""
+        self._acquire_open()
+        try:
+            return self._offsets.beginning_or_end_offsets([_as_tp(tp) for tp in partitions], EARLIEST_TIMESTAMP,
+                                                          self._lookup_timeout(timeout_ms))
+        finally:
+            self._release()
+
+    def end_offsets(self, partitions: Iterable[TopicPartition], timeout_ms: int | None = None) -> dict:
+        """{tp: end offset}: the high watermark (read_uncommitted) or last stable offset
+        (read_committed), i.e. the offset the next record will get."""
+        self._acquire_open()
+        try:
+            return self._offsets.beginning_or_end_offsets([_as_tp(tp) for tp in partitions], LATEST_TIMESTAMP,
+                                                          self._lookup_timeout(timeout_ms))
+        finally:
+            self._release()
+
+    def offsets_for_times(self, timestamps: Mapping[TopicPartition, int], timeout_ms: int | None = None) -> dict:
+        """{tp: OffsetAndTimestamp | None}: the earliest offset whose timestamp is >= the
+        given one (None if there is none)."""
+        self._acquire_open()
+        try:
+            query = {}
+            for tp, ts in timestamps.items():
+                if isinstance(ts, bool) or not isinstance(ts, int) or ts < 0:
+                    raise Errors.IllegalArgumentError(f"the target time for {tp} must be an int >= 0, got {ts!r}")
+                query[_as_tp(tp)] = ts
+            return self._offsets.offsets_for_times(query, self._lookup_timeout(timeout_ms))
+        finally:
+            self._release()
+
+    # ------------------------------------------------------------------ metadata
+    def partitions_for_topic(self, topic: str) -> set[int] | None:
+        """Partition ids of a topic (None if it does not exist)."""
+        self._acquire_open()
+        try:
+            cluster = self._metadata.cluster
+            parts = cluster.partitions_for_topic(topic)
+            if parts is None:
+                self._metadata.add_topics(topic)
+                deadline = self._clock.now_ms() + self._request_timeout_ms
+                while True:
+                    self._client.await_metadata_update(max(deadline - self._clock.now_ms(), 0))
+                    cluster = self._metadata.cluster
+                    parts = cluster.partitions_for_topic(topic)
+                    if parts is not None or topic in cluster.topic_errors or self._clock.now_ms() >= deadline:
+                        break
+            return None if parts is None else {p.partition for p in parts}
+        finally:
+            self._release()
+
+    def topics(self) -> set[str]:
+        """All topics the cluster shows this client."""
+        self._acquire_open()
+        try:
+            had_all = self._metadata.need_all_topics
+            self._metadata.set_need_all_topics(True)
+            try:
+                if not self._client.await_metadata_update(self._request_timeout_ms):
+                    raise Errors.KafkaTimeoutError("no metadata for the topic list in time")
+                return set(self._metadata.cluster.topics())
+            finally:
+                self._metadata.set_need_all_topics(had_all or self._subscriptions.has_pattern_subscription())
+        finally:
+            self._release()
+
+    def bootstrap_connected(self) -> bool:
+        return self._client.client.ever_connected()
+
+    def metrics(self, raw: bool = False) -> dict:
+        """Counters: records/bytes consumed, fetch requests, buffered bytes."""
+        m = dict(self._metrics)
+        fetch = {
+            "records-consumed-total": m.get("records-consumed-total", 0),
+            "bytes-fetched-total": m.get("bytes-fetched-total", 0),
+            "fetch-total": m.get("fetch-request-total", 0),
+            "fetch-latency-avg": (m.get("fetch-latency-ms-total", 0) / m["fetch-request-total"]
+                                  if m.get("fetch-request-total") else 0.0),
+            "buffered-bytes": self._fetcher.buffered_bytes,
+            "fetches-in-flight": self._fetcher.in_flight_fetches,
+        }
+        return {"consumer-fetch-manager-metrics": fetch,
+                "consumer-metrics": {"assigned-partitions": self._subscriptions.num_assigned_partitions()}}
+
+    # ------------------------------------------------------------------ lifecycle
+    def wakeup(self) -> None:
+        """Make a blocking poll() (now or the next one) raise WakeupError. Any thread."""
+        self._client.wakeup()
+
+    def close(self, autocommit: bool = True, timeout_ms: int | None = None) -> None:
+        """Commit (if auto-commit is on and autocommit), leave the group, close connections."""
+        if self._closed:
+            return
+        self._acquire()
+        try:
+            if self._closed:
+                return
+            timeout = 30000 if timeout_ms is None else _check_timeout(timeout_ms)
+            self._flush_iteration()
+            self._closed = True
+            try:
+                if self._coordinator is not None:
+                    self._coordinator.close(timeout, autocommit)
+            except Exception as exc:
+                log.warning("closing the group coordinator failed: %s", exc)
+            finally:
+                self._iterator = None
+                self._fetcher.close()
+                self._interceptors.close()
+                self._client.close()
+            log.debug("consumer closed")
+        finally:
+            self._release()
+
+    def __enter__(self) -> "KafkaConsumer":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self):
+        try:
+            if not self._closed:
+                self._client.close()
+        except Exception:
+            pass

@@ -1,0 +1,720 @@
+"""Fetcher: sends Fetch requests to partition leaders and turns the answers into records.
+
+Pipelining (SPEC §7). A partition may have one Fetch in flight and up to
+``PREFETCH_DEPTH`` answered fetches buffered ahead of what the application consumed; the
+next fetch for it starts where the last buffered one ended, so the network works while the
+application processes. ``send_fetches()`` runs before ``poll()`` returns records.
+
+Memory bound. Buffered answers are accounted by the size of the response frames they keep
+alive (a frame is released when every partition in it was drained or discarded). No new
+fetch is sent while that total is at or above ``fetch.max.bytes``; since one answer is at
+most about ``fetch.max.bytes``, prefetched memory stays below about twice that.
+
+Decoding is lazy: an answer is decoded (kcore.records) only when the application drains
+that partition, per record (``fetched_records``) or columnar (``fetched_columnar``). Answers
+are drained in arrival order; within one poll, ``max.poll.records`` is taken from the oldest
+answer first, then the next, and partitions that returned data move to the end of the next
+fetch request (fairness: no partition starves the others of ``fetch.max.bytes``).
+
+Stale data. Every partition has a pipeline epoch, bumped by ``clear_partition`` (seek, reset,
+pause handling, revocation); answers and buffers of an older epoch or an older assignment
+are dropped, never returned.
+
+Errors in an answer: leader/topic errors request a metadata refresh and back the partition
+off for ``retry.backoff.ms``; OFFSET_OUT_OF_RANGE at the current position requests a reset
+(``auto.offset.reset``) or, with 'none', raises OffsetOutOfRangeError from ``poll()``;
+corrupt data (CRC mismatch...) raises from ``poll()`` without moving the position.
+"""
+from __future__ import annotations
+
+import collections
+import importlib
+import logging
+import struct
+from typing import Any
+
+from kclient import errors as Errors
+from kclient.clock import SYSTEM_CLOCK, Clock
+from kclient.config import ConfigDef, define
+from kclient.deserializers import as_deserializer
+from kclient.structs import ConsumerRecord, TopicPartition
+from kclient.subscription_state import FetchPosition
+
+__all__ = ["Fetcher", "CompletedFetch", "PREFETCH_DEPTH"]
+
+log = logging.getLogger(__name__)
+
+FETCH_KEY = 1
+_TOPIC_ID_VERSION = 13          # Fetch v13+ names topics by id
+PREFETCH_DEPTH = 2              # answered fetches buffered per partition before it waits
+_ISOLATION = {"read_uncommitted": 0, "read_committed": 1}
+
+_new_tuple = tuple.__new__
+_ENTRY_HEAD = struct.Struct(">qi")    # base offset, length: the head of every batch/message
+_I32 = struct.Struct(">i")
+
+
+class _ResponseBuffer:
+    """One Fetch response frame, alive while any of its partitions is still buffered."""
+
+    __slots__ = ("nbytes", "pending")
+
+    def __init__(self, nbytes: int):
+        self.nbytes = nbytes
+        self.pending = 0
+
+
+class CompletedFetch:
+    """One partition's answer from one Fetch response, drained over one or more polls."""
+
+    __slots__ = ("tp", "fetch_offset", "epoch", "assignment_id", "raw", "aborted", "buffer",
+                 "records", "columnar", "error", "pos", "next_offset", "last_offset", "last_epoch",
+                 "drained", "size")
+
+    def __init__(self, tp: TopicPartition, fetch_offset: int, epoch: int, assignment_id: int,
+                 raw, aborted, buffer: _ResponseBuffer):
+        self.tp = tp
+        self.fetch_offset = fetch_offset
+        self.epoch = epoch
+        self.assignment_id = assignment_id
+        self.raw = raw                  # memoryview into the response frame
+        self.aborted = aborted          # aborted transactions (read_committed) or None
+        self.buffer = buffer
+        self.records: list | None = None       # decoded kcore Record objects (per-record path)
+        self.columnar = None                   # kcore ColumnarBatch (columnar path)
+        self.error: BaseException | None = None  # raised from poll() when drained
+        self.pos = 0                    # next row to hand out
+        self.next_offset = fetch_offset  # offset after the last complete batch
+        self.last_offset = -1           # offset of the last row handed out
+        self.last_epoch = -1
+        self.drained = False
+        self.size = len(raw)
+
+    @property
+    def initialized(self) -> bool:
+        return self.records is not None or self.columnar is not None
+
+    def __repr__(self) -> str:
+        return (f"CompletedFetch({self.tp}, fetch_offset={self.fetch_offset}, bytes={self.size}, "
+                f"pos={self.pos}, drained={self.drained})")
+
+
+class _PartitionPipe:
+    """Per-partition pipeline state: epoch, fetch in flight, buffered answers, next offset."""
+
+    __slots__ = ("epoch", "in_flight_epoch", "buffered", "next_fetch_offset", "backoff_until",
+                 "incomplete_warned")
+
+    def __init__(self) -> None:
+        self.epoch = 0
+        self.in_flight_epoch = -1        # epoch of the fetch in flight, -1 if none
+        self.buffered = 0                # answers buffered (not yet fully drained)
+        self.next_fetch_offset: int | None = None   # chain end, valid for `epoch`
+        self.backoff_until = 0
+        self.incomplete_warned = False
+
+
+def _deserializer_setting(name: str, value: Any) -> Any:
+    """A deserializer: a callable, an object with deserialize(topic, data) (kafka-python's
+    Deserializer), or the dotted name of either (a class is instantiated)."""
+    if value is None or callable(value) or callable(getattr(value, "deserialize", None)):
+        return value
+    if isinstance(value, str):
+        module, _, attr = value.rpartition(".")
+        try:
+            obj = getattr(importlib.import_module(module), attr) if module else None
+        except (ImportError, AttributeError) as exc:
+            raise Errors.ConfigurationError(f"setting {name!r}: cannot load {value!r}: {exc}") from None
+        if isinstance(obj, type):
+            obj = obj()
+        if obj is not None and (callable(obj) or callable(getattr(obj, "deserialize", None))):
+            return obj
+    raise Errors.ConfigurationError(
+        f"setting {name!r} must be a callable or have a deserialize(topic, data) method, got {value!r}")
+
+
+for _name in ("key.deserializer", "value.deserializer"):
+    define(ConfigDef(_name, "object", None, validator=_deserializer_setting,
+                     doc="bytes -> object, applied to every record's key/value (None: bytes)"))
+
+
+class Fetcher:
+    def __init__(self, client, subscriptions, config: Any, *, clock: Clock | None = None,
+                 metrics: collections.Counter | None = None):
+        self._client = client
+        self._metadata = client.metadata
+        self._subscriptions = subscriptions
+        self._clock = clock or SYSTEM_CLOCK
+        self._min_bytes = config["fetch.min.bytes"]
+        self._max_bytes = config["fetch.max.bytes"]
+        self._max_wait_ms = config["fetch.max.wait.ms"]
+        self._partition_max_bytes = config["max.partition.fetch.bytes"]
+        self._max_poll_records = config["max.poll.records"]
+        self._check_crcs = config["check.crcs"]
+        self._isolation_name = config["isolation.level"]
+        self._isolation = _ISOLATION[self._isolation_name]
+        self._read_committed = self._isolation == 1
+        self._retry_backoff_ms = config["retry.backoff.ms"]
+        self._rack = config["client.rack"] if "client.rack" in config else ""
+        self._key_deserializer = as_deserializer(config["key.deserializer"])
+        self._value_deserializer = as_deserializer(config["value.deserializer"])
+        self._buffer_limit = max(self._max_bytes, 1)
+        self._pipes: dict[TopicPartition, _PartitionPipe] = {}
+        self._completed: collections.deque[CompletedFetch] = collections.deque()
+        self._next_in_line: CompletedFetch | None = None
+        self._buffered_bytes = 0
+        self._in_flight_requests = 0
+        self._node_in_flight: dict[int, int] = {}   # fetches in flight per node (at most one)
+        self._assignment_id = subscriptions.assignment_id
+        self._metrics = metrics if metrics is not None else collections.Counter()
+
+    # ------------------------------------------------------------------ state helpers
+    def _check_assignment(self) -> None:
+        """After any assignment change, restart every partition's pipeline from its position:
+        buffered data of the old assignment is dropped, so chained fetch offsets are too."""
+        aid = self._subscriptions.assignment_id
+        if aid != self._assignment_id:
+            self._assignment_id = aid
+            self.clear_all()
+            for tp in [tp for tp in self._pipes if not self._subscriptions.is_assigned(tp)]:
+                del self._pipes[tp]
+
+    def _pipe(self, tp: TopicPartition) -> _PartitionPipe:
+        pipe = self._pipes.get(tp)
+        if pipe is None:
+            pipe = self._pipes[tp] = _PartitionPipe()
+        return pipe
+
+    @property
+    def buffered_bytes(self) -> int:
+        """Bytes of response frames kept alive by buffered answers."""
+        return self._buffered_bytes
+
+    @property
+    def in_flight_fetches(self) -> int:
+        return self._in_flight_requests
+
+    def clear_partition(self, tp: TopicPartition) -> None:
+        """Forget everything fetched or being fetched for tp (its position changed)."""
+        pipe = self._pipes.get(tp)
+        if pipe is None:
+            return
+        if pipe.buffered:
+            keep = collections.deque()
+            for cf in self._completed:
+                if cf.tp == tp:
+                    self._release(cf)
+                else:
+                    keep.append(cf)
+            self._completed = keep
+            if self._next_in_line is not None and self._next_in_line.tp == tp:
+                self._release(self._next_in_line)
+                self._next_in_line = None
+        pipe.epoch += 1           # answers still in flight for tp are now stale
+        pipe.buffered = 0
+        pipe.next_fetch_offset = None
+        pipe.backoff_until = 0
+
+    def clear_all(self) -> None:
+        for tp in list(self._pipes):
+            self.clear_partition(tp)
+
+    def _release(self, cf: CompletedFetch) -> None:
+        """cf is done (drained or discarded): free its share of the response frame."""
+        if cf.drained:
+            return
+        cf.drained = True
+        cf.raw = None
+        cf.records = None
+        cf.columnar = None
+        pipe = self._pipes.get(cf.tp)
+        if pipe is not None and pipe.epoch == cf.epoch and pipe.buffered > 0:
+            pipe.buffered -= 1
+        buf = cf.buffer
+        buf.pending -= 1
+        if buf.pending == 0:
+            self._buffered_bytes -= buf.nbytes
+
+    def _is_current(self, cf: CompletedFetch) -> bool:
+        pipe = self._pipes.get(cf.tp)
+        return (pipe is not None and pipe.epoch == cf.epoch
+                and cf.assignment_id == self._subscriptions.assignment_id
+                and self._subscriptions.is_assigned(cf.tp))
+
+    def has_completed_fetches(self) -> bool:
+        return bool(self._completed) or (self._next_in_line is not None and not self._next_in_line.drained)
+
+    def has_available_fetches(self) -> bool:
+        """Some buffered answer belongs to a partition that may be returned now."""
+        subs = self._subscriptions
+        nil = self._next_in_line
+        if nil is not None and not nil.drained and subs.is_fetchable(nil.tp):
+            return True
+        return any(subs.is_fetchable(cf.tp) for cf in self._completed)
+
+    # ------------------------------------------------------------------ sending
+    def send_fetches(self) -> int:
+        """Send a Fetch to every leader that has fetchable partitions without a fetch in
+        flight (and room in the prefetch buffer). Returns the number of requests sent."""
+        self._check_assignment()
+        if self._buffered_bytes >= self._buffer_limit:
+            return 0
+        now = self._clock.now_ms()
+        subs = self._subscriptions
+        cluster = self._metadata.cluster
+        assignment_id = subs.assignment_id
+        by_node: dict[int, list] = {}
+        need_metadata = False
+        busy = self.has_completed_fetches()
+        node_busy = self._node_in_flight
+        for tp in subs.fetchable_partitions():
+            pipe = self._pipe(tp)
+            if pipe.in_flight_epoch == pipe.epoch or pipe.buffered >= PREFETCH_DEPTH:
+                continue
+            if pipe.backoff_until > now:
+                continue
+            leader = cluster.leader_for(tp)
+            if leader is None:
+                need_metadata = True
+                continue
+            if node_busy.get(leader.node_id):
+                continue
+            if pipe.next_fetch_offset is not None:
+                offset = pipe.next_fetch_offset
+            else:
+                position = subs.valid_position(tp)
+                if position is None:
+                    continue
+                offset = position.offset
+            if busy:
+                # While the application has records to work through, leave caught-up
+                # partitions out: their fetch would wait fetch.max.wait.ms on the broker
+                # and hold up the connection for partitions that do have data.
+                end = subs.partition_end_offset(tp, self._isolation_name)
+                if end is not None and offset >= end:
+                    continue
+            epoch = cluster.leader_epoch(tp)
+            by_node.setdefault(leader.node_id, []).append((tp, offset, -1 if epoch is None else epoch))
+        if need_metadata:
+            self._metadata.request_update()
+        sent = 0
+        for node_id, parts in by_node.items():
+            if self._client.is_unavailable(node_id):
+                continue  # in reconnect backoff
+            if not self._client.try_connect(node_id):
+                continue  # connecting: a later poll sends (the connection wakes the selector)
+            version = self._client.api_version(node_id, FETCH_KEY)
+            if version is None:
+                log.warning("node %d offers no Fetch version this client implements", node_id)
+                continue
+            if version >= _TOPIC_ID_VERSION and any(cluster.topic_id(tp.topic) is None for tp, _, _ in parts):
+                version = _TOPIC_ID_VERSION - 1
+            self._send_fetch(node_id, version, parts, assignment_id, cluster, now)
+            sent += 1
+        return sent
+
+    def _send_fetch(self, node_id: int, version: int, parts: list, assignment_id: int, cluster, now: int) -> None:
+        topics: dict[str, list] = {}
+        sent: dict[TopicPartition, tuple[int, int]] = {}
+        for tp, offset, leader_epoch in parts:
+            topics.setdefault(tp.topic, []).append({
+                "partition": tp.partition, "current_leader_epoch": leader_epoch,
+                "fetch_offset": offset, "last_fetched_epoch": -1, "log_start_offset": -1,
+                "partition_max_bytes": self._partition_max_bytes})
+            pipe = self._pipes[tp]
+            pipe.in_flight_epoch = pipe.epoch
+            sent[tp] = (offset, pipe.epoch)
+        by_id = {}
+        topic_list = []
+        for topic, ps in topics.items():
+            entry = {"partitions": ps}
+            if version >= _TOPIC_ID_VERSION:
+                tid = cluster.topic_id(topic)
+                entry["topic_id"] = tid
+                by_id[tid] = topic
+            else:
+                entry["topic"] = topic
+            topic_list.append(entry)
+        body = {"replica_id": -1, "max_wait_ms": self._max_wait_ms, "min_bytes": self._min_bytes,
+                "max_bytes": self._max_bytes, "isolation_level": self._isolation,
+                "session_id": 0, "session_epoch": -1,   # no fetch session: every fetch is full
+                "topics": topic_list, "forgotten_topics_data": [], "rack_id": self._rack}
+        log.debug("fetching %s from node %d (v%d)", {tp: o for tp, (o, _) in sent.items()}, node_id, version)
+        fut = self._client.send(node_id, FETCH_KEY, body, version=version)
+        self._in_flight_requests += 1
+        self._node_in_flight[node_id] = self._node_in_flight.get(node_id, 0) + 1
+        self._metrics["fetch-request-total"] += 1
+        fut.add_both(self._on_fetch_done, node_id, sent, by_id, assignment_id, now)
+
+    # ------------------------------------------------------------------ answers
+    def _on_fetch_done(self, node_id, sent, by_id, assignment_id, send_ms, result) -> None:
+        self._in_flight_requests -= 1
+        self._node_in_flight[node_id] -= 1
+        now = self._clock.now_ms()
+        self._metrics["fetch-latency-ms-total"] += now - send_ms
+        for tp, (_, epoch) in sent.items():
+            pipe = self._pipes.get(tp)
+            if pipe is not None and pipe.in_flight_epoch == epoch:
+                pipe.in_flight_epoch = -1
+        if isinstance(result, BaseException):
+            log.debug("fetch from node %d failed: %s", node_id, result)
+            if getattr(result, "invalid_metadata", False) or isinstance(result, Errors.KafkaConnectionError):
+                self._metadata.request_update()
+            for tp in sent:
+                pipe = self._pipes.get(tp)
+                if pipe is not None:
+                    pipe.backoff_until = now + self._retry_backoff_ms
+            return
+        code = result.get("error_code", 0)
+        if code:
+            cls = Errors.for_code(code)
+            log.info("fetch from node %d failed: %s", node_id, cls.__name__)
+            if cls.invalid_metadata:
+                self._metadata.request_update()
+            for tp in sent:
+                self._pipe(tp).backoff_until = now + self._retry_backoff_ms
+            return
+        subs = self._subscriptions
+        buffer = None
+        returned_data = []
+        for topic_resp in result.get("responses") or []:
+            topic = topic_resp.get("topic") or by_id.get(topic_resp.get("topic_id"))
+            if topic is None:
+                continue
+            for p in topic_resp.get("partitions") or []:
+                tp = TopicPartition(topic, p["partition_index"])
+                info = sent.get(tp)
+                if info is None:
+                    continue
+                fetch_offset, epoch = info
+                pipe = self._pipes.get(tp)
+                if (pipe is None or pipe.epoch != epoch or assignment_id != subs.assignment_id
+                        or not subs.is_assigned(tp)):
+                    log.debug("ignoring stale fetch answer for %s", tp)
+                    continue
+                err = p.get("error_code", 0)
+                if err:
+                    self._partition_error(tp, pipe, err, fetch_offset, now)
+                    continue
+                hw = p.get("high_watermark", -1)
+                if hw >= 0:
+                    subs.update_high_watermark(tp, hw)
+                lso = p.get("last_stable_offset", -1)
+                if lso >= 0:
+                    subs.update_last_stable_offset(tp, lso)
+                lstart = p.get("log_start_offset", -1)
+                if lstart >= 0:
+                    subs.update_log_start_offset(tp, lstart)
+                raw = p.get("records")
+                if raw is None or len(raw) == 0:
+                    continue
+                if buffer is None:
+                    frame = raw.obj if isinstance(raw, memoryview) else raw
+                    buffer = _ResponseBuffer(len(frame))
+                    self._buffered_bytes += buffer.nbytes
+                aborted = p.get("aborted_transactions") if self._read_committed else None
+                if self._read_committed and aborted is None:
+                    aborted = ()
+                cf = CompletedFetch(tp, fetch_offset, epoch, assignment_id, raw, aborted, buffer)
+                buffer.pending += 1
+                pipe.buffered += 1
+                # Where the next fetch starts: after the last complete batch (cheap header walk).
+                pipe.next_fetch_offset = self._peek_next_offset(raw, fetch_offset)
+                if pipe.next_fetch_offset == fetch_offset:
+                    self._warn_incomplete(tp, fetch_offset, len(raw))
+                self._completed.append(cf)
+                returned_data.append(tp)
+                self._metrics["bytes-fetched-total"] += len(raw)
+        if buffer is not None and buffer.pending == 0:
+            self._buffered_bytes -= buffer.nbytes
+        for tp in returned_data:
+            subs.move_partition_to_end(tp)
+
+    def _warn_incomplete(self, tp: TopicPartition, offset: int, size: int) -> None:
+        pipe = self._pipes[tp]
+        if not pipe.incomplete_warned:
+            pipe.incomplete_warned = True
+            log.warning("fetch of %s at offset %d returned only part of a batch (%d bytes); the "
+                        "batch is larger than max.partition.fetch.bytes (%d) and will be fetched "
+                        "again (Kafka returns it whole once it is the first partition of a fetch)",
+                        tp, offset, size, self._partition_max_bytes)
+
+    @staticmethod
+    def _peek_next_offset(raw, fetch_offset: int) -> int:
+        """Offset after the last complete batch in raw, from batch headers only (base offset
+        and length at 0, magic at 16, v2 last offset delta at 23; a legacy entry is one
+        message at its own offset)."""
+        n = len(raw)
+        pos = 0
+        nxt = fetch_offset
+        head, delta = _ENTRY_HEAD.unpack_from, _I32.unpack_from
+        while n - pos >= 27:
+            base, length = head(raw, pos)
+            if length < 14 or pos + 12 + length > n:
+                break
+            last = base + delta(raw, pos + 23)[0] if raw[pos + 16] == 2 else base
+            if last >= nxt:
+                nxt = last + 1
+            pos += 12 + length
+        return nxt
+
+    def _partition_error(self, tp: TopicPartition, pipe: _PartitionPipe, code: int, fetch_offset: int,
+                         now: int) -> None:
+        cls = Errors.for_code(code)
+        subs = self._subscriptions
+        pipe.backoff_until = now + self._retry_backoff_ms
+        if cls is Errors.OffsetOutOfRangeError:
+            position = subs.valid_position(tp)
+            if position is None or position.offset != fetch_offset or pipe.buffered:
+                log.debug("ignoring OFFSET_OUT_OF_RANGE for %s at %d: not the current position", tp, fetch_offset)
+                return
+            if subs.has_default_offset_reset_policy():
+                log.info("fetch offset %d is out of range for partition %s, resetting offset", fetch_offset, tp)
+                subs.request_offset_reset(tp)
+                self.clear_partition(tp)
+            else:
+                exc = Errors.OffsetOutOfRangeError(
+                    f"fetch position {fetch_offset} is out of range for partition {tp} and "
+                    f"auto.offset.reset is 'none'")
+                exc.partitions = {tp: fetch_offset}
+                self._queue_error(tp, pipe, exc)
+            return
+        if cls.invalid_metadata or cls in (Errors.UnknownLeaderEpochError, Errors.OffsetNotAvailableError):
+            log.debug("fetch of %s failed with %s; refreshing metadata", tp, cls.__name__)
+            self._metadata.request_update()
+            return  # retried after the backoff, from the same offset
+        if cls is Errors.TopicAuthorizationFailedError:
+            exc = cls(f"not authorized to read topic {tp.topic!r}")
+            exc.unauthorized_topics = {tp.topic}
+            self._queue_error(tp, pipe, exc)
+            return
+        if cls.retriable:
+            log.debug("fetch of %s failed with retriable %s", tp, cls.__name__)
+            return
+        self._queue_error(tp, pipe, cls(f"fetch of partition {tp} at offset {fetch_offset} failed"))
+
+    def _queue_error(self, tp: TopicPartition, pipe: _PartitionPipe, exc: BaseException) -> None:
+        """An error to raise from poll() when this partition's turn comes."""
+        buffer = _ResponseBuffer(0)
+        cf = CompletedFetch(tp, -1, pipe.epoch, self._subscriptions.assignment_id, b"", None, buffer)
+        cf.error = exc
+        buffer.pending += 1
+        pipe.buffered += 1
+        self._completed.append(cf)
+
+    # ------------------------------------------------------------------ draining
+    def _next_fetch(self) -> CompletedFetch | None:
+        """The answer to drain next: the one in progress, else the oldest current one whose
+        partition is fetchable (paused partitions keep theirs for later)."""
+        self._check_assignment()
+        nil = self._next_in_line
+        subs = self._subscriptions
+        if nil is not None and not nil.drained:
+            if not self._is_current(nil):
+                self._release(nil)
+            elif subs.is_fetchable(nil.tp):
+                return nil
+            else:  # paused mid-way: keep it (first in line) for when it is resumed
+                self._completed.appendleft(nil)
+        self._next_in_line = None
+        completed = self._completed
+        skipped = []
+        found = None
+        while completed:
+            cf = completed.popleft()
+            if not self._is_current(cf):
+                self._release(cf)
+                continue
+            if not subs.is_fetchable(cf.tp):
+                skipped.append(cf)
+                continue
+            found = cf
+            break
+        if skipped:
+            completed.extendleft(reversed(skipped))
+        self._next_in_line = found
+        return found
+
+    def _init_records(self, cf: CompletedFetch) -> None:
+        from kcore.records import decode_records
+        start = cf.fetch_offset if cf.last_offset < 0 else cf.last_offset + 1
+        res = decode_records(cf.raw, check_crcs=self._check_crcs, skip_control=True,
+                             fetch_offset=start, aborted_transactions=cf.aborted,
+                             topic=cf.tp.topic, partition=cf.tp.partition)
+        cf.records = res.records
+        cf.columnar = None
+        cf.pos = 0
+        if res.next_offset > cf.next_offset:
+            cf.next_offset = res.next_offset
+
+    def _init_columnar(self, cf: CompletedFetch) -> None:
+        from kcore.records import decode_columnar
+        from kclient.columnar import ColumnarChunk
+        start = cf.fetch_offset if cf.last_offset < 0 else cf.last_offset + 1
+        res = decode_columnar(cf.raw, check_crcs=self._check_crcs, skip_control=True,
+                              fetch_offset=start, aborted_transactions=cf.aborted)
+        cf.columnar = ColumnarChunk(res)
+        cf.records = None
+        cf.pos = 0
+        if res.next_offset > cf.next_offset:
+            cf.next_offset = res.next_offset
+
+    def _take_error(self, cf: CompletedFetch) -> None:
+        exc = cf.error
+        self._release(cf)
+        self._next_in_line = None
+        raise exc
+
+    def _advance(self, cf: CompletedFetch, update_offsets: bool, ends: dict) -> None:
+        """Record where tp's position goes after what was handed out (and move it)."""
+        tp = cf.tp
+        exhausted = cf.drained
+        if exhausted:
+            offset = max(cf.next_offset, cf.last_offset + 1)
+            epoch = cf.last_epoch
+        else:
+            offset = cf.last_offset + 1
+            epoch = cf.last_epoch
+        if offset < 0:
+            return
+        cluster_epoch = self._metadata.cluster.leader_epoch(tp)
+        position = FetchPosition(offset, epoch if epoch >= 0 else None, cluster_epoch)
+        ends[tp] = position
+        if update_offsets:
+            subs = self._subscriptions
+            current = subs.valid_position(tp)
+            if current is not None and offset >= current.offset:
+                subs.set_position(tp, position)
+
+    def fetched_records(self, max_records: int | None = None, update_offsets: bool = True,
+                        ) -> tuple[dict[TopicPartition, list[ConsumerRecord]], dict[TopicPartition, FetchPosition]]:
+        """Up to max_records buffered records as {tp: [ConsumerRecord, ...]}, and the position
+        each partition has after them. Positions move only if update_offsets."""
+        remaining = self._max_poll_records if max_records is None else max_records
+        drained: dict[TopicPartition, list] = {}
+        ends: dict[TopicPartition, FetchPosition] = {}
+        kd, vd = self._key_deserializer, self._value_deserializer
+        while remaining > 0:
+            cf = self._next_fetch()
+            if cf is None:
+                break
+            if cf.error is not None:
+                if drained:
+                    break  # return what we have; raise on the next poll
+                self._take_error(cf)
+            if cf.records is None:
+                try:
+                    self._init_records(cf)
+                except Errors.KafkaError as exc:
+                    if drained:
+                        break
+                    self._release(cf)
+                    self._next_in_line = None
+                    self._pipes[cf.tp].next_fetch_offset = None  # refetch from the position
+                    raise type(exc)(f"partition {cf.tp} at offset {cf.fetch_offset}: {exc}") from exc
+            recs = cf.records
+            i = cf.pos
+            j = min(i + remaining, len(recs))
+            if j > i:
+                part = recs[i:j]
+                cf.pos = j
+                last = part[-1]
+                cf.last_offset = last.offset
+                cf.last_epoch = last.leader_epoch
+                out = self._convert(part, cf.tp, kd, vd)
+                lst = drained.get(cf.tp)
+                if lst is None:
+                    drained[cf.tp] = out
+                else:
+                    lst.extend(out)
+                remaining -= j - i
+            if j >= len(recs):
+                self._release(cf)
+                self._next_in_line = None
+            self._advance(cf, update_offsets, ends)
+        n = sum(len(v) for v in drained.values())
+        if n:
+            self._metrics["records-consumed-total"] += n
+        return drained, ends
+
+    @staticmethod
+    def _convert(part: list, tp: TopicPartition, kd, vd) -> list[ConsumerRecord]:
+        topic, partition = tp
+        CR = ConsumerRecord
+        new = _new_tuple
+        if kd is None and vd is None:
+            return [new(CR, (topic, partition, r.leader_epoch, r.offset, r.timestamp, r.timestamp_type,
+                             (k := r.key), (v := r.value), (h := r.headers), None,
+                             -1 if k is None else len(k), -1 if v is None else len(v),
+                             -1 if not h else _header_size(h)))
+                    for r in part]
+        out = []
+        for r in part:
+            k, v = r.key, r.value
+            h = r.headers
+            out.append(new(CR, (topic, partition, r.leader_epoch, r.offset, r.timestamp, r.timestamp_type,
+                                k if kd is None else kd(topic, h, k), v if vd is None else vd(topic, h, v), h, None,
+                                -1 if k is None else len(k), -1 if v is None else len(v),
+                                _header_size(h))))
+        return out
+
+    def fetched_columnar(self, max_records: int | None = None, update_offsets: bool = True):
+        """Like fetched_records, but {tp: ColumnarRecords} (rows of kcore ColumnarBatches)."""
+        from kclient.columnar import ColumnarRecords
+        remaining = self._max_poll_records if max_records is None else max_records
+        drained: dict[TopicPartition, list] = {}
+        ends: dict[TopicPartition, FetchPosition] = {}
+        while remaining > 0:
+            cf = self._next_fetch()
+            if cf is None:
+                break
+            if cf.error is not None:
+                if drained:
+                    break
+                self._take_error(cf)
+            if cf.columnar is None:
+                try:
+                    self._init_columnar(cf)
+                except Errors.KafkaError as exc:
+                    if drained:
+                        break
+                    self._release(cf)
+                    self._next_in_line = None
+                    self._pipes[cf.tp].next_fetch_offset = None
+                    raise type(exc)(f"partition {cf.tp} at offset {cf.fetch_offset}: {exc}") from exc
+            batch = cf.columnar
+            n = batch.num_records
+            i = cf.pos
+            j = min(i + remaining, n)
+            if j > i:
+                cf.pos = j
+                cf.last_offset = batch.offsets[j - 1]
+                cf.last_epoch = _epoch_of_row(batch.batch, j - 1)
+                drained.setdefault(cf.tp, []).append((batch, i, j))
+                remaining -= j - i
+            if j >= n:
+                self._release(cf)
+                self._next_in_line = None
+            self._advance(cf, update_offsets, ends)
+        out = {tp: ColumnarRecords(tp, pieces) for tp, pieces in drained.items()}
+        n = sum(len(v) for v in out.values())
+        if n:
+            self._metrics["records-consumed-total"] += n
+        return out, ends
+
+    def close(self) -> None:
+        self.clear_all()
+        self._pipes.clear()
+
+
+def _header_size(headers) -> int:
+    if not headers:
+        return -1
+    return sum(len(k.encode("utf-8")) + (len(v) if v is not None else 0) for k, v in headers)
+
+
+def _epoch_of_row(batch, row: int) -> int:
+    for b in reversed(batch.batches):
+        if b.record_start <= row < b.record_end:
+            return b.partition_leader_epoch
+    return -1

@@ -1,0 +1,228 @@
+"""Offsets by time: ListOffsets requests for resets, ``beginning_offsets``/``end_offsets`` and
+``offsets_for_times``.
+
+Resets (``auto.offset.reset`` and ``seek_to_beginning``/``seek_to_end``) are asynchronous:
+``reset_positions_if_needed()`` sends one ListOffsets per leader for the partitions in
+AWAIT_RESET and returns; the answers move positions when a later poll completes them. The
+lookups the application asks for (``beginning_offsets`` ...) block up to their timeout,
+retrying after metadata refreshes when a leader moved.
+
+Positions from a reset carry the leader epoch the broker answered with; the offset epoch is
+unknown (as in Java), so no truncation check is needed for them.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Callable, Iterable
+
+from kclient import errors as Errors
+from kclient.clock import SYSTEM_CLOCK, Clock
+from kclient.structs import OffsetAndTimestamp, TopicPartition
+from kclient.subscription_state import FetchPosition, OffsetResetStrategy
+
+__all__ = ["OffsetFetcher", "EARLIEST_TIMESTAMP", "LATEST_TIMESTAMP", "MAX_TIMESTAMP",
+           "list_offsets_body", "parse_list_offsets"]
+
+log = logging.getLogger(__name__)
+
+LIST_OFFSETS_KEY = 2
+EARLIEST_TIMESTAMP = -2
+LATEST_TIMESTAMP = -1
+MAX_TIMESTAMP = -3          # the record with the largest timestamp (ListOffsets v7+)
+
+_UNSUPPORTED_FOR_MESSAGE_FORMAT = 43
+
+_STRATEGY_TIMESTAMP = {OffsetResetStrategy.EARLIEST: EARLIEST_TIMESTAMP,
+                       OffsetResetStrategy.LATEST: LATEST_TIMESTAMP}
+
+ISOLATION = {"read_uncommitted": 0, "read_committed": 1}
+
+
+def list_offsets_body(partitions: dict[TopicPartition, tuple[int, int]], isolation_level: int,
+                      timeout_ms: int) -> Callable[[int], dict]:
+    """ListOffsets body for {tp: (timestamp, current_leader_epoch)} (built per version)."""
+    by_topic: dict[str, list] = {}
+    for tp, (ts, epoch) in partitions.items():
+        by_topic.setdefault(tp.topic, []).append(
+            {"partition_index": tp.partition, "current_leader_epoch": epoch, "timestamp": ts})
+
+    def body(version: int) -> dict:
+        return {"replica_id": -1, "isolation_level": isolation_level, "timeout_ms": timeout_ms,
+                "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}
+    return body
+
+
+def parse_list_offsets(response: dict) -> dict[TopicPartition, tuple[int, int, int, int]]:
+    """{tp: (error_code, offset, timestamp, leader_epoch)} from a ListOffsets response."""
+    out = {}
+    for t in response.get("topics") or []:
+        for p in t.get("partitions") or []:
+            out[TopicPartition(t["name"], p["partition_index"])] = (
+                p.get("error_code", 0), p.get("offset", -1), p.get("timestamp", -1),
+                p.get("leader_epoch", -1))
+    return out
+
+
+def _is_retriable(code: int) -> bool:
+    cls = Errors.for_code(code)
+    return bool(cls is not None and (cls.retriable or cls.invalid_metadata))
+
+
+class OffsetFetcher:
+    def __init__(self, client, subscriptions, *, isolation_level: str = "read_uncommitted",
+                 request_timeout_ms: int = 30000, retry_backoff_ms: int = 100,
+                 clock: Clock | None = None,
+                 on_position_reset: Callable[[TopicPartition], None] | None = None):
+        self._client = client
+        self._metadata = client.metadata
+        self._subscriptions = subscriptions
+        self._isolation = ISOLATION[isolation_level]
+        self._request_timeout_ms = request_timeout_ms
+        self._retry_backoff_ms = retry_backoff_ms
+        self._clock = clock or SYSTEM_CLOCK
+        self._on_position_reset = on_position_reset
+        self._cached_reset_error: BaseException | None = None
+
+    # ------------------------------------------------------------------ resets (async)
+    def reset_positions_if_needed(self) -> None:
+        """Send ListOffsets for partitions awaiting a reset; raise an error a previous reset
+        request hit that retrying cannot fix (e.g. topic authorization)."""
+        exc, self._cached_reset_error = self._cached_reset_error, None
+        if exc is not None:
+            raise exc
+        now = self._clock.now_ms()
+        partitions = self._subscriptions.partitions_needing_reset(now)
+        if not partitions:
+            return
+        cluster = self._metadata.cluster
+        by_node: dict[int, dict[TopicPartition, tuple[int, int]]] = {}
+        strategies: dict[TopicPartition, OffsetResetStrategy] = {}
+        for tp in partitions:
+            strategy = self._subscriptions.reset_strategy(tp)
+            ts = _STRATEGY_TIMESTAMP.get(strategy)
+            if ts is None:
+                continue
+            leader = cluster.leader_for(tp)
+            if leader is None:
+                log.debug("leader of %s unknown; refreshing metadata before resetting it", tp)
+                self._metadata.add_topics(tp.topic)
+                self._metadata.request_update()
+                continue
+            epoch = cluster.leader_epoch(tp)
+            by_node.setdefault(leader.node_id, {})[tp] = (ts, -1 if epoch is None else epoch)
+            strategies[tp] = strategy
+        for node_id, parts in by_node.items():
+            # Not again until this request answered or timed out (a retry would duplicate it).
+            self._subscriptions.set_next_allowed_retry(parts, now + self._request_timeout_ms)
+            fut = self._client.send(node_id, LIST_OFFSETS_KEY,
+                                    list_offsets_body(parts, self._isolation, self._request_timeout_ms))
+            fut.add_both(self._on_reset_response, parts, strategies)
+
+    def _on_reset_response(self, parts, strategies, result) -> None:
+        now = self._clock.now_ms()
+        if isinstance(result, BaseException):
+            log.debug("ListOffsets for reset of %s failed: %s", sorted(parts), result)
+            if getattr(result, "invalid_metadata", False):
+                self._metadata.request_update()
+            self._subscriptions.request_failed(parts, now + self._retry_backoff_ms)
+            if not getattr(result, "retriable", False):
+                self._cached_reset_error = result
+            return
+        results = parse_list_offsets(result)
+        failed = []
+        for tp in parts:
+            code, offset, _ts, epoch = results.get(tp, (Errors.UnknownTopicOrPartitionError.errno, -1, -1, -1))
+            if code == 0 and offset >= 0:
+                position = FetchPosition(offset, None, epoch if epoch >= 0 else None)
+                if self._subscriptions.maybe_seek_unvalidated(tp, position, strategies[tp]):
+                    if self._on_position_reset is not None:
+                        self._on_position_reset(tp)
+                continue
+            failed.append(tp)
+            if code == 0 or _is_retriable(code):
+                log.debug("reset of %s: retrying (error %d, offset %d)", tp, code, offset)
+                if code and Errors.for_code(code).invalid_metadata:
+                    self._metadata.request_update()
+            else:
+                cls = Errors.for_code(code)
+                self._cached_reset_error = cls(f"resetting the offset of {tp} failed")
+        if failed:
+            self._subscriptions.request_failed(failed, now + self._retry_backoff_ms)
+
+    # ------------------------------------------------------------------ validation
+    def validate_positions_if_needed(self) -> None:
+        """Positions restored with a leader epoch would be checked for log truncation with
+        OffsetsForLeaderEpoch, an API this client does not implement yet: they are accepted
+        as they are (the behaviour of clients without KIP-320)."""
+        for tp in self._subscriptions.partitions_needing_validation(self._clock.now_ms()):
+            self._subscriptions.complete_validation(tp)
+
+    # ------------------------------------------------------------------ blocking lookups
+    def fetch_offsets_by_times(self, timestamps: dict[TopicPartition, int], timeout_ms: int,
+                               ) -> dict[TopicPartition, tuple[int, int, int] | None]:
+        """{tp: (offset, timestamp, leader_epoch) | None}; None when no record has a timestamp
+        at or after the searched one. KafkaTimeoutError if not all answered in time."""
+        clock = self._clock
+        deadline = clock.now_ms() + timeout_ms
+        remaining = dict(timestamps)
+        out: dict[TopicPartition, tuple[int, int, int] | None] = {}
+        if not remaining:
+            return out
+        self._metadata.add_topics(*{tp.topic for tp in remaining})
+        while True:
+            cluster = self._metadata.cluster
+            by_node: dict[int, dict[TopicPartition, tuple[int, int]]] = {}
+            missing_leader = False
+            for tp, ts in remaining.items():
+                leader = cluster.leader_for(tp)
+                if leader is None:
+                    missing_leader = True
+                    continue
+                epoch = cluster.leader_epoch(tp)
+                by_node.setdefault(leader.node_id, {})[tp] = (ts, -1 if epoch is None else epoch)
+            futures = [(self._client.send(node, LIST_OFFSETS_KEY,
+                                          list_offsets_body(parts, self._isolation, self._request_timeout_ms)), parts)
+                       for node, parts in by_node.items()]
+            retry_metadata = missing_leader
+            for fut, parts in futures:
+                self._client.poll_future(fut, max(deadline - clock.now_ms(), 0))
+                if not fut.is_done:
+                    break
+                if fut.failed():
+                    exc = fut.exception
+                    if not (getattr(exc, "retriable", False) or getattr(exc, "invalid_metadata", False)):
+                        raise exc
+                    retry_metadata = True
+                    continue
+                results = parse_list_offsets(fut.value)
+                for tp in parts:
+                    code, offset, ts, epoch = results.get(tp, (Errors.UnknownTopicOrPartitionError.errno, -1, -1, -1))
+                    if code == 0:
+                        out[tp] = None if offset < 0 else (offset, ts, epoch)
+                        remaining.pop(tp, None)
+                    elif code == _UNSUPPORTED_FOR_MESSAGE_FORMAT:
+                        out[tp] = None  # UNSUPPORTED_FOR_MESSAGE_FORMAT: no timestamps in this log
+                        remaining.pop(tp, None)
+                    elif _is_retriable(code):
+                        retry_metadata = True
+                    else:
+                        raise Errors.for_code(code)(f"ListOffsets for {tp} failed")
+            if not remaining:
+                return out
+            left = deadline - clock.now_ms()
+            if left <= 0:
+                raise Errors.KafkaTimeoutError(
+                    f"failed to get offsets by times for {sorted(remaining)} in {timeout_ms} ms")
+            if retry_metadata:
+                self._client.await_metadata_update(min(left, max(self._retry_backoff_ms, 1) * 10))
+
+    def offsets_for_times(self, timestamps: dict[TopicPartition, int], timeout_ms: int,
+                          ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
+        found = self.fetch_offsets_by_times(timestamps, timeout_ms)
+        return {tp: (None if v is None else OffsetAndTimestamp(v[0], v[1], v[2] if v[2] >= 0 else None))
+                for tp, v in found.items()}
+
+    def beginning_or_end_offsets(self, partitions: Iterable[TopicPartition], timestamp: int,
+                                 timeout_ms: int) -> dict[TopicPartition, int]:
+        found = self.fetch_offsets_by_times({tp: timestamp for tp in partitions}, timeout_ms)
+        return {tp: (v[0] if v is not None else -1) for tp, v in found.items()}

@@ -1,0 +1,809 @@
+"""A small Kafka producer: enough for tests, benchmarks, demos and users' tooling.
+
+``KafkaProducer`` takes kafka-python's keywords (or Java-style dotted keys) and keeps its
+call shapes: ``send(topic, value, key, headers, partition, timestamp_ms)`` returns a future
+whose ``get(timeout)`` gives a ``RecordMetadata``; ``flush()``; ``close()``.
+
+How it differs from kafka-python's and Java's producer, on purpose (it is *small*):
+
+* No background thread. The network is driven from the calling thread inside ``send()``
+  (without blocking, unless ``buffer.memory`` is full or metadata is missing), ``flush()``,
+  ``close()``, ``poll()`` and a future's ``get()``. An application that sends and then
+  waits a long time without calling any of them leaves records lingering: call
+  ``flush()`` (or ``poll()``) at the points where delivery must have happened.
+* Records are batched per partition (``batch.size``, ``linger.ms``), one batch per partition
+  per Produce request, several requests in flight per connection
+  (``max.in.flight.requests.per.connection``): a retried batch may overtake a later one
+  (as in Java without idempotence). No idempotence, no transactions.
+* Keyed records go to ``murmur2(key) & 0x7fffffff % partitions`` (Java's default
+  partitioner); records without a key stick to one partition until its batch is sent
+  (Java's sticky partitioner).
+
+Thread-safe: one lock serialises every call.
+"""
+from __future__ import annotations
+
+import collections
+import logging
+import random
+import threading
+from collections import namedtuple
+from typing import Any, Callable, Iterable, Mapping
+
+from kclient import errors as Errors
+from kclient.clock import SYSTEM_CLOCK, Clock
+from kclient.config import ConfigDef, ConsumerConfig, _convert
+from kclient.deserializers import as_serializer
+from kclient.future import RequestFuture
+from kclient.network_client import ClientRequest, NetworkClient
+from kclient.structs import TopicPartition
+
+__all__ = ["KafkaProducer", "RecordMetadata", "FutureRecordMetadata", "murmur2",
+           "default_partitioner", "PRODUCER_CONFIGS", "ClientSettings"]
+
+log = logging.getLogger(__name__)
+
+PRODUCE_KEY = 0
+_TOPIC_ID_VERSION = 13       # Produce v13+ names topics by id
+
+RecordMetadata = namedtuple(
+    "RecordMetadata",
+    ["topic", "partition", "topic_partition", "offset", "timestamp", "log_start_offset",
+     "checksum", "serialized_key_size", "serialized_value_size", "serialized_header_size"],
+)
+RecordMetadata.__doc__ = """Where a sent record landed (kafka-python's fields). offset is -1
+with acks=0 (the broker does not answer); timestamp is the broker's LogAppendTime when the
+topic uses it, else the record's CreateTime."""
+
+CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+
+
+# ------------------------------------------------------------------ settings
+class ClientSettings(Mapping[str, Any]):
+    """Checked settings for a client other than the consumer (producer, admin): a table of
+    ConfigDef (dotted names; keyword spellings and aliases accepted), same conversions and
+    error messages as kclient.config."""
+
+    def __init__(self, defs: Iterable[ConfigDef], what: str, configs: Mapping[str, Any] | None,
+                 kwargs: Mapping[str, Any]):
+        self._defs = {d.name: d for d in defs}
+        spell = {}
+        for d in self._defs.values():
+            for s in (d.name, d.keyword, *d.aliases):
+                spell[s] = d.name
+        values: dict[str, Any] = {}
+        self._given: set[str] = set()
+        for source in (configs or {}, kwargs):
+            for key, value in source.items():
+                name = spell.get(key)
+                if name is None:
+                    import difflib
+                    close = difflib.get_close_matches(str(key), list(spell), n=1)
+                    hint = f" (did you mean {close[0]!r}?)" if close else ""
+                    raise Errors.ConfigurationError(f"unknown {what} setting {key!r}{hint}")
+                d = self._defs[name]
+                value = kafka_python_value(d, value)
+                if value is None and not d.nullable and d.default is not None:
+                    continue  # kafka-python spells "the default" as None
+                values[name] = _convert(d, value)
+                self._given.add(name)
+        for name, d in self._defs.items():
+            values.setdefault(name, list(d.default) if isinstance(d.default, list) else d.default)
+        self._values = values
+
+    def __getitem__(self, key: str) -> Any:
+        return self._values[key]
+
+    def __iter__(self):
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def is_set(self, key: str) -> bool:
+        return key in self._given
+
+    def network_config(self) -> ConsumerConfig:
+        """The settings the network layer understands, as a ConsumerConfig."""
+        keys = ("bootstrap.servers", "client.id", "request.timeout.ms", "retry.backoff.ms",
+                "reconnect.backoff.ms", "reconnect.backoff.max.ms", "metadata.max.age.ms",
+                "max.in.flight.requests.per.connection", "send.buffer.bytes",
+                "receive.buffer.bytes", "connections.max.idle.ms", "allow.auto.create.topics",
+                "socket.connection.setup.timeout.ms", "socket.connection.setup.timeout.max.ms")
+        return ConsumerConfig({k: self._values[k] for k in keys if k in self._values})
+
+
+def kafka_python_value(d: ConfigDef, value: Any) -> Any:
+    """kafka-python's spellings of some values: None socket buffers mean the OS default
+    (-1 here), an infinite retry count is the largest int."""
+    if value is None and d.name in ("send.buffer.bytes", "receive.buffer.bytes"):
+        return -1
+    if isinstance(value, float) and value == float("inf") and d.type == "int":
+        return 2**31 - 1
+    return value
+
+
+def _plaintext_only(name: str, value: str) -> str:
+    if value.upper() != "PLAINTEXT":
+        raise Errors.ConfigurationError(
+            f"setting {name!r}: {value!r} is not supported yet (only PLAINTEXT connections)")
+    return "PLAINTEXT"
+
+
+def _acks(name: str, value: Any) -> int:
+    if isinstance(value, str):
+        v = value.strip().lower()
+        if v == "all":
+            return -1
+        try:
+            value = int(v)
+        except ValueError:
+            raise Errors.ConfigurationError(f"setting {name!r} must be 'all', -1, 0 or 1, got {value!r}") from None
+    if isinstance(value, bool) or value not in (-1, 0, 1):
+        raise Errors.ConfigurationError(f"setting {name!r} must be 'all', -1, 0 or 1, got {value!r}")
+    return int(value)
+
+
+def _codec(name: str, value: Any) -> str:
+    v = "none" if value is None else str(value).lower()
+    if v not in CODECS:
+        raise Errors.ConfigurationError(f"setting {name!r} must be one of {sorted(CODECS)}, got {value!r}")
+    return v
+
+
+def _callable_or_none(name: str, value: Any) -> Any:
+    if value is not None and not callable(value):
+        raise Errors.ConfigurationError(f"setting {name!r} must be callable, got {value!r}")
+    return value
+
+
+def _partitioner(name: str, value: Any) -> Any:
+    if value is not None and not callable(value) and not callable(getattr(value, "partition", None)):
+        raise Errors.ConfigurationError(
+            f"setting {name!r} must be callable or have a partition() method, got {value!r}")
+    return value
+
+
+def _serializer(name: str, value: Any) -> Any:
+    if value is not None and not callable(value) and not callable(getattr(value, "serialize", None)):
+        raise Errors.ConfigurationError(
+            f"setting {name!r} must be callable or have a serialize() method, got {value!r}")
+    return value
+
+
+def _unsupported_if_set(name: str, value: Any) -> Any:
+    if value is not None:
+        raise Errors.ConfigurationError(f"setting {name!r}: proxies are not supported")
+    return value
+
+
+def _false_only(name: str, value: bool) -> bool:
+    if value:
+        raise Errors.ConfigurationError(f"setting {name!r}: not supported by this small producer")
+    return value
+
+
+def _no_transactions(name: str, value: Any) -> Any:
+    if value is not None:
+        raise Errors.ConfigurationError(f"setting {name!r}: transactions are not supported by this small producer")
+    return value
+
+
+def _common_defs() -> list[ConfigDef]:
+    """Connection settings shared by the producer and the admin client."""
+    return [
+        ConfigDef("bootstrap.servers", "list", ["localhost:9092"]),
+        ConfigDef("client.id", "str", "kclient"),
+        ConfigDef("request.timeout.ms", "int", 30000, min=0),
+        ConfigDef("retry.backoff.ms", "long", 100, min=0),
+        ConfigDef("reconnect.backoff.ms", "long", 50, min=0),
+        ConfigDef("reconnect.backoff.max.ms", "long", 1000, min=0),
+        ConfigDef("metadata.max.age.ms", "long", 300000, min=0),
+        ConfigDef("max.in.flight.requests.per.connection", "int", 5, min=1),
+        ConfigDef("send.buffer.bytes", "int", 131072, min=-1),
+        ConfigDef("receive.buffer.bytes", "int", 32768, min=-1),
+        ConfigDef("connections.max.idle.ms", "long", 540000),
+        ConfigDef("socket.connection.setup.timeout.ms", "long", 10000, min=0),
+        ConfigDef("socket.connection.setup.timeout.max.ms", "long", 30000, min=0),
+        ConfigDef("security.protocol", "str", "PLAINTEXT", validator=_plaintext_only),
+        # kafka-python keywords accepted for compatibility; versions are negotiated.
+        ConfigDef("api.version", "object", None),
+        ConfigDef("api.version.auto.timeout.ms", "int", 2000),
+        ConfigDef("metric.reporters", "list", []),
+        ConfigDef("metrics.num.samples", "int", 2),
+        ConfigDef("metrics.sample.window.ms", "long", 30000),
+        ConfigDef("socket.options", "object", None),
+        ConfigDef("sock.chunk.bytes", "int", 4096),
+        ConfigDef("sock.chunk.buffer.count", "int", 1000),
+        ConfigDef("selector", "object", None),
+        ConfigDef("client.dns.lookup", "str", "use_all_dns_ips"),
+        ConfigDef("receive.message.max.bytes", "int", 100_000_000, min=1),
+        ConfigDef("bootstrap.timeout.ms", "int", 30000, min=0),
+        ConfigDef("metrics.enabled", "bool", True),
+        ConfigDef("kafka.client", "object", None),
+        ConfigDef("proxy.url", "str", None, nullable=True, validator=_unsupported_if_set),
+        ConfigDef("socks5.proxy", "str", None, nullable=True, validator=_unsupported_if_set),
+        # TLS/SASL settings (kafka-python names): accepted, meaningful only with a security
+        # protocol other than PLAINTEXT, which is refused above.
+        *(ConfigDef(n, "object", None) for n in (
+            "ssl.context", "ssl.check.hostname", "ssl.cafile", "ssl.certfile", "ssl.keyfile", "ssl.crlfile",
+            "ssl.password", "ssl.ciphers", "sasl.mechanism", "sasl.plain.username", "sasl.plain.password",
+            "sasl.kerberos.name", "sasl.kerberos.service.name", "sasl.kerberos.domain.name",
+            "sasl.oauth.token.provider")),
+    ]
+
+
+PRODUCER_CONFIGS: list[ConfigDef] = _common_defs() + [
+    ConfigDef("acks", "object", 1, validator=_acks,
+              doc="-1/'all': all in-sync replicas; 1: the leader; 0: no answer (kafka-python default 1)"),
+    ConfigDef("linger.ms", "int", 0, min=0),
+    ConfigDef("batch.size", "int", 16384, min=0),
+    ConfigDef("compression.type", "object", "none", validator=_codec),
+    ConfigDef("compression.level", "int", None, nullable=True),
+    ConfigDef("key.serializer", "object", None, validator=_serializer),
+    ConfigDef("value.serializer", "object", None, validator=_serializer),
+    ConfigDef("partitioner", "object", None, validator=_partitioner,
+              doc="partitioner(key_bytes, all_partitions, available_partitions) -> partition, or a "
+                  "kafka-python 3 Partitioner (partition(topic, key, key_bytes, value, value_bytes, cluster))"),
+    ConfigDef("max.request.size", "int", 1048576, min=1),
+    ConfigDef("buffer.memory", "long", 33554432, min=0),
+    ConfigDef("max.block.ms", "long", 60000, min=0),
+    ConfigDef("retries", "int", 2147483647, min=0),
+    ConfigDef("delivery.timeout.ms", "int", 120000, min=0),
+    ConfigDef("allow.auto.create.topics", "bool", True),
+    ConfigDef("enable.idempotence", "bool", False, validator=_false_only),
+    ConfigDef("transactional.id", "str", None, nullable=True, validator=_no_transactions),
+    ConfigDef("partitioner.ignore.keys", "bool", False),
+    ConfigDef("transaction.timeout.ms", "int", 60000),
+]
+
+
+# ------------------------------------------------------------------ partitioning
+def murmur2(data: bytes) -> int:
+    """Kafka's murmur2 hash (org.apache.kafka.common.utils.Utils.murmur2) as a signed int32."""
+    length = len(data)
+    m = 0x5BD1E995
+    h = (0x9747B28C ^ length) & 0xFFFFFFFF
+    n4 = length & ~3
+    for i in range(0, n4, 4):
+        k = data[i] | (data[i + 1] << 8) | (data[i + 2] << 16) | (data[i + 3] << 24)
+        k = (k * m) & 0xFFFFFFFF
+        k ^= k >> 24
+        k = (k * m) & 0xFFFFFFFF
+        h = ((h * m) & 0xFFFFFFFF) ^ k
+    rest = length & 3
+    if rest == 3:
+        h ^= data[n4 + 2] << 16
+    if rest >= 2:
+        h ^= data[n4 + 1] << 8
+    if rest >= 1:
+        h ^= data[n4]
+        h = (h * m) & 0xFFFFFFFF
+    h ^= h >> 13
+    h = (h * m) & 0xFFFFFFFF
+    h ^= h >> 15
+    return h - 0x100000000 if h & 0x80000000 else h
+
+
+def default_partitioner(key: bytes, all_partitions: list[int], available: list[int]) -> int:
+    """Java's choice for keyed records: murmur2(key) made positive, modulo the partition count."""
+    return all_partitions[(murmur2(key) & 0x7FFFFFFF) % len(all_partitions)]
+
+
+class _ClusterView:
+    """What kafka-python 3 partitioners read from their ``cluster`` argument."""
+
+    def __init__(self, cluster):
+        self._cluster = cluster
+
+    def topics(self) -> set[str]:
+        return set(self._cluster.topics())
+
+    def partitions_for_topic(self, topic: str) -> set[int] | None:
+        parts = self._cluster.partitions_for_topic(topic)
+        return None if parts is None else {p.partition for p in parts}
+
+    def available_partitions_for_topic(self, topic: str) -> set[int]:
+        return {p.partition for p in self._cluster.available_partitions_for_topic(topic)}
+
+
+# ------------------------------------------------------------------ futures
+class FutureRecordMetadata(RequestFuture):
+    """The future of one sent record. ``get(timeout)`` drives the producer's network until
+    the record is acknowledged (the producer has no background thread)."""
+
+    __slots__ = ("_producer",)
+
+    def __init__(self, producer: "KafkaProducer"):
+        super().__init__()
+        self._producer = producer
+
+    def get(self, timeout: float | None = None) -> RecordMetadata:
+        if not self.is_done:
+            self._producer._drive_until(lambda: self.is_done, None if timeout is None else timeout * 1000)
+        if not self.is_done:
+            raise Errors.KafkaTimeoutError(f"record not acknowledged within {timeout} s")
+        if self.failed():
+            raise self.exception
+        return self.value
+
+    # kafka-python's names
+    def add_callback(self, fn: Callable[..., Any], *args: Any) -> "FutureRecordMetadata":
+        self.on_success(fn, *args)
+        return self
+
+    def add_errback(self, fn: Callable[..., Any], *args: Any) -> "FutureRecordMetadata":
+        self.on_failure(fn, *args)
+        return self
+
+
+class _Batch:
+    """Records for one partition, encoded as they are appended (RecordBatchBuilder)."""
+
+    __slots__ = ("tp", "builder", "futures", "created_ms", "attempts", "payload", "retry_at_ms",
+                 "bytes", "closed")
+
+    def __init__(self, tp: TopicPartition, now_ms: int):
+        from kcore.records import RecordBatchBuilder
+        self.tp = tp
+        self.builder = RecordBatchBuilder()
+        self.futures: list[tuple] = []
+        self.created_ms = now_ms
+        self.attempts = 0
+        self.payload: bytes | None = None
+        self.retry_at_ms = 0
+        self.bytes = 0
+        self.closed = False
+
+    def close(self, codec: int, level: int | None) -> None:
+        self.payload = self.builder.build(codec=codec, compression_level=level)
+        self.builder = None
+        self.closed = True
+
+    def fail(self, exc: BaseException) -> None:
+        for fut, *_ in self.futures:
+            if not fut.is_done:
+                fut.raise_(exc)
+
+    def succeed(self, base_offset: int, log_append_time: int, log_start_offset: int) -> None:
+        tp = self.tp
+        for i, (fut, ts, ks, vs, hs) in enumerate(self.futures):
+            if fut.is_done:
+                continue
+            offset = base_offset + i if base_offset >= 0 else -1
+            # -1 means CreateTime; librdkafka's mock cluster sends 0 for it, also not a real append time.
+            timestamp = log_append_time if log_append_time is not None and log_append_time > 0 else ts
+            fut.complete(RecordMetadata(tp.topic, tp.partition, tp, offset, timestamp,
+                                        log_start_offset, None, ks, vs, hs))
+
+
+# ------------------------------------------------------------------ producer
+class KafkaProducer:
+    """A small, synchronous-network producer with kafka-python's interface (see module doc)."""
+
+    def __init__(self, configs: Mapping[str, Any] | None = None, *, clock: Clock | None = None,
+                 **kwargs: Any):
+        if configs is not None and not isinstance(configs, Mapping):
+            raise Errors.ConfigurationError(f"settings must be a mapping, got {type(configs).__name__}")
+        self.config = ClientSettings(PRODUCER_CONFIGS, "producer", configs, kwargs)
+        cfg = self.config
+        self._clock = clock or SYSTEM_CLOCK
+        self._client = NetworkClient(cfg.network_config(), clock=self._clock,
+                                     max_response_bytes=cfg["receive.message.max.bytes"])
+        self._metadata = self._client.metadata
+        self._lock = threading.RLock()
+        self._acks = cfg["acks"]
+        self._linger_ms = cfg["linger.ms"]
+        self._batch_size = max(cfg["batch.size"], 1)
+        self._codec = CODECS[cfg["compression.type"]]
+        self._level = cfg["compression.level"]
+        self._max_request_size = cfg["max.request.size"]
+        self._buffer_memory = cfg["buffer.memory"]
+        self._key_serializer = as_serializer(cfg["key.serializer"])
+        self._value_serializer = as_serializer(cfg["value.serializer"])
+        self._partitioner = cfg["partitioner"] or default_partitioner
+        self._ignore_keys = cfg["partitioner.ignore.keys"]
+        self._request_timeout_ms = cfg["request.timeout.ms"]
+        self._retries = cfg["retries"]
+        self._retry_backoff_ms = cfg["retry.backoff.ms"]
+        self._delivery_timeout_ms = cfg["delivery.timeout.ms"]
+        self._max_block_ms = cfg["max.block.ms"]
+        self._open: dict[TopicPartition, _Batch] = {}
+        self._queued: dict[TopicPartition, collections.deque] = {}
+        self._in_flight = 0                   # Produce requests awaiting an answer
+        self._buffered_bytes = 0
+        self._sticky: dict[str, int] = {}
+        self._rng = random.Random()
+        self._closed = False
+        self._metrics = collections.Counter()
+        log.debug("producer created: %r", dict(cfg))
+
+    # ------------------------------------------------------------------ public API
+    def send(self, topic: str, value: Any = None, key: Any = None, headers: list | None = None,
+             partition: int | None = None, timestamp_ms: int | None = None) -> FutureRecordMetadata:
+        """Queue one record; returns a future of its RecordMetadata (see module doc for when
+        the network actually runs)."""
+        if not isinstance(topic, str) or not topic:
+            raise TypeError(f"topic must be a non-empty str, got {topic!r}")
+        with self._lock:
+            if self._closed:
+                raise Errors.IllegalStateError("cannot send: the producer is closed")
+            if headers:
+                headers = [(k, v) for k, v in headers]
+                for k, v in headers:
+                    if not isinstance(k, str):
+                        raise TypeError(f"header keys must be str, got {k!r}")
+            kbytes = self._serialize(self._key_serializer, topic, headers or [], key, "key")
+            vbytes = self._serialize(self._value_serializer, topic, headers or [], value, "value")
+            now = self._clock.now_ms()
+            tp = TopicPartition(topic, self._partition(topic, partition, kbytes, now, key, value, vbytes))
+            ts = self._clock.wall_ms() if timestamp_ms is None else int(timestamp_ms)
+            future = FutureRecordMetadata(self)
+            self._append(tp, ts, kbytes, vbytes, headers, future, now)
+            self._metrics["record-send-total"] += 1
+            if self._buffered_bytes > self._buffer_memory:
+                self._drive_until(lambda: self._buffered_bytes <= self._buffer_memory,
+                                  self._max_block_ms, what="buffer.memory to free up")
+            else:
+                self._run_once(0, now)
+            return future
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Send everything queued and wait for every answer (``timeout`` in seconds)."""
+        with self._lock:
+            self._drive_until(self._all_done, None if timeout is None else timeout * 1000,
+                              flush=True, what="flush")
+
+    def poll(self, timeout_ms: int = 0) -> None:
+        """Do pending network work for up to ``timeout_ms`` (sends due batches, reads answers)."""
+        with self._lock:
+            self._run_once(timeout_ms, self._clock.now_ms())
+
+    def close(self, timeout: float | None = None, null_logger: bool = False) -> None:
+        """Flush (waiting up to ``timeout`` seconds), then close the connections; records not
+        delivered by then fail."""
+        with self._lock:
+            if self._closed:
+                return
+            try:
+                self.flush(timeout)
+            except Errors.KafkaTimeoutError as exc:
+                log.warning("closing the producer with undelivered records: %s", exc)
+            finally:
+                self._closed = True
+                self._fail_all(Errors.KafkaTimeoutError("the producer was closed before the record was delivered"))
+                self._client.close()
+
+    def partitions_for(self, topic: str) -> set[int]:
+        """Partition ids of ``topic`` (waits for its metadata up to max.block.ms)."""
+        with self._lock:
+            self._wait_for_topic(topic, self._max_block_ms)
+            return {p.partition for p in self._metadata.cluster.partitions_for_topic(topic)}
+
+    def bootstrap_connected(self) -> bool:
+        return self._client.ever_connected()
+
+    def metrics(self, raw: bool = False) -> dict:
+        with self._lock:
+            return {"producer-metrics": dict(self._metrics)}
+
+    def __enter__(self) -> "KafkaProducer":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self):
+        # Dropped without close(): deliver what is queued (briefly), as kafka-python's
+        # background sender would, and do not leak sockets.
+        try:
+            if not self._closed:
+                self.close(timeout=5)
+        except Exception:
+            pass
+
+    # ------------------------------------------------------------------ helpers
+    @staticmethod
+    def _serialize(serializer, topic: str, headers, obj: Any, what: str) -> bytes | None:
+        if serializer is not None:
+            obj = serializer(topic, headers, obj)
+        if obj is None:
+            return None
+        if isinstance(obj, (bytes, bytearray, memoryview)):
+            return bytes(obj)
+        raise TypeError(f"the {what} must be bytes (or set {what}_serializer), got {type(obj).__name__}")
+
+    def _wait_for_topic(self, topic: str, max_ms: int) -> None:
+        if self._metadata.cluster.partitions_for_topic(topic):
+            return
+        self._metadata.add_topics(topic)
+        self._drive_until(lambda: bool(self._metadata.cluster.partitions_for_topic(topic)), max_ms,
+                          what=f"metadata of topic {topic!r}")
+
+    def _partition(self, topic: str, partition: int | None, key: bytes | None, now: int,
+                   raw_key: Any = None, raw_value: Any = None, value: bytes | None = None) -> int:
+        self._wait_for_topic(topic, self._max_block_ms)
+        parts = self._metadata.cluster.partitions_for_topic(topic)
+        all_ids = [p.partition for p in parts]
+        if partition is not None:
+            if not isinstance(partition, int) or isinstance(partition, bool) or partition not in all_ids:
+                raise Errors.IllegalArgumentError(
+                    f"partition {partition!r} is not one of topic {topic!r}'s partitions {all_ids}")
+            return partition
+        available = [p.partition for p in parts if p.leader >= 0] or all_ids
+        custom = getattr(self._partitioner, "partition", None)
+        if callable(custom):  # a kafka-python 3 Partitioner object
+            return custom(topic, raw_key, None if self._ignore_keys else key, raw_value, value,
+                          _ClusterView(self._metadata.cluster))
+        if key is not None and not self._ignore_keys:
+            return self._partitioner(key, all_ids, available)
+        if self._partitioner is not default_partitioner:
+            return self._partitioner(None, all_ids, available)
+        sticky = self._sticky.get(topic)
+        if sticky is None or sticky not in all_ids:
+            sticky = self._rng.choice(available)
+            self._sticky[topic] = sticky
+        return sticky
+
+    def _next_sticky(self, topic: str, old: int) -> None:
+        parts = self._metadata.cluster.available_partitions_for_topic(topic)
+        ids = [p.partition for p in parts if p.partition != old]
+        if ids:
+            self._sticky[topic] = self._rng.choice(ids)
+
+    def _append(self, tp, ts, key, value, headers, future, now) -> None:
+        batch = self._open.get(tp)
+        if batch is not None and len(batch.builder) and batch.builder.size_in_bytes >= self._batch_size:
+            self._close_batch(batch)
+            batch = None
+        if batch is None:
+            batch = self._open[tp] = _Batch(tp, now)
+        size = batch.builder.append(ts, key, value, headers)
+        if len(batch.builder) > 1 and batch.builder.size_in_bytes > self._max_request_size:
+            # The record would make the batch too large: it opens the next one.
+            self._close_batch_without_last(batch, tp, ts, key, value, headers, now)
+            batch = self._open[tp]
+        elif batch.builder.size_in_bytes > self._max_request_size:
+            del self._open[tp]
+            exc = Errors.MessageTooLargeError(
+                f"record of {size} bytes exceeds max.request.size ({self._max_request_size})")
+            future.raise_(exc)
+            return
+        hsize = -1 if not headers else sum(len(k.encode()) + (len(v) if v is not None else 0) for k, v in headers)
+        batch.futures.append((future, ts, -1 if key is None else len(key),
+                              -1 if value is None else len(value), hsize))
+        batch.bytes += size
+        self._buffered_bytes += size
+        if batch.builder.size_in_bytes >= self._batch_size:
+            self._close_batch(batch)
+
+    def _close_batch_without_last(self, batch, tp, ts, key, value, headers, now) -> None:
+        # Rebuild the batch without its last record (rare: only when max.request.size binds).
+        from kcore.records import RecordBatchBuilder, decode_records
+        old_payload = batch.builder.build()
+        recs = decode_records(old_payload).records[:-1]
+        fresh = RecordBatchBuilder()
+        for r in recs:
+            fresh.append(r.timestamp, r.key, r.value, r.headers or None)
+        batch.builder = fresh
+        self._close_batch(batch)
+        nb = self._open[tp] = _Batch(tp, now)
+        nb.builder.append(ts, key, value, headers)
+
+    def _close_batch(self, batch: _Batch) -> None:
+        if batch.closed:
+            return
+        if self._open.get(batch.tp) is batch:
+            del self._open[batch.tp]
+        batch.close(self._codec, self._level)
+        self._queued.setdefault(batch.tp, collections.deque()).append(batch)
+        if self._sticky.get(batch.tp.topic) == batch.tp.partition:
+            self._next_sticky(batch.tp.topic, batch.tp.partition)
+
+    def _all_done(self) -> bool:
+        return not self._open and not any(self._queued.values()) and self._in_flight == 0
+
+    def _fail_all(self, exc: BaseException) -> None:
+        for batch in list(self._open.values()):
+            batch.fail(exc)
+        self._open.clear()
+        for q in self._queued.values():
+            for batch in q:
+                batch.fail(exc)
+            q.clear()
+        self._buffered_bytes = 0
+
+    # ------------------------------------------------------------------ network driving
+    def _drive_until(self, done: Callable[[], bool], timeout_ms: float | None, *, flush: bool = False,
+                     what: str = "the record to be acknowledged") -> None:
+        with self._lock:
+            deadline = None if timeout_ms is None else self._clock.now_ms() + int(timeout_ms)
+            while not done():
+                if self._closed and not flush:
+                    raise Errors.IllegalStateError("the producer is closed")
+                now = self._clock.now_ms()
+                if deadline is not None and now >= deadline:
+                    raise Errors.KafkaTimeoutError(f"timed out after {int(timeout_ms)} ms waiting for {what}")
+                wait = 100 if deadline is None else min(deadline - now, 100)
+                self._run_once(wait, now, flush=flush)
+
+    def _run_once(self, timeout_ms: int, now: int, flush: bool = False) -> None:
+        """Send due batches to the connections that take them, then wait for I/O up to
+        timeout_ms (less if a linger or retry backoff ends sooner)."""
+        self._expire_batches(now)
+        wait = self._send_ready(now, flush)
+        self._client.poll(max(min(timeout_ms, wait), 0), now)
+
+    def _expire_batches(self, now: int) -> None:
+        for tp, q in self._queued.items():
+            while q and now - q[0].created_ms >= self._delivery_timeout_ms:
+                batch = q.popleft()
+                self._buffered_bytes -= batch.bytes
+                batch.fail(Errors.KafkaTimeoutError(
+                    f"{len(batch.futures)} record(s) for {tp} expired: not delivered within "
+                    f"delivery.timeout.ms ({self._delivery_timeout_ms} ms)"))
+
+    def _head(self, tp: TopicPartition, now: int, flush: bool) -> _Batch | None:
+        """The next batch to send for tp: a queued (full or retried) one, else the open
+        batch once its linger has passed. The open batch keeps taking records until it is
+        actually sent, so records batch up while the connections are busy."""
+        q = self._queued.get(tp)
+        if q:
+            return q[0] if q[0].retry_at_ms <= now else None
+        b = self._open.get(tp)
+        if b is not None and (flush or now - b.created_ms >= self._linger_ms):
+            return b
+        return None
+
+    def _take(self, tp: TopicPartition, batch: _Batch) -> None:
+        if batch.closed:
+            self._queued[tp].popleft()
+        else:
+            del self._open[tp]
+            batch.close(self._codec, self._level)
+            if self._sticky.get(tp.topic) == tp.partition:
+                self._next_sticky(tp.topic, tp.partition)
+
+    def _send_ready(self, now: int, flush: bool) -> int:
+        """Send due batches to their leaders; ms until the next linger/backoff ends."""
+        cluster = self._metadata.cluster
+        by_node: dict[int, list[TopicPartition]] = {}
+        wait = 2**31
+        for tp in set(self._open) | {tp for tp, q in self._queued.items() if q}:
+            head = self._head(tp, now, flush)
+            if head is None:
+                q = self._queued.get(tp)
+                if q:
+                    wait = min(wait, q[0].retry_at_ms - now)
+                elif tp in self._open:
+                    wait = min(wait, self._open[tp].created_ms + self._linger_ms - now)
+                continue
+            leader = cluster.leader_for(tp)
+            if leader is None:
+                self._metadata.add_topics(tp.topic)
+                self._metadata.request_update()
+                continue
+            by_node.setdefault(leader.node_id, []).append(tp)
+        for node_id, tps in by_node.items():
+            while tps and self._client.ready(node_id, now) and self._client.send_capacity(node_id) > 0:
+                batches, size, rest = [], 0, []
+                for tp in tps:
+                    b = self._head(tp, now, flush)
+                    if b is None:
+                        continue
+                    bsize = len(b.payload) if b.closed else b.builder.size_in_bytes
+                    if batches and size + bsize > self._max_request_size:
+                        rest.append(tp)
+                        continue
+                    self._take(tp, b)
+                    batches.append(b)
+                    size += len(b.payload)
+                    if self._head(tp, now, flush) is not None:
+                        rest.append(tp)
+                if not batches:
+                    break
+                self._send_produce(node_id, batches, now)
+                tps = rest
+        return max(wait, 0)
+
+    def _send_produce(self, node_id: int, batches: list[_Batch], now: int) -> None:
+        cluster = self._metadata.cluster
+        version = self._client.api_version(node_id, PRODUCE_KEY)
+        if version is None:
+            for b in batches:
+                self._finish_batch(b, Errors.UnsupportedVersionError(
+                    f"node {node_id} does not support a Produce version this client implements"))
+            return
+        if version >= _TOPIC_ID_VERSION and any(cluster.topic_id(b.tp.topic) is None for b in batches):
+            version = _TOPIC_ID_VERSION - 1
+        by_topic: dict[str, list] = {}
+        for b in batches:
+            by_topic.setdefault(b.tp.topic, []).append({"index": b.tp.partition, "records": b.payload})
+            b.attempts += 1
+        topic_data = []
+        ids = {}
+        for topic, parts in by_topic.items():
+            entry = {"partition_data": parts}
+            if version >= _TOPIC_ID_VERSION:
+                tid = cluster.topic_id(topic)
+                entry["topic_id"] = tid
+                ids[tid] = topic
+            else:
+                entry["name"] = topic
+            topic_data.append(entry)
+        body = {"transactional_id": None, "acks": self._acks, "timeout_ms": self._request_timeout_ms,
+                "topic_data": topic_data}
+        by_tp = {b.tp: b for b in batches}
+
+        def on_complete(response, error):
+            self._in_flight -= 1
+            self._handle_produce_response(by_tp, ids, response, error, node_id)
+
+        request = ClientRequest(node_id, PRODUCE_KEY, body, on_complete, version,
+                                self._request_timeout_ms, created_ms=now)
+        self._in_flight += 1
+        self._metrics["request-total"] += 1
+        self._client.send(request, now)
+        if self._acks == 0 and request.correlation_id >= 0:
+            # No answer will come: take the request out of the in-flight queue (so the next
+            # response matches the next request) and count the batches as delivered.
+            try:
+                popped = self._client._in_flight.complete_last_unanswered(node_id)
+            except Errors.KafkaError:
+                return  # the connection failed while sending; the callback reported it
+            if popped is request:
+                on_complete({"responses": []}, None)
+
+    def _finish_batch(self, batch: _Batch, exc: BaseException | None, base_offset: int = -1,
+                      append_time: int = -1, log_start: int = -1) -> None:
+        self._buffered_bytes -= batch.bytes
+        if exc is not None:
+            batch.fail(exc)
+        else:
+            batch.succeed(base_offset, append_time, log_start)
+
+    def _retry(self, batch: _Batch, exc: BaseException) -> bool:
+        now = self._clock.now_ms()
+        if (batch.attempts > self._retries or now - batch.created_ms >= self._delivery_timeout_ms
+                or not getattr(exc, "retriable", False) or self._closed):
+            return False
+        log.debug("retrying batch for %s after %s (attempt %d)", batch.tp, exc, batch.attempts)
+        batch.retry_at_ms = now + self._retry_backoff_ms
+        self._queued.setdefault(batch.tp, collections.deque()).appendleft(batch)
+        return True
+
+    def _handle_produce_response(self, by_tp, ids, response, error, node_id) -> None:
+        if error is not None:
+            if getattr(error, "invalid_metadata", False):
+                self._metadata.request_update()
+            for b in by_tp.values():
+                if not self._retry(b, error):
+                    self._finish_batch(b, error)
+            return
+        seen = set()
+        for t in response.get("responses") or []:
+            topic = t.get("name") or ids.get(t.get("topic_id"))
+            for p in t.get("partition_responses") or []:
+                tp = TopicPartition(topic, p["index"])
+                b = by_tp.get(tp)
+                if b is None:
+                    continue
+                seen.add(tp)
+                code = p.get("error_code", 0)
+                if code:
+                    cls = Errors.for_code(code)
+                    msg = p.get("error_message") or None
+                    exc = cls(f"{tp}: {msg}" if msg else f"producing to {tp} failed")
+                    if cls.invalid_metadata:
+                        self._metadata.request_update()
+                    if not self._retry(b, exc):
+                        self._finish_batch(b, exc)
+                    continue
+                self._finish_batch(b, None, p.get("base_offset", -1), p.get("log_append_time_ms", -1),
+                                   p.get("log_start_offset", -1))
+        for tp, b in by_tp.items():
+            if tp not in seen:
+                if self._acks == 0:
+                    self._finish_batch(b, None)
+                else:
+                    self._finish_batch(b, Errors.KafkaError(f"the Produce response from node {node_id} omitted {tp}"))
