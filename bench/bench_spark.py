@@ -1,0 +1,152 @@
+"""PySpark read benchmark: records per second into a DataFrame, three ways, in one run.
+
+    python bench/bench_spark.py [--records 1000000] [--partitions 8] [--value-size 100]
+                                [--bootstrap HOST:PORT] [--master local[2]] [--repeat 2]
+
+Seeds a topic (kclient producer; the embedded Tansu broker unless --bootstrap), plans the
+offset ranges once (one per partition), then times the same ranges read into a Spark
+DataFrame (consumed by the ``noop`` sink, which materializes every row):
+
+  mapInArrow      kclient.spark.read_kafka: columnar decode -> Arrow batches
+  mapPartitions   kclient.spark.range_rows: kclient per-record poll() -> Python tuples
+  kafka-python    kafka-python's KafkaConsumer (assign + seek + poll) inside mapPartitions -> tuples
+
+and, for reference, the driver alone reading the same ranges with kclient (no Spark):
+  direct-arrow    kclient.spark.arrow_batches in one process
+Each case runs --repeat times after a warm-up job; the best time is reported. Figures drift
+on shared machines: compare the ratios within one run.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _seed(bootstrap: str, topic: str, records: int, partitions: int, value_size: int) -> None:
+    from kclient.admin import KafkaAdminClient, NewTopic
+    from kclient.producer import KafkaProducer
+    with KafkaAdminClient({"bootstrap.servers": bootstrap}) as admin:
+        admin.create_topics([NewTopic(topic, partitions, 1)])
+    value = (b"0123456789abcdef" * (value_size // 16 + 1))[:value_size]
+    p = KafkaProducer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 262144,
+                       "max.request.size": 4 << 20, "buffer.memory": 64 << 20})
+    for i in range(records):
+        p.send(topic, value=value, key=b"%08d" % i, partition=i % partitions)
+    p.flush()
+    p.close()
+
+
+def _kafka_python_rows(bootstrap: str):
+    """mapPartitions function: kafka-python reads each range and yields Spark-schema tuples."""
+    def read(rows):
+        import datetime
+        from kafka import KafkaConsumer, TopicPartition as KTP
+        epoch = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+        consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
+                                 auto_offset_reset="none", max_partition_fetch_bytes=4 << 20,
+                                 fetch_max_bytes=64 << 20)
+        try:
+            for topic, partition, start, until in rows:
+                tp = KTP(topic, partition)
+                consumer.assign([tp])
+                consumer.seek(tp, start)
+                while consumer.position(tp) < until:
+                    for records in consumer.poll(timeout_ms=1000, max_records=10000).values():
+                        for r in records:
+                            if r.offset >= until:
+                                break
+                            yield (r.key, r.value, r.topic, r.partition, r.offset,
+                                   epoch + datetime.timedelta(milliseconds=r.timestamp), r.timestamp_type)
+        finally:
+            consumer.close()
+    return read
+
+
+def _best(fn, repeat: int) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t)
+    return best
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--records", type=int, default=1_000_000)
+    ap.add_argument("--partitions", type=int, default=8)
+    ap.add_argument("--value-size", type=int, default=100)
+    ap.add_argument("--bootstrap", default=None)
+    ap.add_argument("--master", default="local[2]")
+    ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--skip", action="append", default=[], help="case to skip (repeatable)")
+    args = ap.parse_args(argv)
+
+    from kclient.spark import (arrow_batches, kafka_schema, local_session, plan_offset_ranges, range_rows,
+                               ranges_dataframe, read_kafka)
+    broker = None
+    if args.bootstrap:
+        bootstrap = args.bootstrap
+    else:
+        from kclient.testing.tansu import TansuBroker
+        broker = TansuBroker().start()
+        bootstrap = broker.bootstrap
+    topic = f"bench-spark-{int(time.time())}"
+    try:
+        t = time.perf_counter()
+        _seed(bootstrap, topic, args.records, args.partitions, args.value_size)
+        print(f"seeded {args.records:,} records of {args.value_size} B into {args.partitions} partitions "
+              f"in {time.perf_counter() - t:.1f} s", flush=True)
+        opts = {"kafka.bootstrap.servers": bootstrap, "subscribe": topic,
+                "kafka.max.partition.fetch.bytes": str(4 << 20), "kafka.fetch.max.bytes": str(64 << 20)}
+        ranges = plan_offset_ranges(opts)
+        total = sum(r.size for r in ranges)
+        assert total == args.records, (total, args.records)
+        spark = local_session(args.master, "kclient-bench")
+        schema = kafka_schema(False)
+
+        def noop(df):
+            df.write.format("noop").mode("overwrite").save()
+
+        ranges_df = ranges_dataframe(spark, ranges)
+        cases = {
+            "mapInArrow": lambda: noop(read_kafka(spark, opts, ranges=ranges)),
+            "mapPartitions": lambda: noop(spark.createDataFrame(
+                ranges_df.rdd.mapPartitions(lambda it: range_rows(it, opts)), schema)),
+            "kafka-python": lambda: noop(spark.createDataFrame(
+                ranges_df.rdd.mapPartitions(_kafka_python_rows(bootstrap)), schema)),
+            "direct-arrow": lambda: sum(b.num_rows for r in ranges for b in arrow_batches(r, opts)),
+        }
+        # warm-up: JVM, Python workers and each reader's imports
+        warm = [r.__class__(r.topic, r.partition, r.from_offset, min(r.until_offset, r.from_offset + 100))
+                for r in ranges]
+        noop(read_kafka(spark, opts, ranges=warm))
+        noop(spark.createDataFrame(ranges_dataframe(spark, warm).rdd.mapPartitions(_kafka_python_rows(bootstrap)),
+                                   schema))
+        results = {}
+        for name, fn in cases.items():
+            if name in args.skip:
+                continue
+            seconds = _best(fn, args.repeat)
+            results[name] = seconds
+            print(f"{name:>14}: {total / seconds:>12,.0f} records/s  ({seconds:.2f} s for {total:,})", flush=True)
+        spark.stop()
+        print()
+        print(f"{args.records:,} records x {args.value_size} B, {args.partitions} partitions, Spark {args.master}, "
+              f"best of {args.repeat}, broker {'external' if args.bootstrap else 'Tansu (embedded)'}")
+        base = results.get("kafka-python")
+        for name, seconds in results.items():
+            ratio = f"  {base / seconds:5.1f}x kafka-python" if base else ""
+            print(f"  {name:<14} {total / seconds:>12,.0f} rec/s{ratio}")
+    finally:
+        if broker is not None:
+            broker.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
