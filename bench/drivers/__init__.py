@@ -1,0 +1,38 @@
+"""Client drivers: one module per client, each run in its own child process.
+
+A driver module defines:
+
+- ``LABEL``: the name shown in reports.
+- ``GROUP_MODE``: whether it can consume as a group member (time to first record).
+- ``version() -> str``: the client library's version.
+- ``prepare()``: import the client library (the child calls it before the window opens).
+- ``consume(job, tally) -> dict | None``: build the client (calling ``tally.start()`` just
+  before), consume until ``tally.add()`` says done (assign mode: all N records from offset 0;
+  group mode: subscribe with ``job.group_id``, stop after the first record) or
+  ``tally.timed_out()``, close the client; returns the settings it used, for the report.
+
+The child (``python -m bench.drivers JOB_JSON RESULT_PATH``) imports the driver and calls
+``prepare()`` before the window opens, so import time is not measured. Drivers may also
+define ``member(...)``: a group member for the liveness benchmark (bench/liveness.py).
+"""
+from __future__ import annotations
+
+import importlib
+
+# Report order: the ceiling first, then kclient, then the peers.
+DRIVERS: dict[str, str] = {
+    "raw-fetch": "bench.drivers.raw_fetch",
+    "kclient-records": "bench.drivers.kclient_records",
+    "kclient-columnar": "bench.drivers.kclient_columnar",
+    "confluent-tuned": "bench.drivers.confluent_tuned",
+    "confluent-default": "bench.drivers.confluent_default",
+    "aiokafka": "bench.drivers.aiokafka_driver",
+    "kafka-python": "bench.drivers.kafka_python",
+}
+
+
+def load(name: str):
+    try:
+        return importlib.import_module(DRIVERS[name])
+    except KeyError:
+        raise ValueError(f"unknown driver {name!r}; known: {', '.join(DRIVERS)}") from None

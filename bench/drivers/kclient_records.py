@@ -1,0 +1,34 @@
+"""kclient per record: ``KafkaConsumer.poll()`` with kafka-python's API and kclient's defaults."""
+from __future__ import annotations
+
+from bench.drivers.kafka_python import poll_loop
+
+LABEL = "kclient (per record)"
+GROUP_MODE = True
+
+
+def version() -> str:
+    import kclient
+    return kclient.__version__
+
+
+def prepare() -> None:
+    """Import everything the consumer loads (before the measurement window)."""
+    import kclient.columnar, kclient.consumer, kclient.consumer_coordinator, kclient.fetcher  # noqa: F401,E401
+    import kclient.protocol  # noqa: F401
+    import kcore.records  # noqa: F401
+
+
+def consume(job, tally) -> dict:
+    from kclient.consumer import KafkaConsumer
+    from kclient.structs import TopicPartition
+    return poll_loop(KafkaConsumer, TopicPartition, job, tally, {})
+
+
+def member(bootstrap, topic, group_id, session_timeout_ms, heartbeat_interval_ms, event):
+    """A group member for the liveness benchmark (bench/liveness.py)."""
+    from bench.drivers.kafka_python import PollMember
+    from kclient.consumer import KafkaConsumer
+    from kclient.listener import ConsumerRebalanceListener
+    return PollMember(KafkaConsumer, ConsumerRebalanceListener, bootstrap, topic, group_id,
+                      session_timeout_ms, heartbeat_interval_ms, event)

@@ -1,0 +1,492 @@
+"""End-to-end consumer benchmark: every client reads the same topic from the same broker.
+
+``python -m bench`` (or ``kclient bench`` from a source checkout) starts an embedded Tansu
+broker (or uses ``--bootstrap``), and for each configuration (partitions x record size x
+codec) creates one topic, fills it once with confluent-kafka's producer, then runs every
+driver (bench/drivers/) in its own child process against it:
+
+- assign mode (throughput): all partitions from offset 0 until exactly N records were seen;
+  wall records/s and MB/s of values, client CPU per record (the OS's user+system time of the
+  child process), peak RSS, broker CPU over the same window;
+- group mode (latency): a fresh group id, subscribe, time until the first record.
+
+Repetitions run the drivers in a rotated order (so no client always runs first or last)
+and the report gives the median of the valid runs. A run that did not consume exactly N
+records is invalid: it is listed with its error and gives no throughput.
+
+Results: Markdown table, JSON and PNG chart in bench/results/ (and ``--out DIR``).
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import json
+import os
+import platform
+import shlex
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+from bench.drivers import DRIVERS
+from bench.drivers._common import MIN_RECORD_SIZE, SEQ, Job, filler
+
+REPO = Path(__file__).resolve().parent.parent
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
+
+DEFAULT_RECORDS = 1_000_000
+DEFAULT_PARTITIONS = [8]
+DEFAULT_SIZES = [100]
+DEFAULT_CODECS = ["none"]
+MATRIX_PARTITIONS = [1, 8, 64]
+MATRIX_SIZES = [10, 100, 1000, 10_000]
+MATRIX_CODECS = ["none", "lz4", "zstd"]
+# Cap on the bytes of values per configuration (the broker keeps everything in memory and
+# the slowest client must finish in reasonable time): N = min(--records, cap / size).
+DEFAULT_MAX_BYTES = 200 * 1024 * 1024
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    partitions: int
+    record_size: int
+    codec: str
+    records: int
+
+    @property
+    def name(self) -> str:
+        return f"{self.records:,} x {self.record_size} B, {self.partitions} partitions, {self.codec}"
+
+    @property
+    def key(self) -> str:
+        return f"p{self.partitions}-s{self.record_size}-{self.codec}-n{self.records}"
+
+
+# ---------------------------------------------------------------------------- data
+def produce(bootstrap: str, topic: str, cfg: Config) -> dict:
+    """Write the configuration's N records with confluent-kafka (idempotent, so each
+    partition holds its records in sequence order at offsets 0, 1, 2, ...)."""
+    from confluent_kafka import KafkaException, Producer
+
+    errors: list = []
+
+    def on_error(err, msg):  # delivery.report.only.error: called for failures only
+        if err is not None:
+            errors.append(err)
+
+    producer = Producer({
+        "bootstrap.servers": bootstrap, "enable.idempotence": True,
+        "compression.type": cfg.codec, "linger.ms": 20, "batch.size": 1_000_000,
+        "queue.buffering.max.messages": 1_000_000, "queue.buffering.max.kbytes": 1_048_576,
+        "message.max.bytes": 10_000_000, "delivery.report.only.error": True, "on_delivery": on_error,
+    })
+    fill = filler(cfg.record_size)
+    nfill = len(fill)
+    pack = SEQ.pack
+    produce_ = producer.produce
+    parts = cfg.partitions
+    started = time.perf_counter()
+    for i in range(cfg.records):
+        value = pack(i) + fill[i % nfill]
+        while True:
+            try:
+                produce_(topic, value, partition=i % parts)
+                break
+            except BufferError:  # local queue full: let deliveries drain
+                producer.poll(0.05)
+        if i & 0xFFFF == 0:
+            producer.poll(0)
+    left = producer.flush(300)
+    seconds = time.perf_counter() - started
+    if left or errors:
+        raise KafkaException(f"producing {topic}: {left} records undelivered, {len(errors)} errors "
+                             f"(first: {errors[0] if errors else None})")
+    return {"seconds": seconds, "records_per_s": cfg.records / seconds}
+
+
+# ---------------------------------------------------------------------------- child runs
+def run_child(job: Job, grace_s: float = 60.0) -> dict:
+    """Run one driver in a fresh interpreter; returns its result (``ok`` False on failure)."""
+    fd, path = tempfile.mkstemp(prefix=f"bench-{job.driver}-", suffix=".json")
+    os.close(fd)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+    cmd = [sys.executable, "-m", "bench.drivers", json.dumps(dataclasses.asdict(job)), path]
+    load_before = os.getloadavg()
+    started = time.monotonic()
+    proc = subprocess.Popen(cmd, cwd=str(REPO), env=env, stdin=subprocess.DEVNULL)
+    try:
+        code = proc.wait(job.timeout_s + grace_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        code = None
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        raise
+    elapsed = time.monotonic() - started
+    try:
+        with open(path) as f:
+            result = json.load(f)
+    except (OSError, ValueError):
+        result = {"driver": job.driver, "mode": job.mode, "ok": False,
+                  "error": ("killed after the time limit" if code is None
+                            else f"child exited with status {code} without a result")}
+    finally:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+    result["exit_status"] = code
+    result["process_seconds"] = elapsed
+    result["loadavg_before"] = load_before
+    return result
+
+
+def py_spy() -> str:
+    found = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+    if not os.access(found, os.X_OK):
+        raise SystemExit("--profile needs py-spy: pip install py-spy")
+    return found
+
+
+def profile_child(job: Job, out_dir: Path, tag: str) -> dict:
+    """One extra, untimed run of ``job`` under py-spy (native frames included); returns the
+    text summary and the path of the collapsed stacks (loadable in speedscope.app, or
+    turned into an SVG with flamegraph.pl)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    raw = out_dir / f"profile-{job.driver}-{tag}.collapsed.txt"
+    fd, path = tempfile.mkstemp(prefix=f"bench-profile-{job.driver}-", suffix=".json")
+    os.close(fd)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+    cmd = [py_spy(), "record", "--native", "--rate", "1000", "--format", "raw", "--output", str(raw), "--",
+           sys.executable, "-m", "bench.drivers", json.dumps(dataclasses.asdict(job)), path]
+    proc = subprocess.run(cmd, cwd=str(REPO), env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE, text=True, timeout=job.timeout_s + 120)
+    try:
+        with open(path) as f:
+            result = json.load(f)
+    except (OSError, ValueError):
+        result = {"ok": False, "error": f"py-spy exited with {proc.returncode}: {proc.stderr[-500:]}"}
+    finally:
+        os.unlink(path)
+    summary = summarize_profile(raw) if raw.exists() else {"error": proc.stderr[-500:]}
+    summary["collapsed_stacks"] = str(raw)
+    summary["run_ok"] = result.get("ok")
+    if result.get("ok"):
+        summary["records_per_s_under_profiler"] = result["count"] / result["wall_s"]
+    return summary
+
+
+def summarize_profile(path: Path, top: int = 15) -> dict:
+    """Where the consuming call spends its samples: self time per frame (leaf) and time
+    inclusive per frame below the driver's ``consume``, as % of the samples inside it."""
+    import collections
+    own, incl = collections.Counter(), collections.Counter()
+    total = inside = 0
+    with open(path) as f:
+        for line in f:
+            stack, _, n = line.rstrip().rpartition(" ")
+            if not stack:
+                continue
+            n = int(n)
+            frames = stack.split(";")
+            total += n
+            marks = [i for i, fr in enumerate(frames) if fr.startswith(("consume (bench/drivers/", "_consume (bench/drivers/"))]
+            if not marks:
+                continue
+            inside += n
+            below = frames[marks[-1] + 1:]
+            own[below[-1] if below else frames[-1]] += n
+            for fr in set(below):
+                incl[fr] += n
+    pct = (lambda c: [(round(100 * k / inside, 1), name) for name, k in c.most_common(top)]) if inside else (lambda c: [])
+    return {"samples": total, "samples_in_consume": inside, "self": pct(own), "inclusive": pct(incl)}
+
+
+def derive(result: dict, cfg: Config) -> dict:
+    """Per-run figures from a child's raw result (only for complete, valid runs)."""
+    if not result.get("ok") or result.get("mode") != "assign":
+        return result
+    wall = result["wall_s"]
+    n = result["count"]
+    result["records_per_s"] = n / wall
+    result["mb_per_s"] = n * cfg.record_size / wall / 1e6
+    result["cpu_us_per_record"] = result["cpu_s"] / n * 1e6
+    after_first = n - result.get("first_batch_records", n)
+    # Only meaningful when the first batch is a small part of the data and time is measurable.
+    if result.get("steady_wall_s", 0) > 0.05 and after_first >= n // 2:
+        result["steady_records_per_s"] = after_first / result["steady_wall_s"]
+    if "broker_cpu_s" in result:
+        result["broker_cpu_us_per_record"] = result["broker_cpu_s"] / n * 1e6
+    other = result.get("machine_busy_cpu_s", 0.0) - result["cpu_s"] - result.get("broker_cpu_s", 0.0)
+    result["other_load_cores"] = max(0.0, other) / wall
+    return result
+
+
+def summarize(runs: list[dict], mode: str) -> dict:
+    """Median over the valid runs of one driver in one configuration."""
+    valid = [r for r in runs if r.get("ok")]
+    out = {"runs": len(runs), "valid_runs": len(valid),
+           "errors": [r.get("error") for r in runs if not r.get("ok")]}
+    for key in ("label", "version", "settings"):
+        for r in runs:
+            if key in r:
+                out[key] = r[key]
+                break
+    if not valid:
+        return out
+    keys = (["records_per_s", "steady_records_per_s", "mb_per_s", "cpu_us_per_record", "broker_cpu_us_per_record", "peak_rss_bytes",
+             "wall_s", "cpu_s", "first_record_s", "other_load_cores"] if mode == "assign"
+            else ["first_record_s", "peak_rss_bytes"])
+    for key in keys:
+        values = [r[key] for r in valid if key in r]
+        if values:
+            out[key] = statistics.median(values)
+            if len(values) > 1:
+                out[key + "_min"] = min(values)
+                out[key + "_max"] = max(values)
+    return out
+
+
+# ---------------------------------------------------------------------------- the suite
+def configurations(args) -> list[Config]:
+    parts = MATRIX_PARTITIONS if args.matrix and args.partitions is None else (args.partitions or DEFAULT_PARTITIONS)
+    sizes = MATRIX_SIZES if args.matrix and args.sizes is None else (args.sizes or DEFAULT_SIZES)
+    codecs = MATRIX_CODECS if args.matrix and args.codecs is None else (args.codecs or DEFAULT_CODECS)
+    if args.sweep:
+        # One factor at a time around the default configuration.
+        base_p, base_s, base_c = DEFAULT_PARTITIONS[0], DEFAULT_SIZES[0], DEFAULT_CODECS[0]
+        combos = [(base_p, base_s, base_c)]
+        combos += [(p, base_s, base_c) for p in MATRIX_PARTITIONS]
+        combos += [(base_p, s, base_c) for s in MATRIX_SIZES]
+        combos += [(base_p, base_s, c) for c in MATRIX_CODECS]
+        seen = []
+        for combo in combos:
+            if combo not in seen:
+                seen.append(combo)
+        return [Config(p, s, c, min(args.records, max(1, args.max_bytes // s))) for p, s, c in seen]
+    out = []
+    for size in sizes:
+        if size < MIN_RECORD_SIZE:
+            raise SystemExit(f"record size {size} B is below the {MIN_RECORD_SIZE} B sequence number")
+        n = min(args.records, max(1, args.max_bytes // size))
+        for p in parts:
+            for codec in codecs:
+                out.append(Config(p, size, codec, n))
+    return out
+
+
+def timeout_for(cfg: Config, args) -> float:
+    if args.timeout:
+        return args.timeout
+    # The slowest client (kafka-python) reads ~45k records/s of 100 B and ~7 MB/s of 10 KB
+    # records on the reference machine; allow about 2x that plus start-up.
+    return 60.0 + cfg.records / 20_000 + cfg.records * cfg.record_size / 5e6
+
+
+def environment() -> dict:
+    import psutil
+    info = {
+        "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+        "python": sys.version.split()[0], "platform": platform.platform(),
+        "cpu_count": os.cpu_count(), "memory_bytes": psutil.virtual_memory().total,
+    }
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    info["cpu_model"] = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return info
+
+
+def tansu_version() -> str | None:
+    try:
+        from kclient.testing.tansu import find_tansu
+        out = subprocess.run([find_tansu(), "--version"], capture_output=True, text=True, timeout=10)
+        return (out.stdout or out.stderr).strip() or None
+    except Exception:
+        return None
+
+
+def run_suite(args) -> dict:
+    from kclient.testing.external import ExternalCluster
+    from kclient.testing.tansu import TansuBroker
+
+    unknown = [d for d in (args.drivers or []) if d not in DRIVERS]
+    if unknown:
+        raise SystemExit(f"unknown driver(s) {unknown}; known: {', '.join(DRIVERS)}")
+    drivers = [d for d in DRIVERS if not args.drivers or d in args.drivers]  # report order
+    configs = configurations(args)
+    report = {"environment": environment(), "command": args.command_line,
+              "loadavg_start": os.getloadavg(), "repeat": args.repeat, "group_repeat": args.group_repeat,
+              "drivers": drivers, "configs": []}
+    if args.bootstrap:
+        cluster = ExternalCluster(args.bootstrap)
+        report["broker"] = {"kind": "external", "bootstrap": args.bootstrap}
+    else:
+        cluster = TansuBroker()
+        report["broker"] = {"kind": "tansu", "version": tansu_version()}
+    log(f"bench: {len(configs)} configuration(s) x {len(drivers)} driver(s), repeat {args.repeat}; "
+        f"load average {os.getloadavg()[0]:.2f}")
+    with cluster:
+        broker_pid = getattr(cluster, "pid", None)
+        if broker_pid:
+            log(f"bench: embedded Tansu broker pid {broker_pid} at {cluster.bootstrap}")
+        for ci, cfg in enumerate(configs, 1):
+            report["configs"].append(run_config(cluster, broker_pid, cfg, drivers, args, f"[{ci}/{len(configs)}]"))
+    report["loadavg_end"] = os.getloadavg()
+    return report
+
+
+def run_config(cluster, broker_pid, cfg: Config, drivers: list[str], args, tag: str) -> dict:
+    from bench.drivers import load
+
+    topic = f"bench-{cfg.key}-{uuid.uuid4().hex[:8]}"
+    log(f"{tag} {cfg.name}: creating {topic} and producing")
+    cluster.create_topic(topic, cfg.partitions)
+    cluster.wait_for_topic(topic, cfg.partitions, timeout=30)
+    produced = produce(cluster.bootstrap, topic, cfg)
+    log(f"{tag} produced {cfg.records:,} records in {produced['seconds']:.1f} s")
+    timeout = timeout_for(cfg, args)
+    runs: dict[str, list[dict]] = {d: [] for d in drivers}
+    group_runs: dict[str, list[dict]] = {d: [] for d in drivers}
+    group_capable = [d for d in drivers if getattr(load(d), "GROUP_MODE", False)]
+    try:
+        for rep in range(args.repeat):
+            order = drivers[rep % len(drivers):] + drivers[:rep % len(drivers)]
+            for name in order:
+                job = Job(driver=name, bootstrap=cluster.bootstrap, topic=topic, partitions=cfg.partitions,
+                          records=cfg.records, record_size=cfg.record_size, mode="assign",
+                          timeout_s=timeout, broker_pid=broker_pid, progress=not args.quiet)
+                log(f"{tag} run {rep + 1}/{args.repeat} {name}: assign mode, {cfg.records:,} records "
+                    f"(load {os.getloadavg()[0]:.2f})")
+                result = derive(run_child(job), cfg)
+                runs[name].append(result)
+                log(f"{tag}   {name}: {_one_line(result)}")
+        for rep in range(args.group_repeat):
+            for name in group_capable:
+                job = Job(driver=name, bootstrap=cluster.bootstrap, topic=topic, partitions=cfg.partitions,
+                          records=cfg.records, record_size=cfg.record_size, mode="group",
+                          group_id=f"bench-{name}-{uuid.uuid4().hex[:8]}", timeout_s=60.0,
+                          session_timeout_ms=args.group_session_timeout_ms,
+                          broker_pid=broker_pid, progress=not args.quiet)
+                log(f"{tag} group run {rep + 1}/{args.group_repeat} {name}: time to first record")
+                result = run_child(job)
+                group_runs[name].append(result)
+                log(f"{tag}   {name}: {_one_line(result)}")
+        profiles = {}
+        for name in [d for d in (args.profile or []) if d in drivers]:
+            job = Job(driver=name, bootstrap=cluster.bootstrap, topic=topic, partitions=cfg.partitions,
+                      records=cfg.records, record_size=cfg.record_size, mode="assign",
+                      timeout_s=timeout, broker_pid=broker_pid, progress=False)
+            log(f"{tag} profiling {name} with py-spy (untimed run)")
+            profiles[name] = profile_child(job, args.profile_dir, cfg.key)
+    finally:
+        try:
+            cluster.delete_topic(topic)
+        except Exception as exc:  # the data is gone with the broker anyway
+            log(f"{tag} could not delete {topic}: {exc}")
+    return {
+        "config": dataclasses.asdict(cfg), "name": cfg.name, "topic": topic, "produce": produced,
+        "results": {d: summarize(runs[d], "assign") for d in drivers},
+        "group": {d: summarize(group_runs[d], "group") for d in group_capable},
+        "runs": runs, "group_runs": group_runs, "profiles": profiles,
+    }
+
+
+def _one_line(r: dict) -> str:
+    if not r.get("ok"):
+        return f"INVALID: {r.get('error')}"
+    if r.get("mode") == "group":
+        return f"first record after {r['first_record_s']:.2f} s"
+    return (f"{r['records_per_s']:,.0f} rec/s, {r['mb_per_s']:.1f} MB/s, {r['cpu_us_per_record']:.2f} us CPU/rec, "
+            f"peak RSS {r['peak_rss_bytes'] / 2**20:.0f} MiB")
+
+
+# ---------------------------------------------------------------------------- command line
+def _int_list(text: str) -> list[int]:
+    return [int(x.replace("_", "")) for x in text.split(",") if x]
+
+
+def _str_list(text: str) -> list[str]:
+    return [x.strip() for x in text.split(",") if x.strip()]
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    """Options of ``python -m bench`` / ``kclient bench`` (throughput and liveness suites)."""
+    parser.add_argument("suite", nargs="?", choices=["throughput", "liveness"], default="throughput",
+                        help="throughput (default): the side-by-side consumer benchmark; "
+                             "liveness: group membership while the application stalls")
+    t = parser.add_argument_group("throughput")
+    t.add_argument("--bootstrap", help="use this cluster instead of an embedded Tansu broker")
+    t.add_argument("--records", type=lambda s: int(s.replace("_", "")), default=DEFAULT_RECORDS,
+                   help=f"records per configuration (default {DEFAULT_RECORDS:,}; capped by --max-bytes)")
+    t.add_argument("--max-bytes", type=int, default=DEFAULT_MAX_BYTES,
+                   help="cap on value bytes per configuration (default 200 MiB)")
+    t.add_argument("--partitions", type=_int_list, help="comma list (default 8; --matrix: 1,8,64)")
+    t.add_argument("--sizes", type=_int_list, help="record value sizes in bytes (default 100; --matrix: 10,100,1000,10000)")
+    t.add_argument("--codecs", type=_str_list, help="none,lz4,zstd (default none; --matrix: all three)")
+    t.add_argument("--matrix", action="store_true", help="every combination of partitions, sizes and codecs")
+    t.add_argument("--sweep", action="store_true",
+                   help="vary one factor at a time around the default (partitions 1,8,64; sizes 10 B-10 KB; "
+                        "codecs none,lz4,zstd): 8 configurations instead of the matrix's 36")
+    t.add_argument("--drivers", type=_str_list, help=f"comma list (default all: {','.join(DRIVERS)})")
+    t.add_argument("--repeat", type=int, default=3, help="assign-mode runs per driver (median reported)")
+    t.add_argument("--group-repeat", type=int, default=1, help="group-mode runs per driver (0: none)")
+    t.add_argument("--group-session-timeout-ms", type=int, default=10_000,
+                   help="session.timeout.ms of every client in group mode (Tansu completes a first "
+                        "join after about half of it; default 10000)")
+    t.add_argument("--timeout", type=float, help="seconds one driver run may take (default from the size)")
+    t.add_argument("--profile", type=_str_list, help="also run these drivers once under py-spy (untimed) "
+                                                     "and summarise where their time goes")
+    t.add_argument("--out", type=Path, help="also write the results into this directory")
+    t.add_argument("--quiet", action="store_true", help="no per-second progress lines")
+    from bench import liveness
+    liveness.configure(parser.add_argument_group("liveness"))
+
+
+def run(args: argparse.Namespace) -> int:
+    if getattr(args, "command_line", None) is None:  # called by `kclient bench`
+        args.command_line = "kclient " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    if args.suite == "liveness":
+        from bench import liveness
+        return liveness.run(args)
+    if (args.matrix or args.sweep) and "--repeat" not in args.command_line:
+        args.repeat = 1  # many configurations: one run each unless asked
+    from bench import report as rep
+    args.profile_dir = RESULTS_DIR / "profiles"
+    if args.profile:
+        py_spy()
+    result = run_suite(args)
+    paths = rep.write_all(result, RESULTS_DIR, args.out)
+    print(rep.markdown(result))
+    for p in paths:
+        log(f"bench: wrote {p}")
+    invalid = [(c["name"], d) for c in result["configs"] for d, s in c["results"].items() if not s.get("valid_runs")]
+    return 1 if invalid else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    configure(parser)
+    args = parser.parse_args(argv)
+    args.command_line = "python -m bench " + " ".join(shlex.quote(a) for a in argv)
+    return run(args)
