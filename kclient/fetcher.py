@@ -80,7 +80,7 @@ class CompletedFetch:
         self.raw = raw                  # memoryview into the response frame
         self.aborted = aborted          # aborted transactions (read_committed) or None
         self.buffer = buffer
-        self.records: list | None = None       # decoded kcore Record objects (per-record path)
+        self.records: list | None = None       # decoded ConsumerRecords (per-record path)
         self.columnar = None                   # kcore ColumnarBatch (columnar path)
         self.error: BaseException | None = None  # raised from poll() when drained
         self.pos = 0                    # next row to hand out
@@ -536,11 +536,17 @@ class Fetcher:
         return found
 
     def _init_records(self, cf: CompletedFetch) -> None:
-        from kcore.records import decode_records
+        # ConsumerRecords are built in C, one object per record; they and their header lists
+        # are not tracked by the cyclic GC (kcore.records.decode_consumer_records): tracked,
+        # every collection walked the thousands of records buffered here, which doubled the
+        # CPU per record of poll(). The one thing never collected is a cycle built through a
+        # record's own headers list, e.g. ``rec.headers.append(rec)``.
+        from kcore.records import decode_consumer_records
         start = cf.fetch_offset if cf.last_offset < 0 else cf.last_offset + 1
-        res = decode_records(cf.raw, check_crcs=self._check_crcs, skip_control=True,
-                             fetch_offset=start, aborted_transactions=cf.aborted,
-                             topic=cf.tp.topic, partition=cf.tp.partition)
+        tp = cf.tp
+        res = decode_consumer_records(cf.raw, ConsumerRecord, tp.topic, tp.partition,
+                                      check_crcs=self._check_crcs, fetch_offset=start,
+                                      aborted_transactions=cf.aborted)
         cf.records = res.records
         cf.columnar = None
         cf.pos = 0
@@ -613,22 +619,25 @@ class Fetcher:
                     self._pipes[cf.tp].next_fetch_offset = None  # refetch from the position
                     raise type(exc)(f"partition {cf.tp} at offset {cf.fetch_offset}: {exc}") from exc
             recs = cf.records
+            n_recs = len(recs)
             i = cf.pos
-            j = min(i + remaining, len(recs))
+            j = min(i + remaining, n_recs)
             if j > i:
-                part = recs[i:j]
+                # The whole answer at once needs no copy: cf is released below, so nothing
+                # else refers to its list.
+                part = recs if (i == 0 and j == n_recs) else recs[i:j]
                 cf.pos = j
                 last = part[-1]
                 cf.last_offset = last.offset
                 cf.last_epoch = last.leader_epoch
-                out = self._convert(part, cf.tp, kd, vd)
+                out = part if kd is None and vd is None else self._deserialize(part, cf.tp.topic, kd, vd)
                 lst = drained.get(cf.tp)
                 if lst is None:
                     drained[cf.tp] = out
                 else:
                     lst.extend(out)
                 remaining -= j - i
-            if j >= len(recs):
+            if j >= n_recs:
                 self._release(cf)
                 self._next_in_line = None
             self._advance(cf, update_offsets, ends)
@@ -638,25 +647,14 @@ class Fetcher:
         return drained, ends
 
     @staticmethod
-    def _convert(part: list, tp: TopicPartition, kd, vd) -> list[ConsumerRecord]:
-        topic, partition = tp
+    def _deserialize(part: list, topic: str, kd, vd) -> list[ConsumerRecord]:
+        """Records with deserialized key/value (serialized sizes stay those of the bytes).
+        These are ordinary (GC-tracked) tuples: a deserialized value may be any object."""
         CR = ConsumerRecord
         new = _new_tuple
-        if kd is None and vd is None:
-            return [new(CR, (topic, partition, r.leader_epoch, r.offset, r.timestamp, r.timestamp_type,
-                             (k := r.key), (v := r.value), (h := r.headers), None,
-                             -1 if k is None else len(k), -1 if v is None else len(v),
-                             -1 if not h else _header_size(h)))
-                    for r in part]
-        out = []
-        for r in part:
-            k, v = r.key, r.value
-            h = r.headers
-            out.append(new(CR, (topic, partition, r.leader_epoch, r.offset, r.timestamp, r.timestamp_type,
-                                k if kd is None else kd(topic, h, k), v if vd is None else vd(topic, h, v), h, None,
-                                -1 if k is None else len(k), -1 if v is None else len(v),
-                                _header_size(h))))
-        return out
+        return [new(CR, (t, p, e, o, ts, tt, k if kd is None else kd(topic, h, k),
+                         v if vd is None else vd(topic, h, v), h, c, ks, vs, hs))
+                for t, p, e, o, ts, tt, k, v, h, c, ks, vs, hs in part]
 
     def fetched_columnar(self, max_records: int | None = None, update_offsets: bool = True):
         """Like fetched_records, but {tp: ColumnarRecords} (rows of kcore ColumnarBatches)."""
@@ -705,12 +703,6 @@ class Fetcher:
     def close(self) -> None:
         self.clear_all()
         self._pipes.clear()
-
-
-def _header_size(headers) -> int:
-    if not headers:
-        return -1
-    return sum(len(k.encode("utf-8")) + (len(v) if v is not None else 0) for k, v in headers)
 
 
 def _epoch_of_row(batch, row: int) -> int:

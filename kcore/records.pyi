@@ -22,11 +22,11 @@ max(64 MiB, 64 x the batch's compressed size); an int is an absolute bound.  The
 never allocated beyond bound + 1 bytes (see kcore.compression).
 
 Threads: the CRC, decompression and the scan of every batch run without the GIL; only
-Record object creation (per-record path) holds it.
+Record / consumer-record object creation (per-record paths) holds it.
 """
 from __future__ import annotations
 
-from typing import Iterable, Iterator, Mapping, Sequence
+from typing import Generic, Iterable, Iterator, Mapping, Sequence, TypeVar
 
 CRC32C_HARDWARE: bool           # True when the SSE4.2 crc32 instruction is used
 TIMESTAMP_NONE: int             # -1: message format v0 has no timestamp
@@ -41,6 +41,7 @@ Header = tuple[str, bytes | None]
 RecordTuple = tuple[int | None, int, bytes | None, bytes | None, Sequence[Header] | None]
 # AbortedTransaction of a Fetch response: (producer_id, first_offset) or the decoded dict
 AbortedTransaction = tuple[int, int] | Mapping[str, int]
+_R = TypeVar("_R")
 
 
 def crc32c(data: bytes | bytearray | memoryview, crc: int = 0) -> int:
@@ -167,10 +168,11 @@ class BatchInfo:
         """Skipped as part of an aborted transaction (read_committed filtering)."""
 
 
-class DecodeResult:
-    """Result of decode_records.  Iterating yields the records."""
+class DecodeResult(Generic[_R]):
+    """Result of decode_records (records are Record objects) or decode_consumer_records
+    (records are instances of its record_cls).  Iterating yields the records."""
     @property
-    def records(self) -> list[Record]: ...
+    def records(self) -> list[_R]: ...
     @property
     def batches(self) -> list[BatchInfo]: ...
     @property
@@ -191,7 +193,7 @@ class DecodeResult:
         first batch (tell the user to raise max.partition.fetch.bytes to at least
         incomplete_batch_size, as Java's RecordTooLargeException does)."""
     def __len__(self) -> int: ...
-    def __iter__(self) -> Iterator[Record]: ...
+    def __iter__(self) -> Iterator[_R]: ...
 
 
 def decode_records(
@@ -204,7 +206,7 @@ def decode_records(
     aborted_transactions: Iterable[AbortedTransaction] | None = None,
     topic: str | None = None,
     partition: int = -1,
-) -> DecodeResult:
+) -> DecodeResult[Record]:
     """Decode one partition's fetched bytes into Record objects.
 
     skip_control: leave control records (transaction markers) out of `records` (their
@@ -215,6 +217,46 @@ def decode_records(
     the Fetch response's aborted transactions: data batches of an aborted transaction are
     skipped (BatchInfo.aborted) and an abort marker ends its producer's aborted range.
     topic/partition: copied onto every Record.
+    """
+
+
+def decode_consumer_records(
+    data: bytes | bytearray | memoryview | None,
+    record_cls: type[_R],
+    topic: str | None,
+    partition: int,
+    *,
+    check_crcs: bool = True,
+    max_decompressed_bytes: int | None = None,
+    fetch_offset: int = -1,
+    aborted_transactions: Iterable[AbortedTransaction] | None = None,
+    gc_untrack: bool = True,
+) -> DecodeResult[_R]:
+    """Decode one partition's fetched bytes straight into consumer records: ONE object per
+    record, built in C (no Record, no Python conversion loop).
+
+    record_cls: a namedtuple class with kafka-python's 13 ConsumerRecord fields
+    (kclient.structs.ConsumerRecord), or any tuple subclass with ``__slots__ = ()`` and 13
+    ``_fields``; TypeError otherwise.  Each record is
+    ``record_cls(topic, partition, leader_epoch, offset, timestamp, timestamp_type, key,
+    value, headers, None, serialized_key_size, serialized_value_size,
+    serialized_header_size)`` with key/value as bytes (None when null), headers a new list
+    of (str, bytes | None) per record (empty list without headers), sizes -1 for a null
+    key/value and a header size of -1 without headers (else the UTF-8 bytes of the keys as
+    decoded plus the value bytes).  Equal to decode_records(skip_control=True, ...) converted
+    field by field; the other results (batches, next_offset, partial bytes) and every error
+    are the same as decode_records'.  Control records are always left out.
+
+    gc_untrack (default True): the records, their header lists and header pairs are not
+    tracked by the cyclic garbage collector.  They refer only to str/int/bytes/None and
+    their own headers list, so nothing can form a cycle through them unless the
+    application puts an object that refers back to the record into its headers list
+    (``rec.headers.append(rec)``): such a cycle is never collected (break it by clearing
+    the list).  Tracked, every record and empty list is walked by each generation-0
+    collection (one every ~350 records at the default threshold), and the records a
+    consumer keeps buffered again by every older-generation collection: measured on 1 M x
+    100 B records through KafkaConsumer.poll(), 0.9-1.06 us of CPU per record tracked
+    against 0.42-0.46 us untracked.  Pass False to keep ordinary GC tracking.
     """
 
 

@@ -11,8 +11,9 @@ How a fetch response's "records" bytes are decoded:
   2. per batch, under `nogil`: CRC, then a scan that validates every length and varint and
      records positions into C arrays (RecCols); compressed batches are first decompressed
      into a bounded buffer by kcore.compression (cramjam releases the GIL itself);
-  3. with the GIL: only object creation (per-record path), or nothing at all beyond handing
-     the arrays over as buffers (columnar path).
+  3. with the GIL: only object creation (per-record paths: Record objects, or the consumer's
+     namedtuples built directly in C by decode_consumer_records), or nothing at all beyond
+     handing the arrays over as buffers (columnar path).
 Anything inconsistent inside a complete batch raises a kclient.errors.CorruptRecordError
 subclass (CrcMismatchError, InvalidRecordLengthError, RecordVarintError, ...).
 """
@@ -24,6 +25,8 @@ from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport (int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t,
                           uint64_t, intptr_t, INT32_MAX)
+from cpython.object cimport PyObject, PyTypeObject
+from cpython.unicode cimport PyUnicode_AsUTF8String
 from libc.stdlib cimport malloc, realloc, free
 from libc.string cimport memcpy, memset
 
@@ -48,6 +51,83 @@ cdef extern from "crc32c.h" nogil:
     int kc_crc32c_has_hw()
 
 kc_crc_init()
+
+# Consumer-record construction in plain C: one tuple-subclass instance per record, filled in
+# place (no intermediate Record, no argument tuple).  Written here rather than in Cython so
+# that each slot costs one store and no temporary reference juggling.
+cdef extern from *:
+    """
+    static PyObject* kc_consumer_record(
+            PyTypeObject* tp, PyObject* topic, PyObject* partition, PyObject* epoch,
+            long long offset, PyObject* ts, int ts_type,
+            const char* kp, Py_ssize_t klen, const char* vp, Py_ssize_t vlen,
+            PyObject* headers, long long hsize, int untrack)
+    {
+        /* (topic, partition, leader_epoch, offset, timestamp, timestamp_type, key, value,
+           headers, checksum, serialized_key_size, serialized_value_size,
+           serialized_header_size): kafka-python's ConsumerRecord field order. */
+        PyObject* t = tp->tp_alloc(tp, 13);
+        PyObject* o;
+        if (t == NULL)
+            return NULL;
+        if (untrack)
+            PyObject_GC_UnTrack(t);
+        Py_INCREF(topic); PyTuple_SET_ITEM(t, 0, topic);
+        Py_INCREF(partition); PyTuple_SET_ITEM(t, 1, partition);
+        Py_INCREF(epoch); PyTuple_SET_ITEM(t, 2, epoch);
+        if ((o = PyLong_FromLongLong(offset)) == NULL) goto fail;
+        PyTuple_SET_ITEM(t, 3, o);
+        Py_INCREF(ts); PyTuple_SET_ITEM(t, 4, ts);
+        if ((o = PyLong_FromLong(ts_type)) == NULL) goto fail;
+        PyTuple_SET_ITEM(t, 5, o);
+        if (klen < 0) { o = Py_None; Py_INCREF(o); }
+        else if ((o = PyBytes_FromStringAndSize(kp, klen)) == NULL) goto fail;
+        PyTuple_SET_ITEM(t, 6, o);
+        if (vlen < 0) { o = Py_None; Py_INCREF(o); }
+        else if ((o = PyBytes_FromStringAndSize(vp, vlen)) == NULL) goto fail;
+        PyTuple_SET_ITEM(t, 7, o);
+        if (headers != NULL) { o = headers; Py_INCREF(o); }
+        else {
+            if ((o = PyList_New(0)) == NULL) goto fail;
+            if (untrack)
+                PyObject_GC_UnTrack(o);
+        }
+        PyTuple_SET_ITEM(t, 8, o);
+        Py_INCREF(Py_None); PyTuple_SET_ITEM(t, 9, Py_None);
+        if ((o = PyLong_FromSsize_t(klen)) == NULL) goto fail;
+        PyTuple_SET_ITEM(t, 10, o);
+        if ((o = PyLong_FromSsize_t(vlen)) == NULL) goto fail;
+        PyTuple_SET_ITEM(t, 11, o);
+        if ((o = PyLong_FromLongLong(hsize)) == NULL) goto fail;
+        PyTuple_SET_ITEM(t, 12, o);
+        return t;
+    fail:
+        Py_DECREF(t);   /* unset slots are NULL: tuple dealloc skips them */
+        return NULL;
+    }
+
+    static inline void kc_gc_untrack(PyObject* o) {
+        if (PyObject_GC_IsTracked(o))
+            PyObject_GC_UnTrack(o);
+    }
+    static inline int kc_tuple_like(PyTypeObject* tp) {
+        /* A tuple subclass adding no C fields, __dict__ or __weakref__ (namedtuple's
+           __slots__ = ()): tp_alloc(tp, n) yields a tuple of n NULL slots we may fill. */
+        return PyType_IsSubtype(tp, &PyTuple_Type) && tp != &PyTuple_Type
+            && tp->tp_basicsize == PyTuple_Type.tp_basicsize
+            && tp->tp_itemsize == PyTuple_Type.tp_itemsize
+            && tp->tp_dictoffset == 0 && tp->tp_weaklistoffset == 0
+            && tp->tp_alloc != NULL;
+    }
+    static inline int kc_is_ascii(PyObject* s) { return PyUnicode_IS_ASCII(s); }
+    """
+    object kc_consumer_record(PyTypeObject* tp, object topic, object partition, object epoch,
+                              long long offset, object ts, int ts_type,
+                              const char* kp, Py_ssize_t klen, const char* vp, Py_ssize_t vlen,
+                              PyObject* headers, long long hsize, int untrack)
+    void kc_gc_untrack(object o) noexcept
+    bint kc_tuple_like(PyTypeObject* tp) noexcept
+    bint kc_is_ascii(object s) noexcept
 
 CRC32C_HARDWARE = bool(kc_crc32c_has_hw())
 
@@ -977,6 +1057,11 @@ cdef class _Decoder:
     cdef list records
     cdef object topic
     cdef int partition
+    cdef object record_cls          # consumer-record mode: the namedtuple class (else None)
+    cdef object partition_obj
+    cdef bint untrack
+    cdef int64_t last_ts            # timestamp object reused while records share a timestamp
+    cdef object last_ts_obj
     cdef int64_t next_offset
     cdef Py_ssize_t consumed, partial, incomplete
     cdef Py_ssize_t est_total, est_max
@@ -1364,6 +1449,8 @@ cdef class _Decoder:
 
     # ---- object creation (per-record path): the only part that needs the GIL per record
     cdef int emit(self, BatchInfo b) except -1:
+        if self.record_cls is not None:
+            return self.emit_consumer(b)
         cdef RecCols* c = &self.cols
         cdef Py_ssize_t i, n = c.n
         cdef Record r
@@ -1408,6 +1495,76 @@ cdef class _Decoder:
         c.nh = 0
         return 0
 
+    cdef int emit_consumer(self, BatchInfo b) except -1:
+        """One record_cls instance per record (control batches never get here: consumer
+        mode always skips them)."""
+        cdef RecCols* c = &self.cols
+        cdef Py_ssize_t i, n = c.n
+        cdef PyTypeObject* tp = <PyTypeObject*>self.record_cls
+        cdef list out = self.records
+        cdef object topic = self.topic
+        cdef object part = self.partition_obj
+        cdef object epoch = b.partition_leader_epoch
+        cdef object ts_obj = self.last_ts_obj
+        cdef int64_t last_ts = self.last_ts
+        cdef int64_t ts, hsize
+        cdef int untrack = self.untrack
+        cdef list hl
+        cdef int32_t* hs = c.hdr_start
+        for i in range(n):
+            ts = c.timestamp[i]
+            if ts != last_ts or ts_obj is None:
+                ts_obj = ts
+                last_ts = ts
+            if hs[i + 1] > hs[i]:
+                hl = self.headers_sized(hs[i], hs[i + 1], &hsize)
+                rec = kc_consumer_record(
+                    tp, topic, part, epoch, c.offset[i], ts_obj, c.ts_type[i],
+                    <const char*><intptr_t>c.key_pos[i], c.key_len[i],
+                    <const char*><intptr_t>c.val_pos[i], c.val_len[i],
+                    <PyObject*>hl, hsize, untrack)
+            else:
+                rec = kc_consumer_record(
+                    tp, topic, part, epoch, c.offset[i], ts_obj, c.ts_type[i],
+                    <const char*><intptr_t>c.key_pos[i], c.key_len[i],
+                    <const char*><intptr_t>c.val_pos[i], c.val_len[i],
+                    NULL, -1, untrack)
+            out.append(rec)
+        self.last_ts_obj = ts_obj
+        self.last_ts = last_ts
+        c.n = 0
+        c.nh = 0
+        return 0
+
+    cdef list headers_sized(self, Py_ssize_t hs, Py_ssize_t he, int64_t* size):
+        """headers_of, plus kafka-python's serialized_header_size (UTF-8 bytes of the keys
+        as decoded, plus the value bytes), with the pairs and the list untracked if asked."""
+        cdef RecCols* c = &self.cols
+        cdef list hl = []
+        cdef Py_ssize_t k
+        cdef int64_t total = 0
+        cdef object hv, pair
+        cdef bint untrack = self.untrack
+        for k in range(hs, he):
+            hk = PyUnicode_DecodeUTF8(<const char*><intptr_t>c.hk_pos[k], c.hk_len[k],
+                                      "replace")
+            if kc_is_ascii(hk):
+                total += c.hk_len[k]
+            else:   # as re-encoded: differs from the raw length where bad bytes became U+FFFD
+                total += len(PyUnicode_AsUTF8String(hk))
+            if c.hv_len[k] >= 0:
+                hv = PyBytes_FromStringAndSize(<const char*><intptr_t>c.hv_pos[k], c.hv_len[k])
+                total += c.hv_len[k]
+            else:
+                hv = None
+            pair = (hk, hv)
+            kc_gc_untrack(pair)         # (str, bytes|None) can never be part of a cycle
+            hl.append(pair)
+        if untrack:
+            kc_gc_untrack(hl)
+        size[0] = total
+        return hl
+
     cdef list headers_of(self, Py_ssize_t hs, Py_ssize_t he):
         cdef RecCols* c = &self.cols
         cdef list hl = []
@@ -1449,6 +1606,43 @@ def decode_records(data, *, bint check_crcs=True, max_decompressed_bytes=None,
     cdef DecodeResult res
     d.topic = topic
     d.partition = partition
+    d.prepass()
+    cols_prereserve(&d.cols, d.est_max)
+    d.run()
+    res = DecodeResult.__new__(DecodeResult)
+    res.records = d.records
+    res.batches = d.batches
+    res.next_offset = d.next_offset
+    res.bytes_consumed = d.consumed
+    res.partial_trailing_bytes = d.partial
+    res.incomplete_batch_size = d.incomplete
+    return res
+
+
+def decode_consumer_records(data, record_cls, topic, int partition, *, bint check_crcs=True,
+                            max_decompressed_bytes=None, int64_t fetch_offset=-1,
+                            aborted_transactions=None, bint gc_untrack=True):
+    """Decode one partition's fetched bytes straight into consumer records (see records.pyi).
+
+    Same decoding as decode_records(skip_control=True), but every record is ONE record_cls
+    instance (a namedtuple with kafka-python's 13 ConsumerRecord fields) built in C.
+    """
+    cdef _Decoder d
+    cdef DecodeResult res
+    if not isinstance(record_cls, type) or not kc_tuple_like(<PyTypeObject*>record_cls):
+        raise TypeError(f"record_cls must be a namedtuple class (a tuple subclass with "
+                        f"__slots__ = ()), got {record_cls!r}")
+    fields = getattr(record_cls, "_fields", None)
+    if not isinstance(fields, tuple) or len(fields) != 13:
+        raise TypeError(f"record_cls must have kafka-python's 13 ConsumerRecord fields, "
+                        f"got {fields!r}")
+    d = _make_decoder(data, check_crcs, max_decompressed_bytes, True, fetch_offset,
+                      aborted_transactions, False)
+    d.record_cls = record_cls
+    d.topic = topic
+    d.partition = partition
+    d.partition_obj = partition
+    d.untrack = gc_untrack
     d.prepass()
     cols_prereserve(&d.cols, d.est_max)
     d.run()
