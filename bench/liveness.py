@@ -234,10 +234,6 @@ def run(args: argparse.Namespace) -> int:
         report["broker"] = {"kind": "librdkafka mock cluster", "version": mock.librdkafka_version}
         if "group_initial_rebalance_delay_ms" in mock.ops:
             mock.group_initial_rebalance_delay_ms(0)
-        # librdkafka 2.16's mock advertises JoinGroup v6+ (flexible) but reads the protocols
-        # count as an int32 there and drops the connection (as with SyncGroup v4, which
-        # MockCluster already caps): offer v0-v5 so every client joins with a version it parses.
-        mock.set_apiversion(JOIN_GROUP, 0, 5)
         topic = f"liveness-{uuid.uuid4().hex[:8]}"
         mock.create_topic(topic, PARTITIONS)
         mock.wait_for_topic(topic, PARTITIONS, timeout=30)

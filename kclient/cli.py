@@ -7,7 +7,8 @@ subcommand. A subcommand module defines::
     def configure(parser: argparse.ArgumentParser) -> None   # add its arguments
     def run(args: argparse.Namespace) -> int                 # do the work; exit status
 
-Adding a subcommand is one line in COMMANDS.
+Adding a subcommand is one line in COMMANDS (with, for a module that may be absent from an
+installation, what to tell the user then).
 """
 from __future__ import annotations
 
@@ -15,15 +16,42 @@ import argparse
 import importlib
 import logging
 import sys
+from typing import NamedTuple
 
-# name: (module with configure()/run(), one-line help)
-COMMANDS: dict[str, tuple[str, str]] = {
-    "broker": ("kclient.testing.broker_command",
-               "run an embedded Kafka broker (Tansu, or librdkafka's mock cluster) until Ctrl-C"),
-    "consume": ("kclient.console", "print records of a topic (like kcat -C)"),
-    "bench": ("bench.runner", "benchmark kclient against other clients (needs a source checkout: run from its root)"),
-    "demo": ("kclient.demo", "the main job: seed a topic, read it with PySpark through kclient, aggregate to Parquet"),
+
+class Command(NamedTuple):
+    module: str            # defines configure() and run()
+    help: str              # one line
+    unavailable: str = ""  # what to tell the user when ``module``'s package is not installed
+
+
+COMMANDS: dict[str, Command] = {
+    "broker": Command("kclient.testing.broker_command",
+                      "run an embedded Kafka broker (Tansu, or librdkafka's mock cluster) until Ctrl-C"),
+    "consume": Command("kclient.console", "print records of a topic (like kcat -C)"),
+    "bench": Command("bench.runner", "benchmark kclient against other clients (from a source checkout)",
+                     "the benchmark suite runs from a source checkout: python -m bench (in the "
+                     "checkout's root); it is not part of the installed package"),
+    "demo": Command("kclient.demo",
+                    "the main job: seed a topic, read it with PySpark through kclient, aggregate to Parquet"),
 }
+
+
+class CommandUnavailable(Exception):
+    """The selected subcommand's own module is not installed."""
+
+
+def _import_command(name: str):
+    command = COMMANDS[name]
+    try:
+        return importlib.import_module(command.module)
+    except ModuleNotFoundError as exc:
+        # Only the command's own package missing is "unavailable"; a missing dependency
+        # inside it keeps its own message.
+        own = exc.name is not None and (command.module == exc.name or command.module.startswith(exc.name + "."))
+        if own and command.unavailable:
+            raise CommandUnavailable(f"kclient {name}: {command.unavailable}") from exc
+        raise
 
 
 def _selected_command(argv: list[str]) -> str | None:
@@ -42,17 +70,21 @@ def build_parser(selected: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="count", default=0,
                         help="log to stderr (-v: info, -vv: debug)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name, (module, help_text) in COMMANDS.items():
-        p = sub.add_parser(name, help=help_text, description=help_text)
+    for name, command in COMMANDS.items():
+        p = sub.add_parser(name, help=command.help, description=command.help)
         if name == selected:
-            importlib.import_module(module).configure(p)
-            p.set_defaults(_module=module)
+            _import_command(name).configure(p)
+            p.set_defaults(_module=command.module)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    parser = build_parser(_selected_command(argv))
+    try:
+        parser = build_parser(_selected_command(argv))
+    except CommandUnavailable as exc:
+        print(exc, file=sys.stderr)
+        return 2
     args = parser.parse_args(argv)
     if args.verbose:
         logging.basicConfig(level=logging.DEBUG if args.verbose > 1 else logging.INFO,

@@ -1,31 +1,42 @@
-"""Consumer and common client settings: Kafka's documented names, types and defaults.
+"""Client settings: Kafka's documented names, types and defaults, in one place.
 
 Settings are given either as a dict of Java-style dotted keys (``{"bootstrap.servers": ...}``)
 or as kafka-python-style keywords (``bootstrap_servers=...``); both spellings map to one
 definition. Values are checked and converted once, at construction: an unknown setting or a
 value of the wrong type fails with a ``ConfigurationError`` that names the setting.
 
-Other modules extend the registry with ``define(...)`` (e.g. kafka-python-only keywords such
-as ``consumer_timeout_ms``) before building a ``ConsumerConfig``.
+kafka-python's spellings of values are accepted too: ``None`` for a setting that has a
+default means that default (kafka-python code often passes its own defaults explicitly),
+``None`` socket buffer sizes mean the OS default (-1), and an infinite count
+(``retries=float("inf")``) the largest int.
+
+The tables: ``common_client_defs()`` (connection, security and metrics settings every client
+takes, plus kafka-python's keywords for them), the consumer's (``CONSUMER_CONFIGS``, read by
+``ConsumerConfig``; ``define()`` adds to it), and the producer's and admin client's (in
+their modules, built on ``common_client_defs()`` and read through ``ClientSettings``). The
+validators shared by those tables live here too.
 """
 from __future__ import annotations
 
 import difflib
+import enum
+import importlib
 import logging
+import math
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from kclient.errors import ConfigurationError
 
-__all__ = ["ConfigDef", "ConsumerConfig", "CONSUMER_CONFIGS", "define", "parse_bootstrap_servers"]
+__all__ = ["ConfigDef", "ConfigRegistry", "ClientSettings", "ConsumerConfig", "CONSUMER_CONFIGS",
+           "IsolationLevel", "define", "canonical_name", "common_client_defs", "parse_bootstrap_servers",
+           "as_config", "callable_or_none", "plugin", "unsupported", "upper_choice", "isolation_level"]
 
 log = logging.getLogger(__name__)
 
 INT_MAX = 2**31 - 1
 LONG_MAX = 2**63 - 1
 DEFAULT_PORT = 9092
-
-_NO_DEFAULT = object()
 
 
 @dataclass(frozen=True)
@@ -46,26 +57,32 @@ class ConfigDef:
         return self.name.replace(".", "_").replace("-", "_")
 
 
-CONSUMER_CONFIGS: dict[str, ConfigDef] = {}
-_BY_SPELLING: dict[str, str] = {}
+class ConfigRegistry:
+    """One client's setting definitions, by dotted name and by every accepted spelling."""
 
+    def __init__(self, defs: Iterable[ConfigDef] = (), what: str = ""):
+        self.what = what                 # "producer", "admin client": named in errors
+        self.defs: dict[str, ConfigDef] = {}
+        self._by_spelling: dict[str, str] = {}
+        for d in defs:
+            self.define(d)
 
-def define(d: ConfigDef) -> ConfigDef:
-    """Add (or replace) a setting definition."""
-    CONSUMER_CONFIGS[d.name] = d
-    for spelling in (d.name, d.keyword, *d.aliases):
-        _BY_SPELLING[spelling] = d.name
-    return d
+    def define(self, d: ConfigDef) -> ConfigDef:
+        """Add (or replace) a setting definition."""
+        self.defs[d.name] = d
+        for spelling in (d.name, d.keyword, *d.aliases):
+            self._by_spelling[spelling] = d.name
+        return d
 
-
-def canonical_name(key: str) -> str:
-    """The dotted name of a setting given in any accepted spelling."""
-    name = _BY_SPELLING.get(key)
-    if name is None:
-        close = difflib.get_close_matches(key, list(_BY_SPELLING), n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-        raise ConfigurationError(f"unknown setting {key!r}{hint}")
-    return name
+    def canonical_name(self, key: str) -> str:
+        """The dotted name of a setting given in any accepted spelling."""
+        name = self._by_spelling.get(key)
+        if name is None:
+            close = difflib.get_close_matches(str(key), list(self._by_spelling), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            what = f"{self.what} " if self.what else ""
+            raise ConfigurationError(f"unknown {what}setting {key!r}{hint}")
+        return name
 
 
 # ------------------------------------------------------------------ conversions
@@ -181,39 +198,175 @@ def parse_bootstrap_servers(value: Any, name: str = "bootstrap.servers") -> list
     return out
 
 
+
+def kafka_python_value(d: ConfigDef, value: Any) -> Any:
+    """kafka-python's spellings of some values (see the module doc); ``_DEFAULT`` means
+    "not given"."""
+    if value is None:
+        if d.name in ("send.buffer.bytes", "receive.buffer.bytes"):
+            return -1
+        if not d.nullable and d.default is not None:
+            return _DEFAULT
+    if isinstance(value, float) and math.isinf(value) and value > 0 and d.type == "int":
+        return INT_MAX
+    return value
+
+
+_DEFAULT = object()
+
+
+# ------------------------------------------------------------------ validators shared by the tables
+def callable_or_none(name: str, value: Any) -> Any:
+    if value is not None and not callable(value):
+        raise ConfigurationError(f"setting {name!r} must be callable, got {value!r}")
+    return value
+
+
+def plugin(method: str, signature: str = "") -> Callable[[str, Any], Any]:
+    """A validator for pluggable objects (serializers, deserializers, partitioners): None, a
+    callable, an object with a ``method()`` (kafka-python's classes), or the dotted name of
+    either (a class is instantiated)."""
+    def check(name: str, value: Any) -> Any:
+        if value is None or callable(value) or callable(getattr(value, method, None)):
+            return value
+        if isinstance(value, str):
+            module, _, attr = value.rpartition(".")
+            try:
+                obj = getattr(importlib.import_module(module), attr) if module else None
+            except (ImportError, AttributeError) as exc:
+                raise ConfigurationError(f"setting {name!r}: cannot load {value!r}: {exc}") from None
+            if isinstance(obj, type):
+                obj = obj()
+            if obj is not None and (callable(obj) or callable(getattr(obj, method, None))):
+                return obj
+        raise ConfigurationError(
+            f"setting {name!r} must be a callable or have a {method}({signature}) method, got {value!r}")
+    return check
+
+
+def unsupported(reason: str) -> Callable[[str, Any], Any]:
+    """A validator for accepted-but-unimplemented settings: only the default (None/False) passes."""
+    def check(name: str, value: Any) -> Any:
+        if value is not None and value is not False:
+            raise ConfigurationError(f"setting {name!r}: {reason}")
+        return value
+    return check
+
+
+def upper_choice(*choices: str) -> Callable[[str, Any], Any]:
+    """A validator for upper-case enumerations given in any case (security.protocol)."""
+    def check(name: str, value: str) -> str:
+        up = value.upper()
+        if up not in choices:
+            raise ConfigurationError(f"setting {name!r} must be one of {list(choices)}, got {value!r}")
+        return up
+    return check
+
+
+class IsolationLevel(enum.IntEnum):
+    """kafka-python 3's names for ``isolation_level`` (strings work too)."""
+
+    READ_UNCOMMITTED = 0
+    READ_COMMITTED = 1
+
+
+def isolation_level(name: str, value: Any) -> str:
+    if isinstance(value, int) and not isinstance(value, bool) and value in (0, 1):
+        return ("read_uncommitted", "read_committed")[value]
+    if isinstance(value, str) and value.strip().lower() in ("read_uncommitted", "read_committed"):
+        return value.strip().lower()
+    raise ConfigurationError(
+        f"setting {name!r} must be 'read_uncommitted' or 'read_committed' (or IsolationLevel), got {value!r}")
+
+
 def _bootstrap_validator(name: str, value: list) -> list:
     parse_bootstrap_servers(value, name)
     return value
 
 
-def _buffer_validator(name: str, value: int) -> int:
-    if value < -1:
-        raise ConfigurationError(f"setting {name!r} must be -1 (OS default) or a size, got {value}")
-    return value
-
-
-def _callable_or_none(name: str, value: Any) -> Any:
-    if value is not None and not callable(value) and not isinstance(value, str):
-        raise ConfigurationError(f"setting {name!r} must be callable, got {value!r}")
-    return value
-
-
 # ------------------------------------------------------------------ definitions
+def common_client_defs() -> list[ConfigDef]:
+    """Settings every client takes (consumer, producer, admin): connections, security,
+    metrics, with Kafka's documented defaults, and kafka-python's keywords for them.
+    Defaults that differ from Java on purpose carry a comment."""
+    return [
+        ConfigDef("bootstrap.servers", "list", ["localhost:9092"], validator=_bootstrap_validator,
+                  doc="host:port list used to discover the cluster (kafka-python's default localhost)"),
+        ConfigDef("client.id", "str", "kclient", doc="a name sent with every request (Java: empty)"),
+        ConfigDef("client.dns.lookup", "str", "use_all_dns_ips",
+                  choices=("use_all_dns_ips", "resolve_canonical_bootstrap_servers_only")),
+        ConfigDef("request.timeout.ms", "int", 30000, min=0),
+        ConfigDef("connections.max.idle.ms", "long", 540000),
+        ConfigDef("metadata.max.age.ms", "long", 300000, min=0),
+        ConfigDef("reconnect.backoff.ms", "long", 50, min=0),
+        ConfigDef("reconnect.backoff.max.ms", "long", 1000, min=0),
+        ConfigDef("retry.backoff.ms", "long", 100, min=0),
+        ConfigDef("retry.backoff.max.ms", "long", 1000, min=0),
+        ConfigDef("socket.connection.setup.timeout.ms", "long", 10000, min=0),
+        ConfigDef("socket.connection.setup.timeout.max.ms", "long", 30000, min=0),
+        ConfigDef("send.buffer.bytes", "int", 131072, min=-1, doc="-1: the OS default"),
+        ConfigDef("receive.buffer.bytes", "int", 65536, min=-1, doc="-1: the OS default"),
+        # Not a Java consumer setting (Java hard-codes 100 for the consumer); kafka-python's
+        # consumer documents it with 5, as Java's producer does.
+        ConfigDef("max.in.flight.requests.per.connection", "int", 5, min=1),
+        # All four are accepted here; the network layer refuses what it does not implement yet
+        # (only PLAINTEXT), so there is one place to lift that limit.
+        ConfigDef("security.protocol", "str", "PLAINTEXT",
+                  validator=upper_choice("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")),
+        ConfigDef("sasl.mechanism", "str", "GSSAPI"),
+        ConfigDef("sasl.jaas.config", "str", None, nullable=True),
+        ConfigDef("ssl.endpoint.identification.algorithm", "str", "https"),
+        ConfigDef("ssl.truststore.location", "str", None, nullable=True),
+        ConfigDef("ssl.keystore.location", "str", None, nullable=True),
+        ConfigDef("ssl.key.password", "str", None, nullable=True),
+        ConfigDef("metrics.num.samples", "int", 2, min=1),
+        ConfigDef("metrics.sample.window.ms", "long", 30000, min=0),
+        ConfigDef("metrics.recording.level", "str", "INFO", validator=upper_choice("INFO", "DEBUG", "TRACE")),
+        ConfigDef("metric.reporters", "list", []),
+        ConfigDef("enable.metrics.push", "bool", True),
+        # kafka-python keywords that are not Java settings, accepted so that kafka-python code
+        # runs unchanged; those marked "ignored" have no effect here.
+        ConfigDef("api.version", "object", None, doc="ignored: versions are negotiated with each broker"),
+        ConfigDef("api.version.auto.timeout.ms", "int", 2000, min=0,
+                  doc="how long a consumer's constructor waits for the bootstrap servers"),
+        ConfigDef("bootstrap.timeout.ms", "int", 30000, min=0,
+                  doc="kafka-python 3 name: if set, how long the constructor waits for the bootstrap servers"),
+        ConfigDef("receive.message.max.bytes", "int", 100_000_000, min=1,
+                  doc="largest response accepted from a broker (a larger length prefix fails before allocating)"),
+        ConfigDef("metrics.enabled", "bool", True),
+        ConfigDef("socket.options", "object", None, doc="ignored"),
+        ConfigDef("sock.chunk.bytes", "int", 4096, doc="ignored"),
+        ConfigDef("sock.chunk.buffer.count", "int", 1000, doc="ignored"),
+        ConfigDef("selector", "object", None, doc="ignored"),
+        ConfigDef("kafka.client", "object", None, doc="ignored"),
+        ConfigDef("socks5.proxy", "str", None, nullable=True, validator=unsupported("proxies are not supported")),
+        ConfigDef("proxy.url", "str", None, nullable=True, validator=unsupported("proxies are not supported")),
+        # TLS/SASL in kafka-python's names: meaningful only with a security protocol other
+        # than PLAINTEXT, which the network layer refuses for now.
+        ConfigDef("ssl.context", "object", None), ConfigDef("ssl.check.hostname", "bool", True),
+        ConfigDef("ssl.cafile", "str", None, nullable=True), ConfigDef("ssl.certfile", "str", None, nullable=True),
+        ConfigDef("ssl.keyfile", "str", None, nullable=True), ConfigDef("ssl.crlfile", "str", None, nullable=True),
+        ConfigDef("ssl.password", "str", None, nullable=True), ConfigDef("ssl.ciphers", "str", None, nullable=True),
+        ConfigDef("sasl.plain.username", "str", None, nullable=True),
+        ConfigDef("sasl.plain.password", "str", None, nullable=True),
+        ConfigDef("sasl.kerberos.name", "object", None),
+        ConfigDef("sasl.kerberos.service.name", "str", "kafka"),
+        ConfigDef("sasl.kerberos.domain.name", "str", None, nullable=True),
+        ConfigDef("sasl.oauth.token.provider", "object", None),
+    ]
+
+
 # Names, types and defaults as documented for the Kafka consumer (Kafka 3.x/4.x).
-# Defaults that differ from Java on purpose carry a comment.
-for _d in [
-    ConfigDef("bootstrap.servers", "list", ["localhost:9092"], validator=_bootstrap_validator,
-              doc="host:port list used to discover the cluster (kafka-python's default localhost)"),
-    ConfigDef("client.id", "str", "kclient", doc="a name sent with every request (Java: empty)"),
+_CONSUMER_DEFS = [
     ConfigDef("client.rack", "str", "", doc="rack of the client, for fetching from the closest replica"),
-    ConfigDef("client.dns.lookup", "str", "use_all_dns_ips",
-              choices=("use_all_dns_ips", "resolve_canonical_bootstrap_servers_only")),
     ConfigDef("group.id", "str", None, nullable=True),
     ConfigDef("group.instance.id", "str", None, nullable=True),
     ConfigDef("group.protocol", "str", "classic", choices=("classic", "consumer")),
     ConfigDef("group.remote.assignor", "str", None, nullable=True),
-    ConfigDef("key.deserializer", "object", None, validator=_callable_or_none),
-    ConfigDef("value.deserializer", "object", None, validator=_callable_or_none),
+    ConfigDef("key.deserializer", "object", None, validator=plugin("deserialize", "topic, data"),
+              doc="bytes -> object, applied to every record's key (None: bytes)"),
+    ConfigDef("value.deserializer", "object", None, validator=plugin("deserialize", "topic, data"),
+              doc="bytes -> object, applied to every record's value (None: bytes)"),
     ConfigDef("fetch.min.bytes", "int", 1, min=0),
     ConfigDef("fetch.max.bytes", "int", 52428800, min=0),
     ConfigDef("fetch.max.wait.ms", "int", 500, min=0),
@@ -228,88 +381,77 @@ for _d in [
               choices=("latest", "earliest", "none", "smallest", "largest")),
     ConfigDef("allow.auto.create.topics", "bool", True),
     ConfigDef("exclude.internal.topics", "bool", True),
-    ConfigDef("isolation.level", "str", "read_uncommitted", choices=("read_uncommitted", "read_committed")),
+    ConfigDef("isolation.level", "object", "read_uncommitted", validator=isolation_level,
+              doc="read_committed: only records of committed transactions (a string or IsolationLevel)"),
     ConfigDef("check.crcs", "bool", True),
     ConfigDef("partition.assignment.strategy", "list", ["range", "cooperative-sticky"],
               doc="assignors in preference order (names or assignor objects)"),
     ConfigDef("interceptor.classes", "list", []),
     ConfigDef("default.api.timeout.ms", "int", 60000, min=0),
-    ConfigDef("request.timeout.ms", "int", 30000, min=0),
-    ConfigDef("connections.max.idle.ms", "long", 540000),
-    ConfigDef("metadata.max.age.ms", "long", 300000, min=0),
-    ConfigDef("reconnect.backoff.ms", "long", 50, min=0),
-    ConfigDef("reconnect.backoff.max.ms", "long", 1000, min=0),
-    ConfigDef("retry.backoff.ms", "long", 100, min=0),
-    ConfigDef("retry.backoff.max.ms", "long", 1000, min=0),
-    ConfigDef("socket.connection.setup.timeout.ms", "long", 10000, min=0),
-    ConfigDef("socket.connection.setup.timeout.max.ms", "long", 30000, min=0),
-    ConfigDef("send.buffer.bytes", "int", 131072, validator=_buffer_validator),
-    ConfigDef("receive.buffer.bytes", "int", 65536, validator=_buffer_validator),
-    # Not a Java consumer setting (Java hard-codes 100 for the consumer); kafka-python's
-    # consumer documents it with 5.
-    ConfigDef("max.in.flight.requests.per.connection", "int", 5, min=1),
-    ConfigDef("security.protocol", "str", "PLAINTEXT",
-              validator=lambda n, v: _choice_upper(n, v, ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"))),
-    ConfigDef("sasl.mechanism", "str", "GSSAPI"),
-    ConfigDef("sasl.jaas.config", "str", None, nullable=True),
-    ConfigDef("ssl.endpoint.identification.algorithm", "str", "https"),
-    ConfigDef("ssl.truststore.location", "str", None, nullable=True),
-    ConfigDef("ssl.keystore.location", "str", None, nullable=True),
-    ConfigDef("ssl.key.password", "str", None, nullable=True),
-    ConfigDef("metrics.num.samples", "int", 2, min=1),
-    ConfigDef("metrics.sample.window.ms", "long", 30000, min=0),
-    ConfigDef("metrics.recording.level", "str", "INFO",
-              validator=lambda n, v: _choice_upper(n, v, ("INFO", "DEBUG", "TRACE"))),
-    ConfigDef("metric.reporters", "list", []),
-    ConfigDef("enable.metrics.push", "bool", True),
-]:
-    define(_d)
+    # kafka-python's consumer keywords (not Java settings)
+    ConfigDef("consumer.timeout.ms", "float", math.inf, min=0,
+              doc="iteration stops (StopIteration) after this long without a record"),
+    ConfigDef("default.offset.commit.callback", "object", None, validator=callable_or_none,
+              doc="callback(offsets, exception_or_None) for commit_async() without a callback"),
+    ConfigDef("enable.incremental.fetch.sessions", "bool", True, doc="ignored: fetches are sessionless"),
+    ConfigDef("legacy.iterator", "bool", False, doc="ignored"),
+    ConfigDef("metric.group.prefix", "str", "consumer"),
+]
+
+_CONSUMER_REGISTRY = ConfigRegistry(common_client_defs() + _CONSUMER_DEFS)
+CONSUMER_CONFIGS: dict[str, ConfigDef] = _CONSUMER_REGISTRY.defs
+define = _CONSUMER_REGISTRY.define
+canonical_name = _CONSUMER_REGISTRY.canonical_name
+
+# Java silently raises a maximum below its base; so do we, but say so.
+_BASE_AND_MAX = (("reconnect.backoff.ms", "reconnect.backoff.max.ms"),
+                 ("retry.backoff.ms", "retry.backoff.max.ms"),
+                 ("socket.connection.setup.timeout.ms", "socket.connection.setup.timeout.max.ms"))
 
 
-def _choice_upper(name: str, value: str, choices: tuple[str, ...]) -> str:
-    up = value.upper()
-    if up not in choices:
-        raise ConfigurationError(f"setting {name!r} must be one of {list(choices)}, got {value!r}")
-    return up
-
-
-class ConsumerConfig(Mapping[str, Any]):
-    """Checked settings. Read with dotted keys (``cfg["request.timeout.ms"]``), keyword
+# ------------------------------------------------------------------ checked settings
+class ClientSettings(Mapping[str, Any]):
+    """Checked settings of one client, from a table of definitions (a ConfigRegistry or a
+    list of ConfigDef). Read with dotted keys (``cfg["request.timeout.ms"]``), keyword
     spelling (``cfg["request_timeout_ms"]``) or attributes (``cfg.request_timeout_ms``)."""
 
-    def __init__(self, configs: Mapping[str, Any] | None = None, **kwargs: Any):
+    def __init__(self, defs: ConfigRegistry | Iterable[ConfigDef], what: str = "",
+                 configs: Mapping[str, Any] | None = None, kwargs: Mapping[str, Any] | None = None):
+        registry = defs if isinstance(defs, ConfigRegistry) else ConfigRegistry(defs, what)
+        self._registry = registry
         values: dict[str, Any] = {}
         given: dict[str, str] = {}
-        for source in (configs or {}, kwargs):
+        for source in (configs or {}, kwargs or {}):
             if not isinstance(source, Mapping):
                 raise ConfigurationError(f"settings must be a mapping, got {type(source).__name__}")
             for key, value in source.items():
                 if not isinstance(key, str):
                     raise ConfigurationError(f"setting names are strings, got {key!r}")
-                name = canonical_name(key)
-                converted = _convert(CONSUMER_CONFIGS[name], value)
+                name = registry.canonical_name(key)
+                d = registry.defs[name]
+                value = kafka_python_value(d, value)
+                if value is _DEFAULT:
+                    continue
+                converted = _convert(d, value)
                 if name in values and values[name] != converted:
                     raise ConfigurationError(
                         f"setting {name!r} given twice with different values "
                         f"({given[name]}={values[name]!r}, {key}={converted!r})")
                 values[name] = converted
                 given[name] = key
-        for name, d in CONSUMER_CONFIGS.items():
+        for name, d in registry.defs.items():
             if name not in values:
                 values[name] = list(d.default) if isinstance(d.default, list) else d.default
         self._values = values
         self._given = frozenset(given)
-        # Java silently raises a max below its base; we do the same but say so.
-        for base, top in (("reconnect.backoff.ms", "reconnect.backoff.max.ms"),
-                          ("retry.backoff.ms", "retry.backoff.max.ms"),
-                          ("socket.connection.setup.timeout.ms", "socket.connection.setup.timeout.max.ms")):
-            if values[top] < values[base]:
+        for base, top in _BASE_AND_MAX:
+            if base in values and top in values and values[top] < values[base]:
                 log.warning("%s (%d) is below %s (%d); using %d", top, values[top], base, values[base],
                             values[base])
                 values[top] = values[base]
 
     def __getitem__(self, key: str) -> Any:
-        return self._values[canonical_name(key)]
+        return self._values[self._registry.canonical_name(key)]
 
     def __getattr__(self, key: str) -> Any:
         if key.startswith("_"):
@@ -327,11 +469,30 @@ class ConsumerConfig(Mapping[str, Any]):
 
     def is_set(self, key: str) -> bool:
         """True if the user gave this setting (rather than taking the default)."""
-        return canonical_name(key) in self._given
+        return self._registry.canonical_name(key) in self._given
 
     @property
     def bootstrap_addresses(self) -> list[tuple[str, int]]:
         return parse_bootstrap_servers(self._values["bootstrap.servers"])
+
+    def network_config(self) -> "ConsumerConfig":
+        """The settings the network layer (NetworkClient, which reads a ConsumerConfig)
+        understands: those this client shares with the consumer."""
+        return ConsumerConfig({k: v for k, v in self._values.items() if k in CONSUMER_CONFIGS})
+
+    def __repr__(self) -> str:
+        shown = {k: self._values[k] for k in sorted(self._given)}
+        for secret in ("ssl.key.password", "sasl.jaas.config", "ssl.password", "sasl.plain.password"):
+            if shown.get(secret) is not None:
+                shown[secret] = "[hidden]"
+        return f"{type(self).__name__}({shown!r})"
+
+
+class ConsumerConfig(ClientSettings):
+    """The consumer's checked settings (``CONSUMER_CONFIGS``)."""
+
+    def __init__(self, configs: Mapping[str, Any] | None = None, **kwargs: Any):
+        super().__init__(_CONSUMER_REGISTRY, "", configs, kwargs)
 
     def with_overrides(self, **kwargs: Any) -> "ConsumerConfig":
         merged = {k: v for k, v in self._values.items() if k in self._given}
@@ -339,12 +500,8 @@ class ConsumerConfig(Mapping[str, Any]):
             merged[canonical_name(key)] = value
         return ConsumerConfig(merged)
 
-    def __repr__(self) -> str:
-        shown = {k: self._values[k] for k in sorted(self._given)}
-        for secret in ("ssl.key.password", "sasl.jaas.config"):
-            if secret in shown and shown[secret] is not None:
-                shown[secret] = "[hidden]"
-        return f"ConsumerConfig({shown!r})"
+    def network_config(self) -> "ConsumerConfig":
+        return self
 
 
 def as_config(config: Mapping[str, Any] | ConsumerConfig | None, **kwargs: Any) -> ConsumerConfig:
@@ -352,5 +509,3 @@ def as_config(config: Mapping[str, Any] | ConsumerConfig | None, **kwargs: Any) 
     if isinstance(config, ConsumerConfig):
         return config.with_overrides(**kwargs) if kwargs else config
     return ConsumerConfig(config, **kwargs)
-
-

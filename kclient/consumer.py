@@ -22,16 +22,16 @@ topic names (Java's rule), not prefixes.
 from __future__ import annotations
 
 import collections
-import enum
 import logging
 import math
+import os
 import re
 import threading
 from typing import Any, Iterable, Mapping
 
 from kclient import errors as Errors
 from kclient.clock import SYSTEM_CLOCK, Clock
-from kclient.config import CONSUMER_CONFIGS, ConfigDef, ConsumerConfig, canonical_name, define
+from kclient.config import ConsumerConfig, IsolationLevel  # noqa: F401 (IsolationLevel: kafka-python name)
 from kclient.consumer_network_client import ConsumerNetworkClient
 from kclient.deserializers import DefaultSerializer, JsonSerializer  # noqa: F401 (kafka-python names)
 from kclient.listener import ConsumerRebalanceListener  # noqa: F401
@@ -47,111 +47,8 @@ __all__ = ["KafkaConsumer", "IsolationLevel", "TopicPartition", "OffsetAndMetada
 log = logging.getLogger(__name__)
 
 
-def _callable_or_none(name: str, value: Any) -> Any:
-    if value is not None and not callable(value):
-        raise Errors.ConfigurationError(f"setting {name!r} must be callable, got {value!r}")
-    return value
-
-
-def _plaintext_only(name: str, value: str) -> str:
-    if str(value).upper() != "PLAINTEXT":
-        raise Errors.ConfigurationError(
-            f"setting {name!r}: {value!r} is not supported yet; only PLAINTEXT connections are "
-            f"implemented (no TLS or SASL)")
-    return "PLAINTEXT"
-
-
-def _unsupported_if_set(name: str, value: Any) -> Any:
-    if value is not None:
-        raise Errors.ConfigurationError(f"setting {name!r}: proxies are not supported")
-    return value
-
-
-def _timeout_ms(name: str, value: float) -> float:
-    if value < 0:
-        raise Errors.ConfigurationError(f"setting {name!r} must be >= 0, got {value!r}")
-    return value
-
-
-# kafka-python keywords that are not Java consumer settings; accepted so that kafka-python
-# code runs unchanged. Those marked "ignored" have no effect here.
-_KAFKA_PYTHON_SETTINGS = [
-    ConfigDef("consumer.timeout.ms", "float", math.inf, validator=_timeout_ms,
-              doc="iteration stops (StopIteration) after this long without a record"),
-    ConfigDef("default.offset.commit.callback", "object", None, validator=_callable_or_none,
-              doc="callback(offsets, exception_or_None) for commit_async() without a callback"),
-    ConfigDef("api.version", "object", None, doc="ignored: versions are negotiated"),
-    ConfigDef("api.version.auto.timeout.ms", "int", 2000, min=0,
-              doc="how long the constructor waits for the bootstrap servers"),
-    ConfigDef("enable.incremental.fetch.sessions", "bool", True, doc="ignored: fetches are sessionless"),
-    ConfigDef("legacy.iterator", "bool", False, doc="ignored"),
-    ConfigDef("metrics.enabled", "bool", True),
-    ConfigDef("metric.group.prefix", "str", "consumer"),
-    ConfigDef("socket.options", "object", None, doc="ignored"),
-    ConfigDef("sock.chunk.bytes", "int", 4096, doc="ignored"),
-    ConfigDef("sock.chunk.buffer.count", "int", 1000, doc="ignored"),
-    ConfigDef("selector", "object", None, doc="ignored"),
-    ConfigDef("kafka.client", "object", None, doc="ignored"),
-    ConfigDef("socks5.proxy", "str", None, nullable=True, validator=_unsupported_if_set, doc="not supported"),
-    ConfigDef("proxy.url", "str", None, nullable=True, validator=_unsupported_if_set, doc="not supported"),
-    ConfigDef("receive.message.max.bytes", "int", 100_000_000, min=1,
-              doc="largest response accepted from a broker (a larger length prefix fails before allocating)"),
-    ConfigDef("bootstrap.timeout.ms", "int", 30000, min=0,
-              doc="kafka-python 3 name: if set, how long the constructor waits for the bootstrap servers"),
-    ConfigDef("ssl.context", "object", None), ConfigDef("ssl.check.hostname", "bool", True),
-    ConfigDef("ssl.cafile", "str", None, nullable=True), ConfigDef("ssl.certfile", "str", None, nullable=True),
-    ConfigDef("ssl.keyfile", "str", None, nullable=True), ConfigDef("ssl.crlfile", "str", None, nullable=True),
-    ConfigDef("ssl.password", "str", None, nullable=True), ConfigDef("ssl.ciphers", "str", None, nullable=True),
-    ConfigDef("sasl.plain.username", "str", None, nullable=True),
-    ConfigDef("sasl.plain.password", "str", None, nullable=True),
-    ConfigDef("sasl.kerberos.name", "object", None),
-    ConfigDef("sasl.kerberos.service.name", "str", "kafka"),
-    ConfigDef("sasl.kerberos.domain.name", "str", None, nullable=True),
-    ConfigDef("sasl.oauth.token.provider", "object", None),
-]
-for _d in _KAFKA_PYTHON_SETTINGS:
-    if _d.name not in CONSUMER_CONFIGS:
-        define(_d)
-
-class IsolationLevel(enum.IntEnum):
-    """kafka-python 3's names for ``isolation_level`` (strings work too)."""
-
-    READ_UNCOMMITTED = 0
-    READ_COMMITTED = 1
-
-
-def _isolation_level(name: str, value: Any) -> str:
-    if isinstance(value, int) and not isinstance(value, bool) and value in (0, 1):
-        return ("read_uncommitted", "read_committed")[value]
-    if isinstance(value, str) and value.strip().lower() in ("read_uncommitted", "read_committed"):
-        return value.strip().lower()
-    raise Errors.ConfigurationError(
-        f"setting {name!r} must be 'read_uncommitted' or 'read_committed' (or IsolationLevel), got {value!r}")
-
-
-define(ConfigDef("isolation.level", "object", "read_uncommitted", validator=_isolation_level,
-                 doc="read_committed: only records of committed transactions"))
-
 # Iteration polls in slices this long so that consumer_timeout_ms=inf stays responsive.
 _ITER_POLL_MS = 1000
-
-
-def _kafka_python_values(configs: Mapping[str, Any]) -> dict[str, Any]:
-    """kafka-python writes "the default" as None for some settings (and None socket buffers
-    mean the OS default, -1 here)."""
-    out = {}
-    for key, value in configs.items():
-        if value is None and isinstance(key, str):
-            try:
-                d = CONSUMER_CONFIGS[canonical_name(key)]
-            except Errors.ConfigurationError:
-                d = None
-            if d is not None and d.name in ("send.buffer.bytes", "receive.buffer.bytes"):
-                value = -1
-            elif d is not None and not d.nullable and d.default is not None:
-                continue
-        out[key] = value
-    return out
 
 
 def _as_tp(tp) -> TopicPartition:
@@ -181,14 +78,11 @@ class KafkaConsumer:
         merged: dict[str, Any] = {}
         for d in dicts:
             merged.update(d)
-        merged = _kafka_python_values(merged)
-        configs = _kafka_python_values(configs)
         for t in names:
             if not isinstance(t, str):
                 raise TypeError(f"topics are given as str, got {t!r}")
         self.config = ConsumerConfig(merged, **configs)
         cfg = self.config
-        _plaintext_only("security.protocol", cfg["security.protocol"])
         self._closed = True  # until construction completes: close()/__del__ do nothing
         self._clock = clock or SYSTEM_CLOCK
         self._guard = threading.Lock()
@@ -390,7 +284,7 @@ class KafkaConsumer:
         if coordinator is not None:
             coordinator.record_poll(now)
         while True:
-            self._maybe_trigger_wakeup()
+            self._client.maybe_trigger_wakeup()
             self._update_assignment_metadata_if_needed(deadline)
             records, ends = self._poll_for_fetches(deadline, max_records, update_offsets, columnar)
             if records:
@@ -402,13 +296,6 @@ class KafkaConsumer:
                 return records, ends
             if clock.now_ms() >= deadline:
                 return {}, {}
-
-    def _maybe_trigger_wakeup(self) -> None:
-        trigger = getattr(self._client, "_maybe_trigger_wakeup", None)
-        if trigger is not None:
-            trigger()
-        else:  # pragma: no cover - older network client
-            self._client.poll(0)
 
     def _update_assignment_metadata_if_needed(self, deadline: int) -> bool:
         coordinator = self._coordinator
@@ -595,14 +482,18 @@ class KafkaConsumer:
         finally:
             self._release()
 
-    def _partitions_or_all(self, partitions) -> list[TopicPartition]:
-        if not partitions:
-            return self._subscriptions.assigned_partitions_list()
+    def _assigned(self, partitions) -> list[TopicPartition]:
+        """The partitions as TopicPartitions; IllegalStateError if one is not assigned."""
         parts = [_as_tp(tp) for tp in partitions]
         for tp in parts:
             if not self._subscriptions.is_assigned(tp):
                 raise Errors.IllegalStateError(f"No current assignment for partition {tp}")
         return parts
+
+    def _partitions_or_all(self, partitions) -> list[TopicPartition]:
+        if not partitions:
+            return self._subscriptions.assigned_partitions_list()
+        return self._assigned(partitions)
 
     def seek_to_beginning(self, *partitions: TopicPartition) -> None:
         """Seek to the earliest offset of the partitions (all assigned ones if none given)."""
@@ -654,35 +545,25 @@ class KafkaConsumer:
         """The last known high watermark of an assigned partition (from fetch answers)."""
         self._acquire_open()
         try:
-            tp = _as_tp(partition)
-            if not self._subscriptions.is_assigned(tp):
-                raise Errors.IllegalStateError(f"No current assignment for partition {tp}")
+            (tp,) = self._assigned([partition])
             return self._subscriptions.high_watermark(tp)
         finally:
             self._release()
 
     def pause(self, *partitions: TopicPartition) -> None:
         """Stop fetching these partitions (buffered records are kept for resume)."""
-        self._acquire_open()
-        try:
-            self._changed()
-            for tp in partitions:
-                tp = _as_tp(tp)
-                if not self._subscriptions.is_assigned(tp):
-                    raise Errors.IllegalStateError(f"No current assignment for partition {tp}")
-                self._subscriptions.pause(tp)
-        finally:
-            self._release()
+        self._set_paused(partitions, True)
 
     def resume(self, *partitions: TopicPartition) -> None:
+        self._set_paused(partitions, False)
+
+    def _set_paused(self, partitions, paused: bool) -> None:
         self._acquire_open()
         try:
             self._changed()
-            for tp in partitions:
-                tp = _as_tp(tp)
-                if not self._subscriptions.is_assigned(tp):
-                    raise Errors.IllegalStateError(f"No current assignment for partition {tp}")
-                self._subscriptions.resume(tp)
+            change = self._subscriptions.pause if paused else self._subscriptions.resume
+            for tp in self._assigned(partitions):
+                change(tp)
         finally:
             self._release()
 
@@ -832,19 +713,21 @@ class KafkaConsumer:
             self._release()
 
     def bootstrap_connected(self) -> bool:
-        return self._client.client.ever_connected()
+        """True once a connection to the cluster completed its handshake."""
+        return not self._closed and self._client.ever_connected()
 
     def metrics(self, raw: bool = False) -> dict:
         """Counters: records/bytes consumed, fetch requests, buffered bytes."""
         m = dict(self._metrics)
+        fetcher = self._fetcher
         fetch = {
             "records-consumed-total": m.get("records-consumed-total", 0),
             "bytes-fetched-total": m.get("bytes-fetched-total", 0),
             "fetch-total": m.get("fetch-request-total", 0),
             "fetch-latency-avg": (m.get("fetch-latency-ms-total", 0) / m["fetch-request-total"]
                                   if m.get("fetch-request-total") else 0.0),
-            "buffered-bytes": self._fetcher.buffered_bytes,
-            "fetches-in-flight": self._fetcher.in_flight_fetches,
+            "buffered-bytes": 0 if fetcher is None else fetcher.buffered_bytes,
+            "fetches-in-flight": 0 if fetcher is None else fetcher.in_flight_fetches,
         }
         return {"consumer-fetch-manager-metrics": fetch,
                 "consumer-metrics": {"assigned-partitions": self._subscriptions.num_assigned_partitions()}}
@@ -852,7 +735,9 @@ class KafkaConsumer:
     # ------------------------------------------------------------------ lifecycle
     def wakeup(self) -> None:
         """Make a blocking poll() (now or the next one) raise WakeupError. Any thread."""
-        self._client.wakeup()
+        client = self._client
+        if client is not None:  # None once abandoned
+            client.wakeup()
 
     def close(self, autocommit: bool = True, timeout_ms: int | None = None) -> None:
         """Commit (if auto-commit is on and autocommit), leave the group, close connections."""
@@ -878,6 +763,23 @@ class KafkaConsumer:
             log.debug("consumer closed")
         finally:
             self._release()
+
+    def abandon(self) -> None:
+        """Forget this consumer without closing anything: for a process forked from the
+        one that created it (kclient.spark does this in every forked worker).
+
+        The sockets, selector and group membership belong to the parent process too: closing
+        them here would unregister the parent's sockets from the epoll set both processes
+        share, and leaving the group would end the parent's membership. So nothing is sent,
+        closed or joined; the references to the network client, coordinator and fetcher are
+        dropped (the heartbeat thread did not survive the fork), this process's copies of the
+        file descriptors close when those objects are collected, and every method then
+        behaves as after close(). Not for use in the process that created the consumer:
+        call close() there."""
+        self._closed = True
+        self._iterator = None
+        self._client = self._coordinator = self._fetcher = self._offsets = None
+        log.debug("consumer abandoned (process %d)", os.getpid())
 
     def __enter__(self) -> "KafkaConsumer":
         return self

@@ -577,18 +577,10 @@ class ConsumerCoordinator(AbstractCoordinator):
 
             lookup.on_success(found)
             lookup.on_failure(not_found)
-        # Push the request out now instead of at the next poll.
-        self._transmit_sends()
+        # Push the request out now instead of at the next poll (a poll under way in another
+        # thread was woken by send() and transmits it).
+        self._client.try_poll_no_wakeup(0)
         return result
-
-    def _transmit_sends(self) -> None:
-        lock = self._client_lock()
-        if lock is None or lock.acquire(blocking=False):
-            try:
-                self._client.transmit_sends()
-            finally:
-                if lock is not None:
-                    lock.release()
 
     def _count_async_commit(self, delta: int) -> None:
         # Completions may run on the heartbeat thread.

@@ -5,9 +5,11 @@ kcore.queues.UnsentQueue), scheduled tasks (kcore.timers.DelayedTaskQueue), futu
 responses, and wakeups. The application thread and the heartbeat thread share it:
 
 * ``_lock`` (reentrant) serialises polls; it is held while a poll waits in select(). The other
-  thread's ``send()``/``schedule()`` take only small locks and wake the selector, so a
-  request queued by the heartbeat thread leaves at once even while the application thread
-  is blocked in poll.
+  thread's ``send()``/``schedule()``/``try_connect()`` take only small locks and wake the
+  selector, so a request queued by the heartbeat thread leaves at once even while the
+  application thread is blocked in poll. The heartbeat thread never waits for ``_lock``: it
+  polls with ``try_poll_no_wakeup()`` (nothing to do if another thread is polling: that poll
+  does the I/O) and reads ``least_loaded_node()``/``is_unavailable()`` without it.
 * Response futures are completed (listeners run) *outside* ``_lock``, from a queue of
   pending completions that every poll drains, so a listener may take the coordinator's
   lock without risking a lock-order deadlock with a thread that holds it and wants to poll.
@@ -96,6 +98,7 @@ class ConsumerNetworkClient:
         self._counter_lock = threading.Lock()   # guards the wakeup-disabled count
         self._pending_completion: collections.deque = collections.deque()
         self._pending_disconnects: collections.deque = collections.deque()
+        self._pending_connects: collections.deque = collections.deque()
         self._wakeup_requested = False
         self._wakeup_disabled_count = 0
         self._polling = 0                        # > 0 while a poll may be blocked in select
@@ -127,6 +130,8 @@ class ConsumerNetworkClient:
         return handler
 
     def _try_send(self, now: int) -> None:
+        """Steps 1 and 7: hand queued requests to ready nodes; ``ready()`` also starts a
+        connection to a node that has none and whose reconnect backoff has passed."""
         with self._unsent_lock:
             for node_id in self._unsent.nodes():
                 if not self.client.ready(node_id, now):
@@ -155,44 +160,56 @@ class ConsumerNetworkClient:
             return self.poll_future(timeout_ms, now if now is not None else None,
                                     disable_wakeup=disable_wakeup)
         self._fire_pending_completed_requests()
-        clock = self._clock
         with self._lock:
-            if self._closed:
-                raise Errors.IllegalStateError("the consumer network client is closed")
-            now = clock.now_ms() if now is None else now
-            timeout = FOREVER_MS if timeout_ms is None else max(int(timeout_ms), 0)
-            self._polling += 1
-            try:
-                self._handle_pending_disconnects(now)
-                self._try_send(now)                                        # 1
-                if execute_delayed_tasks:                                  # 2
-                    with self._tasks_lock:
-                        nxt = self._tasks.next_deadline_ms()
-                    if nxt is not None:
-                        timeout = min(timeout, max(nxt - now, 0))
-                if self._pending_completion or (future is not None and future.is_done):
-                    timeout = 0
-                if (not disable_wakeup and self._wakeup_requested
-                        and self._wakeup_disabled_count == 0):
-                    timeout = 0
-                self.client.poll(timeout, now)                             # 3
-            finally:
-                self._polling -= 1
-            now = clock.now_ms()
-            if not disable_wakeup:                                         # 4
-                self._maybe_trigger_wakeup()
-            self._check_disconnects(now)                                   # 5
+            now = self._poll_network(timeout_ms, now, execute_delayed_tasks, disable_wakeup, future)
         task_error = self._run_delayed_tasks(now) if execute_delayed_tasks else None   # 6
         with self._lock:
-            now = clock.now_ms()
-            self._try_send(now)                                            # 7
-            self._fail_expired_requests(now)                               # 8
+            self._send_and_expire(self._clock.now_ms())                    # 7, 8
         self._fire_pending_completed_requests()
         if task_error is not None:
             raise task_error
         if not disable_wakeup:
             self.metadata.maybe_raise_exception()
         return None
+
+    def _poll_network(self, timeout_ms: int | None, now: int | None, execute_delayed_tasks: bool,
+                      disable_wakeup: bool, future: RequestFuture | None) -> int:
+        """Steps 1-5, holding ``_lock``; returns the time after the network poll."""
+        if self._closed:
+            raise Errors.IllegalStateError("the consumer network client is closed")
+        clock = self._clock
+        now = clock.now_ms() if now is None else now
+        timeout = FOREVER_MS if timeout_ms is None else max(int(timeout_ms), 0)
+        self._polling += 1
+        try:
+            self._handle_pending_connection_changes(now)
+            with self._unsent_lock:
+                attempted = set(self._unsent.nodes())
+            self._try_send(now)                                            # 1
+            if execute_delayed_tasks:                                      # 2
+                with self._tasks_lock:
+                    nxt = self._tasks.next_deadline_ms()
+                if nxt is not None:
+                    timeout = min(timeout, max(nxt - now, 0))
+            if self._pending_completion or (future is not None and future.is_done):
+                timeout = 0
+            if (not disable_wakeup and self._wakeup_requested
+                    and self._wakeup_disabled_count == 0):
+                timeout = 0
+            attempted.update(self.client.nodes_with_connections())
+            self.client.poll(timeout, now)                                 # 3
+        finally:
+            self._polling -= 1
+        now = clock.now_ms()
+        if not disable_wakeup:                                             # 4
+            self.maybe_trigger_wakeup()
+        self._check_disconnects(now, attempted)                            # 5
+        return now
+
+    def _send_and_expire(self, now: int) -> None:
+        self._handle_pending_connection_changes(now)
+        self._try_send(now)                                                # 7
+        self._fail_expired_requests(now)                                   # 8
 
     def poll_future(self, future: RequestFuture, timeout_ms: int | None = None, *,
                     disable_wakeup: bool = False) -> bool:
@@ -208,8 +225,23 @@ class ConsumerNetworkClient:
                 return False
 
     def poll_no_wakeup(self, timeout_ms: int = 0) -> None:
-        """Poll without honouring wakeups and without running delayed tasks (heartbeat thread)."""
+        """Poll without honouring wakeups and without running delayed tasks."""
         self.poll(timeout_ms, execute_delayed_tasks=False, disable_wakeup=True)
+
+    def try_poll_no_wakeup(self, timeout_ms: int = 0) -> bool:
+        """``poll_no_wakeup(timeout_ms)`` unless another thread is polling: then return False
+        at once (that poll sends what is queued and reads the responses). For the heartbeat
+        thread, which must never wait behind a long application poll. Response listeners
+        run after the poll lock is released, as in ``poll()``."""
+        if not self._lock.acquire(blocking=False):
+            return False
+        try:
+            now = self._poll_network(timeout_ms, None, False, True, None)
+            self._send_and_expire(now)
+        finally:
+            self._lock.release()
+        self._fire_pending_completed_requests()
+        return True
 
     def transmit_sends(self) -> None:
         """Send whatever can be sent now, without waiting for responses."""
@@ -223,7 +255,14 @@ class ConsumerNetworkClient:
         self._wakeup_requested = True
         self.client.wakeup()
 
-    def _maybe_trigger_wakeup(self) -> None:
+    def wake_poll(self) -> None:
+        """Make a poll blocked in select() (in any thread) return early, without raising
+        WakeupError: for a thread that changed state the poller should look at."""
+        self.client.wakeup()
+
+    def maybe_trigger_wakeup(self) -> None:
+        """Raise WakeupError (once) if ``wakeup()`` was called and wakeups are enabled; for
+        callers that check for a wakeup between polls (KafkaConsumer.poll's loop)."""
         if self._wakeup_disabled_count == 0 and self._wakeup_requested:
             self._wakeup_requested = False
             raise Errors.WakeupError("the poll was interrupted by wakeup()")
@@ -273,17 +312,27 @@ class ConsumerNetworkClient:
     def _fail(self, request: ClientRequest, exc: BaseException) -> None:
         request.callback(None, exc)
 
-    def _check_disconnects(self, now: int) -> None:
+    def _check_disconnects(self, now: int, attempted: set[int]) -> None:
+        """Step 5: fail the unsent requests of nodes that cannot take them: nodes missing
+        from the metadata, and nodes whose connection failed, if the reconnect backoff still
+        runs or this poll was the one trying to connect (``attempted``: nodes with requests
+        queued at step 1 or a connection alive before the network poll). A request another
+        thread queued while this poll waited, for a node whose last connection failed before
+        and whose backoff has passed, is kept: step 7 starts a new connection for it."""
         with self._unsent_lock:
             for node_id in self._unsent.nodes():
                 unknown = self.client.node(node_id) is None
-                if unknown or self.client.connection_failed(node_id):
-                    requests = self._unsent.remove_node(node_id)
-                    reason = ("the node is not in the cluster metadata" if unknown
-                              else self.client.last_error(node_id) or "connection failed")
-                    for request in requests:
-                        self._fail(request, Errors.KafkaConnectionError(
-                            f"request {request.api_key} to node {node_id} not sent: {reason}"))
+                if not unknown:
+                    if not self.client.connection_failed(node_id):
+                        continue
+                    if node_id not in attempted and self.client.connection_delay(node_id, now) == 0:
+                        continue
+                requests = self._unsent.remove_node(node_id)
+                reason = ("the node is not in the cluster metadata" if unknown
+                          else self.client.last_error(node_id) or "connection failed")
+                for request in requests:
+                    self._fail(request, Errors.KafkaConnectionError(
+                        f"request {request.api_key} to node {node_id} not sent: {reason}"))
 
     def _fail_expired_requests(self, now: int) -> None:
         with self._unsent_lock:
@@ -315,12 +364,15 @@ class ConsumerNetworkClient:
         for request in requests:
             self._fail(request, Errors.KafkaConnectionError(str(exc)))
 
-    def _handle_pending_disconnects(self, now: int) -> None:
+    def _handle_pending_connection_changes(self, now: int) -> None:
+        """Connects and disconnects other threads asked for while this one polled."""
         while self._pending_disconnects:
             node_id = self._pending_disconnects.popleft()
             self._fail_unsent(node_id, Errors.KafkaConnectionError(
                 f"connection to node {node_id} was closed by the client"))
             self.client.disconnect(node_id, now)
+        while self._pending_connects:
+            self.client.ready(self._pending_connects.popleft(), now)
 
     # ------------------------------------------------------------------ delayed tasks
     def schedule(self, task: Callable[[int], Any], at_ms: int) -> None:
@@ -355,14 +407,19 @@ class ConsumerNetworkClient:
     def await_metadata_update(self, timeout_ms: int | None = None) -> bool:
         """Request a metadata refresh and poll until it arrives (True) or time runs out."""
         version = self.metadata.request_update()
+        return self._poll_until(lambda: self.metadata.update_version > version, timeout_ms)
+
+    def _poll_until(self, done: Callable[[], bool], timeout_ms: int | None) -> bool:
+        """Poll (delayed tasks left for the caller's own poll) until ``done()`` or the
+        timeout; returns ``done()``."""
         clock = self._clock
         deadline = None if timeout_ms is None else clock.now_ms() + max(timeout_ms, 0)
-        while self.metadata.update_version <= version:
+        while not done():
             remaining = None if deadline is None else deadline - clock.now_ms()
             if remaining is not None and remaining <= 0:
                 break
             self.poll(remaining, execute_delayed_tasks=False)
-        return self.metadata.update_version > version
+        return done()
 
     def ensure_bootstrapped(self, timeout_ms: int) -> None:
         """Wait for the first metadata; raise NoBrokersAvailable naming the bootstrap
@@ -386,14 +443,7 @@ class ConsumerNetworkClient:
     def await_pending_requests(self, node: Node | int, timeout_ms: int | None = None) -> bool:
         """Poll until ``node`` has no queued or in-flight requests (True) or time runs out."""
         node_id = self.client._node_id(node)
-        clock = self._clock
-        deadline = None if timeout_ms is None else clock.now_ms() + max(timeout_ms, 0)
-        while self.has_pending_requests(node_id):
-            remaining = None if deadline is None else deadline - clock.now_ms()
-            if remaining is not None and remaining <= 0:
-                break
-            self.poll(remaining, execute_delayed_tasks=False)
-        return not self.has_pending_requests(node_id)
+        return self._poll_until(lambda: not self.has_pending_requests(node_id), timeout_ms)
 
     def pending_request_count(self, node: Node | int | None = None) -> int:
         with self._unsent_lock:
@@ -407,25 +457,41 @@ class ConsumerNetworkClient:
         return self.pending_request_count(node) > 0
 
     def least_loaded_node(self) -> int | None:
-        with self._lock:
-            return self.client.least_loaded_node(self._clock.now_ms())
+        """The node to send a request that any broker can answer (see NetworkClient). Safe
+        from any thread without the poll lock: it only reads connection states and in-flight
+        counts, each read atomic under the GIL, so a poll in another thread can at worst make
+        the answer one event stale, which the request's own failure handling covers."""
+        return self.client.least_loaded_node(self._clock.now_ms())
 
     def try_connect(self, node: Node | int) -> bool:
-        """Start connecting if possible; True if the node is ready now."""
-        with self._lock:
-            return self.client.ready(node, self._clock.now_ms())
+        """Start connecting to ``node`` if it has no connection and its reconnect backoff
+        has passed; True if it is ready now. Never waits for another thread's poll: then the
+        connection is started by that poll (which is woken) and this returns False."""
+        node_id = self.client._node_id(node)
+        if self._lock.acquire(blocking=False):
+            try:
+                return self.client.ready(node_id, self._clock.now_ms())
+            finally:
+                self._lock.release()
+        self._pending_connects.append(node_id)
+        self.client.wakeup()
+        return False
 
     def is_unavailable(self, node: Node | int) -> bool:
-        """True while the node's last connection failed and its reconnect backoff runs."""
-        with self._lock:
-            return (self.client.connection_failed(node)
-                    and self.client.connection_delay(node, self._clock.now_ms()) > 0)
+        """True while the node's last connection failed and its reconnect backoff runs.
+        Plain reads of the connection state: safe from any thread without the poll lock."""
+        return (self.client.connection_failed(node)
+                and self.client.connection_delay(node, self._clock.now_ms()) > 0)
 
     def connection_failed(self, node: Node | int) -> bool:
         return self.client.connection_failed(node)
 
     def api_version(self, node: Node | int, api_key: int) -> int | None:
         return self.client.api_version(node, api_key)
+
+    def ever_connected(self) -> bool:
+        """True once any connection completed its handshake."""
+        return self.client.ever_connected()
 
     # ------------------------------------------------------------------ close
     def close(self) -> None:

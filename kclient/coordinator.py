@@ -219,47 +219,15 @@ class AbstractCoordinator(abc.ABC):
         return self._heartbeat_thread
 
     # ------------------------------------------------------------------ network helpers
-    def _client_lock(self):
-        return getattr(self._client, "_lock", None)
-
     def _poll_network_nowait(self, timeout_ms: int) -> bool:
-        """Poll without honouring wakeups if no other thread is polling; False if one is.
-
-        ConsumerNetworkClient keeps its lock while a poll waits in select(); the heartbeat
-        thread must not wait behind an application poll (that poll does the I/O instead).
-        """
-        lock = self._client_lock()
-        if lock is None:
-            self._client.poll_no_wakeup(timeout_ms)
-            return True
-        if not lock.acquire(blocking=False):
-            return False
-        try:
-            self._client.poll_no_wakeup(timeout_ms)
-        finally:
-            lock.release()
-        return True
+        """Poll without honouring wakeups if no other thread is polling; False if one is
+        (the heartbeat thread must not wait behind an application poll: that poll does the
+        I/O instead)."""
+        return self._client.try_poll_no_wakeup(timeout_ms)
 
     def _wake_network(self) -> None:
         """Make a select() in progress return (not a consumer wakeup: nothing is raised)."""
-        inner = getattr(self._client, "client", None)
-        wake = getattr(inner, "wakeup", None)
-        if callable(wake):
-            wake()
-
-    def _least_loaded_node(self, blocking: bool) -> int | None:
-        """The application thread asks the network client (under its poll lock); the heartbeat
-        thread never waits for that lock: if another thread is polling, it reads the same
-        answer from the NetworkClient directly (a read-only scan of connection states)."""
-        if blocking:
-            return self._client.least_loaded_node()
-        lock = self._client_lock()
-        if lock is not None and lock.acquire(blocking=False):
-            try:
-                return self._client.least_loaded_node()
-            finally:
-                lock.release()
-        return self._client.client.least_loaded_node(self._clock.now_ms())
+        self._client.wake_poll()
 
     def _try_connect(self, node: Node) -> None:
         try:
@@ -273,14 +241,6 @@ class AbstractCoordinator(abc.ABC):
             fut = self._find_coordinator_future
             return fut is not None and not fut.is_done
         return self._client.has_pending_requests(node)
-
-    def _coordinator_unavailable(self, node: Node) -> bool:
-        # As ConsumerNetworkClient.is_unavailable, without its poll lock: these are plain
-        # reads of the connection's state.
-        if not self._client.connection_failed(node):
-            return False
-        inner = self._client.client
-        return inner.connection_delay(node.node_id, self._clock.now_ms()) > 0
 
     def _backoff(self, timer: _Timer) -> None:
         """Wait retry.backoff.ms (bounded by ``timer``) while serving the network."""
@@ -298,7 +258,7 @@ class AbstractCoordinator(abc.ABC):
     def coordinator(self) -> Node | None:
         """The coordinator if known and reachable, else None (and it is marked unknown)."""
         node = self._coordinator
-        if node is not None and self._coordinator_unavailable(node):
+        if node is not None and self._client.is_unavailable(node):
             self.mark_coordinator_unknown("the coordinator connection failed", disconnected=True)
             return None
         return self._coordinator
@@ -320,15 +280,14 @@ class AbstractCoordinator(abc.ABC):
             # Fail requests still queued for it at once rather than at their timeout.
             self._client.disconnect_async(old)
 
-    def lookup_coordinator(self, blocking: bool = True) -> RequestFuture:
+    def lookup_coordinator(self) -> RequestFuture:
         """Start a FindCoordinator if none is in flight; the future of the one in flight."""
         with self._lock:
             future = self._find_coordinator_future
             if future is not None and not future.is_done:
                 return future
-        # Outside our lock: the application thread may wait for the network client's lock
-        # here, and a thread holding that one may need ours to complete a response.
-        node = self._least_loaded_node(blocking)
+        # Outside our lock: choosing a node reads the network client's connection states.
+        node = self._client.least_loaded_node()
         if node is None:
             log.debug("no broker available to look up the coordinator of group %s", self.group_id)
             return RequestFuture.no_brokers_available()
@@ -381,7 +340,7 @@ class AbstractCoordinator(abc.ABC):
                     raise exc
             else:
                 node = self._coordinator
-                if node is not None and self._coordinator_unavailable(node):
+                if node is not None and self._client.is_unavailable(node):
                     self.mark_coordinator_unknown("the coordinator connection failed", disconnected=True)
                     self._backoff(timer)
             if timer.expired():
@@ -671,8 +630,8 @@ class _FindCoordinatorHandler(_Handler):
                 c.heartbeat.reset_session_timeout(c._clock.now_ms())
             log.info("discovered coordinator %s:%s (broker %d) for group %s", node.host, node.port,
                      entry["node_id"], c.group_id)
-            # Connect now: a request queued for a node whose last connection failed would be
-            # failed by the next poll before it could start connecting.
+            # As the Java client does: start connecting now, so the connection is on its way
+            # before the first group request is queued for it.
             c._try_connect(node)
             future.complete(None)
             return

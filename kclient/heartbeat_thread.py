@@ -9,17 +9,18 @@ heartbeat due, session expiry, poll expiry (``Heartbeat.next_wakeup_ms``). ``ena
 ``close()`` and a failed heartbeat notify the condition so it wakes early. While one of the
 coordinator's requests (a heartbeat, a FindCoordinator, a LeaveGroup) is in flight someone
 must read its response: if the application thread is not polling the network, this thread
-does it itself with a short ``poll_no_wakeup`` (at most ``NETWORK_WAIT_MAX_MS``) instead of
+does it itself with a short ``try_poll_no_wakeup`` (at most ``NETWORK_WAIT_MAX_MS``) instead of
 sleeping on the condition.
 
 Sharing the network client. ``ConsumerNetworkClient`` holds its poll lock while a poll waits
-in select(). This thread never waits for that lock: it only polls when the lock is free
-(non-blocking acquire). When the application thread is blocked in a long poll, a request
-this thread sends wakes that select() (``ConsumerNetworkClient.send`` does so while a poll is
-running), the application thread's poll transmits it and reads the response, and the
-response handler runs there. So a long application poll never delays a heartbeat, and this
-thread never blocks the application thread for more than one short poll. (To pick a broker for
-FindCoordinator it reads NetworkClient.least_loaded_node without that lock: a read-only scan.)
+in select(). This thread never waits for that lock: it polls with ``try_poll_no_wakeup``,
+which does nothing if another thread is polling. When the application thread is blocked in
+a long poll, a request this thread sends wakes that select() (``ConsumerNetworkClient.send``
+does so while a poll is running), the application thread's poll transmits it and reads the
+response, and the response handler runs there. So a long application poll never delays a
+heartbeat, and this thread never blocks the application thread for more than one short poll.
+(``least_loaded_node``, ``is_unavailable`` and ``try_connect``, used for coordinator lookups,
+do not wait for that lock either.)
 
 The GIL. Python code in the application thread gives up the GIL every switch interval
 (5 ms), so this thread keeps heartbeating while the application computes in pure Python
@@ -167,7 +168,7 @@ class HeartbeatThread(threading.Thread):
                 pending = c._find_coordinator_future
                 if pending is not None and not pending.is_done:
                     return backoff
-                future = c.lookup_coordinator(blocking=False)
+                future = c.lookup_coordinator()
                 if future.is_done and future.failed():
                     log.debug("heartbeat thread could not start a coordinator lookup: %s",
                               future.exception)

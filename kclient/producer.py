@@ -24,15 +24,16 @@ Thread-safe: one lock serialises every call.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import logging
 import random
 import threading
 from collections import namedtuple
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Mapping
 
 from kclient import errors as Errors
 from kclient.clock import SYSTEM_CLOCK, Clock
-from kclient.config import ConfigDef, ConsumerConfig, _convert
+from kclient.config import ClientSettings, ConfigDef, common_client_defs, plugin, unsupported
 from kclient.deserializers import as_serializer
 from kclient.future import RequestFuture
 from kclient.network_client import ClientRequest, NetworkClient
@@ -59,77 +60,6 @@ CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 
 
 # ------------------------------------------------------------------ settings
-class ClientSettings(Mapping[str, Any]):
-    """Checked settings for a client other than the consumer (producer, admin): a table of
-    ConfigDef (dotted names; keyword spellings and aliases accepted), same conversions and
-    error messages as kclient.config."""
-
-    def __init__(self, defs: Iterable[ConfigDef], what: str, configs: Mapping[str, Any] | None,
-                 kwargs: Mapping[str, Any]):
-        self._defs = {d.name: d for d in defs}
-        spell = {}
-        for d in self._defs.values():
-            for s in (d.name, d.keyword, *d.aliases):
-                spell[s] = d.name
-        values: dict[str, Any] = {}
-        self._given: set[str] = set()
-        for source in (configs or {}, kwargs):
-            for key, value in source.items():
-                name = spell.get(key)
-                if name is None:
-                    import difflib
-                    close = difflib.get_close_matches(str(key), list(spell), n=1)
-                    hint = f" (did you mean {close[0]!r}?)" if close else ""
-                    raise Errors.ConfigurationError(f"unknown {what} setting {key!r}{hint}")
-                d = self._defs[name]
-                value = kafka_python_value(d, value)
-                if value is None and not d.nullable and d.default is not None:
-                    continue  # kafka-python spells "the default" as None
-                values[name] = _convert(d, value)
-                self._given.add(name)
-        for name, d in self._defs.items():
-            values.setdefault(name, list(d.default) if isinstance(d.default, list) else d.default)
-        self._values = values
-
-    def __getitem__(self, key: str) -> Any:
-        return self._values[key]
-
-    def __iter__(self):
-        return iter(self._values)
-
-    def __len__(self) -> int:
-        return len(self._values)
-
-    def is_set(self, key: str) -> bool:
-        return key in self._given
-
-    def network_config(self) -> ConsumerConfig:
-        """The settings the network layer understands, as a ConsumerConfig."""
-        keys = ("bootstrap.servers", "client.id", "request.timeout.ms", "retry.backoff.ms",
-                "reconnect.backoff.ms", "reconnect.backoff.max.ms", "metadata.max.age.ms",
-                "max.in.flight.requests.per.connection", "send.buffer.bytes",
-                "receive.buffer.bytes", "connections.max.idle.ms", "allow.auto.create.topics",
-                "socket.connection.setup.timeout.ms", "socket.connection.setup.timeout.max.ms")
-        return ConsumerConfig({k: self._values[k] for k in keys if k in self._values})
-
-
-def kafka_python_value(d: ConfigDef, value: Any) -> Any:
-    """kafka-python's spellings of some values: None socket buffers mean the OS default
-    (-1 here), an infinite retry count is the largest int."""
-    if value is None and d.name in ("send.buffer.bytes", "receive.buffer.bytes"):
-        return -1
-    if isinstance(value, float) and value == float("inf") and d.type == "int":
-        return 2**31 - 1
-    return value
-
-
-def _plaintext_only(name: str, value: str) -> str:
-    if value.upper() != "PLAINTEXT":
-        raise Errors.ConfigurationError(
-            f"setting {name!r}: {value!r} is not supported yet (only PLAINTEXT connections)")
-    return "PLAINTEXT"
-
-
 def _acks(name: str, value: Any) -> int:
     if isinstance(value, str):
         v = value.strip().lower()
@@ -151,98 +81,21 @@ def _codec(name: str, value: Any) -> str:
     return v
 
 
-def _callable_or_none(name: str, value: Any) -> Any:
-    if value is not None and not callable(value):
-        raise Errors.ConfigurationError(f"setting {name!r} must be callable, got {value!r}")
-    return value
+# The admin client builds its table on the same connection settings.
+_common_defs = common_client_defs
 
-
-def _partitioner(name: str, value: Any) -> Any:
-    if value is not None and not callable(value) and not callable(getattr(value, "partition", None)):
-        raise Errors.ConfigurationError(
-            f"setting {name!r} must be callable or have a partition() method, got {value!r}")
-    return value
-
-
-def _serializer(name: str, value: Any) -> Any:
-    if value is not None and not callable(value) and not callable(getattr(value, "serialize", None)):
-        raise Errors.ConfigurationError(
-            f"setting {name!r} must be callable or have a serialize() method, got {value!r}")
-    return value
-
-
-def _unsupported_if_set(name: str, value: Any) -> Any:
-    if value is not None:
-        raise Errors.ConfigurationError(f"setting {name!r}: proxies are not supported")
-    return value
-
-
-def _false_only(name: str, value: bool) -> bool:
-    if value:
-        raise Errors.ConfigurationError(f"setting {name!r}: not supported by this small producer")
-    return value
-
-
-def _no_transactions(name: str, value: Any) -> Any:
-    if value is not None:
-        raise Errors.ConfigurationError(f"setting {name!r}: transactions are not supported by this small producer")
-    return value
-
-
-def _common_defs() -> list[ConfigDef]:
-    """Connection settings shared by the producer and the admin client."""
-    return [
-        ConfigDef("bootstrap.servers", "list", ["localhost:9092"]),
-        ConfigDef("client.id", "str", "kclient"),
-        ConfigDef("request.timeout.ms", "int", 30000, min=0),
-        ConfigDef("retry.backoff.ms", "long", 100, min=0),
-        ConfigDef("reconnect.backoff.ms", "long", 50, min=0),
-        ConfigDef("reconnect.backoff.max.ms", "long", 1000, min=0),
-        ConfigDef("metadata.max.age.ms", "long", 300000, min=0),
-        ConfigDef("max.in.flight.requests.per.connection", "int", 5, min=1),
-        ConfigDef("send.buffer.bytes", "int", 131072, min=-1),
-        ConfigDef("receive.buffer.bytes", "int", 32768, min=-1),
-        ConfigDef("connections.max.idle.ms", "long", 540000),
-        ConfigDef("socket.connection.setup.timeout.ms", "long", 10000, min=0),
-        ConfigDef("socket.connection.setup.timeout.max.ms", "long", 30000, min=0),
-        ConfigDef("security.protocol", "str", "PLAINTEXT", validator=_plaintext_only),
-        # kafka-python keywords accepted for compatibility; versions are negotiated.
-        ConfigDef("api.version", "object", None),
-        ConfigDef("api.version.auto.timeout.ms", "int", 2000),
-        ConfigDef("metric.reporters", "list", []),
-        ConfigDef("metrics.num.samples", "int", 2),
-        ConfigDef("metrics.sample.window.ms", "long", 30000),
-        ConfigDef("socket.options", "object", None),
-        ConfigDef("sock.chunk.bytes", "int", 4096),
-        ConfigDef("sock.chunk.buffer.count", "int", 1000),
-        ConfigDef("selector", "object", None),
-        ConfigDef("client.dns.lookup", "str", "use_all_dns_ips"),
-        ConfigDef("receive.message.max.bytes", "int", 100_000_000, min=1),
-        ConfigDef("bootstrap.timeout.ms", "int", 30000, min=0),
-        ConfigDef("metrics.enabled", "bool", True),
-        ConfigDef("kafka.client", "object", None),
-        ConfigDef("proxy.url", "str", None, nullable=True, validator=_unsupported_if_set),
-        ConfigDef("socks5.proxy", "str", None, nullable=True, validator=_unsupported_if_set),
-        # TLS/SASL settings (kafka-python names): accepted, meaningful only with a security
-        # protocol other than PLAINTEXT, which is refused above.
-        *(ConfigDef(n, "object", None) for n in (
-            "ssl.context", "ssl.check.hostname", "ssl.cafile", "ssl.certfile", "ssl.keyfile", "ssl.crlfile",
-            "ssl.password", "ssl.ciphers", "sasl.mechanism", "sasl.plain.username", "sasl.plain.password",
-            "sasl.kerberos.name", "sasl.kerberos.service.name", "sasl.kerberos.domain.name",
-            "sasl.oauth.token.provider")),
-    ]
-
-
-PRODUCER_CONFIGS: list[ConfigDef] = _common_defs() + [
+PRODUCER_CONFIGS: list[ConfigDef] = [
+    *(dataclasses.replace(d, default=32768) if d.name == "receive.buffer.bytes" else d   # Java's producer default
+      for d in common_client_defs()),
     ConfigDef("acks", "object", 1, validator=_acks,
               doc="-1/'all': all in-sync replicas; 1: the leader; 0: no answer (kafka-python default 1)"),
     ConfigDef("linger.ms", "int", 0, min=0),
     ConfigDef("batch.size", "int", 16384, min=0),
     ConfigDef("compression.type", "object", "none", validator=_codec),
     ConfigDef("compression.level", "int", None, nullable=True),
-    ConfigDef("key.serializer", "object", None, validator=_serializer),
-    ConfigDef("value.serializer", "object", None, validator=_serializer),
-    ConfigDef("partitioner", "object", None, validator=_partitioner,
+    ConfigDef("key.serializer", "object", None, validator=plugin("serialize", "topic, data")),
+    ConfigDef("value.serializer", "object", None, validator=plugin("serialize", "topic, data")),
+    ConfigDef("partitioner", "object", None, validator=plugin("partition", "topic, key, ..."),
               doc="partitioner(key_bytes, all_partitions, available_partitions) -> partition, or a "
                   "kafka-python 3 Partitioner (partition(topic, key, key_bytes, value, value_bytes, cluster))"),
     ConfigDef("max.request.size", "int", 1048576, min=1),
@@ -251,8 +104,9 @@ PRODUCER_CONFIGS: list[ConfigDef] = _common_defs() + [
     ConfigDef("retries", "int", 2147483647, min=0),
     ConfigDef("delivery.timeout.ms", "int", 120000, min=0),
     ConfigDef("allow.auto.create.topics", "bool", True),
-    ConfigDef("enable.idempotence", "bool", False, validator=_false_only),
-    ConfigDef("transactional.id", "str", None, nullable=True, validator=_no_transactions),
+    ConfigDef("enable.idempotence", "bool", False, validator=unsupported("not supported by this small producer")),
+    ConfigDef("transactional.id", "str", None, nullable=True,
+              validator=unsupported("transactions are not supported by this small producer")),
     ConfigDef("partitioner.ignore.keys", "bool", False),
     ConfigDef("transaction.timeout.ms", "int", 60000),
 ]
@@ -383,8 +237,6 @@ class KafkaProducer:
 
     def __init__(self, configs: Mapping[str, Any] | None = None, *, clock: Clock | None = None,
                  **kwargs: Any):
-        if configs is not None and not isinstance(configs, Mapping):
-            raise Errors.ConfigurationError(f"settings must be a mapping, got {type(configs).__name__}")
         self.config = ClientSettings(PRODUCER_CONFIGS, "producer", configs, kwargs)
         cfg = self.config
         self._clock = clock or SYSTEM_CLOCK

@@ -200,3 +200,24 @@ def test_compressed_batches_from_librdkafka_per_record_and_columnar(mock_cluster
                 got.extend(batch.values())
         assert sorted(got) == expected
         assert [c.position(tp) for tp in tps] == [252, 252, 248, 248]  # i % 4 over 4 x 250 records
+
+
+def test_abandon_drops_the_consumer_without_closing_its_connections(mock_cluster, create_topic, topic_name):
+    """abandon() (for a forked child, see kclient.spark): the consumer then behaves as closed,
+    but sends nothing and closes no socket, since in a forked child they are the parent's too."""
+    create_topic(mock_cluster, topic_name, 1)
+    produce(mock_cluster.bootstrap, topic_name, 1, 5)
+    c = KafkaConsumer(bootstrap_servers=mock_cluster.bootstrap, auto_offset_reset="earliest")
+    c.assign([TopicPartition(topic_name, 0)])
+    assert len(consume(c, 5)) == 5
+    net = c._client.client                       # held here: abandon() drops the consumer's references
+    socks = [conn.sock for conn in net._conns.values() if conn.sock is not None]
+    assert socks
+    c.abandon()
+    with pytest.raises(Errors.IllegalStateError):
+        c.poll(0)
+    c.close()                                    # nothing left to close
+    c.wakeup()
+    assert not c.bootstrap_connected()
+    assert not net.closed and all(s.fileno() != -1 for s in socks)
+    net.close()                                  # this process does own them: release them

@@ -12,6 +12,7 @@ from kclient.clock import FakeClock
 from kclient.connection import ConnectionState
 from kclient.consumer_network_client import ConsumerNetworkClient
 from kclient.future import RequestFuture, RequestFutureAdapter
+from kclient.network_client import ClientRequest
 
 from test_network_client import (  # the scripted peer lives with the NetworkClient tests
     HEARTBEAT, METADATA, T0, ScriptedCluster, known_metadata, metadata_response,
@@ -190,6 +191,60 @@ def test_disconnect_fails_in_flight_and_unsent_requests(cnc, cluster):
     cnc.poll(0)
     assert isinstance(queued.exception, Errors.KafkaConnectionError)
     assert cnc.is_unavailable(1)
+
+
+def test_request_queued_during_a_poll_reconnects_a_node_out_of_backoff(cnc, cluster, clock):
+    """Step 5 fails the unsent requests of a node whose connection failed. A request queued
+    while a poll waits (by another thread: the heartbeat thread), for a node whose *earlier*
+    connection failed and whose reconnect backoff has passed, must get a new connection
+    instead (step 7). Before the fix it failed at step 5 of that poll, and again at every
+    later poll: after a coordinator outage every heartbeat failed until something else
+    reconnected the node."""
+    connect(cnc, cluster, 2)
+    connect(cnc, cluster, 1)
+    cluster.peer(1).close()
+    poll_until(cnc, lambda: cnc.connection_failed(1))
+    clock.advance(5000)                                  # past any reconnect backoff (max 1 s)
+    # The lost broker made the client ask for fresh metadata: node 2 (ready, idle) gets it.
+    peer2 = cluster.peer(2)
+    poll_until(cnc, lambda: not peer2.no_request_pending())
+    api, version, corr, _cid, _body = peer2.read_request()
+    assert api == METADATA
+    peer2.respond(METADATA, version, corr, metadata_response())
+    poll_until(cnc, lambda: not cnc.metadata.update_requested())
+    assert cnc.connection_failed(1) and not cnc.is_unavailable(1)
+    assert len(cluster.conns[1]) == 1                    # nothing reconnected node 1 meanwhile
+    # Queue the request from inside the network poll (step 3), where a send from another
+    # thread lands while the poll waits: from a response callback of a request to node 2.
+    queued = {}
+
+    def on_response(_response, _error):
+        queued["future"] = cnc.send(1, HEARTBEAT, HB_BODY)
+
+    cnc.client.send(ClientRequest(2, HEARTBEAT, HB_BODY, on_response), clock.now_ms())
+    answer_heartbeat(peer2)
+    poll_until(cnc, lambda: "future" in queued)
+    f = queued["future"]
+    assert not f.is_done, f"failed by step 5: {f.exception!r}"
+    poll_until(cnc, lambda: cnc.client.connection_state(1) is ConnectionState.API_VERSIONS)
+    assert len(cluster.conns[1]) == 2                    # a new connection (started by step 7)
+    peer1 = cluster.peer(1)
+    peer1.answer_api_versions()
+    poll_until(cnc, lambda: not peer1.no_request_pending())
+    answer_heartbeat(peer1)
+    assert cnc.poll(f, 5000) and f.succeeded()
+
+
+def test_request_for_a_node_whose_connection_fails_in_the_poll_still_fails_fast(cnc, cluster, clock):
+    """The other side of the fix above: a node that was being connected for a queued
+    request, and whose connection fails in this poll, fails that request at once (step 5),
+    even with the backoff over by then; it does not wait for the unsent expiry."""
+    f = cnc.send(1, HEARTBEAT, HB_BODY)
+    poll_until(cnc, lambda: cnc.client.connection_state(1) is ConnectionState.API_VERSIONS)
+    cluster.peer(1).close()
+    clock.advance(5000)
+    poll_until(cnc, lambda: f.is_done)
+    assert isinstance(f.exception, Errors.KafkaConnectionError)
 
 
 def test_connect_refused_fails_unsent(cnc, cluster):
@@ -465,6 +520,104 @@ def test_heartbeat_thread_poll_waits_for_app_poll_and_both_progress(cluster):
             stop.set()
             t.join(5)
         assert not errors and hb_polls
+    finally:
+        cnc.close()
+
+
+def _long_poll_in_thread(cnc):
+    """An application thread polling with 60 s timeouts until stopped; returns stop()."""
+    stop = threading.Event()
+    errors = []
+
+    def app():
+        try:
+            while not stop.is_set():
+                cnc.poll(60_000)
+        except BaseException as exc:  # pragma: no cover - reported by stop()
+            errors.append(exc)
+
+    t = threading.Thread(target=app)
+    t.start()
+
+    def stop_it():
+        stop.set()
+        cnc.wake_poll()
+        t.join(5)
+        assert not t.is_alive() and not errors, errors
+
+    return stop_it
+
+
+def wait_until_another_thread_polls(cnc, timeout_s=5.0):
+    deadline = time.monotonic() + timeout_s
+    while cnc.try_poll_no_wakeup(0):             # True: nobody else was polling, it polled itself
+        assert time.monotonic() < deadline, "the other thread never polled"
+
+
+def in_thread(fn, timeout_s=5.0):
+    """fn() on another thread; its result, asserting it returned within timeout_s (a bound
+    that only a call blocked behind another thread's 60 s poll can exceed)."""
+    out = {}
+    t = threading.Thread(target=lambda: out.setdefault("result", fn()))
+    t.start()
+    t.join(timeout_s)
+    assert not t.is_alive(), f"{fn} waited for the other thread's poll"
+    return out["result"]
+
+
+def test_try_poll_no_wakeup_polls_unless_another_thread_is_polling(cluster):
+    cnc = make_cnc(None, cluster)
+    try:
+        connect(cnc, cluster, 1)
+        f = cnc.send(1, HEARTBEAT, HB_BODY)
+        seen = []
+        f.add_both(lambda _v: seen.append(cnc._lock._is_owned()))
+        assert cnc.try_poll_no_wakeup(0) is True           # nobody else polls: it polls (and sends)
+        answer_heartbeat(cluster.peer(1))
+        deadline = time.monotonic() + 5
+        while not f.is_done and time.monotonic() < deadline:
+            assert cnc.try_poll_no_wakeup(50) is True
+        assert f.succeeded() and seen == [False]           # listeners ran after the lock was released
+        cnc.wakeup()
+        assert cnc.try_poll_no_wakeup(0) is True           # a pending wakeup is not raised here...
+        with pytest.raises(Errors.WakeupError):
+            cnc.poll(0)                                    # ...but kept for the application's poll
+        stop = _long_poll_in_thread(cnc)
+        try:
+            wait_until_another_thread_polls(cnc)
+            assert in_thread(lambda: cnc.try_poll_no_wakeup(60_000)) is False
+            # what this thread queues meanwhile is sent and answered by the other thread's poll
+            done = threading.Event()
+            g = cnc.send(1, HEARTBEAT, HB_BODY)
+            g.add_both(lambda _v: done.set())
+            answer_heartbeat(cluster.peer(1))
+            assert done.wait(5) and g.succeeded()
+        finally:
+            stop()
+    finally:
+        cnc.close()
+
+
+def test_connection_queries_do_not_wait_for_another_threads_poll(cluster):
+    """least_loaded_node, is_unavailable and try_connect serve the heartbeat thread's
+    coordinator lookup while the application thread may sit in a long poll."""
+    cnc = make_cnc(None, cluster)
+    try:
+        connect(cnc, cluster, 1)
+        stop = _long_poll_in_thread(cnc)
+        try:
+            wait_until_another_thread_polls(cnc)
+            assert in_thread(cnc.least_loaded_node) == 1   # ready and idle
+            assert in_thread(lambda: cnc.is_unavailable(3)) is False
+            assert in_thread(lambda: cnc.try_connect(3)) is False
+            # the polling thread was woken and started the connection
+            deadline = time.monotonic() + 5
+            while cnc.client.connection_state(3) is ConnectionState.DISCONNECTED:
+                assert time.monotonic() < deadline, "the connection to node 3 was not started"
+                time.sleep(0.005)
+        finally:
+            stop()
+        assert 3 in cluster.conns
     finally:
         cnc.close()
 

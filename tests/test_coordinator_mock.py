@@ -12,6 +12,8 @@ quirk; Tansu covers multi-member groups). The member loop is test_coordinator_ta
 """
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from kclient import errors as Errors
@@ -27,17 +29,13 @@ COORDINATOR_ERRORS = [NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, LOAD_IN_PROGRE
 
 @pytest.fixture
 def mock(mock_faults):
-    """The mock cluster with group APIs capped where librdkafka 2.16's mock mis-parses them:
-    JoinGroup v6 and LeaveGroup v3+ (it reads their arrays in the pre-flexible layout)."""
-    mock_faults.set_apiversion(JOIN_GROUP, 0, 5)
-    mock_faults.set_apiversion(LEAVE_GROUP, 0, 2)
+    """The mock cluster with a short initial rebalance delay (group API versions it mis-parses
+    are capped by MockCluster.start)."""
     mock_faults.group_initial_rebalance_delay_ms(100)
     yield mock_faults
     for api in (HEARTBEAT, JOIN_GROUP, SYNC_GROUP, OFFSET_COMMIT):
         mock_faults.clear_request_errors(api)
     mock_faults.group_initial_rebalance_delay_ms(3000)
-    mock_faults.set_apiversion(JOIN_GROUP, 0, 6)
-    mock_faults.set_apiversion(LEAVE_GROUP, 0, 4)
 
 
 @pytest.fixture
@@ -186,3 +184,19 @@ def test_coordinator_down_then_back_is_rediscovered(mock, member):
     wait_until(lambda: m.stable() and heartbeat_answered_after(m, back_at), 30, "heartbeats again")
     assert m.coord.generation() == generation and len(m.assigned()) == 4
     assert_never_revoked(m)
+
+
+def test_group_api_versions_the_mock_misparses_are_capped(mock):
+    """MockCluster.start caps what librdkafka 2.16's mock advertises but mis-parses
+    (SyncGroup v4+, JoinGroup v6+, LeaveGroup v3+): a client negotiates versions it parses."""
+    from kclient.consumer_network_client import ConsumerNetworkClient
+    with ConsumerNetworkClient(config={"bootstrap.servers": mock.bootstrap}) as cnc:
+        cnc.ensure_bootstrapped(10_000)
+        node = cnc.least_loaded_node()
+        deadline = time.monotonic() + 10
+        while not cnc.try_connect(node):
+            assert time.monotonic() < deadline, "no connection to the mock"
+            cnc.poll(50)
+        ranges = cnc.client.broker_api_ranges(node)
+        assert (ranges[JOIN_GROUP][1], ranges[SYNC_GROUP][1], ranges[LEAVE_GROUP][1]) == (5, 3, 2)
+        assert (cnc.api_version(node, JOIN_GROUP), cnc.api_version(node, LEAVE_GROUP)) == (5, 2)

@@ -24,7 +24,7 @@ both processes share). So clients are cached per process: a module-level pool ke
 ``os.getpid()``, the client settings and the partition (one client per partition read, as
 Spark's own source does), reused by the tasks a worker runs one after the other, the least
 recently used closed beyond 16 idle ones. ``os.register_at_fork(after_in_child=...)`` drops
-inherited clients in a new child without closing them (they are marked closed so their
+inherited clients in a new child without closing them (``KafkaConsumer.abandon()``: their
 finalizers leave the parent's sockets alone); a pid check on every borrow covers forks that
 bypass ``os.fork``.
 """
@@ -72,14 +72,10 @@ _stats = {"created": 0, "reused": 0, "evicted": 0, "dropped_after_fork": 0}
 
 
 def _disown(entry: _Pooled) -> None:
-    """Forget a client made by another process without touching its sockets: closing them
-    here would remove the parent's registrations from the epoll set both processes share.
-    Marked closed, its finalizer does nothing; its file descriptors close with the objects,
-    which only drops this process's copies."""
-    try:
-        entry.consumer._closed = True
-    except AttributeError:  # pragma: no cover - a consumer without the flag
-        pass
+    """Forget a client made by another process without touching its sockets (see
+    KafkaConsumer.abandon): closing them here would remove the parent's registrations from
+    the epoll set both processes share."""
+    entry.consumer.abandon()
 
 
 def _forget_inherited() -> None:

@@ -47,6 +47,11 @@ __all__ = ["MockCluster", "MockClusterError", "MockRequest", "find_librdkafka", 
 #: librdkafka's RD_KAFKA_RESP_ERR__TRANSPORT: push it as an error to make the broker disconnect.
 TRANSPORT = -195
 
+#: api key -> highest version the mock (librdkafka 2.16) parses correctly (see start()).
+_MOCK_VERSION_CAPS = {14: 3,    # SyncGroup
+                      11: 5,    # JoinGroup
+                      13: 2}    # LeaveGroup
+
 _CHILD = Path(__file__).with_name("_mock_child.py")
 _INSTALL_HINT = ("install it with `pip install 'kclient-cy[broker]'` (the mock cluster ships in the "
                  "librdkafka of the confluent-kafka wheel), or set KCLIENT_LIBRDKAFKA to a librdkafka .so")
@@ -166,11 +171,14 @@ class MockCluster(ClusterBase):
         self.librdkafka_version = hello["version"]
         self.startup_seconds = time.monotonic() - started
         atexit.register(self.stop)
-        # librdkafka 2.16's mock advertises SyncGroup v4 (flexible) but parses the assignments
-        # count as an int32 there and drops the connection; cap it at v3 so clients negotiate
-        # a version the mock implements. A broker bug, so the fix lives here, not in the client.
+        # librdkafka 2.16's mock advertises versions of some group APIs that its handlers
+        # mis-parse (they read the request in an older layout and drop the connection):
+        # SyncGroup v4+ (the assignments count as an int32), JoinGroup v6+ and LeaveGroup v3+.
+        # Cap each at the last version it parses, so clients negotiate one it implements. A
+        # broker bug, so the fix lives here, not in the client.
         if "set_apiversion" in self.ops:
-            self.set_apiversion(14, 0, 3)
+            for api_key, max_version in _MOCK_VERSION_CAPS.items():
+                self.set_apiversion(api_key, 0, max_version)
         log.info("mock cluster (%d brokers, librdkafka %s) pid %s ready at %s in %.3f s", self.n_brokers,
                  self.librdkafka_version, self.pid, self.bootstrap_servers, self.startup_seconds)
         return self
