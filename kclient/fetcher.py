@@ -28,14 +28,12 @@ corrupt data (CRC mismatch...) raises from ``poll()`` without moving the positio
 from __future__ import annotations
 
 import collections
-import importlib
 import logging
 import struct
 from typing import Any
 
 from kclient import errors as Errors
 from kclient.clock import SYSTEM_CLOCK, Clock
-from kclient.config import ConfigDef, define
 from kclient.deserializers import as_deserializer
 from kclient.structs import ConsumerRecord, TopicPartition
 from kclient.subscription_state import FetchPosition
@@ -112,30 +110,6 @@ class _PartitionPipe:
         self.next_fetch_offset: int | None = None   # chain end, valid for `epoch`
         self.backoff_until = 0
         self.incomplete_warned = False
-
-
-def _deserializer_setting(name: str, value: Any) -> Any:
-    """A deserializer: a callable, an object with deserialize(topic, data) (kafka-python's
-    Deserializer), or the dotted name of either (a class is instantiated)."""
-    if value is None or callable(value) or callable(getattr(value, "deserialize", None)):
-        return value
-    if isinstance(value, str):
-        module, _, attr = value.rpartition(".")
-        try:
-            obj = getattr(importlib.import_module(module), attr) if module else None
-        except (ImportError, AttributeError) as exc:
-            raise Errors.ConfigurationError(f"setting {name!r}: cannot load {value!r}: {exc}") from None
-        if isinstance(obj, type):
-            obj = obj()
-        if obj is not None and (callable(obj) or callable(getattr(obj, "deserialize", None))):
-            return obj
-    raise Errors.ConfigurationError(
-        f"setting {name!r} must be a callable or have a deserialize(topic, data) method, got {value!r}")
-
-
-for _name in ("key.deserializer", "value.deserializer"):
-    define(ConfigDef(_name, "object", None, validator=_deserializer_setting,
-                     doc="bytes -> object, applied to every record's key/value (None: bytes)"))
 
 
 class Fetcher:

@@ -315,7 +315,6 @@ def parse_options(options: Mapping[str, Any] | SourceOptions) -> SourceOptions:
 
 def _check_client_params(kafka: dict[str, Any]) -> None:
     """Fail now, on the driver, for settings the consumer would refuse on every executor."""
-    import kclient.consumer  # noqa: F401  (registers the consumer's own settings)
     from kclient.config import ConsumerConfig
     try:
         ConsumerConfig(dict(kafka))
