@@ -1,8 +1,8 @@
 """One connection to one broker: a non-blocking socket, framing, state and reconnect timing.
 
 ``BrokerConnection`` lives as long as the client knows the node; its socket comes and goes.
-It owns the byte level (partial writes, the incremental frame splitter) and the connection
-state machine; the ``NetworkClient`` owns requests, correlation ids and the selector.
+It owns the byte level (partial writes, frame reception) and the connection state machine;
+the ``NetworkClient`` owns requests, correlation ids and the selector.
 """
 from __future__ import annotations
 
@@ -21,7 +21,12 @@ __all__ = ["ConnectionState", "BrokerConnection", "ExponentialBackoff", "default
 
 log = logging.getLogger(__name__)
 
-RECV_CHUNK = 256 * 1024  # bytes per recv() call: large Fetch responses arrive in few calls
+# Reused receive buffer per connection. Frames of at least half this size (large Fetch
+# responses) are received straight into their own bytes object, so the size only bounds the
+# copy of small frames and of the first part of a large one.
+RECEIVE_BUFFER = 64 * 1024
+# Frames sent as one list with sendmsg(): one system call for several pipelined requests.
+MAX_GATHER = 64
 
 
 class ConnectionState(enum.Enum):
@@ -90,19 +95,20 @@ def default_socket_factory(family: int, sockaddr: tuple, send_buffer_bytes: int,
 class BrokerConnection:
     """Socket I/O and connection state for one node."""
 
-    def __init__(self, node: Node, *, splitter_factory, send_buffer_bytes: int = 131072,
+    def __init__(self, node: Node, *, receiver_factory, send_buffer_bytes: int = 131072,
                  receive_buffer_bytes: int = 65536, socket_factory=None,
                  reconnect_backoff: ExponentialBackoff, setup_timeout: ExponentialBackoff):
         self.node = node
         self.node_id = node.node_id
         self.state = ConnectionState.DISCONNECTED
         self.sock: socket.socket | None = None
-        self._splitter_factory = splitter_factory
-        self._splitter = None
+        self._receiver_factory = receiver_factory   # -> kcore.frames.FrameReceiver
+        self._receiver = None
         self._send_buffer_bytes = send_buffer_bytes
         self._receive_buffer_bytes = receive_buffer_bytes
         self._socket_factory = socket_factory
         self._send_queue: collections.deque[memoryview] = collections.deque()
+        self._gather = False
         self._reconnect_backoff = reconnect_backoff
         self._setup_timeout = setup_timeout
         # connection timing (all ms on the client's clock)
@@ -159,7 +165,7 @@ class BrokerConnection:
         self.last_attempt_ms = now_ms
         self.state = ConnectionState.CONNECTING
         self.setup_deadline_ms = now_ms + self._setup_timeout.backoff(self.setup_failures)
-        self._splitter = self._splitter_factory()
+        self._receiver = self._receiver_factory()
         self._send_queue.clear()
         self.api_versions = {}
         self.broker_api_ranges = {}
@@ -175,6 +181,8 @@ class BrokerConnection:
                 self._address_index += 1  # refused at once: the next attempt tries the next address
             raise
         self.sock = sock
+        # sendmsg() on a plain socket only (a TLS socket would not encrypt it)
+        self._gather = type(sock) is socket.socket and hasattr(sock, "sendmsg")
         self.last_activity_ms = now_ms
         return sock
 
@@ -215,7 +223,7 @@ class BrokerConnection:
             except OSError:  # pragma: no cover - close on a dead socket
                 pass
         self.sock = None
-        self._splitter = None
+        self._receiver = None
         self._send_queue.clear()
         self.api_versions = {}
         self.state = ConnectionState.DISCONNECTED
@@ -234,49 +242,61 @@ class BrokerConnection:
 
     # ------------------------------------------------------------------ I/O
     def enqueue(self, frame: bytes | bytearray | memoryview) -> None:
-        self._send_queue.append(memoryview(frame))
+        view = memoryview(frame)
+        if view.nbytes:
+            self._send_queue.append(view.cast("B") if view.ndim != 1 or view.format != "B" else view)
 
     @property
     def wants_write(self) -> bool:
         return bool(self._send_queue)
 
     def flush(self, now_ms: int) -> bool:
-        """Write as much as the socket takes; True when everything queued is written."""
+        """Write as much as the socket takes; True when everything queued is written.
+
+        Frames are never copied or joined: a partly written frame stays queued as a
+        memoryview slice of the encoded request, and several queued frames go out with one
+        sendmsg() (gather write)."""
         q = self._send_queue
         sock = self.sock
         while q:
-            buf = q[0]
             try:
-                n = sock.send(buf)
+                if len(q) == 1 or not self._gather:
+                    n = sock.send(q[0])
+                else:
+                    n = sock.sendmsg([q[i] for i in range(min(len(q), MAX_GATHER))])
             except (BlockingIOError, InterruptedError):
                 return False
-            if n:
-                self.last_activity_ms = now_ms
-            if n < len(buf):
-                q[0] = buf[n:]
+            if not n:
                 return False
-            q.popleft()
+            self.last_activity_ms = now_ms
+            while n:
+                buf = q[0]
+                if n < len(buf):
+                    q[0] = buf[n:]
+                    return False   # the socket took less than offered: it is full
+                n -= len(buf)
+                q.popleft()
         return True
+
+    @property
+    def receiving(self) -> bool:
+        """Part of a frame has arrived and the rest has not yet."""
+        return self._receiver is not None and self._receiver.buffered_bytes > 0
 
     def read(self, now_ms: int) -> list:
         """Every complete frame available now (without size prefix). Raises
         KafkaConnectionError on EOF, OSError on socket errors, ProtocolError subclasses on
         hostile length prefixes."""
-        frames: list = []
-        sock = self.sock
-        while True:
-            try:
-                data = sock.recv(RECV_CHUNK)
-            except (BlockingIOError, InterruptedError):
-                break
-            if not data:
-                raise KafkaConnectionError(f"connection to node {self.node_id} ({self.address}) closed by the broker")
+        receiver = self._receiver
+        before = receiver.received_bytes
+        try:
+            frames = receiver.receive(self.sock, True)
+        except KafkaConnectionError as exc:
+            raise KafkaConnectionError(
+                f"connection to node {self.node_id} ({self.address}) closed by the broker "
+                f"({exc})") from None
+        if receiver.received_bytes != before:
             self.last_activity_ms = now_ms
-            got = self._splitter.feed(data)
-            if got:
-                frames.extend(got)
-            if len(data) < RECV_CHUNK:
-                break
         return frames
 
     def __repr__(self) -> str:

@@ -21,7 +21,7 @@ from kclient import __version__
 from kclient import errors as Errors
 from kclient.clock import SYSTEM_CLOCK, Clock
 from kclient.config import ConsumerConfig, as_config
-from kclient.connection import BrokerConnection, ConnectionState, ExponentialBackoff
+from kclient.connection import RECEIVE_BUFFER, BrokerConnection, ConnectionState, ExponentialBackoff
 from kclient.metadata import Metadata, Node
 
 __all__ = ["NetworkClient", "ClientRequest", "API_VERSIONS_KEY", "METADATA_KEY"]
@@ -141,15 +141,15 @@ class NetworkClient:
             if node is None:
                 return None
             conn = BrokerConnection(
-                node, splitter_factory=self._new_splitter, send_buffer_bytes=self._send_buffer_bytes,
+                node, receiver_factory=self._new_receiver, send_buffer_bytes=self._send_buffer_bytes,
                 receive_buffer_bytes=self._receive_buffer_bytes, socket_factory=self._socket_factory,
                 reconnect_backoff=self._reconnect_backoff, setup_timeout=self._setup_timeout)
             self._conns[node_id] = conn
         return conn
 
-    def _new_splitter(self):
-        from kcore.frames import FrameSplitter
-        return FrameSplitter(self._max_response_bytes)
+    def _new_receiver(self):
+        from kcore.frames import FrameReceiver
+        return FrameReceiver(self._max_response_bytes, RECEIVE_BUFFER)
 
     # ------------------------------------------------------------------ connection state
     def connection_state(self, node: Node | int) -> ConnectionState:
@@ -515,18 +515,47 @@ class NetworkClient:
                       self._next_deadline_ms(now_ms) - now_ms, MAX_SELECT_MS)
         if self._completed:
             timeout = 0
+        deadline = now_ms + max(timeout, 0)
         events = self._selector.select(max(timeout, 0) / 1000.0)
         now_ms = self._clock.now_ms()
+        woken = self._handle_events(events, now_ms)
+        # A response partly received: keep reading it here, within this poll's time, instead
+        # of returning to the caller's loop for every socket buffer of it (a large Fetch
+        # response takes many reads; each trip through the consumer's poll loop costs far
+        # more than a select() and a recv_into()). Stop as soon as a response completed, a
+        # wakeup came, or the time is up (a zero-timeout poll makes one pass only).
+        while not woken and not self._completed and self._receiving():
+            remaining = deadline - now_ms
+            if remaining <= 0:
+                break
+            events = self._selector.select(remaining / 1000.0)
+            now_ms = self._clock.now_ms()
+            if not events:
+                break
+            woken = self._handle_events(events, now_ms)
+        self._handle_timeouts(now_ms)
+        return self._fire_completed()
+
+    def _handle_events(self, events: list, now_ms: int) -> bool:
+        """Socket I/O for the selector's events; True if a wakeup was among them."""
+        woken = False
         for key, mask in events:
             conn = key.data
             if conn is None:
                 self._drain_wakeup()
+                woken = True
                 continue
             if conn.sock is None or key.fileobj is not conn.sock:
                 continue  # closed earlier in this loop
             self._handle_io(conn, mask, now_ms)
-        self._handle_timeouts(now_ms)
-        return self._fire_completed()
+        return woken
+
+    def _receiving(self) -> bool:
+        """Whether a connection holds part of a frame (more of it is on its way)."""
+        for conn in self._conns.values():
+            if conn.receiving:
+                return True
+        return False
 
     def _drain_wakeup(self) -> None:
         try:

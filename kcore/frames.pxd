@@ -24,3 +24,24 @@ cdef class FrameSplitter:
     cdef object _error             # set once a bad prefix was seen: the stream is unusable
 
     cdef list feed_c(self, object chunk)
+
+
+cdef class FrameReceiver:
+    cdef readonly Py_ssize_t max_frame_bytes
+    cdef readonly Py_ssize_t buffer_size
+    cdef readonly long long received_bytes   # every byte read from sockets, for activity checks
+    cdef Py_ssize_t _direct_min    # frames this large are received straight into their object
+    cdef char* _buf                # reused receive buffer; unconsumed bytes in [_start, _end)
+    cdef Py_ssize_t _start
+    cdef Py_ssize_t _end
+    cdef bytes _frame              # large frame being received in place (only we reference it)
+    cdef Py_ssize_t _frame_len
+    cdef Py_ssize_t _frame_fill
+    cdef object _error             # set once a bad prefix was seen: the stream is unusable
+    cdef object _deferred          # socket error met after frames were read; raised next call
+
+    cdef int _fail(self, int32_t length) except -1
+    cdef int _split(self, list frames) except -1
+    cdef Py_ssize_t _recv(self, object sock, char* dst, Py_ssize_t want) except -2
+    cdef int _closed(self) except -1
+    cdef list receive_c(self, object sock, bint drain)

@@ -1,5 +1,7 @@
 """Typed public API of kcore.frames (compiled): Kafka headers and the frame splitter."""
 
+from typing import Any
+
 _Buffer = bytes | bytearray | memoryview
 
 def encode_request_header(api_key: int, api_version: int, correlation_id: int,
@@ -26,3 +28,24 @@ class FrameSplitter:
     def feed(self, chunk: _Buffer) -> list[bytes | memoryview]:
         """Frames completed by ``chunk``; raises InvalidLengthError / FrameTooLargeError on a
         negative / over-limit size prefix before allocating."""
+
+class FrameReceiver:
+    """Reads frames (prefix removed) from a socket: small ones out of a reused receive buffer
+    (one copy each), large ones straight into their final bytes object (no per-read
+    allocation, no copy beyond the part that arrived with the prefix)."""
+
+    max_frame_bytes: int
+    buffer_size: int
+    received_bytes: int
+    def __init__(self, max_frame_bytes: int = 104857600, buffer_size: int = 65536) -> None: ...
+    @property
+    def buffered_bytes(self) -> int: ...
+    @property
+    def pending_frame_size(self) -> int | None: ...
+    def reset(self) -> None: ...
+    def receive(self, sock: Any, drain: bool = False) -> list[bytes]:
+        """Frames completed by reading ``sock`` (anything with ``recv_into``). Stops when a
+        read comes back short or would block (BlockingIOError: returns what it has), and
+        unless ``drain`` as soon as a read completed a frame. Raises InvalidLengthError /
+        FrameTooLargeError on a negative / over-limit size prefix before allocating, and
+        KafkaConnectionError at end of stream; other socket errors propagate."""

@@ -8,14 +8,21 @@ memoryview slice of an immutable chunk); a frame split over several reads is cop
 into a bytes object allocated at its final size, so the total work stays linear in the
 bytes received however the stream is cut. A negative or over-limit prefix raises before
 anything is allocated for it.
+
+FrameReceiver reads a socket itself, so that no read allocates: small frames come out of a
+reused receive buffer (one copy each), and a large frame is received straight into the
+bytes object it is handed out as, once its size prefix is known (no copy beyond the part
+that arrived in the receive buffer with the prefix).
 """
-from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
+from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE, PyBUF_WRITE
 from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING
-from libc.string cimport memcpy
+from cpython.mem cimport PyMem_Malloc, PyMem_Free
+from cpython.memoryview cimport PyMemoryView_FromMemory
+from libc.string cimport memcpy, memmove
 
 from kcore.wire cimport load_be32
 
-from kclient.errors import FrameTooLargeError, InvalidLengthError
+from kclient.errors import FrameTooLargeError, InvalidLengthError, KafkaConnectionError
 
 # Below this size a complete frame is copied into its own bytes object: cheaper than a
 # memoryview slice, and it does not pin the whole read chunk in memory.
@@ -225,3 +232,205 @@ cdef class FrameSplitter:
             return frames
         finally:
             PyBuffer_Release(&view)
+
+
+# ------------------------------------------------------------------ receiver
+cdef class FrameReceiver:
+    """Reads Kafka frames from a socket with at most one copy and no allocation per read.
+
+    ``receive(sock)`` calls ``sock.recv_into`` and returns the frames it completed (each
+    without its 4-byte size prefix) as ``bytes``. Reads go into a receive buffer of
+    ``buffer_size`` bytes that is reused for the receiver's whole life; a frame shorter than
+    ``buffer_size // 2`` is copied out of it into its own bytes object. A longer frame gets
+    its final bytes object as soon as its prefix is read: the part already in the buffer is
+    copied into it and the rest is received straight into it (a writable view of its memory
+    exists only for the duration of each ``recv_into`` call and is released right after, so
+    nothing can write into a frame once it is handed out).
+
+    A negative size prefix raises InvalidLengthError, one above ``max_frame_bytes``
+    FrameTooLargeError, before anything is allocated for the frame; the receiver then stays
+    failed (every later call raises the same error) since the stream can no longer be framed.
+    End of stream raises KafkaConnectionError (saying how much of a frame was received if it
+    came in the middle of one). ``BlockingIOError`` from a non-blocking socket is not an
+    error: ``receive`` returns what it has, and the next call resumes where this one stopped.
+    Other socket errors (timeouts included) propagate and leave the receiver resumable.
+
+    One call reads until the socket returns fewer bytes than asked for (it had nothing more
+    at that moment) or would block. Without ``drain`` it also returns as soon as a read has
+    completed a frame, so on a blocking socket it only blocks while it has no frame to give;
+    with ``drain`` (for non-blocking sockets) it keeps reading while reads come back full.
+    """
+
+    def __cinit__(self, Py_ssize_t max_frame_bytes=104857600, Py_ssize_t buffer_size=65536):
+        if max_frame_bytes < 0 or max_frame_bytes > 0x7fffffff:
+            raise ValueError("max_frame_bytes must be in [0, 2**31-1]")
+        if buffer_size < 64 or buffer_size > 0x7fffffff:
+            raise ValueError("buffer_size must be in [64, 2**31-1]")
+        self.max_frame_bytes = max_frame_bytes
+        self.buffer_size = buffer_size
+        # A frame below this fits in the buffer with its prefix (so compaction can always make
+        # room for it); at or above it, it is received directly into its own object.
+        self._direct_min = buffer_size // 2
+        self._buf = <char*>PyMem_Malloc(buffer_size)
+        if self._buf == NULL:
+            raise MemoryError()
+        self._start = 0
+        self._end = 0
+        self._frame = None
+        self._frame_len = 0
+        self._frame_fill = 0
+        self._error = None
+        self._deferred = None
+        self.received_bytes = 0
+
+    def __dealloc__(self):
+        PyMem_Free(self._buf)
+        self._buf = NULL
+
+    @property
+    def buffered_bytes(self):
+        """Bytes received for frames not yet complete (prefixes included)."""
+        if self._frame is not None:
+            return 4 + self._frame_fill
+        return self._end - self._start
+
+    @property
+    def pending_frame_size(self):
+        """Size of the incomplete frame being received, if its prefix has arrived, or None."""
+        if self._frame is not None:
+            return self._frame_len
+        if self._end - self._start >= 4:
+            return <int32_t>load_be32(<const uint8_t*>self._buf + self._start)
+        return None
+
+    def reset(self):
+        """Drop any partial frame and a failed state (e.g. after reconnecting)."""
+        self._start = 0
+        self._end = 0
+        self._frame = None
+        self._frame_len = 0
+        self._frame_fill = 0
+        self._error = None
+        self._deferred = None
+
+    def receive(self, sock, bint drain=False):
+        return self.receive_c(sock, drain)
+
+    cdef int _fail(self, int32_t length) except -1:
+        if length < 0:
+            self._error = InvalidLengthError(f"negative frame size {length}")
+        else:
+            self._error = FrameTooLargeError(
+                f"frame of {length} bytes exceeds the limit of {self.max_frame_bytes} bytes")
+        raise self._error
+
+    cdef int _split(self, list frames) except -1:
+        """Move every complete frame out of the buffer; switch to direct reception when the
+        incomplete frame left is a large one."""
+        cdef const uint8_t* p = <const uint8_t*>self._buf
+        cdef Py_ssize_t start = self._start, end = self._end, avail
+        cdef int32_t length
+        try:
+            while end - start >= 4:
+                length = <int32_t>load_be32(p + start)
+                if length < 0 or length > self.max_frame_bytes:
+                    self._fail(length)
+                avail = end - start - 4
+                if avail >= length:
+                    frames.append(PyBytes_FromStringAndSize(<const char*>p + start + 4, length))
+                    start += 4 + length
+                elif length >= self._direct_min:
+                    # allocated only now that the size is known to be within the limit
+                    self._frame = PyBytes_FromStringAndSize(NULL, length)
+                    _copy(<uint8_t*>PyBytes_AS_STRING(self._frame), p + start + 4, avail)
+                    self._frame_len = length
+                    self._frame_fill = avail
+                    start = end
+                    break
+                else:
+                    break
+        finally:
+            if start == end:
+                start = end = 0
+            self._start = start
+            self._end = end
+        return 0
+
+    cdef Py_ssize_t _recv(self, object sock, char* dst, Py_ssize_t want) except -2:
+        """recv_into ``want`` bytes at ``dst``: bytes read (0 at end of stream), -1 if the
+        socket would block."""
+        cdef object view = PyMemoryView_FromMemory(dst, want, PyBUF_WRITE)
+        cdef Py_ssize_t got
+        try:
+            got = sock.recv_into(view)
+        except (BlockingIOError, InterruptedError):
+            return -1
+        finally:
+            # The view does not own the memory: make sure no one can use it after this call.
+            view.release()
+        if got < 0 or got > want:
+            raise ValueError(f"recv_into returned {got} for a {want}-byte buffer")
+        self.received_bytes += got
+        return got
+
+    cdef int _closed(self) except -1:
+        if self._frame is not None:
+            raise KafkaConnectionError(
+                f"connection closed by the peer after {self._frame_fill} of the "
+                f"{self._frame_len} bytes of a frame")
+        if self._end - self._start > 0:
+            what = (f"{self._end - self._start - 4} of the {self.pending_frame_size} bytes of a frame"
+                    if self._end - self._start >= 4 else "part of a frame size prefix")
+            raise KafkaConnectionError(f"connection closed by the peer after {what}")
+        raise KafkaConnectionError("connection closed by the peer")
+
+    cdef list receive_c(self, object sock, bint drain):
+        cdef list frames = []
+        cdef Py_ssize_t want, got
+        cdef object exc
+        if self._error is not None:
+            raise type(self._error)(*self._error.args)
+        if self._deferred is not None:
+            exc, self._deferred = self._deferred, None
+            raise exc
+        self._split(frames)     # only ever finds an incomplete frame, but it is cheap
+        while True:
+            try:
+                if self._frame is not None:
+                    want = self._frame_len - self._frame_fill
+                    got = self._recv(sock, PyBytes_AS_STRING(self._frame) + self._frame_fill, want)
+                    if got < 0:
+                        return frames
+                    if got == 0:
+                        self._closed()
+                    self._frame_fill += got
+                    if self._frame_fill == self._frame_len:
+                        frames.append(self._frame)
+                        self._frame = None
+                else:
+                    if self._start > 0 and self.buffer_size - self._end < self._direct_min:
+                        # make room; what is moved is less than one small frame
+                        memmove(self._buf, self._buf + self._start, self._end - self._start)
+                        self._end -= self._start
+                        self._start = 0
+                    want = self.buffer_size - self._end
+                    if want <= 0:   # cannot happen: a small frame always fits after compaction
+                        raise AssertionError("FrameReceiver: receive buffer full")
+                    got = self._recv(sock, self._buf + self._end, want)
+                    if got < 0:
+                        return frames
+                    if got == 0:
+                        self._closed()
+                    self._end += got
+                    self._split(frames)
+            except (OSError, KafkaConnectionError) as e:
+                # Only a draining call can get here with frames in hand: deliver them, and
+                # raise the error with the next call (the socket stays readable after a
+                # reset or end of stream, so there is one). A timeout is no error.
+                if not frames:
+                    raise
+                if not isinstance(e, TimeoutError):
+                    self._deferred = e
+                return frames
+            if got < want or (frames and not drain):
+                return frames
