@@ -289,7 +289,11 @@ class KafkaConsumer:
             records, ends = self._poll_for_fetches(deadline, max_records, update_offsets, columnar)
             if records:
                 # Pipelining: the next fetches leave before the caller processes these records.
-                if self._fetcher.send_fetches() > 0 or self._client.has_pending_requests():
+                # A fetch held back by its leader (a metadata refresh due first, a connection
+                # being made) needs a network poll too, or it waits until the buffer is empty.
+                fetcher = self._fetcher
+                if (fetcher.send_fetches() > 0 or fetcher.sends_blocked
+                        or self._client.has_pending_requests()):
                     self._client.transmit_sends()
                 if self._interceptors:
                     records = self._interceptors.on_consume(records)
@@ -326,6 +330,9 @@ class KafkaConsumer:
 
     def _update_fetch_positions(self, deadline: int) -> bool:
         subs = self._subscriptions
+        if subs.has_all_fetch_positions():
+            # Every partition is FETCHING, so none awaits validation: the usual poll.
+            return True
         self._offsets.validate_positions_if_needed()
         if subs.has_all_fetch_positions():
             return True
@@ -343,14 +350,14 @@ class KafkaConsumer:
         return self._fetcher.fetched_records(max_records, update_offsets)
 
     def _poll_for_fetches(self, deadline: int, max_records, update_offsets: bool, columnar: bool):
-        clock = self._clock
-        now = clock.now_ms()
-        remaining = max(deadline - now, 0)
-        coordinator = self._coordinator
-        poll_timeout = remaining if coordinator is None else min(coordinator.time_to_next_poll(now), remaining)
         records, ends = self._fetched(max_records, update_offsets, columnar)
         if records:
             return records, ends
+        # Timeouts are worked out only when there is nothing buffered to return.
+        now = self._clock.now_ms()
+        remaining = max(deadline - now, 0)
+        coordinator = self._coordinator
+        poll_timeout = remaining if coordinator is None else min(coordinator.time_to_next_poll(now), remaining)
         self._fetcher.send_fetches()
         if poll_timeout > self._retry_backoff_ms and not self._subscriptions.has_all_fetch_positions():
             poll_timeout = self._retry_backoff_ms  # positions pending: come back soon to reset them

@@ -164,10 +164,13 @@ class ConsumerCoordinator(AbstractCoordinator):
         """Coordinator work of one consumer poll; False if it could not finish in time."""
         if self.group_id is None:
             return True
-        timer = _Timer(self._clock, timeout_ms)
+        # Only group management waits on the timer: no clock read for user assignments.
+        timer = _Timer(self._clock, timeout_ms) if self.subscriptions.has_auto_assigned_partitions() else None
         self._invoke_completed_offset_commit_callbacks()
         self._maybe_update_subscription_metadata()
         if self.subscriptions.has_auto_assigned_partitions():
+            if timer is None:  # a commit callback subscribed
+                timer = _Timer(self._clock, timeout_ms)
             self.check_heartbeat_failure()
             with self._lock:
                 self.heartbeat.poll(self._clock.now_ms())
@@ -184,7 +187,8 @@ class ConsumerCoordinator(AbstractCoordinator):
                     return False
             elif self.state is MemberState.STABLE:
                 self.start_heartbeat_thread_if_needed()
-        self._maybe_auto_commit_offsets_async(self._clock.now_ms())
+        if self.auto_commit_enabled:  # no clock read on the (frequent) path without it
+            self._maybe_auto_commit_offsets_async(self._clock.now_ms())
         return True
 
     def record_poll(self, now_ms: int) -> None:

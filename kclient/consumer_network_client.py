@@ -132,6 +132,10 @@ class ConsumerNetworkClient:
     def _try_send(self, now: int) -> None:
         """Steps 1 and 7: hand queued requests to ready nodes; ``ready()`` also starts a
         connection to a node that has none and whose reconnect backoff has passed."""
+        if not self._unsent:
+            # Nothing queued (most polls). An unlocked length read: a request another thread
+            # queues right now is sent by the next step 7 or poll, as if queued just after.
+            return
         with self._unsent_lock:
             for node_id in self._unsent.nodes():
                 if not self.client.ready(node_id, now):
@@ -183,8 +187,11 @@ class ConsumerNetworkClient:
         self._polling += 1
         try:
             self._handle_pending_connection_changes(now)
-            with self._unsent_lock:
-                attempted = set(self._unsent.nodes())
+            if self._unsent:
+                with self._unsent_lock:
+                    attempted = set(self._unsent.nodes())
+            else:
+                attempted = set()
             self._try_send(now)                                            # 1
             if execute_delayed_tasks:                                      # 2
                 with self._tasks_lock:
@@ -319,6 +326,8 @@ class ConsumerNetworkClient:
         queued at step 1 or a connection alive before the network poll). A request another
         thread queued while this poll waited, for a node whose last connection failed before
         and whose backoff has passed, is kept: step 7 starts a new connection for it."""
+        if not self._unsent:
+            return  # nothing queued (see _try_send)
         with self._unsent_lock:
             for node_id in self._unsent.nodes():
                 unknown = self.client.node(node_id) is None
@@ -335,6 +344,8 @@ class ConsumerNetworkClient:
                         f"request {request.api_key} to node {node_id} not sent: {reason}"))
 
     def _fail_expired_requests(self, now: int) -> None:
+        if not self._unsent:
+            return  # nothing queued (see _try_send)
         with self._unsent_lock:
             expired = self._unsent.remove_expired(now, self.unsent_expiry_ms)
         for request in expired:
@@ -454,6 +465,10 @@ class ConsumerNetworkClient:
         return unsent + self.client.in_flight_request_count(node)
 
     def has_pending_requests(self, node: Node | int | None = None) -> bool:
+        if node is None:
+            # Asked on every consumer poll: no lock for the unsent length (one atomic read;
+            # the answer is as fresh as pending_request_count's, taken a moment earlier).
+            return bool(self._unsent) or self.client.in_flight_request_count() > 0
         return self.pending_request_count(node) > 0
 
     def least_loaded_node(self) -> int | None:

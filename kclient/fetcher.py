@@ -101,7 +101,7 @@ class _PartitionPipe:
     """Per-partition pipeline state: epoch, fetch in flight, buffered answers, next offset."""
 
     __slots__ = ("epoch", "in_flight_epoch", "buffered", "next_fetch_offset", "backoff_until",
-                 "incomplete_warned")
+                 "incomplete_warned", "end_offset")
 
     def __init__(self) -> None:
         self.epoch = 0
@@ -110,6 +110,10 @@ class _PartitionPipe:
         self.next_fetch_offset: int | None = None   # chain end, valid for `epoch`
         self.backoff_until = 0
         self.incomplete_warned = False
+        # The end offset (high watermark, or last stable offset when read_committed) the
+        # last answer for `epoch` reported: what SubscriptionState holds, for send_fetches'
+        # lock-free check. None: unknown, ask SubscriptionState.
+        self.end_offset: int | None = None
 
 
 class Fetcher:
@@ -140,6 +144,13 @@ class Fetcher:
         self._in_flight_requests = 0
         self._node_in_flight: dict[int, int] = {}   # fetches in flight per node (at most one)
         self._assignment_id = subscriptions.assignment_id
+        # send_fetches' fast path: leaders of the assigned partitions, per (cluster, assignment).
+        self._leaders: frozenset[int] | None = None
+        self._leader_map: dict[TopicPartition, tuple[int, int]] = {}
+        self._assigned: frozenset[TopicPartition] = frozenset()
+        self._sends_blocked = False
+        self._leaders_cluster = None
+        self._leaders_assignment_id = -1
         self._metrics = metrics if metrics is not None else collections.Counter()
 
     # ------------------------------------------------------------------ state helpers
@@ -165,6 +176,12 @@ class Fetcher:
         return self._buffered_bytes
 
     @property
+    def sends_blocked(self) -> bool:
+        """The last send_fetches had fetches to send but a leader was not ready (connecting,
+        or a metadata refresh is due first): only a network poll moves that on."""
+        return self._sends_blocked
+
+    @property
     def in_flight_fetches(self) -> int:
         return self._in_flight_requests
 
@@ -188,6 +205,7 @@ class Fetcher:
         pipe.buffered = 0
         pipe.next_fetch_offset = None
         pipe.backoff_until = 0
+        pipe.end_offset = None
 
     def clear_all(self) -> None:
         for tp in list(self._pipes):
@@ -215,6 +233,13 @@ class Fetcher:
                 and cf.assignment_id == self._subscriptions.assignment_id
                 and self._subscriptions.is_assigned(cf.tp))
 
+    def _is_current_unlocked(self, cf: CompletedFetch) -> bool:
+        """_is_current without the assignment check (for callers that check fetchability,
+        which implies it)."""
+        pipe = self._pipes.get(cf.tp)
+        return (pipe is not None and pipe.epoch == cf.epoch
+                and cf.assignment_id == self._subscriptions.assignment_id)
+
     def has_completed_fetches(self) -> bool:
         return bool(self._completed) or (self._next_in_line is not None and not self._next_in_line.drained)
 
@@ -230,45 +255,77 @@ class Fetcher:
     def send_fetches(self) -> int:
         """Send a Fetch to every leader that has fetchable partitions without a fetch in
         flight (and room in the prefetch buffer). Returns the number of requests sent."""
+        self._sends_blocked = False
         self._check_assignment()
         if self._buffered_bytes >= self._buffer_limit:
             return 0
-        now = self._clock.now_ms()
         subs = self._subscriptions
         cluster = self._metadata.cluster
         assignment_id = subs.assignment_id
+        node_busy = self._node_in_flight
+        if cluster is not self._leaders_cluster or assignment_id != self._leaders_assignment_id:
+            self._leaders_cluster = cluster
+            self._leaders_assignment_id = assignment_id
+            self._assigned = frozenset(subs.assigned_partitions())
+            self._leader_map, self._leaders = self._assigned_leaders(cluster, self._assigned)
+        if node_busy:
+            # Fast path: every leader of an assigned partition already has a fetch in
+            # flight, so every partition would be skipped below.
+            leaders = self._leaders
+            if leaders is not None and all(node_busy.get(n) for n in leaders):
+                return 0
+        now = self._clock.now_ms()
+        leader_map = self._leader_map
+        pipes = self._pipes
+        busy = self.has_completed_fetches()
+        assigned = self._assigned
+        if len(pipes) == len(assigned):  # with `tp in assigned` below: a pipe for each
+            # Second fast path, without the lock: every partition would be skipped below
+            # for its pipe's own state (fetch in flight, buffer full, backoff, or caught up
+            # while records are buffered, with a known leader). The loop below re-checks
+            # nothing else for such a partition.
+            for tp, pipe in pipes.items():
+                if tp not in assigned:
+                    break
+                if (pipe.in_flight_epoch == pipe.epoch or pipe.buffered >= PREFETCH_DEPTH
+                        or pipe.backoff_until > now):
+                    continue
+                if (busy and pipe.next_fetch_offset is not None and pipe.end_offset is not None
+                        and pipe.next_fetch_offset >= pipe.end_offset and tp in leader_map):
+                    continue
+                break
+            else:
+                return 0
         by_node: dict[int, list] = {}
         need_metadata = False
-        busy = self.has_completed_fetches()
-        node_busy = self._node_in_flight
-        for tp in subs.fetchable_partitions():
-            pipe = self._pipe(tp)
+        # One locked snapshot of (tp, position, end offset) instead of three calls per partition.
+        for tp, position, end in subs.fetch_candidates(self._read_committed):
+            pipe = pipes.get(tp)
+            if pipe is None:
+                pipe = pipes[tp] = _PartitionPipe()
             if pipe.in_flight_epoch == pipe.epoch or pipe.buffered >= PREFETCH_DEPTH:
                 continue
             if pipe.backoff_until > now:
                 continue
-            leader = cluster.leader_for(tp)
+            leader = leader_map.get(tp)
             if leader is None:
                 need_metadata = True
                 continue
-            if node_busy.get(leader.node_id):
+            node_id, epoch = leader
+            if node_busy.get(node_id):
                 continue
-            if pipe.next_fetch_offset is not None:
-                offset = pipe.next_fetch_offset
-            else:
-                position = subs.valid_position(tp)
+            offset = pipe.next_fetch_offset
+            if offset is None:
                 if position is None:
                     continue
-                offset = position.offset
+                offset = position
             if busy:
                 # While the application has records to work through, leave caught-up
                 # partitions out: their fetch would wait fetch.max.wait.ms on the broker
                 # and hold up the connection for partitions that do have data.
-                end = subs.partition_end_offset(tp, self._isolation_name)
                 if end is not None and offset >= end:
                     continue
-            epoch = cluster.leader_epoch(tp)
-            by_node.setdefault(leader.node_id, []).append((tp, offset, -1 if epoch is None else epoch))
+            by_node.setdefault(node_id, []).append((tp, offset, epoch))
         if need_metadata:
             self._metadata.request_update()
         sent = 0
@@ -276,7 +333,10 @@ class Fetcher:
             if self._client.is_unavailable(node_id):
                 continue  # in reconnect backoff
             if not self._client.try_connect(node_id):
-                continue  # connecting: a later poll sends (the connection wakes the selector)
+                # Connecting, or the network client sends a due metadata refresh first: a
+                # later poll sends (the connection wakes the selector).
+                self._sends_blocked = True
+                continue
             version = self._client.api_version(node_id, FETCH_KEY)
             if version is None:
                 log.warning("node %d offers no Fetch version this client implements", node_id)
@@ -286,6 +346,23 @@ class Fetcher:
             self._send_fetch(node_id, version, parts, assignment_id, cluster, now)
             sent += 1
         return sent
+
+    def _assigned_leaders(self, cluster, assigned) -> tuple[dict, frozenset[int] | None]:
+        """{tp: (leader node id, leader epoch or -1)} of the assigned partitions with a
+        known leader (cluster is immutable: valid until the next metadata update or
+        assignment change), and the set of those leaders (None if one has no leader)."""
+        leader_map = {}
+        leaders: set[int] | None = set()
+        for tp in assigned:
+            leader = cluster.leader_for(tp)
+            if leader is None:
+                leaders = None
+                continue
+            epoch = cluster.leader_epoch(tp)
+            leader_map[tp] = (leader.node_id, -1 if epoch is None else epoch)
+            if leaders is not None:
+                leaders.add(leader.node_id)
+        return leader_map, (None if leaders is None else frozenset(leaders))
 
     def _send_fetch(self, node_id: int, version: int, parts: list, assignment_id: int, cluster, now: int) -> None:
         topics: dict[str, list] = {}
@@ -373,9 +450,13 @@ class Fetcher:
                 hw = p.get("high_watermark", -1)
                 if hw >= 0:
                     subs.update_high_watermark(tp, hw)
+                    if not self._read_committed:
+                        pipe.end_offset = hw
                 lso = p.get("last_stable_offset", -1)
                 if lso >= 0:
                     subs.update_last_stable_offset(tp, lso)
+                    if self._read_committed:
+                        pipe.end_offset = lso
                 lstart = p.get("log_start_offset", -1)
                 if lstart >= 0:
                     subs.update_log_start_offset(tp, lstart)
@@ -484,10 +565,11 @@ class Fetcher:
         nil = self._next_in_line
         subs = self._subscriptions
         if nil is not None and not nil.drained:
+            # Fetchable implies assigned: one locked call in the usual case.
+            if self._is_current_unlocked(nil) and subs.is_fetchable(nil.tp):
+                return nil
             if not self._is_current(nil):
                 self._release(nil)
-            elif subs.is_fetchable(nil.tp):
-                return nil
             else:  # paused mid-way: keep it (first in line) for when it is resumed
                 self._completed.appendleft(nil)
         self._next_in_line = None
@@ -496,14 +578,13 @@ class Fetcher:
         found = None
         while completed:
             cf = completed.popleft()
+            if self._is_current_unlocked(cf) and subs.is_fetchable(cf.tp):
+                found = cf
+                break
             if not self._is_current(cf):
                 self._release(cf)
                 continue
-            if not subs.is_fetchable(cf.tp):
-                skipped.append(cf)
-                continue
-            found = cf
-            break
+            skipped.append(cf)
         if skipped:
             completed.extendleft(reversed(skipped))
         self._next_in_line = found
@@ -561,16 +642,14 @@ class Fetcher:
         position = FetchPosition(offset, epoch if epoch >= 0 else None, cluster_epoch)
         ends[tp] = position
         if update_offsets:
-            subs = self._subscriptions
-            current = subs.valid_position(tp)
-            if current is not None and offset >= current.offset:
-                subs.set_position(tp, position)
+            self._subscriptions.advance_position(tp, position)
 
     def fetched_records(self, max_records: int | None = None, update_offsets: bool = True,
                         ) -> tuple[dict[TopicPartition, list[ConsumerRecord]], dict[TopicPartition, FetchPosition]]:
         """Up to max_records buffered records as {tp: [ConsumerRecord, ...]}, and the position
         each partition has after them. Positions move only if update_offsets."""
         remaining = self._max_poll_records if max_records is None else max_records
+        total = 0
         drained: dict[TopicPartition, list] = {}
         ends: dict[TopicPartition, FetchPosition] = {}
         kd, vd = self._key_deserializer, self._value_deserializer
@@ -611,13 +690,13 @@ class Fetcher:
                 else:
                     lst.extend(out)
                 remaining -= j - i
+                total += j - i
             if j >= n_recs:
                 self._release(cf)
                 self._next_in_line = None
             self._advance(cf, update_offsets, ends)
-        n = sum(len(v) for v in drained.values())
-        if n:
-            self._metrics["records-consumed-total"] += n
+        if total:
+            self._metrics["records-consumed-total"] += total
         return drained, ends
 
     @staticmethod

@@ -18,9 +18,10 @@ kafka-python matched only a prefix) and skip internal topics while
 
 Threads: the application thread owns this object. The coordinator's assignment callbacks
 also run on the application thread (inside ``poll()``); the heartbeat thread never touches
-it. A re-entrant lock still guards every method, so a read from another thread (metrics,
-a rebalance listener running elsewhere) sees a consistent state and never a half-applied
-assignment.
+it. A re-entrant lock still guards every method that reads or writes more than one field
+(the few that read a single attribute, e.g. ``has_auto_assigned_partitions``, need none), so
+a read from another thread (metrics, a rebalance listener running elsewhere) sees a
+consistent state and never a half-applied assignment.
 """
 from __future__ import annotations
 
@@ -90,6 +91,10 @@ _VALID_TRANSITIONS = {
     FetchState.AWAIT_RESET: frozenset({FetchState.FETCHING, FetchState.AWAIT_RESET}),
     FetchState.AWAIT_VALIDATION: frozenset({FetchState.FETCHING, FetchState.AWAIT_RESET, FetchState.AWAIT_VALIDATION}),
 }
+
+
+_FETCHING = FetchState.FETCHING
+_AWAIT_VALIDATION = FetchState.AWAIT_VALIDATION
 
 
 class OffsetResetStrategy(str, enum.Enum):
@@ -253,10 +258,11 @@ class SubscriptionState:
     def subscription_type(self) -> SubscriptionType:
         return self._type
 
-    @_synchronized
     def has_auto_assigned_partitions(self) -> bool:
         """Group-managed (topics or pattern), as opposed to manual assignment or nothing."""
-        return self._type in (SubscriptionType.AUTO_TOPICS, SubscriptionType.AUTO_PATTERN)
+        # One attribute read (atomic under the GIL): no lock, it is asked several times per poll.
+        kind = self._type  # identity tests: enum members hash in Python code
+        return kind is SubscriptionType.AUTO_TOPICS or kind is SubscriptionType.AUTO_PATTERN
 
     partitions_auto_assigned = has_auto_assigned_partitions  # kafka-python's name
 
@@ -526,7 +532,21 @@ class SubscriptionState:
     @_synchronized
     def valid_position(self, tp: TopicPartition) -> FetchPosition | None:
         state = self._state(tp)
-        return state.position if state.has_valid_position else None
+        return state.position if state.fetch_state is _FETCHING else None
+
+    @_synchronized
+    def advance_position(self, tp: TopicPartition, position: FetchPosition) -> bool:
+        """Move tp's position forward to ``position`` after records were handed out: only
+        from a valid position, never backwards (one lock for the fetcher's per-poll check
+        and update). False if nothing moved."""
+        state = self._assignment.get(tp)
+        if state is None or state.fetch_state is not _FETCHING:
+            return False
+        current = state.position
+        if current is None or position.offset < current.offset:
+            return False
+        state.position = position
+        return True
 
     @_synchronized
     def set_position(self, tp: TopicPartition, position: FetchPosition) -> None:
@@ -539,11 +559,14 @@ class SubscriptionState:
     @_synchronized
     def has_valid_position(self, tp: TopicPartition) -> bool:
         state = self._assignment.get(tp)
-        return state is not None and state.has_valid_position
+        return state is not None and state.fetch_state is _FETCHING
 
     @_synchronized
     def has_all_fetch_positions(self) -> bool:
-        return all(s.has_valid_position for s in self._assignment.values())
+        for s in self._assignment.values():
+            if s.fetch_state is not _FETCHING:
+                return False
+        return True
 
     @_synchronized
     def initializing_partitions(self) -> set[TopicPartition]:
@@ -638,6 +661,11 @@ class SubscriptionState:
     # ------------------------------------------------------------------ validation
     @_synchronized
     def partitions_needing_validation(self, now_ms: int) -> set[TopicPartition]:
+        for s in self._assignment.values():
+            if s.fetch_state is _AWAIT_VALIDATION:
+                break
+        else:
+            return set()  # the usual case, checked every poll
         return {
             tp for tp, s in self._assignment.items()
             if s.fetch_state is FetchState.AWAIT_VALIDATION and not s.awaiting_retry_backoff(now_ms)
@@ -678,15 +706,33 @@ class SubscriptionState:
     @_synchronized
     def is_fetchable(self, tp: TopicPartition) -> bool:
         state = self._assignment.get(tp)
-        return state is not None and state.is_fetchable
+        return (state is not None and state.fetch_state is _FETCHING and not state.paused
+                and not state.pending_revocation)
 
     @_synchronized
     def fetchable_partitions(self, is_available: Callable[[TopicPartition], bool] | None = None) -> list[TopicPartition]:
         """Assigned, not paused, not pending revocation, valid position; in fetch order."""
+        # TopicPartitionState.is_fetchable inlined: this runs on every poll.
+        if is_available is None:
+            return [tp for tp, s in self._assignment.items()
+                    if s.fetch_state is _FETCHING and not s.paused and not s.pending_revocation]
         return [
             tp for tp, s in self._assignment.items()
-            if s.is_fetchable and (is_available is None or is_available(tp))
+            if s.fetch_state is _FETCHING and not s.paused and not s.pending_revocation and is_available(tp)
         ]
+
+    @_synchronized
+    def fetch_candidates(self, read_committed: bool = False) -> list[tuple]:
+        """For the fetcher, under one lock instead of three per partition: (tp, position
+        offset or None, end offset or None) of every fetchable partition, in fetch order.
+        The end offset is the high watermark, or the last stable offset when read_committed."""
+        out = []
+        for tp, s in self._assignment.items():
+            if s.fetch_state is _FETCHING and not s.paused and not s.pending_revocation:
+                position = s.position
+                out.append((tp, None if position is None else position.offset,
+                            s.last_stable_offset if read_committed else s.high_watermark))
+        return out
 
     # ------------------------------------------------------------------ offsets from fetches
     @_synchronized

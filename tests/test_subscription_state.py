@@ -483,3 +483,32 @@ def test_structs_have_kafka_python_shapes():
         "headers", "checksum", "serialized_key_size", "serialized_value_size", "serialized_header_size",
     )
     assert TP("t", 1) == ("t", 1) and hash(TP("t", 1)) == hash(("t", 1))
+
+
+# --------------------------------------------------------------------------- fetcher fast paths
+def test_advance_position_moves_forward_only_from_a_valid_position(s):
+    s.assign_from_user([T0, T1])
+    assert s.advance_position(T0, FetchPosition(10)) is False      # no position yet
+    assert s.advance_position(U0, FetchPosition(10)) is False      # not assigned
+    s.seek(T0, 5)
+    assert s.advance_position(T0, FetchPosition(9, offset_epoch=2)) is True
+    assert s.position(T0) == FetchPosition(9, 2)
+    assert s.advance_position(T0, FetchPosition(7)) is False       # never backwards
+    assert s.position(T0) == FetchPosition(9, 2)
+    s.request_offset_reset(T0)                                     # no longer FETCHING
+    assert s.advance_position(T0, FetchPosition(20)) is False
+
+
+def test_fetch_candidates_lists_fetchable_partitions_with_their_end_offsets(s):
+    s.assign_from_user([T0, T1, U0])
+    assert s.fetch_candidates() == []
+    s.seek(T0, 5)
+    s.seek(T1, 0)
+    s.seek(U0, 3)
+    s.update_high_watermark(T0, 100)
+    s.update_last_stable_offset(T0, 90)
+    s.pause(U0)
+    assert s.fetch_candidates() == [(T0, 5, 100), (T1, 0, None)]
+    assert s.fetch_candidates(read_committed=True) == [(T0, 5, 90), (T1, 0, None)]
+    # Same partitions, same order as fetchable_partitions(): the fetcher relies on it.
+    assert [c[0] for c in s.fetch_candidates()] == s.fetchable_partitions()
