@@ -176,15 +176,26 @@ class KafkaAdminClient:
             "configs": [{"name": k, "value": v} for k, v in t.topic_configs.items()],
         } for t in topics], "timeout_ms": api_timeout, "validate_only": validate_only}
 
+        results = self._topic_request(CREATE_TOPICS, body, deadline, "topics", "CreateTopics",
+                                      "creating", raise_errors)
+        if not validate_only:
+            created = {t.name: t.num_partitions for t in topics if results.get(t.name) is None}
+            self._wait_for_topics(created, deadline)
+        return results
+
+    def _topic_request(self, api_key: int, body, deadline: int, results_key: str, api_name: str,
+                       verb: str, raise_errors: bool) -> dict[str, BaseException | None]:
+        """Send a per-topic controller request (CreateTopics/DeleteTopics) with retries; the
+        error of each topic, or None. NOT_CONTROLLER retries against the refreshed controller."""
         def attempt():
-            response = self._call(self._controller(deadline), CREATE_TOPICS, body, deadline)
+            response = self._call(self._controller(deadline), api_key, body, deadline)
             results = {}
-            for r in response.get("topics") or []:
+            for r in response.get(results_key) or []:
                 code = r.get("error_code", 0)
                 if code == Errors.NotControllerError.errno:
-                    raise Errors.NotControllerError("CreateTopics reached a broker that is not the controller")
+                    raise Errors.NotControllerError(f"{api_name} reached a broker that is not the controller")
                 results[r["name"]] = None if code == 0 else _raise_topic_error(
-                    code, r.get("error_message"), f"creating topic {r['name']!r} failed")
+                    code, r.get("error_message"), f"{verb} topic {r['name']!r} failed")
             return results
 
         results = self._with_retries(deadline, attempt)
@@ -192,9 +203,6 @@ class KafkaAdminClient:
             for err in results.values():
                 if err is not None:
                     raise err
-        if not validate_only:
-            created = {t.name: t.num_partitions for t in topics if results.get(t.name) is None}
-            self._wait_for_topics(created, deadline)
         return results
 
     def _wait_for_topics(self, topics: dict[str, int], deadline: int) -> None:
@@ -227,22 +235,8 @@ class KafkaAdminClient:
                 return {"topics": [{"name": n} for n in names], "timeout_ms": api_timeout}
             return {"topic_names": names, "timeout_ms": api_timeout}
 
-        def attempt():
-            response = self._call(self._controller(deadline), DELETE_TOPICS, body, deadline)
-            results = {}
-            for r in response.get("responses") or []:
-                code = r.get("error_code", 0)
-                if code == Errors.NotControllerError.errno:
-                    raise Errors.NotControllerError("DeleteTopics reached a broker that is not the controller")
-                results[r["name"]] = None if code == 0 else _raise_topic_error(
-                    code, r.get("error_message"), f"deleting topic {r['name']!r} failed")
-            return results
-
-        results = self._with_retries(deadline, attempt)
-        if raise_errors:
-            for err in results.values():
-                if err is not None:
-                    raise err
+        results = self._topic_request(DELETE_TOPICS, body, deadline, "responses", "DeleteTopics",
+                                      "deleting", raise_errors)
         gone = [n for n in names if results.get(n) is None]
         if gone:
             self._metadata.add_topics(*gone)
