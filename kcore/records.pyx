@@ -153,46 +153,39 @@ cdef inline const uint8_t* _buf_ptr(const uint8_t[::1] v) noexcept:
     return &v[0] if v.shape[0] else <const uint8_t*>b""
 
 
-def crc32c(data, uint32_t crc=0) -> int:
-    """CRC32C of a bytes-like object, continuing from `crc` (chains like zlib.crc32)."""
+ctypedef uint32_t (*_crc_fn)(uint32_t, const uint8_t*, size_t) noexcept nogil
+
+
+cdef uint32_t _crc_of(_crc_fn fn, object data, uint32_t crc) except? 0xffffffff:
+    # One buffer-protocol wrapper for every checksum below; the sum itself runs without the GIL.
     cdef const uint8_t[::1] v = memoryview(data).cast("B")
     cdef const uint8_t* p = _buf_ptr(v)
     cdef size_t n = v.shape[0]
     with nogil:
-        crc = kc_crc32c(crc, p, n)
+        crc = fn(crc, p, n)
     return crc
+
+
+def crc32c(data, uint32_t crc=0) -> int:
+    """CRC32C of a bytes-like object, continuing from `crc` (chains like zlib.crc32)."""
+    return _crc_of(kc_crc32c, data, crc)
 
 
 def crc32c_sw(data, uint32_t crc=0) -> int:
     """CRC32C through the slicing-by-8 tables (for tests and benchmarks)."""
-    cdef const uint8_t[::1] v = memoryview(data).cast("B")
-    cdef const uint8_t* p = _buf_ptr(v)
-    cdef size_t n = v.shape[0]
-    with nogil:
-        crc = kc_crc32c_sw(crc, p, n)
-    return crc
+    return _crc_of(kc_crc32c_sw, data, crc)
 
 
 def crc32c_hw(data, uint32_t crc=0) -> int:
     """CRC32C through the SSE4.2 instruction; RuntimeError when the CPU lacks it."""
     if not kc_crc32c_has_hw():
         raise RuntimeError("this CPU has no SSE4.2 crc32 instruction")
-    cdef const uint8_t[::1] v = memoryview(data).cast("B")
-    cdef const uint8_t* p = _buf_ptr(v)
-    cdef size_t n = v.shape[0]
-    with nogil:
-        crc = kc_crc32c_hw(crc, p, n)
-    return crc
+    return _crc_of(kc_crc32c_hw, data, crc)
 
 
 def crc32_ieee(data, uint32_t crc=0) -> int:
     """CRC32 (IEEE, as zlib.crc32) used by legacy message sets."""
-    cdef const uint8_t[::1] v = memoryview(data).cast("B")
-    cdef const uint8_t* p = _buf_ptr(v)
-    cdef size_t n = v.shape[0]
-    with nogil:
-        crc = kc_crc32_ieee(crc, p, n)
-    return crc
+    return _crc_of(kc_crc32_ieee, data, crc)
 
 
 # ============================================================================ byte helpers
