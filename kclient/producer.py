@@ -7,9 +7,10 @@ whose ``get(timeout)`` gives a ``RecordMetadata``; ``flush()``; ``close()``.
 How it differs from kafka-python's and Java's producer, on purpose (it is *small*):
 
 * No background thread. The network is driven from the calling thread inside ``send()``
-  (without blocking, unless ``buffer.memory`` is full or metadata is missing; at most once a
-  millisecond unless a batch has just filled, so records sent in between join the open
-  batch as they would while Java's sender thread is busy), ``flush()``,
+  (without blocking, unless ``buffer.memory`` is full or metadata is missing; with
+  ``linger.ms`` > 0 at most once a millisecond unless a batch has just filled, so records
+  sent in between join the open batch as they would while Java's sender thread is busy;
+  with ``linger.ms`` = 0 on every send, so each record leaves at once), ``flush()``,
   ``close()``, ``poll()`` and a future's ``get()``. An application that sends and then
   waits a long time without calling any of them leaves records lingering: call
   ``flush()`` (or ``poll()``) at the points where delivery must have happened.
@@ -270,8 +271,10 @@ class KafkaProducer:
         self._rng = random.Random()
         self._closed = False
         self._metrics = collections.Counter()
-        # send() drives the network at most once per ms unless a batch filled: a network
-        # round per record cost ~25 µs of CPU each and kept batches at one record.
+        # With linger.ms > 0, send() drives the network at most once per ms unless a batch
+        # filled: a network round per record cost ~25 µs of CPU each. With linger.ms = 0 every
+        # send() runs one, because a user who asked for no lingering expects the record to
+        # leave now even if this producer is never called again.
         self._next_io_ms = 0
         self._batch_closed = False
         log.debug("producer created: %r", dict(cfg))
@@ -302,7 +305,7 @@ class KafkaProducer:
             if self._buffered_bytes > self._buffer_memory:
                 self._drive_until(lambda: self._buffered_bytes <= self._buffer_memory,
                                   self._max_block_ms, what="buffer.memory to free up")
-            elif self._batch_closed or now >= self._next_io_ms:
+            elif self._batch_closed or now >= self._next_io_ms or self._linger_ms == 0:
                 self._batch_closed = False
                 self._run_once(0, now)
                 self._next_io_ms = now + 1
