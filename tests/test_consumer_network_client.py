@@ -370,7 +370,7 @@ def test_schedule_from_other_thread_wakes_blocked_poll(cluster):
 
         def other():
             started.wait(5)
-            time.sleep(0.05)  # let the main thread enter select(); correctness does not depend on it
+            wait_until_another_thread_polls(cnc)   # the main thread is blocked in its 60 s poll
             cnc.schedule(lambda now: ran.set(), 0)
 
         t = threading.Thread(target=other)
@@ -394,7 +394,7 @@ def test_wakeup_from_other_thread_ends_long_poll(cluster):
 
         def waker():
             started.wait(5)
-            time.sleep(0.1)
+            wait_until_another_thread_polls(cnc)   # the main thread is blocked in its 60 s poll
             cnc.wakeup()
 
         t = threading.Thread(target=waker)
@@ -459,7 +459,7 @@ def test_send_from_heartbeat_thread_leaves_while_app_thread_blocks(cluster):
 
         def heartbeat_thread():
             app_started.wait(5)
-            time.sleep(0.05)
+            wait_until_another_thread_polls(cnc)   # the application thread is in its long poll
             f = cnc.send(1, HEARTBEAT, HB_BODY)
             result["future"] = f
 
