@@ -1,14 +1,21 @@
 """Shared fixtures: real brokers for integration tests, unique names per test.
 
+- ``kafka``: Apache Kafka 4.x (KRaft, one node), the reference broker; ``broker`` /
+  ``broker_bootstrap`` are the primary broker every integration test should use unless it needs
+  another. ``kafka3``: a replicated 3-node cluster for failover tests.
 - ``tansu`` / ``mock_cluster``: session-scoped, started only when a test asks for them.
-  ``KCLIENT_TEST_BOOTSTRAP=host:port`` makes both yield that external cluster instead.
+  ``KCLIENT_TEST_BOOTSTRAP=host:port`` makes all of them yield that external cluster instead.
+  When Java or Maven is missing (or Maven Central unreachable), the Apache Kafka fixtures skip
+  their tests with the reason, and the run's summary lists them (``-rs``).
 - ``mock_faults``: the mock cluster for fault-injection tests; skips with a reason when the
   suite runs against an external cluster (which cannot inject faults).
-- ``cluster``: parametrized over both brokers, for tests that must pass on each.
+- ``cluster``: parametrized over Apache Kafka, Tansu and the mock cluster, for tests that must
+  pass on each.
 - ``topic_name`` / ``group_id``: unique per test. ``create_topic(bootstrap_or_cluster, name,
   partitions)``: creates, waits until Metadata shows it, deletes it after the test.
 
-Tests that use a broker are marked ``tansu`` / ``mock`` automatically (``-m "not tansu"``).
+Tests that use a broker are marked ``kafka`` / ``tansu`` / ``mock`` automatically
+(``-m "not kafka"``).
 """
 from __future__ import annotations
 
@@ -19,7 +26,7 @@ import uuid
 
 import pytest
 
-from kclient.testing import ExternalCluster, MockCluster, TansuBroker
+from kclient.testing import ExternalCluster, KafkaCluster, MavenError, MockCluster, TansuBroker
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +39,8 @@ _CLUSTERS: dict[str, object] = {}
 
 
 def pytest_configure(config):
-    for line in ("tansu: needs the Tansu broker", "mock: needs the librdkafka mock cluster",
+    for line in ("kafka: needs the Apache Kafka broker", "tansu: needs the Tansu broker",
+                 "mock: needs the librdkafka mock cluster",
                  "slow: long-running integration test"):
         config.addinivalue_line("markers", line)
 
@@ -41,6 +49,8 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         names = set(getattr(item, "fixturenames", ()))
         params = getattr(getattr(item, "callspec", None), "params", {})
+        if names & {"kafka", "kafka3", "broker"} or params.get("cluster") == "kafka":
+            item.add_marker(pytest.mark.kafka)
         if "tansu" in names or params.get("cluster") == "tansu":
             item.add_marker(pytest.mark.tansu)
         if names & {"mock_cluster", "mock_faults"} or params.get("cluster") == "mock":
@@ -60,6 +70,48 @@ def _session_cluster(factory):
     finally:
         _CLUSTERS.pop(cluster.bootstrap, None)
         cluster.stop()
+
+
+# Set once the Apache Kafka fixture failed to start for want of Java or Maven: every later test
+# that needs it skips with the same reason instead of trying again.
+_KAFKA_UNAVAILABLE: dict[str, str] = {}
+
+
+def _kafka_cluster(brokers: int):
+    key = f"kafka{brokers}"
+    if key in _KAFKA_UNAVAILABLE:
+        pytest.skip(_KAFKA_UNAVAILABLE[key])
+    try:
+        yield from _session_cluster(lambda: KafkaCluster(brokers))
+    except MavenError as exc:
+        _KAFKA_UNAVAILABLE[key] = f"Apache Kafka is unavailable: {exc}"
+        pytest.skip(_KAFKA_UNAVAILABLE[key])
+
+
+@pytest.fixture(scope="session")
+def kafka():
+    """One Apache Kafka node for the whole session (or the external cluster)."""
+    yield from _kafka_cluster(1)
+
+
+@pytest.fixture(scope="session")
+def kafka3():
+    """Three Apache Kafka nodes (replication 3, min.insync.replicas 2), started on first use."""
+    if EXTERNAL_BOOTSTRAP:
+        pytest.skip("KCLIENT_TEST_BOOTSTRAP points at an external cluster; the 3-node failover "
+                    "tests stop and start the harness's own nodes")
+    yield from _kafka_cluster(3)
+
+
+@pytest.fixture
+def broker(kafka):
+    """The primary broker of the suite: Apache Kafka."""
+    return kafka
+
+
+@pytest.fixture
+def broker_bootstrap(kafka) -> str:
+    return kafka.bootstrap
 
 
 @pytest.fixture(scope="session")
@@ -96,10 +148,10 @@ def mock_bootstrap(mock_cluster) -> str:
     return mock_cluster.bootstrap
 
 
-@pytest.fixture(params=["tansu", "mock"])
+@pytest.fixture(params=["kafka", "tansu", "mock"])
 def cluster(request):
-    """Each broker in turn, for tests the client must pass on both."""
-    return request.getfixturevalue("tansu" if request.param == "tansu" else "mock_cluster")
+    """Each broker in turn, for tests the client must pass on every one."""
+    return request.getfixturevalue({"mock": "mock_cluster"}.get(request.param, request.param))
 
 
 def _unique(prefix: str, request) -> str:

@@ -1,0 +1,419 @@
+"""Apache Kafka (KRaft) as child processes: the reference broker for tests and benchmarks.
+
+``KafkaCluster(brokers=1)`` resolves ``org.apache.kafka:kafka_2.13`` with Maven once into
+``~/.cache/kclient/kafka-<version>/`` (see ``maven``), formats KRaft storage in a fresh
+temporary directory and runs each node as ``java -cp <jars> kafka.Kafka server.properties``
+in combined broker+controller mode. One node by default; ``brokers=3`` gives a replicated
+cluster (replication factor 3, ``min.insync.replicas=2``) for failover tests.
+
+Settings favour a fast start and fast groups on 2 cores (``group.initial.rebalance.delay.ms=0``,
+few internal-topic partitions, small heaps, two network/IO threads); ``profile="throughput"``
+gives the benchmark broker a larger heap and the optimising JIT. Nodes die with the thread that
+started them and are recorded for the reaper, like the other harness brokers.
+"""
+from __future__ import annotations
+
+import atexit
+import base64
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kclient.testing import _wire, reaper
+from kclient.testing._base import BrokerStartError, ClusterBase, HarnessError, free_port, log_tail
+from kclient.testing.maven import MavenError, find_java, java_major_version, resolve_jars
+
+log = logging.getLogger(__name__)
+
+__all__ = ["KafkaCluster", "KAFKA_VERSION", "kafka_jars"]
+
+#: The Apache Kafka release the harness runs unless $KCLIENT_KAFKA_VERSION names another 4.x.
+KAFKA_VERSION = "4.4.0"
+# Kafka's own jars log through slf4j 1.7; this binding routes that to log4j2, which Kafka ships.
+_LOG4J_VERSION = "2.25.5"
+
+_PROFILES = {
+    # Tests: start fast (C1 only, class sharing), stay small.
+    "test": ["-Xms128m", "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto"],
+    # Benchmarks: the broker must not be the bottleneck, so full JIT and a bigger heap.
+    "throughput": ["-Xms1g", "-Xmx1g", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20"],
+}
+
+_LOG4J2 = """\
+status = warn
+appender.out.type = Console
+appender.out.name = OUT
+appender.out.layout.type = PatternLayout
+appender.out.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = {level}
+rootLogger.appenderRef.out.ref = OUT
+logger.kafka.name = kafka
+logger.kafka.level = {level}
+logger.state.name = state.change.logger
+logger.state.level = WARN
+"""
+
+
+def kafka_version() -> str:
+    return os.environ.get("KCLIENT_KAFKA_VERSION") or KAFKA_VERSION
+
+
+def kafka_jars(version: str | None = None) -> list[Path]:
+    """The broker's classpath (resolved with Maven on first use, then read from the cache)."""
+    version = version or kafka_version()
+    return resolve_jars([f"org.apache.kafka:kafka_2.13:{version}",
+                         f"org.apache.logging.log4j:log4j-slf4j-impl:{_LOG4J_VERSION}"],
+                        f"kafka-{version}")
+
+
+@dataclass
+class _Node:
+    node_id: int
+    port: int
+    controller_port: int
+    dir: Path
+    proc: subprocess.Popen | None = None
+    record: Path | None = None
+    log_path: Path | None = None
+    extra: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+
+class KafkaCluster(ClusterBase):
+    """``brokers`` Apache Kafka nodes on loopback ports, each broker and controller at once.
+
+    ``with KafkaCluster() as kafka: kafka.bootstrap`` -> ``"127.0.0.1:PORT"`` (every node's
+    address, comma-separated, for a multi-node cluster). ``broker_config`` adds or overrides
+    server properties for every node. Start it from a thread that outlives it (e.g. the main
+    thread): the nodes are killed when that thread exits.
+    """
+
+    kind = "kafka"
+    supports_fault_injection = False
+
+    def __init__(self, brokers: int = 1, *, host: str = "127.0.0.1", version: str | None = None,
+                 broker_config: dict[str, str] | None = None, profile: str = "test",
+                 startup_timeout: float = 120.0, die_with_parent: bool = True,
+                 log_level: str = "WARN") -> None:
+        if brokers < 1:
+            raise ValueError(f"a Kafka cluster needs at least 1 broker, got {brokers}")
+        if profile not in _PROFILES:
+            raise ValueError(f"profile must be one of {sorted(_PROFILES)}, got {profile!r}")
+        self.brokers = brokers
+        self.host = host
+        self.version = version or kafka_version()
+        self.broker_config = dict(broker_config or {})
+        self.profile = profile
+        self.startup_timeout = startup_timeout
+        self.die_with_parent = die_with_parent
+        self.log_level = log_level
+        self.cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        self.nodes: list[_Node] = []
+        self.startup_seconds: float | None = None
+        self._root: Path | None = None
+        self._keep = bool(os.environ.get("KCLIENT_BROKER_LOG_DIR"))
+        self._java: str | None = None
+        self._classpath: str | None = None
+
+    # ------------------------------------------------------------------ addresses
+    @property
+    def bootstrap(self) -> str:
+        if not self.nodes:
+            raise RuntimeError("Kafka cluster not started")
+        return ",".join(f"{self.host}:{n.port}" for n in self.nodes)
+
+    def node_bootstrap(self, node_id: int) -> str:
+        return f"{self.host}:{self._node(node_id).port}"
+
+    @property
+    def pid(self) -> int | None:
+        first = self.nodes[0] if self.nodes else None
+        return first.proc.pid if first and first.proc else None
+
+    @property
+    def pids(self) -> dict[int, int | None]:
+        return {n.node_id: (n.proc.pid if n.running else None) for n in self.nodes}
+
+    @property
+    def running(self) -> bool:
+        return bool(self.nodes) and all(n.running for n in self.nodes)
+
+    @property
+    def log_paths(self) -> dict[int, Path | None]:
+        return {n.node_id: n.log_path for n in self.nodes}
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self) -> "KafkaCluster":
+        if self.running:
+            return self
+        started = time.monotonic()
+        self._java = find_java()
+        major = java_major_version(self._java)
+        if major < 17:
+            raise MavenError(f"Apache Kafka {self.version} needs Java 17 or newer; {self._java} is "
+                             f"Java {major}: install openjdk-17-jre-headless or set JAVA_HOME")
+        self._classpath = os.pathsep.join(str(j) for j in kafka_jars(self.version))
+        reaper.reap()
+        self._root = Path(tempfile.mkdtemp(prefix="kclient-kafka-", dir=reaper.state_dir()))
+        self._plan_nodes()
+        try:
+            self._format_all()
+            for node in self.nodes:
+                self._spawn(node)
+            self._wait_ready(started + self.startup_timeout)
+        except BaseException:  # a failed start (or Ctrl-C) leaves nothing running
+            self._kill_all()
+            raise
+        self.startup_seconds = time.monotonic() - started
+        atexit.register(self.stop)
+        log.info("Apache Kafka %s, %d node(s), ready at %s in %.1f s", self.version, self.brokers,
+                 self.bootstrap, self.startup_seconds)
+        return self
+
+    def _plan_nodes(self) -> None:
+        taken: set[int] = set()
+
+        def port() -> int:
+            while True:
+                p = free_port(self.host)
+                if p not in taken:
+                    taken.add(p)
+                    return p
+
+        self.nodes = []
+        for node_id in range(1, self.brokers + 1):
+            node_dir = self._root / f"node-{node_id}"
+            node_dir.mkdir()
+            self.nodes.append(_Node(node_id, port(), port(), node_dir))
+
+    def _properties(self, node: _Node) -> dict[str, str]:
+        voters = ",".join(f"{n.node_id}@{self.host}:{n.controller_port}" for n in self.nodes)
+        replicas = str(min(3, self.brokers))
+        min_isr = "2" if self.brokers >= 3 else "1"
+        props = {
+            "process.roles": "broker,controller",
+            "node.id": str(node.node_id),
+            "controller.quorum.voters": voters,
+            "listeners": f"PLAINTEXT://{self.host}:{node.port},CONTROLLER://{self.host}:{node.controller_port}",
+            "advertised.listeners": f"PLAINTEXT://{self.host}:{node.port}",
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "log.dirs": str(node.dir / "data"),
+            # Replication: one node cannot replicate; three tolerate one failure (acks=all).
+            "default.replication.factor": replicas,
+            "min.insync.replicas": min_isr,
+            "offsets.topic.replication.factor": replicas,
+            "transaction.state.log.replication.factor": replicas,
+            "transaction.state.log.min.isr": min_isr,
+            "share.coordinator.state.topic.replication.factor": replicas,
+            "share.coordinator.state.topic.min.isr": min_isr,
+            # Fast groups: no initial delay, few coordinator partitions to create on first use.
+            "group.initial.rebalance.delay.ms": "0",
+            "offsets.topic.num.partitions": "4",
+            "transaction.state.log.num.partitions": "4",
+            # Tests use short sessions (e.g. 6 s against a 12 s stall); the defaults bound them at 6 s.
+            "group.min.session.timeout.ms": "500",
+            "group.consumer.min.session.timeout.ms": "1000",
+            "group.consumer.min.heartbeat.interval.ms": "100",
+            # 2 cores: fewer threads than the defaults' 3/8, a small cleaner buffer for small heaps.
+            "num.network.threads": "2",
+            "num.io.threads": "2",
+            "background.threads": "2",
+            "num.recovery.threads.per.data.dir": "1",
+            "log.cleaner.threads": "1",
+            "log.cleaner.dedupe.buffer.size": str(8 * 1024 * 1024),
+            "auto.create.topics.enable": "true",
+            # A crashed node loses its leaderships after 4 s instead of 9 s: failover tests wait less.
+            "broker.session.timeout.ms": "4000",
+            "broker.heartbeat.interval.ms": "500",
+        }
+        props.update(self.broker_config)
+        props.update(node.extra)
+        return props
+
+    def _write_config(self, node: _Node) -> Path:
+        path = node.dir / "server.properties"
+        path.write_text("".join(f"{k}={v}\n" for k, v in self._properties(node).items()))
+        (node.dir / "log4j2.properties").write_text(_LOG4J2.format(level=self.log_level))
+        return path
+
+    def _java_cmd(self, node: _Node, main: str, *args: str) -> list[str]:
+        return [self._java, *_PROFILES[self.profile], "-Djava.awt.headless=true",
+                f"-Dlog4j2.configurationFile={node.dir / 'log4j2.properties'}",
+                f"-Dkafka.logs.dir={node.dir / 'logs'}",
+                "-cp", self._classpath, main, *args]
+
+    def _format_all(self) -> None:
+        """Format every node's storage; the JVM starts in parallel (each takes ~1-2 s)."""
+        def fmt(node: _Node) -> None:
+            config = self._write_config(node)
+            cmd = self._java_cmd(node, "kafka.tools.StorageTool", "format", "-t", self.cluster_id,
+                                 "-c", str(config), "--ignore-formatted")
+            done = subprocess.run(cmd, capture_output=True, text=True, timeout=120,
+                                  stdin=subprocess.DEVNULL)
+            if done.returncode != 0:
+                raise BrokerStartError(f"formatting KRaft storage for node {node.node_id} failed "
+                                       f"(exit {done.returncode}):\n{(done.stdout + done.stderr)[-3000:]}")
+
+        with ThreadPoolExecutor(max_workers=len(self.nodes)) as pool:
+            for result in [pool.submit(fmt, n) for n in self.nodes]:
+                result.result()
+
+    def _spawn(self, node: _Node) -> None:
+        config = self._write_config(node)
+        log_dir = Path(os.environ["KCLIENT_BROKER_LOG_DIR"]) if self._keep else node.dir
+        log_dir.mkdir(parents=True, exist_ok=True)
+        node.log_path = log_dir / f"kafka-{os.getpid()}-{node.port}.log"
+        with open(node.log_path, "ab") as logf:
+            node.proc = subprocess.Popen(
+                self._java_cmd(node, "kafka.Kafka", str(config)),
+                stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=reaper.die_with_parent() if self.die_with_parent else None)
+        node.record = reaper.register(node.proc.pid, self.kind, f"{self.host}:{node.port}",
+                                      str(node.log_path))
+
+    def _wait_ready(self, deadline: float, nodes: list[_Node] | None = None) -> None:
+        """Ready: every node answers ApiVersions and Metadata lists every node as a broker."""
+        nodes = nodes or self.nodes
+        want = {n.node_id for n in self.nodes}
+        last_error: Exception | str | None = None
+        pending = list(nodes)
+        while pending:
+            node = pending[0]
+            if node.proc.poll() is not None:
+                raise BrokerStartError(f"Kafka node {node.node_id} exited with code "
+                                       f"{node.proc.returncode} during start; log {node.log_path}:\n"
+                                       f"{log_tail(node.log_path)}")
+            try:
+                with _wire.RawConnection(self.host, node.port, timeout=2.0) as conn:
+                    error, ranges = _wire.api_versions(conn)
+                    if error == 0 and 3 in ranges:
+                        brokers = set(_wire.metadata(conn, [])["brokers"])
+                        if want <= brokers:
+                            pending.pop(0)
+                            continue
+                        last_error = f"metadata lists brokers {sorted(brokers)}, want {sorted(want)}"
+                    else:
+                        last_error = f"ApiVersions error {error}"
+            except (OSError, ValueError) as exc:
+                last_error = exc
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise BrokerStartError(f"Kafka node {node.node_id} was not ready on "
+                                       f"{self.host}:{node.port} within {self.startup_timeout:.0f} s "
+                                       f"(last: {last_error}); log {node.log_path}:\n{log_tail(node.log_path)}")
+            try:  # wait for an exit or a short backoff, whichever comes first
+                node.proc.wait(timeout=min(0.05, remaining))
+            except subprocess.TimeoutExpired:
+                pass
+
+    def stop(self, timeout: float = 0.0) -> None:
+        """Stop every node and remove its storage.
+
+        Storage is thrown away, so by default the nodes are killed at once: a controlled
+        shutdown (``timeout`` > 0: SIGTERM, SIGKILL after ``timeout`` s) of the last voters
+        only waits for a quorum that is going away anyway.
+        """
+        atexit.unregister(self.stop)
+        with ThreadPoolExecutor(max_workers=max(1, len(self.nodes))) as pool:
+            list(pool.map(lambda n: self._terminate(n, timeout), self.nodes))
+        if self._root is not None and not self._keep:
+            shutil.rmtree(self._root, ignore_errors=True)
+        self._root = None
+
+    def _kill_all(self) -> None:
+        for node in self.nodes:
+            self._terminate(node, 0)
+
+    def _terminate(self, node: _Node, timeout: float) -> None:
+        proc, node.proc = node.proc, None
+        if proc is not None and proc.poll() is None:
+            if timeout > 0:
+                proc.terminate()
+                try:
+                    proc.wait(timeout)
+                except subprocess.TimeoutExpired:
+                    log.warning("Kafka node %s (pid %s) ignored SIGTERM for %.1f s; killing it",
+                                node.node_id, proc.pid, timeout)
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        reaper.unregister(node.record)
+        node.record = None
+
+    # ------------------------------------------------------------------ node faults
+    def _node(self, node_id: int) -> _Node:
+        for node in self.nodes:
+            if node.node_id == node_id:
+                return node
+        raise HarnessError(f"no Kafka node {node_id} (nodes: {[n.node_id for n in self.nodes]})")
+
+    def kill_broker(self, node_id: int) -> None:
+        """SIGKILL one node, as a crash: no controlled shutdown, no leadership hand-over."""
+        node = self._node(node_id)
+        if node.proc is not None and node.proc.poll() is None:
+            node.proc.send_signal(signal.SIGKILL)
+            node.proc.wait()
+        self._terminate(node, 0)
+
+    def stop_broker(self, node_id: int, timeout: float = 30.0) -> None:
+        """Stop one node with a controlled shutdown (SIGTERM), as in a rolling restart."""
+        self._terminate(self._node(node_id), timeout)
+
+    def start_broker(self, node_id: int, timeout: float | None = None) -> None:
+        """Start a stopped node again on its old ports and storage; returns once it serves."""
+        node = self._node(node_id)
+        if node.running:
+            return
+        self._spawn(node)
+        self._wait_ready(time.monotonic() + (timeout or self.startup_timeout), [node])
+
+    def leader_of(self, topic: str, partition: int) -> int:
+        return self.metadata([topic])["topics"][topic]["partitions"][partition]["leader_id"]
+
+    def metadata(self, topics: list[str] | None = None, timeout: float = 10.0) -> dict:
+        """Metadata from the first node that answers (a multi-node cluster may have one down)."""
+        last: Exception | None = None
+        for node in self.nodes:
+            if not node.running:
+                continue
+            try:
+                with _wire.RawConnection(self.host, node.port, timeout) as conn:
+                    return _wire.metadata(conn, topics)
+            except OSError as exc:
+                last = exc
+        raise HarnessError(f"no Kafka node answered Metadata: {last}")
+
+    # ------------------------------------------------------------------ topics
+    def create_topic(self, name: str, partitions: int = 1, replication_factor: int | None = None, *,
+                     configs: dict[str, str] | None = None, timeout: float = 30.0) -> str:
+        """CreateTopics; the replication factor defaults to min(3, brokers)."""
+        rf = replication_factor if replication_factor is not None else min(3, self.brokers)
+        self._create_topic_request(name, partitions, rf, configs, timeout)
+        return name
+
+    def delete_topic(self, name: str, timeout: float = 30.0) -> None:
+        self._delete_topic_request(name, timeout)
+
+    def __enter__(self) -> "KafkaCluster":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        state = f"nodes={self.brokers} bootstrap={self.bootstrap}" if self.running else "stopped"
+        return f"<KafkaCluster {self.version} {state}>"
