@@ -85,6 +85,16 @@ class _AutoCommitTask:
         return f"<AutoCommitTask group={self.coordinator.group_id}>"
 
 
+def _topic_ids_or_v9(cluster, topics) -> tuple[dict, int | None]:
+    """Topic ids for OffsetFetch/OffsetCommit and the version cap they imply.
+
+    v10+ of both name topics by id only. A committed() or commit() call may name a topic this
+    consumer never fetched metadata for; then the request stays at v9, which names topics.
+    """
+    ids = {t: cluster.topic_id(t) for t in topics}
+    return ids, (None if all(tid is not None for tid in ids.values()) else 9)
+
+
 class ConsumerCoordinator(AbstractCoordinator):
     def __init__(self, client, subscriptions, metadata, config, *, clock: Clock = SYSTEM_CLOCK,
                  interceptors: ConsumerInterceptors | None = None, start_heartbeat_thread: bool = True):
@@ -499,11 +509,12 @@ class ConsumerCoordinator(AbstractCoordinator):
             by_topic.setdefault(tp.topic, []).append(tp.partition)
         group_id = self.group_id
         cluster = self._metadata.cluster
+        topic_ids, max_version = _topic_ids_or_v9(cluster, by_topic)
 
         def body(version: int) -> dict:
             if version >= 8:
                 topics = [{"name": t, "partition_indexes": ps} if version < 10 else
-                          {"topic_id": self._topic_id(cluster, t), "partition_indexes": ps}
+                          {"topic_id": topic_ids[t], "partition_indexes": ps}
                           for t, ps in by_topic.items()]
                 return {"groups": [{"group_id": group_id, "topics": topics}], "require_stable": True}
             b = {"group_id": group_id,
@@ -513,14 +524,8 @@ class ConsumerCoordinator(AbstractCoordinator):
             return b
 
         log.debug("group %s: fetching committed offsets of %s", group_id, sorted(partitions))
-        return self._client.send(node, OFFSET_FETCH, body).compose(_OffsetFetchHandler(self, None, node))
-
-    @staticmethod
-    def _topic_id(cluster, topic: str):
-        tid = cluster.topic_id(topic)
-        if tid is None:
-            raise Errors.UnknownTopicIdError(f"no topic id known for {topic!r}")
-        return tid
+        return self._client.send(node, OFFSET_FETCH, body, max_version=max_version).compose(
+            _OffsetFetchHandler(self, None, node))
 
     # ------------------------------------------------------------------ commits
     def commit_offsets_sync(self, offsets: Mapping[TopicPartition, OffsetAndMetadata],
@@ -657,27 +662,22 @@ class ConsumerCoordinator(AbstractCoordinator):
                 "committed_metadata": oam.metadata if oam.metadata is not None else ""})
         group_id, instance_id = self.group_id, self.group_instance_id
         cluster = self._metadata.cluster
+        topic_ids, max_version = _topic_ids_or_v9(cluster, by_topic)
 
         def body(version: int) -> dict:
             topics = []
             for topic, parts in by_topic.items():
                 if version >= 10:
-                    topics.append({"topic_id": self._topic_id(cluster, topic), "partitions": parts})
+                    topics.append({"topic_id": topic_ids[topic], "partitions": parts})
                 else:
                     topics.append({"name": topic, "partitions": parts})
             return {"group_id": group_id, "generation_id_or_member_epoch": generation.generation_id,
                     "member_id": generation.member_id, "group_instance_id": instance_id,
                     "topics": topics}
 
-        # v10 names topics by id: use it only when every topic id is known.
-        version = None
-        if any(cluster.topic_id(t) is None for t in by_topic):
-            negotiated = self._client.api_version(node, OFFSET_COMMIT)
-            if negotiated is not None and negotiated >= 10:
-                version = 9
         log.debug("group %s: committing %s (generation %d)", group_id, self._describe(offsets),
                   generation.generation_id)
-        return self._client.send(node, OFFSET_COMMIT, body, version=version).compose(
+        return self._client.send(node, OFFSET_COMMIT, body, max_version=max_version).compose(
             _OffsetCommitHandler(self, offsets, generation, node))
 
     @staticmethod

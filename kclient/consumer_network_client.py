@@ -106,13 +106,13 @@ class ConsumerNetworkClient:
 
     # ------------------------------------------------------------------ sending
     def send(self, node: Node | int, api_key: int, body: Any, *, version: int | None = None,
-             timeout_ms: int | None = None) -> RequestFutureCompletionHandler:
+             timeout_ms: int | None = None, max_version: int | None = None) -> RequestFutureCompletionHandler:
         """Queue a request for ``node``; it leaves in the next poll (or at once if a poll is
         blocked in another thread). Returns a future of the decoded response body (dict).
 
         ``body`` is a dict or a callable ``body(version) -> dict``; ``version`` pins the
-        version (default: the highest both sides support); ``timeout_ms`` defaults to
-        ``request.timeout.ms``.
+        version (default: the highest both sides support, capped at ``max_version``);
+        ``timeout_ms`` defaults to ``request.timeout.ms``.
         """
         if self._closed:
             raise Errors.IllegalStateError("the consumer network client is closed")
@@ -121,7 +121,7 @@ class ConsumerNetworkClient:
         now = self._clock.now_ms()
         request = ClientRequest(node_id, api_key, body, handler.on_complete, version,
                                 self.request_timeout_ms if timeout_ms is None else timeout_ms,
-                                created_ms=now)
+                                created_ms=now, max_version=max_version)
         handler.request = request
         with self._unsent_lock:
             self._unsent.put(node_id, request, now)

@@ -48,15 +48,18 @@ class ClientRequest:
     ``callback(response_body | None, error | None)`` runs once, from ``NetworkClient.poll``
     after the client's own state is updated (or at once if the send itself fails).
     ``body`` is a dict, or a callable ``body(version) -> dict`` for callers whose body
-    depends on the version negotiated with the broker.
+    depends on the version negotiated with the broker. ``max_version`` caps the negotiated
+    version for a request that cannot be expressed in newer ones (e.g. OffsetFetch v10+ names
+    topics only by id, which the client may not know).
     """
 
     __slots__ = ("node_id", "api_key", "body", "callback", "api_version", "timeout_ms",
-                 "created_ms", "send_ms", "correlation_id", "internal")
+                 "created_ms", "send_ms", "correlation_id", "internal", "max_version")
 
     def __init__(self, node_id: int, api_key: int, body: Any, callback: Callable | None = None,
                  api_version: int | None = None, timeout_ms: int | None = None,
-                 created_ms: int = 0, internal: str | None = None):
+                 created_ms: int = 0, internal: str | None = None, max_version: int | None = None):
+        self.max_version = max_version
         self.node_id = node_id
         self.api_key = int(api_key)
         self.body = body
@@ -349,6 +352,13 @@ class NetworkClient:
                 raise Errors.UnsupportedVersionError(
                     f"node {conn.node_id} ({conn.address}) supports API {key} in versions "
                     f"{rng if rng else 'none'}, this client implements {ours}")
+            if request.max_version is not None and v > request.max_version:
+                rng = conn.broker_api_ranges.get(key)
+                if rng is not None and rng[0] > request.max_version:
+                    raise Errors.UnsupportedVersionError(
+                        f"node {conn.node_id} ({conn.address}) supports API {key} only from "
+                        f"v{rng[0]}; this request needs v{request.max_version} or older")
+                v = request.max_version
             return v
         v = request.api_version
         rng = conn.broker_api_ranges.get(key)
