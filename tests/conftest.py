@@ -103,13 +103,13 @@ def kafka3():
     yield from _kafka_cluster(3)
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def broker(kafka):
     """The primary broker of the suite: Apache Kafka."""
     return kafka
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def broker_bootstrap(kafka) -> str:
     return kafka.bootstrap
 

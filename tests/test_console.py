@@ -20,15 +20,15 @@ def kclient_consume(*args: str, timeout: float = 60) -> subprocess.CompletedProc
 
 
 @pytest.fixture
-def records_topic(tansu, create_topic, topic_name):
-    create_topic(tansu, topic_name, 2)
-    with KafkaProducer(bootstrap_servers=tansu.bootstrap) as p:
+def records_topic(broker, create_topic, topic_name):
+    create_topic(broker, topic_name, 2)
+    with KafkaProducer(bootstrap_servers=broker.bootstrap) as p:
         for i in range(6):
             p.send(topic_name, b"value-%d" % i, key=b"key-%d" % i, partition=i % 2,
                    headers=[("h", b"\xff\x00")] if i == 0 else None)
         p.send(topic_name, b"\xff\xfe binary", partition=0)
         p.flush(10)
-    return tansu.bootstrap, topic_name
+    return broker.bootstrap, topic_name
 
 
 def record(value, key=None, headers=()):

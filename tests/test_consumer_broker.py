@@ -24,14 +24,14 @@ GROUP_TIMEOUTS = {"session_timeout_ms": 6000, "heartbeat_interval_ms": 500}  # T
 
 
 @pytest.fixture(scope="module")
-def big_topic(tansu):
+def big_topic(broker):
     """(bootstrap, topic): record i has value b'%08d' % i + pad, in partition i % 8."""
     confluent_kafka = pytest.importorskip("confluent_kafka")
     topic = f"big-{time.monotonic_ns()}"
-    tansu.create_topic(topic, N_PARTITIONS, 1)
-    tansu.wait_for_topic(topic, N_PARTITIONS)
+    broker.create_topic(topic, N_PARTITIONS, 1)
+    broker.wait_for_topic(topic, N_PARTITIONS)
     producer = confluent_kafka.Producer({
-        "bootstrap.servers": tansu.bootstrap, "linger.ms": 50, "batch.size": 1_000_000,
+        "bootstrap.servers": broker.bootstrap, "linger.ms": 50, "batch.size": 1_000_000,
         "batch.num.messages": 100_000, "queue.buffering.max.messages": 2_000_000,
         "queue.buffering.max.kbytes": 1_000_000, "acks": 1, "log_level": 3,
     })
@@ -51,9 +51,9 @@ def big_topic(tansu):
                 producer.poll(0.05)
     assert producer.flush(120) == 0
     assert not errors, errors[:3]
-    yield tansu.bootstrap, topic
+    yield broker.bootstrap, topic
     try:
-        tansu.delete_topic(topic)
+        broker.delete_topic(topic)
     except Exception:
         pass
 
@@ -152,10 +152,10 @@ def poll_until(consumer, count: int, timeout_s: float = 20.0, **kw) -> list:
 
 
 @pytest.fixture
-def small_topic(tansu, create_topic, topic_name):
-    create_topic(tansu, topic_name, 2)
-    fill(tansu.bootstrap, topic_name, 2, 50)
-    return tansu.bootstrap, topic_name
+def small_topic(broker, create_topic, topic_name):
+    create_topic(broker, topic_name, 2)
+    fill(broker.bootstrap, topic_name, 2, 50)
+    return broker.bootstrap, topic_name
 
 
 def test_seek_position_and_max_records(small_topic):
@@ -277,12 +277,12 @@ def test_group_subscription_listener_and_auto_commit(small_topic, group_id):
         assert c2.committed(TopicPartition(topic, 0)) == 50
 
 
-def test_transaction_markers_are_skipped(tansu, create_topic, topic_name):
+def test_transaction_markers_are_skipped(broker, create_topic, topic_name):
     # Tansu does not report aborted transactions in Fetch answers, so only the markers'
     # handling is checked here (read_committed filtering: test_fetcher.py).
     confluent_kafka = pytest.importorskip("confluent_kafka")
-    create_topic(tansu, topic_name, 1)
-    p = confluent_kafka.Producer({"bootstrap.servers": tansu.bootstrap, "transactional.id": "tx-" + topic_name,
+    create_topic(broker, topic_name, 1)
+    p = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "tx-" + topic_name,
                                   "log_level": 3})
     p.init_transactions(10)
     for n in range(2):
@@ -290,7 +290,7 @@ def test_transaction_markers_are_skipped(tansu, create_topic, topic_name):
         p.produce(topic_name, b"txn-%d" % n, partition=0)
         p.commit_transaction(10)
     tp = TopicPartition(topic_name, 0)
-    with KafkaConsumer(bootstrap_servers=tansu.bootstrap, auto_offset_reset="earliest") as c:
+    with KafkaConsumer(bootstrap_servers=broker.bootstrap, auto_offset_reset="earliest") as c:
         c.assign([tp])
         recs = poll_until(c, 2)
         assert [(r.offset, r.value) for r in recs] == [(0, b"txn-0"), (2, b"txn-1")]  # markers at 1 and 3
@@ -327,12 +327,12 @@ def test_iteration_moves_positions_record_by_record(small_topic):
         assert c.position(tp) == 50
 
 
-def test_pattern_subscription_without_group(tansu, create_topic, topic_name):
-    create_topic(tansu, topic_name + "-a", 1)
-    create_topic(tansu, topic_name + "-b", 1)
-    fill(tansu.bootstrap, topic_name + "-a", 1, 3)
-    fill(tansu.bootstrap, topic_name + "-b", 1, 3)
-    with KafkaConsumer(bootstrap_servers=tansu.bootstrap, auto_offset_reset="earliest") as c:
+def test_pattern_subscription_without_group(broker, create_topic, topic_name):
+    create_topic(broker, topic_name + "-a", 1)
+    create_topic(broker, topic_name + "-b", 1)
+    fill(broker.bootstrap, topic_name + "-a", 1, 3)
+    fill(broker.bootstrap, topic_name + "-b", 1, 3)
+    with KafkaConsumer(bootstrap_servers=broker.bootstrap, auto_offset_reset="earliest") as c:
         c.subscribe(pattern=topic_name.replace(".", r"\.") + "-.*")
         recs = poll_until(c, 6)
         assert {r.topic for r in recs} == {topic_name + "-a", topic_name + "-b"}

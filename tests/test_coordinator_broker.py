@@ -188,11 +188,11 @@ def members():
 
 
 # ---------------------------------------------------------------------- tests
-def test_three_members_split_the_topic_and_a_closing_member_hands_over(tansu, topic_name, group_id,
+def test_three_members_split_the_topic_and_a_closing_member_hands_over(broker, topic_name, group_id,
                                                                       create_topic, members):
-    create_topic(tansu, topic_name, 6)
+    create_topic(broker, topic_name, 6)
     all_parts = parts(topic_name, 6)
-    group = [m.start() for m in members(tansu.bootstrap, group_id, [topic_name], n=3)]
+    group = [m.start() for m in members(broker.bootstrap, group_id, [topic_name], n=3)]
     wait_until(lambda: settled(group, all_parts) and all(len(m.assigned()) == 2 for m in group), 60,
                "three members with two partitions each")
     generations = {m.coord.generation().generation_id for m in group}
@@ -210,7 +210,7 @@ def test_three_members_split_the_topic_and_a_closing_member_hands_over(tansu, to
 _CHILD = r"""
 import json, sys
 sys.path[:0] = [sys.argv[1], sys.argv[2]]
-from test_coordinator_tansu import GroupMember, FAST
+from test_coordinator_broker import GroupMember, FAST
 m = GroupMember(sys.argv[3], sys.argv[4], [sys.argv[5]], name="child", **FAST)
 last = None
 while True:
@@ -222,16 +222,16 @@ while True:
 """
 
 
-def test_member_killed_without_leaving_loses_partitions_after_session_timeout(tansu, topic_name, group_id,
+def test_member_killed_without_leaving_loses_partitions_after_session_timeout(broker, topic_name, group_id,
                                                                               create_topic, members):
-    create_topic(tansu, topic_name, 4)
+    create_topic(broker, topic_name, 4)
     all_parts = parts(topic_name, 4)
     tests_dir = os.path.dirname(os.path.abspath(__file__))
     repo = os.path.dirname(tests_dir)
-    child = subprocess.Popen([sys.executable, "-c", _CHILD, repo, tests_dir, tansu.bootstrap, group_id, topic_name],
+    child = subprocess.Popen([sys.executable, "-c", _CHILD, repo, tests_dir, broker.bootstrap, group_id, topic_name],
                              stdout=subprocess.PIPE)
     try:
-        (survivor,) = members(tansu.bootstrap, group_id, [topic_name])
+        (survivor,) = members(broker.bootstrap, group_id, [topic_name])
         survivor.start()
         child_parts: set = set()
         buf = b""
@@ -264,12 +264,12 @@ def test_member_killed_without_leaving_loses_partitions_after_session_timeout(ta
         child.stdout.close()
 
 
-def test_member_stalling_past_max_poll_interval_leaves_and_rejoins(tansu, topic_name, group_id,
+def test_member_stalling_past_max_poll_interval_leaves_and_rejoins(broker, topic_name, group_id,
                                                                   create_topic, members):
-    create_topic(tansu, topic_name, 4)
+    create_topic(broker, topic_name, 4)
     all_parts = parts(topic_name, 4)
     # max.poll.interval.ms below the session timeout: the stall, not the session, ends the membership
-    slow, other = members(tansu.bootstrap, group_id, [topic_name], n=2, max_poll_interval_ms=2500,
+    slow, other = members(broker.bootstrap, group_id, [topic_name], n=2, max_poll_interval_ms=2500,
                           session_timeout_ms=8000, heartbeat_interval_ms=500)
     slow.start(), other.start()
     wait_until(lambda: settled([slow, other], all_parts) and slow.assigned(), 60, "two members settled")
@@ -285,11 +285,11 @@ def test_member_stalling_past_max_poll_interval_leaves_and_rejoins(tansu, topic_
     assert ("lost", owned) in slow.listener.events
 
 
-def test_committed_offsets_survive_the_whole_group_restarting(tansu, topic_name, group_id, create_topic,
+def test_committed_offsets_survive_the_whole_group_restarting(broker, topic_name, group_id, create_topic,
                                                               members):
-    create_topic(tansu, topic_name, 4)
+    create_topic(broker, topic_name, 4)
     all_parts = parts(topic_name, 4)
-    first = [m.start() for m in members(tansu.bootstrap, group_id, [topic_name], n=2, session_timeout_ms=10000)]
+    first = [m.start() for m in members(broker.bootstrap, group_id, [topic_name], n=2, session_timeout_ms=10000)]
     wait_until(lambda: settled(first, all_parts), 60, "the first group to settle")
     for m in first:
         m.stall()                                       # commit from the test thread, loop parked
@@ -300,7 +300,7 @@ def test_committed_offsets_survive_the_whole_group_restarting(tansu, topic_name,
     # of every later generation, so no member of the restarted group would ever get an assignment.
     for m in sorted(first, key=lambda m: not m.coord.is_leader):
         m.close(5000)
-    second = [m.start() for m in members(tansu.bootstrap, group_id, [topic_name], n=2, session_timeout_ms=10000)]
+    second = [m.start() for m in members(broker.bootstrap, group_id, [topic_name], n=2, session_timeout_ms=10000)]
     wait_until(lambda: settled(second, all_parts)
                and all(not m.subs.initializing_partitions() for m in second), 60, "the restarted group")
     for m in second:
@@ -312,11 +312,11 @@ def test_committed_offsets_survive_the_whole_group_restarting(tansu, topic_name,
     assert {tp: oam.offset for tp, oam in got.items()} == {tp: 100 + 10 * tp.partition for tp in all_parts}
 
 
-def test_member_computing_longer_than_session_timeout_keeps_its_partitions(tansu, topic_name, group_id,
+def test_member_computing_longer_than_session_timeout_keeps_its_partitions(broker, topic_name, group_id,
                                                                             create_topic, members):
-    create_topic(tansu, topic_name, 4)
+    create_topic(broker, topic_name, 4)
     all_parts = parts(topic_name, 4)
-    busy, other = members(tansu.bootstrap, group_id, [topic_name], n=2, session_timeout_ms=3000,
+    busy, other = members(broker.bootstrap, group_id, [topic_name], n=2, session_timeout_ms=3000,
                           heartbeat_interval_ms=300)
     busy.start(), other.start()
     wait_until(lambda: settled([busy, other], all_parts) and busy.assigned(), 60, "two members settled")
@@ -339,9 +339,9 @@ def test_member_computing_longer_than_session_timeout_keeps_its_partitions(tansu
     assert busy.coord.heartbeat_thread.failure is None
 
 
-def test_commit_with_a_stale_generation_fails(tansu, topic_name, group_id, create_topic, members):
-    create_topic(tansu, topic_name, 2)
-    (m,) = members(tansu.bootstrap, group_id, [topic_name], max_poll_interval_ms=2000,
+def test_commit_with_a_stale_generation_fails(broker, topic_name, group_id, create_topic, members):
+    create_topic(broker, topic_name, 2)
+    (m,) = members(broker.bootstrap, group_id, [topic_name], max_poll_interval_ms=2000,
                    session_timeout_ms=8000)
     m.start()
     wait_until(lambda: settled([m], parts(topic_name, 2)), 60, "the member to join")

@@ -8,7 +8,7 @@ cooperative protocol keeps the partitions the member still owns.
 
 Members are single-member groups: the mock completes a SyncGroup round as soon as the leader's
 assignments arrive, so a follower whose SyncGroup comes later gets INVALID_REQUEST (a mock
-quirk; Tansu covers multi-member groups). The member loop is test_coordinator_tansu's.
+quirk; Tansu covers multi-member groups). The member loop is test_coordinator_broker's.
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from kclient import errors as Errors
 from kclient.coordinator import MemberState, coordinator_node_id
 from kclient.structs import OffsetAndMetadata, TopicPartition
 
-from test_coordinator_tansu import GroupMember, wait_until  # noqa: E402
+from test_coordinator_broker import GroupMember, wait_until  # noqa: E402
 
 HEARTBEAT, JOIN_GROUP, SYNC_GROUP, OFFSET_COMMIT, LEAVE_GROUP = 12, 11, 14, 8, 13
 NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, LOAD_IN_PROGRESS, REBALANCE_IN_PROGRESS = 16, 15, 14, 27

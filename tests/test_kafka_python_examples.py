@@ -222,7 +222,7 @@ def run(code: str, namespace: dict | None = None, bootstrap: str | None = None) 
 
 
 @pytest.fixture
-def kp_env(tansu):
+def kp_env(broker):
     """Point the default bootstrap server at Tansu and set test-friendly defaults."""
     saved = {name: CONSUMER_CONFIGS[name] for name in
              ("bootstrap.servers", "consumer.timeout.ms", "auto.offset.reset", "session.timeout.ms",
@@ -233,11 +233,11 @@ def kp_env(tansu):
         for name, value in defaults.items():
             define(dataclasses.replace(saved[name], default=value))
 
-    set_defaults(**{"bootstrap.servers": [tansu.bootstrap], "consumer.timeout.ms": 1500,
+    set_defaults(**{"bootstrap.servers": [broker.bootstrap], "consumer.timeout.ms": 1500,
                     "auto.offset.reset": "earliest", "session.timeout.ms": 4000,
                     "heartbeat.interval.ms": 500})
     producer_module.PRODUCER_CONFIGS[:] = [
-        dataclasses.replace(d, default=[tansu.bootstrap]) if d.name == "bootstrap.servers" else d
+        dataclasses.replace(d, default=[broker.bootstrap]) if d.name == "bootstrap.servers" else d
         for d in saved_producer]
     try:
         yield set_defaults
@@ -266,9 +266,9 @@ def test_imports_are_rewritten_and_nothing_else():
     assert "kclient" in kclient_imports("from kafka.errors import KafkaError")
 
 
-def test_readme_subscribe_and_iterate(kp_env, tansu, create_topic):
-    create_topic(tansu, "my_favorite_topic", 2)
-    produce(tansu.bootstrap, "my_favorite_topic", [b"hello %d" % i for i in range(20)])
+def test_readme_subscribe_and_iterate(kp_env, broker, create_topic):
+    create_topic(broker, "my_favorite_topic", 2)
+    produce(broker.bootstrap, "my_favorite_topic", [b"hello %d" % i for i in range(20)])
     ns = run(README_SUBSCRIBE)
     try:
         assert all(isinstance(m, ConsumerRecord) for m in ns["printed"])
@@ -277,10 +277,10 @@ def test_readme_subscribe_and_iterate(kp_env, tansu, create_topic):
         close_all(ns)
 
 
-def test_readme_consumer_group(kp_env, tansu, create_topic):
+def test_readme_consumer_group(kp_env, broker, create_topic):
     kp_env(**{"consumer.timeout.ms": 5000})  # the first join takes ~2 s on Tansu (session/2)
-    create_topic(tansu, "my_favorite_topic", 2)
-    produce(tansu.bootstrap, "my_favorite_topic", [b"g%d" % i for i in range(20)])
+    create_topic(broker, "my_favorite_topic", 2)
+    produce(broker.bootstrap, "my_favorite_topic", [b"g%d" % i for i in range(20)])
     ns = run(README_GROUP)
     try:
         assert sorted(m.value for m in ns["printed"]) == sorted(b"g%d" % i for i in range(20))
@@ -290,25 +290,25 @@ def test_readme_consumer_group(kp_env, tansu, create_topic):
         close_all(ns)
 
 
-def test_readme_manual_assign(kp_env, tansu, create_topic):
-    create_topic(tansu, "foobar", 3)
-    produce(tansu.bootstrap, "foobar", [b"on partition 2"], partition=2)
-    ns = run(README_ASSIGN, bootstrap=tansu.bootstrap)
+def test_readme_manual_assign(kp_env, broker, create_topic):
+    create_topic(broker, "foobar", 3)
+    produce(broker.bootstrap, "foobar", [b"on partition 2"], partition=2)
+    ns = run(README_ASSIGN, bootstrap=broker.bootstrap)
     try:
         assert (ns["msg"].topic, ns["msg"].partition, ns["msg"].value) == ("foobar", 2, b"on partition 2")
     finally:
         close_all(ns)
 
 
-def test_readme_json_deserializer_headers_and_metrics(kp_env, tansu, create_topic):
-    create_topic(tansu, "json-foo", 1)
-    with KafkaProducer(bootstrap_servers=tansu.bootstrap) as p:
+def test_readme_json_deserializer_headers_and_metrics(kp_env, broker, create_topic):
+    create_topic(broker, "json-foo", 1)
+    with KafkaProducer(bootstrap_servers=broker.bootstrap) as p:
         for i in range(5):
             p.send("json-foo", b'{"n": %d}' % i, headers=[("source", b"test")])
     ns = run(README_JSON)
     try:
         assert ns["msg"].value == {"n": 4}
-        produce(tansu.bootstrap, "json-foo", [b'{"n": 5}'])
+        produce(broker.bootstrap, "json-foo", [b'{"n": 5}'])
         run(README_HEADERS, ns)
         run(README_METRICS, ns)
         assert ns["printed"] == [[]]  # the record produced without headers
@@ -317,9 +317,9 @@ def test_readme_json_deserializer_headers_and_metrics(kp_env, tansu, create_topi
         close_all(ns)
 
 
-def test_readme_read_committed(kp_env, tansu, create_topic):
-    create_topic(tansu, "txn_topic", 1)
-    produce(tansu.bootstrap, "txn_topic", [b"committed"])
+def test_readme_read_committed(kp_env, broker, create_topic):
+    create_topic(broker, "txn_topic", 1)
+    produce(broker.bootstrap, "txn_topic", [b"committed"])
     ns = run(README_READ_COMMITTED)
     try:
         assert [m.value for m in ns["printed"]] == [b"committed"]
@@ -328,16 +328,16 @@ def test_readme_read_committed(kp_env, tansu, create_topic):
         close_all(ns)
 
 
-def test_usage_guide_consumers(kp_env, tansu, create_topic):
+def test_usage_guide_consumers(kp_env, broker, create_topic):
     kp_env(**{"consumer.timeout.ms": 5000})
-    create_topic(tansu, "my-topic", 2)
+    create_topic(broker, "my-topic", 2)
     for name in ("awesome-one", "awesome-two", "not-awesome"):
-        create_topic(tansu, name, 1)
-        produce(tansu.bootstrap, name, [name.encode()])
-    with KafkaProducer(bootstrap_servers=tansu.bootstrap) as p:
+        create_topic(broker, name, 1)
+        produce(broker.bootstrap, name, [name.encode()])
+    with KafkaProducer(bootstrap_servers=broker.bootstrap) as p:
         for i in range(10):
             p.send("my-topic", b"v%d" % i, key=b"k%d" % i)
-    ns = run(USAGE_CONSUMER, bootstrap=tansu.bootstrap)
+    ns = run(USAGE_CONSUMER, bootstrap=broker.bootstrap)
     try:
         lines = ns["printed"]
         assert len(lines) == 10
@@ -354,10 +354,10 @@ def test_usage_guide_consumers(kp_env, tansu, create_topic):
         close_all(ns)
 
 
-def test_assign_and_seek(kp_env, tansu, create_topic):
-    create_topic(tansu, "my-seek-topic", 1)
-    produce(tansu.bootstrap, "my-seek-topic", [b"m%d" % i for i in range(10)])
-    ns = run(ASSIGN_AND_SEEK, bootstrap=tansu.bootstrap)
+def test_assign_and_seek(kp_env, broker, create_topic):
+    create_topic(broker, "my-seek-topic", 1)
+    produce(broker.bootstrap, "my-seek-topic", [b"m%d" % i for i in range(10)])
+    ns = run(ASSIGN_AND_SEEK, bootstrap=broker.bootstrap)
     try:
         assert (ns["msg"].offset, ns["msg"].value) == (5, b"m5")
         assert ns["printed"] == [6]
@@ -365,28 +365,28 @@ def test_assign_and_seek(kp_env, tansu, create_topic):
         close_all(ns)
 
 
-def test_manual_commit(kp_env, tansu, create_topic):
+def test_manual_commit(kp_env, broker, create_topic):
     kp_env(**{"consumer.timeout.ms": 5000})
-    create_topic(tansu, "my-commit-topic", 1)
-    produce(tansu.bootstrap, "my-commit-topic", [b"c%d" % i for i in range(25)])
+    create_topic(broker, "my-commit-topic", 1)
+    produce(broker.bootstrap, "my-commit-topic", [b"c%d" % i for i in range(25)])
     ns = run(MANUAL_COMMIT)
     assert ns["printed"] == [10, 10]
-    with KafkaConsumer(bootstrap_servers=tansu.bootstrap, group_id="my-commit-group") as c:
+    with KafkaConsumer(bootstrap_servers=broker.bootstrap, group_id="my-commit-group") as c:
         # 20 records were committed; the last 5 were consumed but not committed.
         assert c.committed(TopicPartition("my-commit-topic", 0)) == 20
 
 
-def test_readme_producer_examples(kp_env, tansu, create_topic):
+def test_readme_producer_examples(kp_env, broker, create_topic):
     for name in ("foobar", "fizzbuzz", "flipflap"):
-        create_topic(tansu, name, 1)
+        create_topic(broker, name, 1)
     ns = {"printed": []}
     for block in README_PRODUCER:
-        run(block, ns, bootstrap=tansu.bootstrap)
+        run(block, ns, bootstrap=broker.bootstrap)
     assert ns["result"].topic == "foobar" and ns["result"].offset == 100
     ns["producer"].close()
 
     def read(topic, n):
-        with KafkaConsumer(bootstrap_servers=tansu.bootstrap, auto_offset_reset="earliest") as c:
+        with KafkaConsumer(bootstrap_servers=broker.bootstrap, auto_offset_reset="earliest") as c:
             c.assign([TopicPartition(topic, 0)])
             out = []
             deadline = time.monotonic() + 20
@@ -403,25 +403,25 @@ def test_readme_producer_examples(kp_env, tansu, create_topic):
     assert [(r.key, r.value) for r in read("flipflap", 1)] == [(b"ping", b"1234")]
 
 
-def test_every_kafka_python_keyword_is_accepted(tansu):
+def test_every_kafka_python_keyword_is_accepted(broker):
     kafka = pytest.importorskip("kafka")
-    consumer_cfg = dict(kafka.KafkaConsumer.DEFAULT_CONFIG, bootstrap_servers=tansu.bootstrap)
+    consumer_cfg = dict(kafka.KafkaConsumer.DEFAULT_CONFIG, bootstrap_servers=broker.bootstrap)
     with KafkaConsumer(**consumer_cfg) as c:
         assert c.config["fetch.max.wait.ms"] == consumer_cfg["fetch_max_wait_ms"]
         assert c.config["receive.buffer.bytes"] == -1  # kafka-python's None: the OS default
-    producer_cfg = dict(kafka.KafkaProducer.DEFAULT_CONFIG, bootstrap_servers=tansu.bootstrap)
+    producer_cfg = dict(kafka.KafkaProducer.DEFAULT_CONFIG, bootstrap_servers=broker.bootstrap)
     producer_cfg["enable_idempotence"] = False  # kafka-python 3 defaults to True; not supported here
     with KafkaProducer(**producer_cfg) as p:
         assert p.config["retries"] == 2**31 - 1  # kafka-python's float('inf')
     from kclient.admin import KafkaAdminClient
-    with KafkaAdminClient(**dict(kafka.KafkaAdminClient.DEFAULT_CONFIG, bootstrap_servers=tansu.bootstrap)):
+    with KafkaAdminClient(**dict(kafka.KafkaAdminClient.DEFAULT_CONFIG, bootstrap_servers=broker.bootstrap)):
         pass
 
 
-def test_kafka_python_partitioner_objects_are_used(tansu, create_topic, topic_name):
+def test_kafka_python_partitioner_objects_are_used(broker, create_topic, topic_name):
     kafka = pytest.importorskip("kafka")
-    create_topic(tansu, topic_name, 4)
-    with KafkaProducer(bootstrap_servers=tansu.bootstrap, partitioner=kafka.partitioner.DefaultPartitioner()) as p:
+    create_topic(broker, topic_name, 4)
+    with KafkaProducer(bootstrap_servers=broker.bootstrap, partitioner=kafka.partitioner.DefaultPartitioner()) as p:
         from kclient.producer import murmur2
         for key in (b"a", b"b", b"c"):
             assert p.send(topic_name, b"v", key=key).get(10).partition == (murmur2(key) & 0x7FFFFFFF) % 4

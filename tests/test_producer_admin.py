@@ -67,9 +67,9 @@ def test_dotted_settings_are_accepted():
 
 
 # ---------------------------------------------------------------------- producing
-def test_send_get_flush_offsets_and_fields(tansu, create_topic, topic_name):
-    create_topic(tansu, topic_name, 2)
-    with KafkaProducer(bootstrap_servers=tansu.bootstrap, linger_ms=2) as p:
+def test_send_get_flush_offsets_and_fields(broker, create_topic, topic_name):
+    create_topic(broker, topic_name, 2)
+    with KafkaProducer(bootstrap_servers=broker.bootstrap, linger_ms=2) as p:
         futures = [p.send(topic_name, b"v%d" % i, partition=1, headers=[("h", b"x")], timestamp_ms=1_600_000_000_000 + i)
                    for i in range(50)]
         p.flush(10)
@@ -79,58 +79,58 @@ def test_send_get_flush_offsets_and_fields(tansu, create_topic, topic_name):
     assert (m.topic, m.partition, m.topic_partition, m.timestamp) == (topic_name, 1, TopicPartition(topic_name, 1),
                                                                       1_600_000_000_003)
     assert (m.serialized_key_size, m.serialized_value_size, m.serialized_header_size) == (-1, 2, 2)
-    recs = read_all(tansu.bootstrap, topic_name, 2, 50)
+    recs = read_all(broker.bootstrap, topic_name, 2, 50)
     assert [(r.offset, r.value, r.headers, r.timestamp) for r in recs] == \
         [(i, b"v%d" % i, [("h", b"x")], 1_600_000_000_000 + i) for i in range(50)]
 
 
-def test_keys_go_to_murmur2_partitions_and_serializers_apply(tansu, create_topic, topic_name):
-    create_topic(tansu, topic_name, 5)
-    with KafkaProducer(bootstrap_servers=tansu.bootstrap, key_serializer=str.encode,
+def test_keys_go_to_murmur2_partitions_and_serializers_apply(broker, create_topic, topic_name):
+    create_topic(broker, topic_name, 5)
+    with KafkaProducer(bootstrap_servers=broker.bootstrap, key_serializer=str.encode,
                        value_serializer=lambda v: repr(v).encode()) as p:
         futures = {k: p.send(topic_name, {"n": k}, key=f"key-{k}") for k in range(40)}
         p.flush(10)
         for k, f in futures.items():
             assert f.get(1).partition == (murmur2(f"key-{k}".encode()) & 0x7FFFFFFF) % 5
-    recs = read_all(tansu.bootstrap, topic_name, 5, 40)
+    recs = read_all(broker.bootstrap, topic_name, 5, 40)
     assert sorted(r.value for r in recs) == sorted(repr({"n": k}).encode() for k in range(40))
 
 
 @pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4", "zstd"])
-def test_compression_round_trip(tansu, create_topic, topic_name, codec):
-    create_topic(tansu, topic_name, 1)
-    with KafkaProducer(bootstrap_servers=tansu.bootstrap, compression_type=codec, linger_ms=20,
+def test_compression_round_trip(broker, create_topic, topic_name, codec):
+    create_topic(broker, topic_name, 1)
+    with KafkaProducer(bootstrap_servers=broker.bootstrap, compression_type=codec, linger_ms=20,
                        batch_size=1 << 20) as p:
         for i in range(500):
             p.send(topic_name, b"value-%05d" % i + b"z" * 50)
         p.flush(10)
-    recs = read_all(tansu.bootstrap, topic_name, 1, 500)
+    recs = read_all(broker.bootstrap, topic_name, 1, 500)
     assert [r.value[:11] for r in recs] == [b"value-%05d" % i for i in range(500)]
 
 
 @pytest.mark.parametrize("acks", [0, 1, "all"])
-def test_acks_modes(tansu, create_topic, topic_name, acks):
-    create_topic(tansu, topic_name, 1)
-    with KafkaProducer(bootstrap_servers=tansu.bootstrap, acks=acks) as p:
+def test_acks_modes(broker, create_topic, topic_name, acks):
+    create_topic(broker, topic_name, 1)
+    with KafkaProducer(bootstrap_servers=broker.bootstrap, acks=acks) as p:
         futures = [p.send(topic_name, b"m%d" % i) for i in range(30)]
         p.flush(10)
         offsets = [f.get(1).offset for f in futures]
     assert offsets == ([-1] * 30 if acks == 0 else list(range(30)))
-    assert len(read_all(tansu.bootstrap, topic_name, 1, 30)) == 30
+    assert len(read_all(broker.bootstrap, topic_name, 1, 30)) == 30
 
 
-def test_linger_batches_records_into_few_requests(tansu, create_topic, topic_name):
-    create_topic(tansu, topic_name, 1)
-    with KafkaProducer(bootstrap_servers=tansu.bootstrap, linger_ms=1000, batch_size=1 << 20) as p:
+def test_linger_batches_records_into_few_requests(broker, create_topic, topic_name):
+    create_topic(broker, topic_name, 1)
+    with KafkaProducer(bootstrap_servers=broker.bootstrap, linger_ms=1000, batch_size=1 << 20) as p:
         futures = [p.send(topic_name, b"x" * 10) for _ in range(1000)]
         assert not any(f.is_done for f in futures)  # lingering: nothing sent yet
         p.flush(10)
         assert p.metrics()["producer-metrics"]["request-total"] == 1
 
 
-def test_send_errors(tansu, create_topic, topic_name):
-    create_topic(tansu, topic_name, 1)
-    with KafkaProducer(bootstrap_servers=tansu.bootstrap, max_request_size=1000) as p:
+def test_send_errors(broker, create_topic, topic_name):
+    create_topic(broker, topic_name, 1)
+    with KafkaProducer(bootstrap_servers=broker.bootstrap, max_request_size=1000) as p:
         with pytest.raises(Errors.IllegalArgumentError, match="partition"):
             p.send(topic_name, b"x", partition=5)
         with pytest.raises(TypeError, match="serializer"):
@@ -145,10 +145,10 @@ def test_send_errors(tansu, create_topic, topic_name):
         p.send(topic_name, b"after close")
 
 
-def test_callbacks(tansu, create_topic, topic_name):
-    create_topic(tansu, topic_name, 1)
+def test_callbacks(broker, create_topic, topic_name):
+    create_topic(broker, topic_name, 1)
     got = []
-    with KafkaProducer(bootstrap_servers=tansu.bootstrap) as p:
+    with KafkaProducer(bootstrap_servers=broker.bootstrap) as p:
         p.send(topic_name, b"a").add_callback(got.append).add_errback(got.append)
         p.flush(10)
     assert len(got) == 1 and got[0].offset == 0
@@ -174,11 +174,11 @@ def test_unreachable_bootstrap_times_out_clearly():
 
 
 # ---------------------------------------------------------------------- admin
-def test_create_list_and_delete_topics(tansu, topic_name):
-    with KafkaAdminClient(bootstrap_servers=tansu.bootstrap) as admin:
+def test_create_list_and_delete_topics(broker, topic_name):
+    with KafkaAdminClient(bootstrap_servers=broker.bootstrap) as admin:
         assert admin.create_topics([NewTopic(topic_name, 3, 1)]) == {topic_name: None}
         # The change is visible at once to a new client.
-        with KafkaConsumer(bootstrap_servers=tansu.bootstrap) as c:
+        with KafkaConsumer(bootstrap_servers=broker.bootstrap) as c:
             assert c.partitions_for_topic(topic_name) == {0, 1, 2}
         assert topic_name in admin.list_topics()
         with pytest.raises(Errors.TopicAlreadyExistsError):
@@ -190,13 +190,13 @@ def test_create_list_and_delete_topics(tansu, topic_name):
             admin.delete_topics([topic_name])
 
 
-def test_list_offsets(tansu, create_topic, topic_name):
-    create_topic(tansu, topic_name, 1)
+def test_list_offsets(broker, create_topic, topic_name):
+    create_topic(broker, topic_name, 1)
     tp = TopicPartition(topic_name, 0)
-    with KafkaProducer(bootstrap_servers=tansu.bootstrap) as p:
+    with KafkaProducer(bootstrap_servers=broker.bootstrap) as p:
         for i in range(5):  # one record per batch: Tansu answers "latest" per batch
             p.send(topic_name, b"x", timestamp_ms=1_000_000 + 1000 * i).get(5)
-    with KafkaAdminClient(bootstrap_servers=tansu.bootstrap) as admin:
+    with KafkaAdminClient(bootstrap_servers=broker.bootstrap) as admin:
         assert admin.list_offsets({tp: OffsetSpec.EARLIEST})[tp].offset == 0
         assert admin.list_offsets({tp: OffsetSpec.LATEST})[tp].offset == 5
         both = admin.list_offsets({tp: OffsetSpec.EARLIEST, TopicPartition(topic_name, 0): OffsetSpec.LATEST})
@@ -205,12 +205,12 @@ def test_list_offsets(tansu, create_topic, topic_name):
         # answers offset 0, the mock -1); test_fetcher.py checks ours with scripted answers.
 
 
-def test_groups_described_listed_and_offsets_read(tansu, create_topic, topic_name, group_id):
-    create_topic(tansu, topic_name, 2)
-    with KafkaProducer(bootstrap_servers=tansu.bootstrap) as p:
+def test_groups_described_listed_and_offsets_read(broker, create_topic, topic_name, group_id):
+    create_topic(broker, topic_name, 2)
+    with KafkaProducer(bootstrap_servers=broker.bootstrap) as p:
         for i in range(10):
             p.send(topic_name, b"x", partition=i % 2)
-    consumer = KafkaConsumer(topic_name, bootstrap_servers=tansu.bootstrap, group_id=group_id,
+    consumer = KafkaConsumer(topic_name, bootstrap_servers=broker.bootstrap, group_id=group_id,
                              auto_offset_reset="earliest", session_timeout_ms=6000, heartbeat_interval_ms=500)
     try:
         n = 0
@@ -219,7 +219,7 @@ def test_groups_described_listed_and_offsets_read(tansu, create_topic, topic_nam
             n += sum(len(v) for v in consumer.poll(500).values())
         assert n == 10
         consumer.commit({TopicPartition(topic_name, 0): OffsetAndMetadata(4, "meta", -1)})
-        with KafkaAdminClient(bootstrap_servers=tansu.bootstrap) as admin:
+        with KafkaAdminClient(bootstrap_servers=broker.bootstrap) as admin:
             assert (group_id, "consumer") in admin.list_consumer_groups()
             (desc,) = admin.describe_consumer_groups([group_id])
             assert desc.group == group_id and desc.protocol_type == "consumer" and len(desc.members) == 1

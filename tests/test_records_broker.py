@@ -89,11 +89,11 @@ def fetch_all(bootstrap: str, topic: str, expected: int, version: int = 4,
 
 
 @pytest.mark.parametrize("codec", list(CODECS))
-def test_librdkafka_batches_decode_exactly(tansu, create_topic, topic_name, codec):
-    create_topic(tansu, topic_name, 1)
+def test_librdkafka_batches_decode_exactly(broker, create_topic, topic_name, codec):
+    create_topic(broker, topic_name, 1)
     records = sample_records(hash(codec) & 0xFFFF)
-    produce_with_librdkafka(tansu.bootstrap, topic_name, codec, records)
-    data = fetch_all(tansu.bootstrap, topic_name, len(records))
+    produce_with_librdkafka(broker.bootstrap, topic_name, codec, records)
+    data = fetch_all(broker.bootstrap, topic_name, len(records))
 
     res = R.decode_records(data, topic=topic_name, partition=0)
     assert res.partial_trailing_bytes == 0
@@ -147,15 +147,15 @@ def produce_raw(bootstrap: str, topic: str, batch: bytes) -> None:
 
 
 @pytest.mark.parametrize("codec", list(CODECS))
-def test_kcore_batches_read_by_librdkafka(tansu, create_topic, topic_name, codec):
-    create_topic(tansu, topic_name, 1)
+def test_kcore_batches_read_by_librdkafka(broker, create_topic, topic_name, codec):
+    create_topic(broker, topic_name, 1)
     records = sample_records(7)[:25]
     batch = R.encode_batch([(None, ts, k, v, h) for k, v, h, ts in records],
                            codec=CODECS[codec])
-    produce_raw(tansu.bootstrap, topic_name, batch)
+    produce_raw(broker.bootstrap, topic_name, batch)
 
     consumer = confluent_kafka.Consumer({
-        "bootstrap.servers": tansu.bootstrap, "group.id": topic_name,
+        "bootstrap.servers": broker.bootstrap, "group.id": topic_name,
         "enable.auto.commit": False, "auto.offset.reset": "earliest",
         "fetch.message.max.bytes": 8 << 20})
     try:

@@ -280,15 +280,15 @@ def test_plan_resumes_from_committed_offsets(mock_cluster, create_topic, topic_n
     assert plan_offset_ranges(opts) == [OffsetRange(topic_name, p, 10, 14) for p in range(2)]
 
 
-def test_tansu_latest_offsets_come_from_the_fetch_high_watermark(tansu, create_topic, topic_name):
+def test_tansu_latest_offsets_come_from_the_fetch_high_watermark(broker, create_topic, topic_name):
     """Tansu's ListOffsets(latest) is the last batch's base offset + 1: without the probe a
     batched topic would be planned short."""
     from kclient.consumer import KafkaConsumer
-    create_topic(tansu, topic_name, 2)
-    _produce(tansu.bootstrap, topic_name, 500, 2, batch=True)
-    opts = {"kafka.bootstrap.servers": tansu.bootstrap, "subscribe": topic_name}
+    create_topic(broker, topic_name, 2)
+    _produce(broker.bootstrap, topic_name, 500, 2, batch=True)
+    opts = {"kafka.bootstrap.servers": broker.bootstrap, "subscribe": topic_name}
     assert plan_offset_ranges(opts) == [OffsetRange(topic_name, p, 0, 500) for p in range(2)]
     unprobed = plan_offset_ranges({**opts, "kclient.endOffsetProbe": "false"})
-    with KafkaConsumer(bootstrap_servers=tansu.bootstrap) as c:
+    with KafkaConsumer(bootstrap_servers=broker.bootstrap) as c:
         listed = c.end_offsets([TopicPartition(topic_name, p) for p in range(2)])
     assert [r.until_offset for r in unprobed] == [listed[TopicPartition(topic_name, p)] for p in range(2)]

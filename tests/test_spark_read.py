@@ -63,17 +63,17 @@ def test_read_offset_range_returns_exactly_the_range(mock_cluster, create_topic,
     assert after["created"] == before["created"] and after["reused"] == before["reused"] + 1
 
 
-def test_control_records_are_skipped_and_a_range_ending_on_one_completes(tansu, create_topic, topic_name):
+def test_control_records_are_skipped_and_a_range_ending_on_one_completes(broker, create_topic, topic_name):
     confluent_kafka = pytest.importorskip("confluent_kafka")
-    create_topic(tansu, topic_name, 1)
-    p = confluent_kafka.Producer({"bootstrap.servers": tansu.bootstrap, "transactional.id": topic_name})
+    create_topic(broker, topic_name, 1)
+    p = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": topic_name})
     p.init_transactions(30)
     for batch in (b"a", b"b"):
         p.begin_transaction()
         for i in range(4):
             p.produce(topic_name, value=batch + b"%d" % i, partition=0)
         p.commit_transaction(30)
-    opts = _options(tansu.bootstrap, topic_name, **{"kafka.isolation.level": "read_committed"})
+    opts = _options(broker.bootstrap, topic_name, **{"kafka.isolation.level": "read_committed"})
     (rng,) = plan_offset_ranges(opts)
     assert rng == OffsetRange(topic_name, 0, 0, 10)      # 8 records + 2 commit markers
     records = list(read_offset_range(rng, opts))
@@ -134,10 +134,10 @@ def _local_ports(consumer) -> list[int]:
     return sorted(c.sock.getsockname()[1] for c in conns if c.sock is not None)
 
 
-def test_forked_child_never_uses_the_parents_client(tansu, create_topic, topic_name):
-    create_topic(tansu, topic_name, 1)
-    _produce(tansu.bootstrap, topic_name, 1, 100)
-    opts = _options(tansu.bootstrap, topic_name)
+def test_forked_child_never_uses_the_parents_client(broker, create_topic, topic_name):
+    create_topic(broker, topic_name, 1)
+    _produce(broker.bootstrap, topic_name, 1, 100)
+    opts = _options(broker.bootstrap, topic_name)
     assert len(list(read_offset_range(OffsetRange(topic_name, 0, 0, 50), opts))) == 50
     tp = TopicPartition(topic_name, 0)
     with cached_consumer(opts, tp) as parent_client:
@@ -215,11 +215,11 @@ def _collected(df) -> dict:
     return out
 
 
-@pytest.mark.parametrize("cluster", ["mock", "tansu"], indirect=True)
+@pytest.mark.parametrize("cluster", ["mock", "broker"], indirect=True)
 def test_read_kafka_reads_every_record_once(spark, cluster, create_topic, topic_name):
     from kclient.spark import kafka_schema, read_kafka
     create_topic(cluster, topic_name, 4)
-    _produce(cluster.bootstrap, topic_name, 4, 500, compression="lz4" if cluster.kind == "tansu" else "zstd")
+    _produce(cluster.bootstrap, topic_name, 4, 500, compression="lz4" if cluster.kind == "broker" else "zstd")
     df = read_kafka(spark, _options(cluster.bootstrap, topic_name, includeHeaders="true"))
     assert df.schema == kafka_schema(include_headers=True)
     assert _collected(df) == _expected_rows(topic_name, 4, 500)
@@ -265,14 +265,14 @@ def test_data_loss_through_spark(spark, mock_faults, create_topic, topic_name):
     assert got == [(0, i) for i in range(60)] + [(1, i) for i in range(25, 60)]
 
 
-def test_workers_use_their_own_clients(spark, tansu, create_topic, topic_name):
+def test_workers_use_their_own_clients(spark, broker, create_topic, topic_name):
     import psutil
     from kclient.spark import ranges_dataframe
-    create_topic(tansu, topic_name, 3)
-    _produce(tansu.bootstrap, topic_name, 3, 200)
-    opts = _options(tansu.bootstrap, topic_name, minPartitions="6")
+    create_topic(broker, topic_name, 3)
+    _produce(broker.bootstrap, topic_name, 3, 200)
+    opts = _options(broker.bootstrap, topic_name, minPartitions="6")
     ranges = plan_offset_ranges(opts)
-    broker_port = int(tansu.bootstrap.rsplit(":", 1)[1])
+    broker_port = int(broker.bootstrap.rsplit(":", 1)[1])
     # the driver holds a cached client with open connections of its own
     assert len(list(read_offset_range(ranges[0], opts))) == ranges[0].size
     with cached_consumer(opts, ranges[0].topic_partition) as driver_client:
