@@ -226,10 +226,9 @@ def test_groups_described_listed_and_offsets_read(broker, create_topic, topic_na
             assert desc.state == "Stable"
             member = desc.members[0]
             assert member.member_id
-            # Tansu describes members without their metadata and assignment bytes.
-            if member.member_assignment is not None:
-                assert set(member.member_assignment.assigned_partitions) == \
-                    {TopicPartition(topic_name, 0), TopicPartition(topic_name, 1)}
+            assert set(member.member_assignment.partitions) == \
+                {TopicPartition(topic_name, 0), TopicPartition(topic_name, 1)}
+            assert set(member.member_metadata.topics) == {topic_name}
             offsets = admin.list_consumer_group_offsets(group_id)
             assert offsets[TopicPartition(topic_name, 0)].offset == 4
             only = admin.list_consumer_group_offsets(group_id, partitions=[TopicPartition(topic_name, 0)])

@@ -136,12 +136,14 @@ def test_librdkafka_batches_decode_exactly(broker, create_topic, topic_name, cod
 
 
 def produce_raw(bootstrap: str, topic: str, batch: bytes) -> None:
+    # Produce v7: the first version that may carry zstd batches (KIP-110); Apache Kafka refuses
+    # them in older versions with UNSUPPORTED_COMPRESSION_TYPE, as it should.
     body = {"transactional_id": None, "acks": 1, "timeout_ms": 10_000,
             "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": batch}]}]}
     with _wire.RawConnection.to(bootstrap, 10.0) as conn:
-        conn.send(encode_request(ApiKey.PRODUCE, 3, conn.next_correlation_id(), "kcore-test",
+        conn.send(encode_request(ApiKey.PRODUCE, 7, conn.next_correlation_id(), "kcore-test",
                                  body))
-        resp = decode_response(ApiKey.PRODUCE, 3, conn.recv_frame())
+        resp = decode_response(ApiKey.PRODUCE, 7, conn.recv_frame())
     (part,) = resp["responses"][0]["partition_responses"]
     assert part["error_code"] == 0, part
 
