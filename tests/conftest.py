@@ -180,16 +180,19 @@ def _resolve(target):
 
 @pytest.fixture
 def create_topic():
-    """``create_topic(bootstrap_or_cluster, name, partitions=1, replication_factor=1)`` -> name.
+    """``create_topic(bootstrap_or_cluster, name, partitions=1, replication_factor=None)`` -> name.
 
     Returns once Metadata shows every partition with a leader; the topic is deleted after
     the test (session brokers keep their memory bounded).
     """
     created = []
 
-    def _create(target, name: str, partitions: int = 1, replication_factor: int = 1, **kwargs) -> str:
+    def _create(target, name: str, partitions: int = 1, replication_factor: int | None = None,
+                **kwargs) -> str:
         cluster = _resolve(target)
-        cluster.create_topic(name, partitions, replication_factor, **kwargs)
+        if replication_factor is not None:  # else the cluster's default (3 on a 3-node Kafka)
+            kwargs["replication_factor"] = replication_factor
+        cluster.create_topic(name, partitions, **kwargs)
         created.append((cluster, name))
         cluster.wait_for_topic(name, partitions)
         return name

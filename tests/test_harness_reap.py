@@ -159,11 +159,13 @@ def test_sigint_to_pytest_stops_session_brokers_cleanly(tmp_path):
 
 
 @pytest.mark.parametrize("args, sig", [(["--topic", "cli-topic:2"], signal.SIGTERM),
-                                       (["--mock", "2"], signal.SIGINT)], ids=["tansu-sigterm", "mock-sigint"])
+                                       (["--kafka", "--topic", "cli-topic:2"], signal.SIGINT),
+                                       (["--mock", "2"], signal.SIGINT)],
+                         ids=["tansu-sigterm", "kafka-sigint", "mock-sigint"])
 def test_broker_command_runs_until_signalled(args, sig):
     cli = spawn(["-m", "kclient", "broker", *args])
     try:
-        bootstrap = read_line(cli, 60).decode().strip()
+        bootstrap = read_line(cli, 120).decode().strip()
         children = {p.pid: reaper.process_start_time(p.pid)
                     for p in psutil.Process(cli.pid).children(recursive=True)}
         assert children, "the command started no broker process"

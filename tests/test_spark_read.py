@@ -215,11 +215,11 @@ def _collected(df) -> dict:
     return out
 
 
-@pytest.mark.parametrize("cluster", ["mock", "broker"], indirect=True)
+@pytest.mark.parametrize("cluster", ["kafka", "tansu", "mock"], indirect=True)
 def test_read_kafka_reads_every_record_once(spark, cluster, create_topic, topic_name):
     from kclient.spark import kafka_schema, read_kafka
     create_topic(cluster, topic_name, 4)
-    _produce(cluster.bootstrap, topic_name, 4, 500, compression="lz4" if cluster.kind == "broker" else "zstd")
+    _produce(cluster.bootstrap, topic_name, 4, 500, compression="lz4" if cluster.kind == "tansu" else "zstd")
     df = read_kafka(spark, _options(cluster.bootstrap, topic_name, includeHeaders="true"))
     assert df.schema == kafka_schema(include_headers=True)
     assert _collected(df) == _expected_rows(topic_name, 4, 500)

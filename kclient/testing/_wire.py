@@ -3,7 +3,7 @@
 The harness must work before (and independently of) the real codec in ``kclient.protocol``:
 it is what the codec's integration tests run against, so it cannot depend on it. Only the
 non-flexible versions of the few requests the harness needs are implemented here (ApiVersions
-v0, Metadata v4, CreateTopics v4, DeleteTopics v3), all valid in Kafka 4.
+v0, Metadata v4, CreateTopics v4, DeleteTopics v3, ListOffsets v1), all valid in Kafka 4.
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import time
 
 __all__ = [
     "RawConnection", "Reader", "parse_bootstrap", "request_frame",
-    "api_versions", "metadata", "create_topics", "delete_topics",
+    "api_versions", "metadata", "create_topics", "delete_topics", "list_offsets",
 ]
 
 _MAX_FRAME = 64 * 1024 * 1024  # the harness never expects more; a bigger prefix is garbage
@@ -217,6 +217,25 @@ def create_topics(conn: RawConnection, topics: list[tuple[str, int, int, dict[st
     r = conn.call(19, 4, body)
     r.i32()  # throttle_time_ms
     return [(r.string(), r.i16(), r.string()) for _ in range(r.array_len())]
+
+
+def list_offsets(conn: RawConnection, topic: str, partitions: list[int],
+                 timestamp: int = -1) -> dict[int, tuple[int, int]]:
+    """ListOffsets v1 (-1 latest, -2 earliest): {partition: (error_code, offset)}.
+
+    Sent to one broker: only the partitions it leads answer without NOT_LEADER_OR_FOLLOWER.
+    """
+    body = struct.pack(">ii", -1, 1) + _string(topic) + struct.pack(">i", len(partitions))
+    body += b"".join(struct.pack(">iq", p, timestamp) for p in partitions)
+    r = conn.call(2, 1, body)
+    out = {}
+    for _ in range(r.array_len()):
+        r.string()
+        for _ in range(r.array_len()):
+            index, error = r.i32(), r.i16()
+            r.i64()  # timestamp
+            out[index] = (error, r.i64())
+    return out
 
 
 def delete_topics(conn: RawConnection, names: list[str], timeout_ms: int = 30000) -> list[tuple[str, int]]:

@@ -1,4 +1,7 @@
-"""``kclient broker``: an embedded broker in the foreground, for demos and manual testing.
+"""``kclient broker``: a test broker in the foreground, for demos and manual testing.
+
+Tansu by default (embedded, starts in milliseconds); ``--kafka [--brokers 3]`` for Apache Kafka;
+``--mock N`` for librdkafka's mock cluster.
 
 The bootstrap address is the first line on stdout (``BOOT=$(kclient broker | head -1)``
 works); everything else goes to stderr. SIGINT or SIGTERM stops the broker cleanly.
@@ -27,16 +30,35 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="Tansu listen and advertised host (default: %(default)s)")
     parser.add_argument("--mock", type=int, metavar="N_BROKERS",
                         help="run librdkafka's mock cluster with N_BROKERS brokers instead of Tansu")
+    parser.add_argument("--kafka", action="store_true",
+                        help="run Apache Kafka (KRaft; Java 17 and, on first use, Maven to fetch its jars) "
+                             "instead of Tansu")
+    parser.add_argument("--brokers", type=int, default=1, metavar="N",
+                        help="with --kafka: the number of nodes (3 gives replication factor 3, "
+                             "min.insync.replicas 2; default: %(default)s)")
     parser.add_argument("--topic", type=_topic_spec, action="append", default=[], metavar="NAME[:PARTITIONS]",
                         help="create this topic once the broker is up (repeatable)")
 
 
 def run(args: argparse.Namespace) -> int:
-    from kclient.testing import HarnessError, MockCluster, TansuBroker
+    from kclient.testing import HarnessError, KafkaCluster, MockCluster, TansuBroker
 
-    if args.mock is not None and (args.port or args.host != "127.0.0.1"):
-        print("kclient broker: --port/--host apply to Tansu only; the mock cluster picks its own ports",
+    if args.mock is not None and args.kafka:
+        print("kclient broker: choose one of --mock and --kafka", file=sys.stderr)
+        return 2
+    if args.brokers != 1 and not args.kafka:
+        print("kclient broker: --brokers applies to --kafka only (the mock cluster takes --mock N)",
               file=sys.stderr)
+        return 2
+    if args.kafka and args.brokers < 1:
+        print("kclient broker: --brokers needs at least 1 node", file=sys.stderr)
+        return 2
+    if (args.mock is not None or args.kafka) and args.port:
+        print("kclient broker: --port applies to Tansu only; the mock cluster and Apache Kafka pick "
+              "free ports", file=sys.stderr)
+        return 2
+    if args.mock is not None and args.host != "127.0.0.1":
+        print("kclient broker: --host applies to Tansu and Apache Kafka only", file=sys.stderr)
         return 2
     if args.mock is not None and args.mock < 1:
         print("kclient broker: --mock needs at least 1 broker", file=sys.stderr)
@@ -48,8 +70,15 @@ def run(args: argparse.Namespace) -> int:
 
     # Installed before the start, so a signal during start still ends in a clean stop.
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
-    broker = MockCluster(args.mock) if args.mock is not None else TansuBroker(port=args.port or None,
-                                                                              host=args.host)
+    if args.kafka:
+        broker = KafkaCluster(args.brokers, host=args.host)
+        what = f"Apache Kafka {broker.version} ({args.brokers} node{'s' if args.brokers > 1 else ''})"
+    elif args.mock is not None:
+        broker = MockCluster(args.mock)
+        what = f"mock cluster ({args.mock} brokers)"
+    else:
+        broker = TansuBroker(port=args.port or None, host=args.host)
+        what = "Tansu broker"
     try:
         try:
             broker.start()
@@ -60,8 +89,9 @@ def run(args: argparse.Namespace) -> int:
             print(f"kclient broker: {exc}", file=sys.stderr)
             return 1
         print(broker.bootstrap, flush=True)
-        what = f"mock cluster ({args.mock} brokers)" if args.mock is not None else "Tansu broker"
-        print(f"{what} running, pid {broker.pid}; Ctrl-C to stop", file=sys.stderr, flush=True)
+        pids = getattr(broker, "pids", None) or {0: broker.pid}
+        print(f"{what} running, pid {', '.join(str(p) for p in pids.values())}; Ctrl-C to stop",
+              file=sys.stderr, flush=True)
         while not stop.wait(0.5):
             if not broker.running:
                 print("kclient broker: the broker exited unexpectedly", file=sys.stderr)

@@ -398,6 +398,31 @@ class KafkaCluster(ClusterBase):
         raise HarnessError(f"no Kafka node answered Metadata: {last}")
 
     # ------------------------------------------------------------------ topics
+    def wait_for_topic(self, name: str, partitions: int, timeout: float = 30.0) -> dict:
+        """Metadata shows every partition with a leader, and each leader serves it.
+
+        Kafka's metadata can name a leader before that broker has created its replica: a
+        Produce sent then fails with NOT_LEADER_OR_FOLLOWER and is retried, which lets a later
+        batch overtake it (no idempotence). Asking every leader for the partition's end offset
+        waits out that window, so tests may rely on the order in which they produce.
+        """
+        topic = super().wait_for_topic(name, partitions, timeout)
+
+        def leaders_serve() -> bool:
+            by_leader: dict[int, list[int]] = {}
+            for index, part in self.metadata([name])["topics"][name]["partitions"].items():
+                by_leader.setdefault(part["leader_id"], []).append(index)
+            for leader, indexes in by_leader.items():
+                node = self._node(leader)
+                with _wire.RawConnection(self.host, node.port, timeout) as conn:
+                    answers = _wire.list_offsets(conn, name, indexes)
+                if any(error != 0 for error, _ in answers.values()):
+                    return False
+            return True
+
+        _wire.wait_until(leaders_serve, timeout, f"the leaders of {name!r} to serve it")
+        return topic
+
     def create_topic(self, name: str, partitions: int = 1, replication_factor: int | None = None, *,
                      configs: dict[str, str] | None = None, timeout: float = 30.0) -> str:
         """CreateTopics; the replication factor defaults to min(3, brokers)."""
