@@ -3,6 +3,6 @@
 # Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/bootstrap.sh test --java
+bash scripts/bootstrap.sh test --kafka
 # tests/test_build.py fails if any kcore module is imported from anything but a compiled extension.
 exec .venv/bin/pytest -p no:cacheprovider -q -rfEs "$@"
