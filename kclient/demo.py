@@ -237,6 +237,9 @@ def run(args: argparse.Namespace) -> int:
                    # keyed traffic is skewed across partitions: split big ranges so both cores stay busy
                    "minPartitions": "16",
                    "kafka.max.partition.fetch.bytes": str(4 << 20), "kafka.fetch.max.bytes": str(64 << 20)}
+        if broker is not None:
+            # The embedded Tansu answers ListOffsets(latest) per batch, not per record.
+            options["kclient.endOffsetProbe"] = "true"
         try:
             first, _ = _run_batch(spark, options, out_root, run_id, 1)
 

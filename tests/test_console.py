@@ -1,4 +1,4 @@
-"""``kclient consume``: the console consumer, run as a real command against Tansu."""
+"""``kclient consume``: the console consumer, run as a real command against Apache Kafka."""
 from __future__ import annotations
 
 import base64

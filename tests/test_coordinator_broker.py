@@ -1,9 +1,9 @@
-"""Group membership against Tansu: joins, hand-overs, evictions, stalls, restarts, long work.
+"""Group membership against Apache Kafka: joins, hand-overs, evictions, stalls, restarts, long work.
 
 Members run the real stack (ConsumerNetworkClient + SubscriptionState + ConsumerCoordinator)
 in a test-local poll loop (``GroupMember``), as threads of this process; the SIGKILL case runs
 one member in a child process. Every wait is on a condition with a deadline. Session timeouts
-are small (Tansu accepts them) to keep the suite fast; the "computes in pure Python" member
+are small (the harness's broker accepts them) to keep the suite fast; the "computes in pure Python" member
 runs a busy loop, not a sleep. test_coordinator_mock.py reuses ``GroupMember``.
 """
 from __future__ import annotations
@@ -296,9 +296,10 @@ def test_committed_offsets_survive_the_whole_group_restarting(broker, topic_name
         offsets = {tp: OffsetAndMetadata(100 + 10 * tp.partition, f"note-{tp.partition}")
                    for tp in m.assigned()}
         m.coord.commit_offsets_sync(offsets, 10_000)
-    # Leader first: Tansu 0.6 keeps a leader that leaves an otherwise empty group as the leader
-    # of every later generation, so no member of the restarted group would ever get an assignment.
-    for m in sorted(first, key=lambda m: not m.coord.is_leader):
+    # Leader last: the order Tansu 0.6 gets wrong (it keeps a leader that leaves an otherwise
+    # empty group as the leader of every later generation, so the restarted group never got an
+    # assignment there); Apache Kafka starts the next generation afresh.
+    for m in sorted(first, key=lambda m: m.coord.is_leader):
         m.close(5000)
     second = [m.start() for m in members(broker.bootstrap, group_id, [topic_name], n=2, session_timeout_ms=10000)]
     wait_until(lambda: settled(second, all_parts)
@@ -308,8 +309,9 @@ def test_committed_offsets_survive_the_whole_group_restarting(broker, topic_name
             assert m.subs.position(tp).offset == 100 + 10 * tp.partition
     second[0].stall()
     got = second[0].coord.fetch_committed_offsets(all_parts, 10_000)
-    # Tansu 0.6 does not keep the metadata string (the mock-cluster test checks it round-trips).
-    assert {tp: oam.offset for tp, oam in got.items()} == {tp: 100 + 10 * tp.partition for tp in all_parts}
+    # The metadata string round-trips on Apache Kafka (Tansu 0.6 drops it).
+    assert {tp: (oam.offset, oam.metadata) for tp, oam in got.items()} == \
+        {tp: (100 + 10 * tp.partition, f"note-{tp.partition}") for tp in all_parts}
 
 
 def test_member_computing_longer_than_session_timeout_keeps_its_partitions(broker, topic_name, group_id,

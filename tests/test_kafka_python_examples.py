@@ -1,4 +1,4 @@
-"""kafka-python's documented examples, run against Tansu with only the import changed.
+"""kafka-python's documented examples, run against Apache Kafka with only the import changed.
 
 The code blocks below are copied from kafka-python's README (version 3.0.12, as installed)
 and its 2.x usage guide; each runs through ``exec`` after ``from kafka import ...`` became a
@@ -8,7 +8,7 @@ user's would be: the addresses in the examples ('localhost:9092', 'localhost:123
 defaults of a few settings suit a test (``consumer_timeout_ms`` so that the examples'
 endless ``for msg in consumer`` loops end once the topic is drained, ``auto_offset_reset``
 earliest because the records are written before the examples start, and short group
-timeouts because Tansu's first join waits about half the session timeout). ``print`` is
+timeouts so that groups settle quickly). ``print`` is
 captured.
 
 Left out: the msgpack lines (msgpack is not installed) and the producer transaction block
@@ -223,7 +223,7 @@ def run(code: str, namespace: dict | None = None, bootstrap: str | None = None) 
 
 @pytest.fixture
 def kp_env(broker):
-    """Point the default bootstrap server at Tansu and set test-friendly defaults."""
+    """Point the default bootstrap server at the test broker and set test-friendly defaults."""
     saved = {name: CONSUMER_CONFIGS[name] for name in
              ("bootstrap.servers", "consumer.timeout.ms", "auto.offset.reset", "session.timeout.ms",
               "heartbeat.interval.ms")}
@@ -278,7 +278,7 @@ def test_readme_subscribe_and_iterate(kp_env, broker, create_topic):
 
 
 def test_readme_consumer_group(kp_env, broker, create_topic):
-    kp_env(**{"consumer.timeout.ms": 5000})  # the first join takes ~2 s on Tansu (session/2)
+    kp_env(**{"consumer.timeout.ms": 5000})  # a first join can take a few seconds on a loaded machine
     create_topic(broker, "my_favorite_topic", 2)
     produce(broker.bootstrap, "my_favorite_topic", [b"g%d" % i for i in range(20)])
     ns = run(README_GROUP)

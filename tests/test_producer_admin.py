@@ -1,4 +1,4 @@
-"""The small producer and admin client against real brokers (Tansu; the mock cluster for
+"""The small producer and admin client against real brokers (Apache Kafka; the mock cluster for
 multi-broker routing), checked by reading back with kclient's consumer."""
 from __future__ import annotations
 
@@ -193,16 +193,39 @@ def test_create_list_and_delete_topics(broker, topic_name):
 def test_list_offsets(broker, create_topic, topic_name):
     create_topic(broker, topic_name, 1)
     tp = TopicPartition(topic_name, 0)
-    with KafkaProducer(bootstrap_servers=broker.bootstrap) as p:
-        for i in range(5):  # one record per batch: Tansu answers "latest" per batch
-            p.send(topic_name, b"x", timestamp_ms=1_000_000 + 1000 * i).get(5)
+    with KafkaProducer(bootstrap_servers=broker.bootstrap, linger_ms=50) as p:  # one batch of five
+        for f in [p.send(topic_name, b"x", timestamp_ms=1_000_000 + 1000 * i) for i in range(5)]:
+            f.get(5)
     with KafkaAdminClient(bootstrap_servers=broker.bootstrap) as admin:
         assert admin.list_offsets({tp: OffsetSpec.EARLIEST})[tp].offset == 0
         assert admin.list_offsets({tp: OffsetSpec.LATEST})[tp].offset == 5
         both = admin.list_offsets({tp: OffsetSpec.EARLIEST, TopicPartition(topic_name, 0): OffsetSpec.LATEST})
         assert len(both) == 1
-        # Lookups by timestamp: neither Tansu nor the mock cluster implements them (Tansu
-        # answers offset 0, the mock -1); test_fetcher.py checks ours with scripted answers.
+        # Lookups by timestamp (the stand-ins get them wrong: Tansu answers offset 0, the mock -1).
+        found = admin.list_offsets({tp: 1_002_500})[tp]
+        assert (found.offset, found.timestamp) == (3, 1_003_000)
+        assert admin.list_offsets({tp: 1_000_000})[tp].offset == 0
+        newest = admin.list_offsets({tp: OffsetSpec.MAX_TIMESTAMP})[tp]
+        assert (newest.offset, newest.timestamp) == (4, 1_004_000)
+        assert admin.list_offsets({tp: 2_000_000})[tp].offset == -1     # nothing that late
+    with KafkaConsumer(bootstrap_servers=broker.bootstrap) as c:
+        times = c.offsets_for_times({tp: 1_001_000, TopicPartition(topic_name, 0): 1_001_000})
+        assert (times[tp].offset, times[tp].timestamp) == (1, 1_001_000)
+        assert c.offsets_for_times({tp: 2_000_000}) == {tp: None}
+
+
+def test_committed_offsets_with_metadata_on_kafka(broker, create_topic, topic_name, group_id):
+    """Apache Kafka keeps commit metadata (Tansu drops it; the mock test below keeps it too)."""
+    create_topic(broker, topic_name, 2)
+    tp0, tp1 = TopicPartition(topic_name, 0), TopicPartition(topic_name, 1)
+    with KafkaConsumer(bootstrap_servers=broker.bootstrap, group_id=group_id) as c:
+        c.assign([tp0, tp1])
+        c.commit({tp0: OffsetAndMetadata(7, "meta", -1), tp1: 3})
+        assert c.committed(tp0, metadata=True).metadata == "meta"
+    with KafkaAdminClient(bootstrap_servers=broker.bootstrap) as admin:
+        offsets = admin.list_consumer_group_offsets(group_id)
+    assert (offsets[tp0].offset, offsets[tp0].metadata) == (7, "meta")
+    assert offsets[tp1].offset == 3
 
 
 def test_groups_described_listed_and_offsets_read(broker, create_topic, topic_name, group_id):

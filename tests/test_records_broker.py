@@ -1,4 +1,4 @@
-"""kcore.records against a real broker (Tansu, or KCLIENT_TEST_BOOTSTRAP).
+"""kcore.records against a real broker (Apache Kafka, or KCLIENT_TEST_BOOTSTRAP).
 
 1. confluent-kafka (librdkafka) produces with each codec; a raw Fetch brings the batches
    back; both decoders must return exactly what was produced.

@@ -37,10 +37,11 @@ Offsets are resolved once, when planning: unlike Spark's batch relation (which r
 "latest" every time the DataFrame runs), a planned DataFrame always reads the same records,
 which is what lets a finished job commit exactly what it read.
 
-Latest offsets: Tansu answers ListOffsets(latest) with the last *batch's* base offset + 1;
-the fetch answer's high watermark is right. So (with read_uncommitted) the planner also
-fetches at the listed end and takes the larger of the two; on Apache Kafka they agree.
-``kclient.endOffsetProbe=false`` turns the extra fetch off.
+Latest offsets come from ListOffsets, as in Spark. ``kclient.endOffsetProbe=true`` also
+fetches at the listed end and takes the larger of that and the fetch answer's high watermark
+(read_uncommitted only): for brokers whose ListOffsets(latest) counts batches instead of
+records, such as Tansu 0.6 (the embedded broker of ``kclient demo``). Off by default: Apache
+Kafka's answer is exact and the probe costs a fetch round trip.
 """
 from __future__ import annotations
 
@@ -186,7 +187,7 @@ class SourceOptions:
     max_records_per_partition: int | None = None
     num_retries: int = 3
     retry_interval_ms: int = 1000
-    end_offset_probe: bool = True
+    end_offset_probe: bool = False
     max_records_per_batch: int = 65536
     raw: dict[str, Any] = dataclasses.field(default_factory=dict)
 
@@ -307,7 +308,7 @@ def parse_options(options: Mapping[str, Any] | SourceOptions) -> SourceOptions:
     opts.num_retries = _as_int(spelled("fetchOffset.numRetries"), get("fetchOffset.numRetries", 3), minimum=0)
     opts.retry_interval_ms = _as_int(spelled("fetchOffset.retryIntervalMs"), get("fetchOffset.retryIntervalMs", 1000),
                                      minimum=0)
-    opts.end_offset_probe = _as_bool(spelled("kclient.endOffsetProbe"), get("kclient.endOffsetProbe", True))
+    opts.end_offset_probe = _as_bool(spelled("kclient.endOffsetProbe"), get("kclient.endOffsetProbe", False))
     opts.max_records_per_batch = _as_int(spelled("kclient.maxRecordsPerBatch"),
                                          get("kclient.maxRecordsPerBatch", 65536), minimum=1)
     return opts
