@@ -1,15 +1,22 @@
 """PySpark read benchmark: records per second into a DataFrame, three ways, in one run.
 
     python bench/bench_spark.py [--records 1000000] [--partitions 8] [--value-size 100]
-                                [--bootstrap HOST:PORT] [--master local[2]] [--repeat 2]
+                                [--broker kafka|tansu | --bootstrap HOST:PORT] [--master local[2]]
+                                [--repeat 2] [--spark-kafka-version V]
 
-Seeds a topic (kclient producer; the embedded Tansu broker unless --bootstrap), plans the
+Seeds a topic (kclient producer; Apache Kafka unless --broker tansu or --bootstrap), plans the
 offset ranges once (one per partition), then times the same ranges read into a Spark
 DataFrame (consumed by the ``noop`` sink, which materializes every row):
 
   mapInArrow      kclient.spark.read_kafka: columnar decode -> Arrow batches
   mapPartitions   kclient.spark.range_rows: kclient per-record poll() -> Python tuples
   kafka-python    kafka-python's KafkaConsumer (assign + seek + poll) inside mapPartitions -> tuples
+  spark-kafka     Spark's own Kafka source (spark-sql-kafka-0-10, JVM), the same offsets
+
+The JVM connector's jars come from Maven Central (cached in ~/.cache/kclient), passed through
+``spark.jars``. Maven Central serves the connector for some Spark releases only: when the
+installed PySpark's version is not served, the newest served connector of the same major
+version is used and the report says which (``--spark-kafka-version`` picks one).
 
 and, for reference, the driver alone reading the same ranges with kclient (no Spark):
   direct-arrow    kclient.spark.arrow_batches in one process
@@ -66,6 +73,26 @@ def _kafka_python_rows(bootstrap: str):
     return read
 
 
+# Served on Maven Central when this was written; newest first within a major version.
+_SERVED_CONNECTORS = ["4.2.0", "4.1.3", "4.1.2", "4.1.1", "4.0.1", "4.0.0"]
+
+
+def _connector_jars(spark_version: str, wanted: str | None) -> tuple[str, list]:
+    """(connector version, jars) for Spark's Kafka source, resolved with Maven once."""
+    from kclient.testing.maven import MavenError, resolve_jars
+    candidates = [wanted] if wanted else [spark_version] + [
+        v for v in _SERVED_CONNECTORS if v.split(".")[0] == spark_version.split(".")[0] and v != spark_version]
+    last = None
+    for version in candidates:
+        try:
+            return version, resolve_jars([f"org.apache.spark:spark-sql-kafka-0-10_2.13:{version}"],
+                                         f"spark-sql-kafka-{version}")
+        except MavenError as exc:
+            last = exc
+    raise MavenError(f"no spark-sql-kafka-0-10_2.13 connector for Spark {spark_version} could be "
+                     f"resolved (tried {', '.join(candidates)}): {last}")
+
+
 def _best(fn, repeat: int) -> float:
     best = float("inf")
     for _ in range(repeat):
@@ -80,7 +107,12 @@ def main(argv=None) -> int:
     ap.add_argument("--records", type=int, default=1_000_000)
     ap.add_argument("--partitions", type=int, default=8)
     ap.add_argument("--value-size", type=int, default=100)
-    ap.add_argument("--bootstrap", default=None)
+    ap.add_argument("--broker", choices=["kafka", "tansu"], default="kafka",
+                    help="the broker started for the run (default: Apache Kafka, the reference)")
+    ap.add_argument("--bootstrap", default=None, help="use this cluster instead of starting a broker")
+    ap.add_argument("--spark-kafka-version", default=None,
+                    help="spark-sql-kafka connector version (default: the installed PySpark's, else the "
+                         "newest served one of its major version)")
     ap.add_argument("--master", default="local[2]")
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--skip", action="append", default=[], help="case to skip (repeatable)")
@@ -88,13 +120,24 @@ def main(argv=None) -> int:
 
     from kclient.spark import (arrow_batches, kafka_schema, local_session, plan_offset_ranges, range_rows,
                                ranges_dataframe, read_kafka)
+    import pyspark
     broker = None
     if args.bootstrap:
-        bootstrap = args.bootstrap
-    else:
+        bootstrap, broker_label = args.bootstrap, "external"
+    elif args.broker == "tansu":
         from kclient.testing.tansu import TansuBroker
         broker = TansuBroker().start()
-        bootstrap = broker.bootstrap
+        bootstrap, broker_label = broker.bootstrap, "Tansu (embedded)"
+    else:
+        from kclient.testing.kafka import KafkaCluster
+        broker = KafkaCluster(profile="throughput").start()
+        bootstrap, broker_label = broker.bootstrap, f"Apache Kafka {broker.version}"
+    connector, jars, connector_error = None, [], None
+    if "spark-kafka" not in args.skip:
+        try:
+            connector, jars = _connector_jars(pyspark.__version__, args.spark_kafka_version)
+        except Exception as exc:  # reported in the table; the other cases still run
+            connector_error = str(exc).splitlines()[0]
     topic = f"bench-spark-{int(time.time())}"
     try:
         t = time.perf_counter()
@@ -106,7 +149,8 @@ def main(argv=None) -> int:
         ranges = plan_offset_ranges(opts)
         total = sum(r.size for r in ranges)
         assert total == args.records, (total, args.records)
-        spark = local_session(args.master, "kclient-bench")
+        conf = {"spark.jars": ",".join(str(j) for j in jars)} if jars else {}
+        spark = local_session(args.master, "kclient-bench", conf)
         schema = kafka_schema(False)
 
         def noop(df):
@@ -121,6 +165,19 @@ def main(argv=None) -> int:
                 ranges_df.rdd.mapPartitions(_kafka_python_rows(bootstrap)), schema)),
             "direct-arrow": lambda: sum(b.num_rows for r in ranges for b in arrow_batches(r, opts)),
         }
+        if jars:
+            # The same offsets as the planned ranges, through Spark's JVM source.
+            ends = {str(r.partition): r.until_offset for r in ranges}
+            starts = {str(r.partition): r.from_offset for r in ranges}
+            import json as _json
+            jvm = (spark.read.format("kafka").option("kafka.bootstrap.servers", bootstrap)
+                   .option("subscribe", topic)
+                   .option("startingOffsets", _json.dumps({topic: starts}))
+                   .option("endingOffsets", _json.dumps({topic: ends}))
+                   .option("kafka.max.partition.fetch.bytes", str(4 << 20))
+                   .option("kafka.fetch.max.bytes", str(64 << 20)))
+            assert jvm.load().count() == total, "Spark's Kafka source read another number of records"
+            cases["spark-kafka"] = lambda: noop(jvm.load())
         # warm-up: JVM, Python workers and each reader's imports
         warm = [r.__class__(r.topic, r.partition, r.from_offset, min(r.until_offset, r.from_offset + 100))
                 for r in ranges]
@@ -136,11 +193,18 @@ def main(argv=None) -> int:
             print(f"{name:>14}: {total / seconds:>12,.0f} records/s  ({seconds:.2f} s for {total:,})", flush=True)
         spark.stop()
         print()
-        print(f"{args.records:,} records x {args.value_size} B, {args.partitions} partitions, Spark {args.master}, "
-              f"best of {args.repeat}, broker {'external' if args.bootstrap else 'Tansu (embedded)'}")
-        base = results.get("kafka-python")
+        print(f"{args.records:,} records x {args.value_size} B, {args.partitions} partitions, "
+              f"Spark {pyspark.__version__} {args.master}, best of {args.repeat}, broker {broker_label}")
+        if connector:
+            print(f"  spark-kafka: spark-sql-kafka-0-10_2.13 {connector}"
+                  + ("" if connector == pyspark.__version__ else
+                     f" (Maven Central serves no {pyspark.__version__} connector)"))
+        elif connector_error:
+            print(f"  spark-kafka: skipped: {connector_error}")
+        base, jvm_s = results.get("kafka-python"), results.get("spark-kafka")
         for name, seconds in results.items():
             ratio = f"  {base / seconds:5.1f}x kafka-python" if base else ""
+            ratio += f"  {jvm_s / seconds:5.2f}x spark-kafka" if jvm_s else ""
             print(f"  {name:<14} {total / seconds:>12,.0f} rec/s{ratio}")
     finally:
         if broker is not None:

@@ -85,6 +85,8 @@ def _broker(report: dict) -> str:
     b = report.get("broker", {})
     if b.get("kind") == "tansu":
         return f"embedded Tansu ({b.get('version') or 'version unknown'}), in-memory storage"
+    if b.get("kind") == "kafka":
+        return f"Apache Kafka {b.get('version')} (one KRaft node on loopback, 1 GB heap)"
     return f"external cluster {b.get('bootstrap')}"
 
 

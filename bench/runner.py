@@ -1,7 +1,7 @@
 """End-to-end consumer benchmark: every client reads the same topic from the same broker.
 
-``python -m bench`` (or ``kclient bench`` from a source checkout) starts an embedded Tansu
-broker (or uses ``--bootstrap``), and for each configuration (partitions x record size x
+``python -m bench`` (or ``kclient bench`` from a source checkout) starts Apache Kafka (one
+node; ``--broker tansu`` for the embedded Tansu, ``--bootstrap`` for your own cluster), and for each configuration (partitions x record size x
 codec) creates one topic, fills it once with confluent-kafka's producer, then runs every
 driver (bench/drivers/) in its own child process against it:
 
@@ -326,6 +326,7 @@ def tansu_version() -> str | None:
 
 def run_suite(args) -> dict:
     from kclient.testing.external import ExternalCluster
+    from kclient.testing.kafka import KafkaCluster
     from kclient.testing.tansu import TansuBroker
 
     unknown = [d for d in (args.drivers or []) if d not in DRIVERS]
@@ -339,15 +340,19 @@ def run_suite(args) -> dict:
     if args.bootstrap:
         cluster = ExternalCluster(args.bootstrap)
         report["broker"] = {"kind": "external", "bootstrap": args.bootstrap}
-    else:
+    elif args.broker == "tansu":
         cluster = TansuBroker()
         report["broker"] = {"kind": "tansu", "version": tansu_version()}
+    else:
+        # The reference broker, with the full JIT and a 1 GB heap: it must not be the bottleneck.
+        cluster = KafkaCluster(profile="throughput")
+        report["broker"] = {"kind": "kafka", "version": cluster.version}
     log(f"bench: {len(configs)} configuration(s) x {len(drivers)} driver(s), repeat {args.repeat}; "
         f"load average {os.getloadavg()[0]:.2f}")
     with cluster:
         broker_pid = getattr(cluster, "pid", None)
         if broker_pid:
-            log(f"bench: embedded Tansu broker pid {broker_pid} at {cluster.bootstrap}")
+            log(f"bench: {report['broker']['kind']} broker pid {broker_pid} at {cluster.bootstrap}")
         for ci, cfg in enumerate(configs, 1):
             report["configs"].append(run_config(cluster, broker_pid, cfg, drivers, args, f"[{ci}/{len(configs)}]"))
     report["loadavg_end"] = os.getloadavg()
@@ -434,7 +439,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="throughput (default): the side-by-side consumer benchmark; "
                              "liveness: group membership while the application stalls")
     t = parser.add_argument_group("throughput")
-    t.add_argument("--bootstrap", help="use this cluster instead of an embedded Tansu broker")
+    t.add_argument("--broker", choices=["kafka", "tansu"], default="kafka",
+                   help="the broker the suite starts: Apache Kafka (default, the reference) or the "
+                        "embedded Tansu")
+    t.add_argument("--bootstrap", help="use this cluster instead of starting a broker")
     t.add_argument("--records", type=lambda s: int(s.replace("_", "")), default=DEFAULT_RECORDS,
                    help=f"records per configuration (default {DEFAULT_RECORDS:,}; capped by --max-bytes)")
     t.add_argument("--max-bytes", type=int, default=DEFAULT_MAX_BYTES,

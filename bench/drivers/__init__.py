@@ -24,6 +24,7 @@ DRIVERS: dict[str, str] = {
     "raw-fetch": "bench.drivers.raw_fetch",
     "kclient-records": "bench.drivers.kclient_records",
     "kclient-columnar": "bench.drivers.kclient_columnar",
+    "java": "bench.drivers.java_consumer",
     "confluent-tuned": "bench.drivers.confluent_tuned",
     "confluent-default": "bench.drivers.confluent_default",
     "aiokafka": "bench.drivers.aiokafka_driver",
