@@ -87,7 +87,15 @@ def _broker(report: dict) -> str:
         return f"embedded Tansu ({b.get('version') or 'version unknown'}), in-memory storage"
     if b.get("kind") == "kafka":
         return f"Apache Kafka {b.get('version')} (one KRaft node on loopback, 1 GB heap)"
+    if b.get("kind") == "mock":
+        return "librdkafka's mock cluster (one broker, in memory; a stand-in, not the reference)"
     return f"external cluster {b.get('bootstrap')}"
+
+
+def _cell(text: str, limit: int) -> str:
+    """One table cell: one line, no column separators."""
+    text = " ".join(str(text).split()).replace("|", "/")
+    return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
 def _load(v) -> str:
@@ -104,6 +112,10 @@ def _config_table(c: dict) -> list[str]:
              "| first record, group mode (s) | valid runs |",
              "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for name, s in c["results"].items():
+        if s.get("skipped"):
+            lines.append(f"| {s.get('label', name)} | – | skipped: {_cell(s['skipped'], 200)} "
+                         + "| – " * 6 + "| n/a | 0/0 |")
+            continue
         g = c.get("group", {}).get(name, {})
         valid = f"{s.get('valid_runs', 0)}/{s.get('runs', 0)}"
         if s.get("errors"):
@@ -123,6 +135,11 @@ def _config_table(c: dict) -> list[str]:
             f"| {_fmt(s.get('broker_cpu_us_per_record'), '.2f')} "
             f"| {_fmt(s['peak_rss_bytes'] / MiB if s.get('peak_rss_bytes') else None, '.0f')} "
             f"| {first} | {valid} |")
+    tuned = [(s.get("label", name), s["settings"]) for name, s in c["results"].items()
+             if s.get("settings") and not s.get("skipped")]
+    if tuned:
+        lines += ["", "Driver settings (the client's defaults otherwise):", ""]
+        lines += [f"- {label}: " + ", ".join(f"{k}={v}" for k, v in settings.items()) for label, settings in tuned]
     t = targets(c)
     if t:
         lines += ["", "Targets (ratios of the medians above):", ""]
@@ -170,7 +187,8 @@ def chart(report: dict, path: Path) -> Path | None:
         ax.set_xlabel("million records/s (wall)")
         ax.set_title(c["name"], fontsize=10)
         for i, r in enumerate(rates):
-            ax.text(r / 1e6, i, f" {r / 1e6:.2f}" if r else " invalid", va="center", fontsize=8)
+            note = " skipped" if c["results"][names[i]].get("skipped") else " invalid"
+            ax.text(r / 1e6, i, f" {r / 1e6:.2f}" if r else note, va="center", fontsize=8)
         ax = axes[row][1]
         ax.barh(labels, cpus, color=colors)
         ax.invert_yaxis()

@@ -1,14 +1,18 @@
 """End-to-end consumer benchmark: every client reads the same topic from the same broker.
 
 ``python -m bench`` (or ``kclient bench`` from a source checkout) starts Apache Kafka (one
-node; ``--broker tansu`` for the embedded Tansu, ``--bootstrap`` for your own cluster), and for each configuration (partitions x record size x
-codec) creates one topic, fills it once with confluent-kafka's producer, then runs every
-driver (bench/drivers/) in its own child process against it:
+KRaft node, the reference broker; ``--broker tansu|mock|HOST:PORT`` for the others), and for
+each configuration (partitions x record size x codec) creates one topic, fills it once with
+confluent-kafka's producer, then runs every driver (bench/drivers/) in its own child process
+against it:
 
 - assign mode (throughput): all partitions from offset 0 until exactly N records were seen;
   wall records/s and MB/s of values, client CPU per record (the OS's user+system time of the
   child process), peak RSS, broker CPU over the same window;
 - group mode (latency): a fresh group id, subscribe, time until the first record.
+
+A driver whose prerequisites are missing (the Java peer without Java, javac or Maven) is
+skipped with the reason in the table; the other drivers still run.
 
 Repetitions run the drivers in a rotated order (so no client always runs first or last)
 and the report gives the median of the valid runs. A run that did not consume exactly N
@@ -261,6 +265,13 @@ def summarize(runs: list[dict], mode: str) -> dict:
     return out
 
 
+def skipped_summary(driver: str, reason: str) -> dict:
+    from bench.drivers import load
+    module = load(driver)
+    return {"runs": 0, "valid_runs": 0, "errors": [], "skipped": reason,
+            "label": getattr(module, "LABEL", driver)}
+
+
 # ---------------------------------------------------------------------------- the suite
 def configurations(args) -> list[Config]:
     parts = MATRIX_PARTITIONS if args.matrix and args.partitions is None else (args.partitions or DEFAULT_PARTITIONS)
@@ -324,43 +335,90 @@ def tansu_version() -> str | None:
         return None
 
 
-def run_suite(args) -> dict:
-    from kclient.testing.external import ExternalCluster
-    from kclient.testing.kafka import KafkaCluster
-    from kclient.testing.tansu import TansuBroker
+def start_broker(args):
+    """(cluster, report entry) for ``--broker`` (``--bootstrap`` is the older spelling of HOST:PORT)."""
+    from kclient.testing import ExternalCluster, KafkaCluster, MockCluster, TansuBroker
 
+    broker = args.bootstrap or args.broker
+    if broker == "tansu":
+        return TansuBroker(), {"kind": "tansu", "version": tansu_version()}
+    if broker == "mock":
+        return MockCluster(n_brokers=1), {"kind": "mock"}
+    if broker == "kafka":
+        # The reference broker, with the full JIT and a 1 GB heap: it must not be the bottleneck.
+        cluster = KafkaCluster(profile="throughput")
+        return cluster, {"kind": "kafka", "version": cluster.version}
+    return ExternalCluster(broker), {"kind": "external", "bootstrap": broker}
+
+
+# librdkafka's mock cluster keeps about 5 MB per partition and drops older data: a larger
+# configuration would be read short and every run marked invalid, so it is refused up front.
+MOCK_BYTES_PER_PARTITION = 4_000_000
+
+
+def check_broker_fits(kind: str, configs: list[Config]) -> None:
+    if kind != "mock":
+        return
+    for cfg in configs:
+        per_partition = cfg.records * (cfg.record_size + 16) / cfg.partitions
+        if per_partition > MOCK_BYTES_PER_PARTITION:
+            raise SystemExit(
+                f"--broker mock: {cfg.name} puts {per_partition / 1e6:.1f} MB in each partition, but "
+                f"librdkafka's mock cluster keeps only about 5 MB per partition; use at most "
+                f"{int(MOCK_BYTES_PER_PARTITION * cfg.partitions / (cfg.record_size + 16)):,} --records "
+                f"(or more --partitions), or another --broker")
+
+
+def check_drivers(drivers: list[str]) -> dict[str, str]:
+    """{driver: reason} for drivers whose prerequisites are missing. A driver module may define
+    ``check()``: run once here, in the runner, before any measurement (the Java peer resolves
+    its jars and compiles itself there); whatever it raises is the reason for skipping it."""
+    from bench.drivers import load
+
+    skipped = {}
+    for name in drivers:
+        check = getattr(load(name), "check", None)
+        if check is None:
+            continue
+        try:
+            check()
+        except Exception as exc:  # reported in the table; the other drivers still run
+            skipped[name] = f"{type(exc).__name__}: {exc}"
+            log(f"bench: skipping {name}: {skipped[name]}")
+    return skipped
+
+
+def run_suite(args) -> dict:
     unknown = [d for d in (args.drivers or []) if d not in DRIVERS]
     if unknown:
         raise SystemExit(f"unknown driver(s) {unknown}; known: {', '.join(DRIVERS)}")
     drivers = [d for d in DRIVERS if not args.drivers or d in args.drivers]  # report order
     configs = configurations(args)
+    cluster, broker = start_broker(args)
+    check_broker_fits(broker["kind"], configs)
     report = {"environment": environment(), "command": args.command_line,
               "loadavg_start": os.getloadavg(), "repeat": args.repeat, "group_repeat": args.group_repeat,
-              "drivers": drivers, "configs": []}
-    if args.bootstrap:
-        cluster = ExternalCluster(args.bootstrap)
-        report["broker"] = {"kind": "external", "bootstrap": args.bootstrap}
-    elif args.broker == "tansu":
-        cluster = TansuBroker()
-        report["broker"] = {"kind": "tansu", "version": tansu_version()}
-    else:
-        # The reference broker, with the full JIT and a 1 GB heap: it must not be the bottleneck.
-        cluster = KafkaCluster(profile="throughput")
-        report["broker"] = {"kind": "kafka", "version": cluster.version}
-    log(f"bench: {len(configs)} configuration(s) x {len(drivers)} driver(s), repeat {args.repeat}; "
+              "drivers": drivers, "broker": broker, "configs": []}
+    skipped = check_drivers(drivers)
+    report["skipped"] = skipped
+    log(f"bench: {len(configs)} configuration(s) x {len(drivers) - len(skipped)} driver(s), repeat {args.repeat}; "
         f"load average {os.getloadavg()[0]:.2f}")
     with cluster:
         broker_pid = getattr(cluster, "pid", None)
         if broker_pid:
-            log(f"bench: {report['broker']['kind']} broker pid {broker_pid} at {cluster.bootstrap}")
+            log(f"bench: {broker['kind']} broker pid {broker_pid} at {cluster.bootstrap}")
         for ci, cfg in enumerate(configs, 1):
-            report["configs"].append(run_config(cluster, broker_pid, cfg, drivers, args, f"[{ci}/{len(configs)}]"))
+            report["configs"].append(run_config(cluster, broker_pid, cfg, drivers, skipped, args,
+                                                f"[{ci}/{len(configs)}]"))
     report["loadavg_end"] = os.getloadavg()
     return report
 
 
-def run_config(cluster, broker_pid, cfg: Config, drivers: list[str], args, tag: str) -> dict:
+def run_config(cluster, broker_pid, cfg: Config, all_drivers: list[str], skipped: dict[str, str],
+               args, tag: str) -> dict:
     from bench.drivers import load
+
+    drivers = [d for d in all_drivers if d not in skipped]
 
     topic = f"bench-{cfg.key}-{uuid.uuid4().hex[:8]}"
     log(f"{tag} {cfg.name}: creating {topic} and producing")
@@ -407,9 +465,12 @@ def run_config(cluster, broker_pid, cfg: Config, drivers: list[str], args, tag: 
             cluster.delete_topic(topic)
         except Exception as exc:  # the data is gone with the broker anyway
             log(f"{tag} could not delete {topic}: {exc}")
+    results = {}
+    for d in all_drivers:  # report order, skipped drivers in their place
+        results[d] = skipped_summary(d, skipped[d]) if d in skipped else summarize(runs[d], "assign")
     return {
         "config": dataclasses.asdict(cfg), "name": cfg.name, "topic": topic, "produce": produced,
-        "results": {d: summarize(runs[d], "assign") for d in drivers},
+        "results": results,
         "group": {d: summarize(group_runs[d], "group") for d in group_capable},
         "runs": runs, "group_runs": group_runs, "profiles": profiles,
     }
@@ -429,6 +490,15 @@ def _int_list(text: str) -> list[int]:
     return [int(x.replace("_", "")) for x in text.split(",") if x]
 
 
+def _broker_arg(text: str) -> str:
+    if text in ("kafka", "tansu", "mock"):
+        return text
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise argparse.ArgumentTypeError(f"expected kafka, tansu, mock or HOST:PORT, got {text!r}")
+    return text
+
+
 def _str_list(text: str) -> list[str]:
     return [x.strip() for x in text.split(",") if x.strip()]
 
@@ -439,10 +509,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="throughput (default): the side-by-side consumer benchmark; "
                              "liveness: group membership while the application stalls")
     t = parser.add_argument_group("throughput")
-    t.add_argument("--broker", choices=["kafka", "tansu"], default="kafka",
-                   help="the broker the suite starts: Apache Kafka (default, the reference) or the "
-                        "embedded Tansu")
-    t.add_argument("--bootstrap", help="use this cluster instead of starting a broker")
+    t.add_argument("--broker", type=_broker_arg, default="kafka", metavar="kafka|tansu|mock|HOST:PORT",
+                   help="kafka (default): Apache Kafka started for the run, one KRaft node, the "
+                        "reference; tansu: the embedded Tansu; mock: librdkafka's mock cluster "
+                        "(about 5 MB per partition); HOST:PORT: a cluster you run")
+    t.add_argument("--bootstrap", metavar="HOST:PORT", help="same as --broker HOST:PORT")
     t.add_argument("--records", type=lambda s: int(s.replace("_", "")), default=DEFAULT_RECORDS,
                    help=f"records per configuration (default {DEFAULT_RECORDS:,}; capped by --max-bytes)")
     t.add_argument("--max-bytes", type=int, default=DEFAULT_MAX_BYTES,
@@ -486,7 +557,8 @@ def run(args: argparse.Namespace) -> int:
     print(rep.markdown(result))
     for p in paths:
         log(f"bench: wrote {p}")
-    invalid = [(c["name"], d) for c in result["configs"] for d, s in c["results"].items() if not s.get("valid_runs")]
+    invalid = [(c["name"], d) for c in result["configs"] for d, s in c["results"].items()
+               if not s.get("valid_runs") and not s.get("skipped")]
     return 1 if invalid else 0
 
 

@@ -11,6 +11,9 @@ A driver module defines:
   group mode: subscribe with ``job.group_id``, stop after the first record) or
   ``tally.timed_out()``, close the client; returns the settings it used, for the report.
 
+- optionally ``check()``: called once by the runner before any run; if it raises (a missing
+  runtime or compiler, say), the driver is skipped and the table says why.
+
 The child (``python -m bench.drivers JOB_JSON RESULT_PATH``) imports the driver and calls
 ``prepare()`` before the window opens, so import time is not measured. Drivers may also
 define ``member(...)``: a group member for the liveness benchmark (bench/liveness.py).

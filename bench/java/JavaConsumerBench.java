@@ -4,10 +4,11 @@
 //   -> READY                       the JVM is up and the client classes are loaded
 //   <- GO                          the driver opened its measurement window: build the consumer
 //   -> B <records> <valueBytes>    one poll's records (only polls that returned some)
-//   -> X <message>                 invalid data or an error; the run is invalid
+//   -> X <message>                 invalid data; the run is invalid
+//   -> E <exception>               the client failed; the run is invalid
 //   <- STOP                        the driver has what it needs: close and exit
 // Arguments: bootstrap topic partitions records mode(assign|group) groupId sessionTimeoutMs
-//            then key=value consumer settings.
+//            then key=value consumer settings (groupId and sessionTimeoutMs: group mode only).
 // The last record of every batch is spot-checked like the Python drivers do: the value's
 // first 8 bytes (big-endian) must be offset * partitions + partition.
 import java.io.BufferedReader;
@@ -61,7 +62,17 @@ public final class JavaConsumerBench {
             return;
         }
 
-        long target = group ? 1 : records;
+        try {
+            run(props, topic, partitions, group ? 1 : records, group, out, in);
+        } catch (Exception e) {
+            out.println("E " + e.toString().replace('\n', ' '));
+            out.flush();
+            System.exit(1);
+        }
+    }
+
+    private static void run(Properties props, String topic, int partitions, long target, boolean group,
+                            PrintStream out, BufferedReader in) throws Exception {
         long count = 0;
         try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(props)) {
             if (group) {
