@@ -2,7 +2,8 @@
 
     python bench/bench_spark.py [--records 1000000] [--partitions 8] [--value-size 100]
                                 [--broker kafka|tansu | --bootstrap HOST:PORT] [--master local[2]]
-                                [--repeat 2] [--spark-kafka-version V]
+                                [--repeat 2] [--pyspark auto|installed|VERSION]
+                                [--spark-kafka-version V]
 
 Seeds a topic (kclient producer; Apache Kafka unless --broker tansu or --bootstrap), plans the
 offset ranges once (one per partition), then times the same ranges read into a Spark
@@ -14,9 +15,11 @@ DataFrame (consumed by the ``noop`` sink, which materializes every row):
   spark-kafka     Spark's own Kafka source (spark-sql-kafka-0-10, JVM), the same offsets
 
 The JVM connector's jars come from Maven Central (cached in ~/.cache/kclient), passed through
-``spark.jars``. Maven Central serves the connector for some Spark releases only: when the
-installed PySpark's version is not served, the newest served connector of the same major
-version is used and the report says which (``--spark-kafka-version`` picks one).
+``spark.jars``; the connector must match Spark's version. Maven Central serves it for some
+Spark releases only: when the installed PySpark has none, the benchmark re-runs itself under
+the newest PySpark that has one (bench/spark_env.py; installed once into ~/.cache/kclient, not
+into your environment) and says so. ``--pyspark installed`` keeps the installed PySpark (the
+spark-kafka case is then skipped unless ``--spark-kafka-version`` names a connector to try).
 
 and, for reference, the driver alone reading the same ranges with kclient (no Spark):
   direct-arrow    kclient.spark.arrow_batches in one process
@@ -73,24 +76,11 @@ def _kafka_python_rows(bootstrap: str):
     return read
 
 
-# Served on Maven Central when this was written; newest first within a major version.
-_SERVED_CONNECTORS = ["4.2.0", "4.1.3", "4.1.2", "4.1.1", "4.0.1", "4.0.0"]
-
-
-def _connector_jars(spark_version: str, wanted: str | None) -> tuple[str, list]:
+def _connector(spark_version: str, wanted: str | None) -> tuple[str, list]:
     """(connector version, jars) for Spark's Kafka source, resolved with Maven once."""
-    from kclient.testing.maven import MavenError, resolve_jars
-    candidates = [wanted] if wanted else [spark_version] + [
-        v for v in _SERVED_CONNECTORS if v.split(".")[0] == spark_version.split(".")[0] and v != spark_version]
-    last = None
-    for version in candidates:
-        try:
-            return version, resolve_jars([f"org.apache.spark:spark-sql-kafka-0-10_2.13:{version}"],
-                                         f"spark-sql-kafka-{version}")
-        except MavenError as exc:
-            last = exc
-    raise MavenError(f"no spark-sql-kafka-0-10_2.13 connector for Spark {spark_version} could be "
-                     f"resolved (tried {', '.join(candidates)}): {last}")
+    from bench.spark_env import connector_jars
+    version = wanted or spark_version
+    return version, connector_jars(version)
 
 
 def _best(fn, repeat: int) -> float:
@@ -110,34 +100,53 @@ def main(argv=None) -> int:
     ap.add_argument("--broker", choices=["kafka", "tansu"], default="kafka",
                     help="the broker started for the run (default: Apache Kafka, the reference)")
     ap.add_argument("--bootstrap", default=None, help="use this cluster instead of starting a broker")
+    ap.add_argument("--pyspark", default="auto", metavar="auto|installed|VERSION",
+                    help="PySpark to run: auto (default): the installed one if Maven Central serves its "
+                         "Kafka connector, else the pinned one (bench/spark_env.py); installed; or a version")
     ap.add_argument("--spark-kafka-version", default=None,
-                    help="spark-sql-kafka connector version (default: the installed PySpark's, else the "
-                         "newest served one of its major version)")
+                    help="spark-sql-kafka connector version (default: the running PySpark's own)")
     ap.add_argument("--master", default="local[2]")
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--skip", action="append", default=[], help="case to skip (repeatable)")
-    args = ap.parse_args(argv)
+    args = ap.parse_args(sys.argv[1:] if argv is None else argv)
+
+    import pyspark
+    from bench import spark_env
+    pyspark_note, spark_kafka_skip = "installed", None
+    if "spark-kafka" not in args.skip:
+        version, pyspark_note = spark_env.choose(pyspark.__version__, args.pyspark, args.spark_kafka_version)
+        if version is not None:
+            print(f"bench_spark: running under PySpark {version} ({pyspark_note})", file=sys.stderr, flush=True)
+            try:
+                spark_env.reexec_with(version, pyspark_note, sys.argv[1:] if argv is None else list(argv),
+                                      os.path.abspath(__file__))
+            except (spark_env.SparkEnvError, ValueError) as exc:  # stay, and say why spark-kafka is off
+                pyspark_note = f"installed; PySpark {version} unavailable: {str(exc).splitlines()[0]}"
+                args.skip.append("spark-kafka")
+                spark_kafka_skip = pyspark_note
 
     from kclient.spark import (arrow_batches, kafka_schema, local_session, plan_offset_ranges, range_rows,
                                ranges_dataframe, read_kafka)
-    import pyspark
     broker = None
     if args.bootstrap:
         bootstrap, broker_label = args.bootstrap, "external"
     elif args.broker == "tansu":
-        from kclient.testing.tansu import TansuBroker
+        from kclient.testing import TansuBroker
         broker = TansuBroker().start()
         bootstrap, broker_label = broker.bootstrap, "Tansu (embedded)"
     else:
-        from kclient.testing.kafka import KafkaCluster
+        from kclient.testing import KafkaCluster
         broker = KafkaCluster(profile="throughput").start()
         bootstrap, broker_label = broker.bootstrap, f"Apache Kafka {broker.version}"
-    connector, jars, connector_error = None, [], None
+    connector, jars, connector_error = None, [], spark_kafka_skip
     if "spark-kafka" not in args.skip:
         try:
-            connector, jars = _connector_jars(pyspark.__version__, args.spark_kafka_version)
-        except Exception as exc:  # reported in the table; the other cases still run
+            connector, jars = _connector(pyspark.__version__, args.spark_kafka_version)
+        except Exception as exc:  # reported with the results; the other cases still run
             connector_error = str(exc).splitlines()[0]
+            if not args.spark_kafka_version:
+                connector_error += (f" (Maven Central may serve no connector for Spark {pyspark.__version__}: "
+                                    "--pyspark auto runs a PySpark that has one)")
     topic = f"bench-spark-{int(time.time())}"
     try:
         t = time.perf_counter()
@@ -151,6 +160,12 @@ def main(argv=None) -> int:
         assert total == args.records, (total, args.records)
         conf = {"spark.jars": ",".join(str(j) for j in jars)} if jars else {}
         spark = local_session(args.master, "kclient-bench", conf)
+        # The driver, the JVM and the Python workers must all run the same Spark (a pinned PySpark
+        # reaches the workers through PYTHONPATH; see bench/spark_env.py).
+        worker = spark.sparkContext.parallelize([0], 1).map(lambda _: __import__("pyspark").__version__).first()
+        if not pyspark.__version__ == spark.version == worker:
+            raise SystemExit(f"mixed Spark versions: PySpark {pyspark.__version__} in the driver, "
+                             f"{worker} in the workers, Spark {spark.version} in the JVM")
         schema = kafka_schema(False)
 
         def noop(df):
@@ -195,10 +210,11 @@ def main(argv=None) -> int:
         print()
         print(f"{args.records:,} records x {args.value_size} B, {args.partitions} partitions, "
               f"Spark {pyspark.__version__} {args.master}, best of {args.repeat}, broker {broker_label}")
+        print(f"  PySpark {pyspark.__version__}: {pyspark_note}")
         if connector:
             print(f"  spark-kafka: spark-sql-kafka-0-10_2.13 {connector}"
                   + ("" if connector == pyspark.__version__ else
-                     f" (Maven Central serves no {pyspark.__version__} connector)"))
+                     f" (NOT Spark's own version {pyspark.__version__}: asked with --spark-kafka-version)"))
         elif connector_error:
             print(f"  spark-kafka: skipped: {connector_error}")
         base, jvm_s = results.get("kafka-python"), results.get("spark-kafka")
