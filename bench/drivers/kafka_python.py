@@ -10,6 +10,13 @@ def version() -> str:
     return kafka.__version__
 
 
+def check() -> None:
+    """Runner-side: the library is installed (else this peer is skipped, with the reason)."""
+    import importlib.util
+    if importlib.util.find_spec("kafka") is None:
+        raise ModuleNotFoundError("kafka-python is not installed: pip install -e '.[bench]'")
+
+
 def prepare() -> None:
     import kafka  # noqa: F401
 
