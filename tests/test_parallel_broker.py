@@ -82,7 +82,7 @@ class Seen:
 class Runner:
     """``pc.run(handler)`` on a thread, so the test thread can watch and stop it."""
 
-    live: list["Runner"] = []
+    live: list[Runner] = []
 
     def __init__(self, pc: ParallelConsumer, handler):
         Runner.live.append(self)

@@ -84,7 +84,7 @@ def test_tracker_lag_counts_offsets_past_the_commit():
 def drain_ready(s: Scheduler) -> list[Task]:
     """Every task a worker could take right now (without blocking)."""
     got = []
-    while s.snapshot()["queued"] and s._ready:   # noqa: SLF001 - test peeks to avoid blocking
+    while s.snapshot()["queued"] and s._ready:
         got.append(s.take())
     return got
 

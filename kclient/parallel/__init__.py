@@ -19,4 +19,4 @@ from kclient.parallel.driver import ParallelConsumer
 from kclient.parallel.metrics import ParallelMetrics, PartitionMetrics
 from kclient.parallel.workers import HandlerError
 
-__all__ = ["ParallelConsumer", "HandlerError", "ParallelMetrics", "PartitionMetrics"]
+__all__ = ["HandlerError", "ParallelConsumer", "ParallelMetrics", "PartitionMetrics"]

@@ -14,7 +14,7 @@ after fetching).
 """
 from __future__ import annotations
 
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 __all__ = ["Backpressure"]
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from kclient import KafkaConsumer, OffsetAndMetadata
 from kclient import errors as Errors
@@ -400,7 +401,7 @@ class ParallelConsumer:
         elif state == _RUNNING:
             self._stop_requested.set()   # called from a listener inside run(): run finishes
 
-    def __enter__(self) -> "ParallelConsumer":
+    def __enter__(self) -> ParallelConsumer:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -19,7 +19,7 @@ __all__ = ["OffsetTracker"]
 class OffsetTracker:
     """Offsets of one partition's received records, in order, and which have completed."""
 
-    __slots__ = ("_pending", "_done", "_committable", "_received_end", "_first")
+    __slots__ = ("_committable", "_done", "_first", "_pending", "_received_end")
 
     def __init__(self) -> None:
         self._pending: collections.deque[int] = collections.deque()   # received, not in the prefix

@@ -7,7 +7,7 @@ listener, if one was given, so that listener sees the partition's final committe
 """
 from __future__ import annotations
 
-from typing import Collection
+from collections.abc import Collection
 
 from kclient import ConsumerRebalanceListener
 

@@ -17,9 +17,10 @@ import collections
 import enum
 import threading
 import time
-from typing import Any, Hashable, Iterable
+from collections.abc import Hashable, Iterable
+from typing import Any
 
-__all__ = ["Outcome", "Task", "Scheduler", "ORDERINGS"]
+__all__ = ["ORDERINGS", "Outcome", "Scheduler", "Task"]
 
 ORDERINGS = ("key", "partition", "unordered")
 
@@ -35,7 +36,7 @@ class Task:
     """One record to handle; ``tracker`` identifies the partition's ownership period (a
     completion for a tracker that was dropped at revocation is ignored)."""
 
-    __slots__ = ("record", "tp", "key", "size", "tracker")
+    __slots__ = ("key", "record", "size", "tp", "tracker")
 
     def __init__(self, record: Any, tp: Any, key: Hashable | None, size: int, tracker: Any):
         self.record = record
@@ -226,8 +227,7 @@ class Scheduler:
         self._running += 1
         if self._queued == self._low_mark:
             self._changed.notify_all()
-        if self._running > self._max_running:
-            self._max_running = self._running
+        self._max_running = max(self._max_running, self._running)
         if task.key is not None:
             self._running_keys.add(task.key)
         return task

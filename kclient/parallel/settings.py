@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from kclient import errors as Errors
 from kclient.parallel.scheduler import ORDERINGS
 
-__all__ = ["Settings", "ON_ERROR_POLICIES"]
+__all__ = ["ON_ERROR_POLICIES", "Settings"]
 
 ON_ERROR_POLICIES = ("raise", "skip")
 

@@ -6,14 +6,15 @@ tasks from the scheduler and report outcomes back to it.
 from __future__ import annotations
 
 import logging
-import time
 import threading
-from typing import Any, Callable
+import time
+from collections.abc import Callable
+from typing import Any
 
 from kclient.parallel.scheduler import Outcome, Scheduler, Task
 from kclient.parallel.settings import Settings
 
-__all__ = ["WorkerPool", "HandlerError"]
+__all__ = ["HandlerError", "WorkerPool"]
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +87,7 @@ class WorkerPool:
             try:
                 self._handler(record)
                 return Outcome.DONE, None
-            except BaseException as exc:  # noqa: B902 - a worker must report every failure
+            except BaseException as exc:  # noqa: BLE001 - a worker must report every failure
                 error = exc
             if attempt < settings.retries:
                 delay_ms = min(settings.retry_backoff_ms * (2 ** attempt), settings.retry_backoff_max_ms)
