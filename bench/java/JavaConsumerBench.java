@@ -7,6 +7,7 @@
 //   -> X <message>                 invalid data; the run is invalid
 //   -> E <exception>               the client failed; the run is invalid
 //   <- STOP                        the driver has what it needs: close and exit
+// End of input (the driver died or gave up) halts the JVM at once: it must not outlive the run.
 // Arguments: bootstrap topic partitions records mode(assign|group) groupId sessionTimeoutMs
 //            then key=value consumer settings (groupId and sessionTimeoutMs: group mode only).
 // The last record of every batch is spot-checked like the Python drivers do: the value's
@@ -20,6 +21,7 @@ import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
 import java.util.Properties;
+import java.util.concurrent.CountDownLatch;
 
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.ConsumerRecords;
@@ -62,8 +64,26 @@ public final class JavaConsumerBench {
             return;
         }
 
+        CountDownLatch stop = new CountDownLatch(1);
+        Thread watchdog = new Thread(() -> {
+            try {
+                while (true) {
+                    String line = in.readLine();
+                    if (line == null) {
+                        Runtime.getRuntime().halt(2);
+                    }
+                    if (line.equals("STOP")) {
+                        stop.countDown();
+                    }
+                }
+            } catch (Exception e) {
+                Runtime.getRuntime().halt(2);
+            }
+        }, "stdin-watchdog");
+        watchdog.setDaemon(true);
+        watchdog.start();
         try {
-            run(props, topic, partitions, group ? 1 : records, group, out, in);
+            run(props, topic, partitions, group ? 1 : records, group, out, stop);
         } catch (Exception e) {
             out.println("E " + e.toString().replace('\n', ' '));
             out.flush();
@@ -72,7 +92,7 @@ public final class JavaConsumerBench {
     }
 
     private static void run(Properties props, String topic, int partitions, long target, boolean group,
-                            PrintStream out, BufferedReader in) throws Exception {
+                            PrintStream out, CountDownLatch stop) throws Exception {
         long count = 0;
         try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(props)) {
             if (group) {
@@ -108,7 +128,7 @@ public final class JavaConsumerBench {
                 out.println("B " + batch.count() + " " + bytes);
                 out.flush();
             }
-            in.readLine();  // STOP (or end of input): close outside the window
+            stop.await();  // close outside the window
         }
     }
 
