@@ -455,6 +455,9 @@ def run_config(cluster, broker_pid, cfg: Config, all_drivers: list[str], skipped
                 log(f"{tag}   {name}: {_one_line(result)}")
         profiles = {}
         for name in [d for d in (args.profile or []) if d in drivers]:
+            if not getattr(load(name), "PY_SPY", True):
+                log(f"{tag} not profiling {name}: py-spy sees only its Python wrapper, not the client")
+                continue
             job = Job(driver=name, bootstrap=cluster.bootstrap, topic=topic, partitions=cfg.partitions,
                       records=cfg.records, record_size=cfg.record_size, mode="assign",
                       timeout_s=timeout, broker_pid=broker_pid, progress=False)

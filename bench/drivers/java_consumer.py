@@ -34,6 +34,7 @@ from kclient.testing.maven import cache_root, find_java, resolve_jars
 
 LABEL = "Java KafkaConsumer"
 GROUP_MODE = True
+PY_SPY = False  # the client runs in a JVM: --profile would sample only this wrapper
 SOURCE = Path(__file__).resolve().parent.parent / "java" / "JavaConsumerBench.java"
 # The JVM runs with its ergonomic defaults (G1 on this machine class) and a heap cap that the
 # largest configuration (10 MiB per partition fetch x 64 partitions) fits in.
