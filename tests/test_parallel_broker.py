@@ -240,7 +240,9 @@ def test_more_handlers_run_at_once_than_partitions(cluster, topic_name, group_id
         pc = ParallelConsumer(consumer, max_workers=16, ordering="key")
         runner = Runner(pc, handle)
         seen.wait(lambda: len(seen.handled) >= n, f"{n} records")
-        runner.finish()
+        pc.close()                                        # from another thread: stops run() and waits
+        assert pc.metrics().in_flight == 0                # its shutdown is over when close() returns
+        runner.join()
         assert runner.error is None
         assert reached.is_set() and state["max"] >= want > parts
         assert pc.metrics().max_in_flight >= want
@@ -304,9 +306,14 @@ def test_backpressure_keeps_the_queue_bounded(cluster, topic_name, group_id, cre
         pc = holder["pc"] = ParallelConsumer(consumer, max_workers=workers, ordering="unordered",
                                              max_queued_records=bound)
         runner = Runner(pc, handle)
-        seen.wait(lambda: pc.metrics().paused, "fetching paused")
+
+        def full(m):
+            return m.paused and tp in m.partitions and m.partitions[tp].paused and m.in_flight == workers
+        seen.wait(lambda: full(pc.metrics()), "every worker busy and fetching paused")
         m = pc.metrics()
-        assert m.queued <= bound and m.in_flight == workers and m.partitions[tp].paused
+        assert m.queued <= bound
+        # Nothing more is fetched while paused: what came in is the queue plus the running few.
+        assert m.partitions[tp].received <= bound + workers
         gate.set()
         seen.wait(lambda: len(seen.handled) >= n, f"{n} records")
         runner.finish()

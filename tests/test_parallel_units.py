@@ -225,11 +225,12 @@ def run_pool(handler, records, **settings):
     outcomes, errors = {}, {}
     deadline = time.monotonic() + DEADLINE
     while len(outcomes) < len(records) and time.monotonic() < deadline:
+        halted = s.halted          # read first: once idle after a halt, every outcome is in
         idle = s.wait_idle(None, 0.05)
         for t, outcome, error in s.drain():
             outcomes[t.record.offset] = outcome
             errors[t.record.offset] = error
-        if idle and s.halted:      # a fatal failure dropped the rest
+        if idle and halted:        # a fatal failure dropped the rest
             break
     s.halt()
     pool.stop()
