@@ -96,3 +96,13 @@ def test_three_nodes_survive_the_loss_of_a_leader(kafka3, create_topic, topic_na
     finally:
         kafka3.start_broker(victim)
     assert kafka3.running
+
+
+def test_a_cluster_id_starting_with_a_dash_formats(kafka):
+    """Random ids are URL-safe base64: one in 64 starts with "-", which a flag parser takes for
+    an option unless it is passed as --cluster-id=ID."""
+    cluster = KafkaCluster()
+    cluster.cluster_id = "-" + cluster.cluster_id[1:]
+    with cluster:
+        with _wire.RawConnection.to(cluster.bootstrap) as conn:
+            assert _wire.metadata(conn, [])["cluster_id"] == cluster.cluster_id

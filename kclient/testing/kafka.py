@@ -259,7 +259,8 @@ class KafkaCluster(ClusterBase):
         """Format every node's storage; the JVM starts in parallel (each takes ~1-2 s)."""
         def fmt(node: _Node) -> None:
             config = self._write_config(node)
-            cmd = self._java_cmd(node, "kafka.tools.StorageTool", "format", "-t", self.cluster_id,
+            # "=": about one random id in 64 starts with "-", which argparse4j would take for a flag.
+            cmd = self._java_cmd(node, "kafka.tools.StorageTool", "format", f"--cluster-id={self.cluster_id}",
                                  "-c", str(config), "--ignore-formatted")
             done = subprocess.run(cmd, capture_output=True, text=True, timeout=120,
                                   stdin=subprocess.DEVNULL)
