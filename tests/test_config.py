@@ -255,3 +255,12 @@ def test_network_config_carries_the_shared_settings():
 def test_repr_hides_secrets():
     cfg = ConsumerConfig(ssl_password="hunter2", client_id="me")
     assert "hunter2" not in repr(cfg) and "'me'" in repr(cfg)
+
+
+def test_consumer_group_protocol_is_refused_until_it_is_implemented():
+    # Accepted and ignored, it would join with the classic protocol behind the user's back.
+    with pytest.raises(Errors.ConfigurationError, match="group.protocol.*KIP-848.*classic"):
+        ConsumerConfig(group_protocol="consumer")
+    with pytest.raises(Errors.ConfigurationError, match="group.remote.assignor.*group.protocol=consumer"):
+        ConsumerConfig({"group.remote.assignor": "uniform"})
+    assert ConsumerConfig(group_protocol="CLASSIC")["group.protocol"] == "classic"
