@@ -5,7 +5,7 @@ Input of both decoders is the "records" bytes of ONE partition from a Fetch resp
 RecordBatch v2 (magic 2) batches and legacy v0/v1 messages (written before an in-place
 upgrade), compressed or not.
 
-Errors (all kclient.errors.KafkaError subclasses):
+Errors (all kcore.errors.KafkaError subclasses):
   CrcMismatchError         CRC32C (v2) / CRC32 (v0/v1) does not match (check_crcs=True)
   InvalidRecordLengthError a length/count is negative or larger than the bytes around it
   RecordVarintError        a varint is longer than its type allows
@@ -236,7 +236,7 @@ def decode_consumer_records(
     record, built in C (no Record, no Python conversion loop).
 
     record_cls: a namedtuple class with kafka-python's 13 ConsumerRecord fields
-    (kclient.structs.ConsumerRecord), or any tuple subclass with ``__slots__ = ()`` and 13
+    (the consumer's ConsumerRecord), or any tuple subclass with ``__slots__ = ()`` and 13
     ``_fields``; TypeError otherwise.  Each record is
     ``record_cls(topic, partition, leader_epoch, offset, timestamp, timestamp_type, key,
     value, headers, None, serialized_key_size, serialized_value_size,

@@ -14,7 +14,7 @@ How a fetch response's "records" bytes are decoded:
   3. with the GIL: only object creation (per-record paths: Record objects, or the consumer's
      namedtuples built directly in C by decode_consumer_records), or nothing at all beyond
      handing the arrays over as buffers (columnar path).
-Anything inconsistent inside a complete batch raises a kclient.errors.CorruptRecordError
+Anything inconsistent inside a complete batch raises a kcore.errors.CorruptRecordError
 subclass (CrcMismatchError, InvalidRecordLengthError, RecordVarintError, ...).
 """
 cimport cython
@@ -34,7 +34,7 @@ from kcore.compression cimport (GrowBuf, growbuf_reserve, growbuf_free, growbuf_
                                 decompression_limit, decompress_append)
 from kcore.compression cimport compress as _compress
 
-from kclient.errors import (
+from kcore.errors import (
     CorruptRecordError,
     CrcMismatchError,
     InvalidRecordLengthError,
