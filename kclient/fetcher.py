@@ -32,6 +32,8 @@ import logging
 import struct
 from typing import Any
 
+from kcore.records import decode_columnar, decode_consumer_records
+
 from kclient import errors as Errors
 from kclient.clock import SYSTEM_CLOCK, Clock
 from kclient.deserializers import as_deserializer
@@ -596,7 +598,6 @@ class Fetcher:
         # every collection walked the thousands of records buffered here, which doubled the
         # CPU per record of poll(). The one thing never collected is a cycle built through a
         # record's own headers list, e.g. ``rec.headers.append(rec)``.
-        from kcore.records import decode_consumer_records
         start = cf.fetch_offset if cf.last_offset < 0 else cf.last_offset + 1
         tp = cf.tp
         res = decode_consumer_records(cf.raw, ConsumerRecord, tp.topic, tp.partition,
@@ -609,7 +610,6 @@ class Fetcher:
             cf.next_offset = res.next_offset
 
     def _init_columnar(self, cf: CompletedFetch) -> None:
-        from kcore.records import decode_columnar
         from kclient.columnar import ColumnarChunk
         start = cf.fetch_offset if cf.last_offset < 0 else cf.last_offset + 1
         res = decode_columnar(cf.raw, check_crcs=self._check_crcs, skip_control=True,
