@@ -1,7 +1,7 @@
 """kclient: a fast Kafka consumer for Python.
 
-Public names are imported lazily (PEP 562) so that ``import kclient.errors`` from kcore does
-not pull in the whole consumer, and ``import kclient`` stays cheap.
+Public names are imported lazily (PEP 562) so that ``import kclient`` (or one submodule such
+as ``kclient.errors``) stays cheap and does not pull in the whole consumer.
 """
 from __future__ import annotations
 

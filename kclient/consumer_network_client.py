@@ -22,6 +22,9 @@ import logging
 import threading
 from typing import Any, Callable
 
+from kcore.queues import UnsentQueue
+from kcore.timers import DelayedTaskQueue
+
 from kclient import errors as Errors
 from kclient.clock import SYSTEM_CLOCK, Clock
 from kclient.future import RequestFuture
@@ -88,8 +91,6 @@ class ConsumerNetworkClient:
                                    else request_timeout_ms)
         self.unsent_expiry_ms = self.request_timeout_ms
 
-        from kcore.queues import UnsentQueue
-        from kcore.timers import DelayedTaskQueue
         self._unsent = UnsentQueue()
         self._tasks = DelayedTaskQueue()
         self._lock = threading.RLock()          # serialises polls (held during select)

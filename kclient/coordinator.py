@@ -26,6 +26,8 @@ import logging
 import threading
 from typing import Any, NamedTuple
 
+from kcore.timers import Heartbeat
+
 from kclient import errors as Errors
 from kclient.clock import SYSTEM_CLOCK, Clock
 from kclient.future import RequestFuture, RequestFutureAdapter
@@ -130,8 +132,6 @@ class AbstractCoordinator(abc.ABC):
                  rebalance_timeout_ms: int = 300000, retry_backoff_ms: int = 100,
                  request_timeout_ms: int = 30000, leave_group_on_close: bool = True,
                  clock: Clock = SYSTEM_CLOCK, start_heartbeat_thread: bool = True):
-        from kcore.timers import Heartbeat
-
         self._client = client
         self._clock = clock
         self.group_id = group_id

@@ -1,100 +1,43 @@
 """One exception hierarchy for kclient and kcore.
 
+The errors kcore itself raises (KafkaError, the protocol and record-batch errors, connection
+loss, bad arguments and settings) are defined in ``kcore.errors`` and re-exported here as the
+very same classes, so ``except kclient.errors.X`` catches what kcore raises.
 Broker error codes (Kafka protocol, "Error Codes" table) each get a class generated from
 ``_BROKER_ERRORS`` with ``errno``, ``retriable`` and a description that says what to do.
-Client-side failures (corrupt input, timeouts, misuse) have hand-written classes below.
-This module imports nothing from kclient so that kcore can raise these classes too.
+The remaining client-side failures (timeouts, misuse, group membership) are written below.
 """
 from __future__ import annotations
+
+from kcore.errors import (  # noqa: F401  (re-exported)
+    BufferUnderflowError,
+    ConfigurationError,
+    CorrelationIdMismatchError,
+    CorruptRecordError,
+    CrcMismatchError,
+    DecompressionError,
+    DecompressionLimitError,
+    FrameTooLargeError,
+    IllegalArgumentError,
+    IllegalStateError,
+    InvalidLengthError,
+    InvalidRecordLengthError,
+    KafkaConnectionError,
+    KafkaError,
+    ProtocolError,
+    RecordVarintError,
+    UnsupportedCodecError,
+    UnsupportedVersionError,
+    VarintError,
+)
 
 __all__ = ["KafkaError", "BrokerResponseError", "for_code", "raise_for_code"]
 
 
-class KafkaError(Exception):
-    """Base of every error raised by kclient and kcore."""
-
-    errno: int | None = None
-    retriable: bool = False
-    description: str = ""
-    invalid_metadata: bool = False   # the client should refresh metadata before retrying
-
-    def __str__(self) -> str:
-        msg = super().__str__()
-        if self.errno is not None:
-            head = f"[Error {self.errno}] {type(self).__name__}"
-            return f"{head}: {msg}" if msg else f"{head}: {self.description}"
-        return msg or self.description or type(self).__name__
-
-
 # --------------------------------------------------------------------------- client side
-class ProtocolError(KafkaError):
-    """Bytes from the wire do not follow the Kafka protocol."""
-
-
-class BufferUnderflowError(ProtocolError):
-    """Input ended before a field was complete (truncated frame, batch or field)."""
-
-
-class InvalidLengthError(ProtocolError):
-    """A length or count field is negative where it may not be, or larger than the data or the limit."""
-
-
-class VarintError(ProtocolError):
-    """A varint is longer than its type allows (malformed or hostile input)."""
-
-
-class FrameTooLargeError(InvalidLengthError):
-    """A frame's length prefix exceeds the configured maximum; nothing was allocated."""
-
-
-class CorrelationIdMismatchError(ProtocolError):
-    """A response's correlation id does not match the oldest in-flight request on the connection."""
-
-
-class UnsupportedVersionError(ProtocolError):
-    errno = 35
-    description = "The version of API is not supported."
-
-
-class CorruptRecordError(KafkaError):
-    """A record batch failed validation (CRC mismatch, bad magic, bad lengths)."""
-    errno = 2
-    description = "This message has failed its CRC checksum, exceeds the valid size, has a null key for a compacted topic, or is otherwise corrupt."
-
-
-class CrcMismatchError(CorruptRecordError):
-    """The CRC stored in a record batch does not match its content."""
-
-
-class UnsupportedCodecError(CorruptRecordError):
-    """A record batch names a compression codec this client does not know."""
-
-
-class DecompressionError(CorruptRecordError):
-    """Compressed record data could not be decompressed."""
-
-
-class DecompressionLimitError(DecompressionError):
-    """Decompressed data would exceed the configured bound (a decompression bomb)."""
-
-
-class InvalidRecordLengthError(CorruptRecordError, InvalidLengthError):
-    """A length or count inside a record batch is negative or exceeds the bytes around it."""
-
-
-class RecordVarintError(CorruptRecordError, VarintError):
-    """A varint inside a record batch is longer than its type allows."""
-
-
 class KafkaTimeoutError(KafkaError):
     """An operation did not complete within its timeout."""
     retriable = True
-
-
-class KafkaConnectionError(KafkaError):
-    """A connection to a broker failed or was lost; requests on it failed."""
-    retriable = True
-    invalid_metadata = True
 
 
 class NodeNotReadyError(KafkaError):
@@ -103,18 +46,6 @@ class NodeNotReadyError(KafkaError):
 
 class NoBrokersAvailable(KafkaError):
     """None of the bootstrap servers could be reached."""
-
-
-class IllegalStateError(KafkaError):
-    """The client was used in a way its state does not allow."""
-
-
-class IllegalArgumentError(KafkaError, ValueError):
-    """A caller passed an invalid argument."""
-
-
-class ConfigurationError(IllegalArgumentError):
-    """A setting is unknown or has an invalid value; the message names the setting."""
 
 
 class ConcurrentAccessError(IllegalStateError):

@@ -32,6 +32,9 @@ import logging
 import struct
 from typing import Any
 
+from kcore import layout
+from kcore.records import decode_columnar, decode_consumer_records
+
 from kclient import errors as Errors
 from kclient.clock import SYSTEM_CLOCK, Clock
 from kclient.deserializers import as_deserializer
@@ -50,6 +53,8 @@ _ISOLATION = {"read_uncommitted": 0, "read_committed": 1}
 _new_tuple = tuple.__new__
 _ENTRY_HEAD = struct.Struct(">qi")    # base offset, length: the head of every batch/message
 _I32 = struct.Struct(">i")
+# Bytes an entry needs before its v2 last offset delta can be read.
+_PEEK_MIN = layout.V2_LAST_OFFSET_DELTA + 4
 
 
 class _ResponseBuffer:
@@ -496,21 +501,24 @@ class Fetcher:
 
     @staticmethod
     def _peek_next_offset(raw, fetch_offset: int) -> int:
-        """Offset after the last complete batch in raw, from batch headers only (base offset
-        and length at 0, magic at 16, v2 last offset delta at 23; a legacy entry is one
-        message at its own offset)."""
+        """Offset after the last complete batch in raw, from batch headers only (base offset,
+        length, magic and the v2 last offset delta; a legacy entry is one message at its own
+        offset)."""
         n = len(raw)
         pos = 0
         nxt = fetch_offset
         head, delta = _ENTRY_HEAD.unpack_from, _I32.unpack_from
-        while n - pos >= 27:
-            base, length = head(raw, pos)
-            if length < 14 or pos + 12 + length > n:
+        while n - pos >= _PEEK_MIN:
+            base, length = head(raw, pos + layout.ENTRY_BASE_OFFSET)
+            if length < layout.LEGACY_MIN_SIZE or pos + layout.LOG_OVERHEAD + length > n:
                 break
-            last = base + delta(raw, pos + 23)[0] if raw[pos + 16] == 2 else base
+            if raw[pos + layout.ENTRY_MAGIC] == 2:
+                last = base + delta(raw, pos + layout.V2_LAST_OFFSET_DELTA)[0]
+            else:
+                last = base
             if last >= nxt:
                 nxt = last + 1
-            pos += 12 + length
+            pos += layout.LOG_OVERHEAD + length
         return nxt
 
     def _partition_error(self, tp: TopicPartition, pipe: _PartitionPipe, code: int, fetch_offset: int,
@@ -596,7 +604,6 @@ class Fetcher:
         # every collection walked the thousands of records buffered here, which doubled the
         # CPU per record of poll(). The one thing never collected is a cycle built through a
         # record's own headers list, e.g. ``rec.headers.append(rec)``.
-        from kcore.records import decode_consumer_records
         start = cf.fetch_offset if cf.last_offset < 0 else cf.last_offset + 1
         tp = cf.tp
         res = decode_consumer_records(cf.raw, ConsumerRecord, tp.topic, tp.partition,
@@ -609,7 +616,6 @@ class Fetcher:
             cf.next_offset = res.next_offset
 
     def _init_columnar(self, cf: CompletedFetch) -> None:
-        from kcore.records import decode_columnar
         from kclient.columnar import ColumnarChunk
         start = cf.fetch_offset if cf.last_offset < 0 else cf.last_offset + 1
         res = decode_columnar(cf.raw, check_crcs=self._check_crcs, skip_control=True,

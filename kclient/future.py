@@ -22,6 +22,7 @@ from kclient.errors import (
     IllegalArgumentError,
     IllegalStateError,
     KafkaError,
+    KafkaTimeoutError,
     NoBrokersAvailable,
 )
 
@@ -270,7 +271,6 @@ class RequestFuture(Generic[T]):
     def get(self, timeout_s: float | None = None) -> T:
         """Wait (see ``wait``) and return the value or raise the exception."""
         if not self.wait(timeout_s):
-            from kclient.errors import KafkaTimeoutError
             raise KafkaTimeoutError(f"future not completed within {timeout_s} s")
         if self._state == _FAILED:
             raise self._exception  # type: ignore[misc]

@@ -17,8 +17,12 @@ import socket
 import struct
 from typing import Any, Callable, Iterable
 
+from kcore.frames import FrameReceiver
+from kcore.queues import InFlightRequests
+
 from kclient import __version__
 from kclient import errors as Errors
+from kclient import protocol
 from kclient.clock import SYSTEM_CLOCK, Clock
 from kclient.config import ConsumerConfig, as_config
 from kclient.connection import RECEIVE_BUFFER, BrokerConnection, ConnectionState, ExponentialBackoff
@@ -34,12 +38,6 @@ MAX_SELECT_MS = 3_600_000          # one select() call never sleeps longer than 
 NO_DEADLINE = 2**62
 DEFAULT_MAX_RESPONSE_BYTES = 100_000_000   # hostile length prefixes fail before allocating
 _CORRELATION = struct.Struct(">i")
-
-
-def _protocol():
-    # Imported lazily: kclient.protocol pulls in the compiled codec.
-    import kclient.protocol as protocol
-    return protocol
 
 
 class ClientRequest:
@@ -108,7 +106,6 @@ class NetworkClient:
         self._known_nodes: dict[int, Node] = {n.node_id: n for n in metadata.cluster.nodes()}
         self._bootstrap_nodes = dict(self._known_nodes) if metadata.cluster.is_bootstrap else {}
 
-        from kcore.queues import InFlightRequests
         self._in_flight = InFlightRequests(cfg["max.in.flight.requests.per.connection"])
         self._conns: dict[int, BrokerConnection] = {}
         self._selector = selectors.DefaultSelector()
@@ -151,7 +148,6 @@ class NetworkClient:
         return conn
 
     def _new_receiver(self):
-        from kcore.frames import FrameReceiver
         return FrameReceiver(self._max_response_bytes, RECEIVE_BUFFER)
 
     # ------------------------------------------------------------------ connection state
@@ -348,7 +344,7 @@ class NetworkClient:
             v = conn.api_versions.get(key)
             if v is None:
                 rng = conn.broker_api_ranges.get(key)
-                ours = _protocol().CLIENT_VERSIONS.get(key)
+                ours = protocol.CLIENT_VERSIONS.get(key)
                 raise Errors.UnsupportedVersionError(
                     f"node {conn.node_id} ({conn.address}) supports API {key} in versions "
                     f"{rng if rng else 'none'}, this client implements {ours}")
@@ -362,7 +358,7 @@ class NetworkClient:
             return v
         v = request.api_version
         rng = conn.broker_api_ranges.get(key)
-        ours = _protocol().CLIENT_VERSIONS.get(key)
+        ours = protocol.CLIENT_VERSIONS.get(key)
         if (key != API_VERSIONS_KEY and (rng is None or not rng[0] <= v <= rng[1])) or ours is None \
                 or not ours[0] <= v <= ours[1]:
             raise Errors.UnsupportedVersionError(
@@ -374,7 +370,7 @@ class NetworkClient:
             version = self._choose_version(conn, request)
             body = request.body(version) if callable(request.body) else request.body
             corr = self._next_correlation_id()
-            frame = _protocol().encode_request(request.api_key, version, corr, self.client_id, body)
+            frame = protocol.encode_request(request.api_key, version, corr, self.client_id, body)
         except Exception as exc:  # this request is bad, the connection is fine
             log.debug("cannot send %r: %s", request, exc)
             self._finish(request, None, exc, now_ms)
@@ -596,7 +592,7 @@ class NetworkClient:
             log.debug("connected to node %d (%s)", conn.node_id, conn.address)
             conn.state = ConnectionState.API_VERSIONS
             conn.last_activity_ms = now_ms
-            self._send_api_versions(conn, now_ms, _protocol().CLIENT_VERSIONS[API_VERSIONS_KEY][1])
+            self._send_api_versions(conn, now_ms, protocol.CLIENT_VERSIONS[API_VERSIONS_KEY][1])
             if conn.state is ConnectionState.DISCONNECTED:
                 return
         if mask & selectors.EVENT_WRITE and conn.wants_write:
@@ -642,7 +638,7 @@ class NetworkClient:
                 f"response with correlation id {corr} matches no request in flight"))
             return
         try:
-            response = _protocol().decode_response(req.api_key, req.api_version, frame)
+            response = protocol.decode_response(req.api_key, req.api_version, frame)
         except Exception as exc:
             if req.internal == "api_versions":
                 self._close(conn, now_ms, exc)
@@ -691,7 +687,7 @@ class NetworkClient:
                             api_version=version, internal="api_versions", created_ms=now_ms)
         corr = self._next_correlation_id()
         try:
-            frame = _protocol().encode_request(API_VERSIONS_KEY, version, corr, self.client_id, req.body)
+            frame = protocol.encode_request(API_VERSIONS_KEY, version, corr, self.client_id, req.body)
         except Exception as exc:  # pragma: no cover - our own request must encode
             self._close(conn, now_ms, exc)
             return
@@ -705,7 +701,6 @@ class NetworkClient:
 
     def _handle_api_versions_response(self, conn: BrokerConnection, req: ClientRequest,
                                       response: dict, now_ms: int) -> None:
-        protocol = _protocol()
         code = response.get("error_code", 0)
         ranges = {k["api_key"]: (k["min_version"], k["max_version"]) for k in response.get("api_keys") or []}
         if code == Errors.UnsupportedVersionError.errno:

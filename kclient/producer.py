@@ -34,6 +34,8 @@ import threading
 from collections import namedtuple
 from typing import Any, Callable, Mapping
 
+from kcore.records import RecordBatchBuilder, decode_records
+
 from kclient import errors as Errors
 from kclient.clock import SYSTEM_CLOCK, Clock
 from kclient.config import ClientSettings, ConfigDef, common_client_defs, plugin, unsupported
@@ -201,7 +203,6 @@ class _Batch:
                  "bytes", "closed")
 
     def __init__(self, tp: TopicPartition, now_ms: int):
-        from kcore.records import RecordBatchBuilder
         self.tp = tp
         self.builder = RecordBatchBuilder()
         self.futures: list[tuple] = []
@@ -442,7 +443,6 @@ class KafkaProducer:
 
     def _close_batch_without_last(self, batch, tp, ts, key, value, headers, now) -> None:
         # Rebuild the batch without its last record (rare: only when max.request.size binds).
-        from kcore.records import RecordBatchBuilder, decode_records
         old_payload = batch.builder.build()
         recs = decode_records(old_payload).records[:-1]
         fresh = RecordBatchBuilder()

@@ -24,7 +24,7 @@ from libc.string cimport memcpy
 
 import cramjam
 
-from kclient.errors import (
+from kcore.errors import (
     DecompressionError,
     DecompressionLimitError,
     UnsupportedCodecError,

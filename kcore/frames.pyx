@@ -22,7 +22,7 @@ from libc.string cimport memcpy, memmove
 
 from kcore.wire cimport load_be32
 
-from kclient.errors import FrameTooLargeError, InvalidLengthError, KafkaConnectionError
+from kcore.errors import FrameTooLargeError, InvalidLengthError, KafkaConnectionError
 
 # Below this size a complete frame is copied into its own bytes object: cheaper than a
 # memoryview slice, and it does not pin the whole read chunk in memory.

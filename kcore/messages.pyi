@@ -3,11 +3,39 @@
 See the module docstring (``help(kcore.messages)``) for the encoding/decoding semantics:
 defaults, fields a version lacks, tagged fields, nullability and zero-copy records.
 """
-from typing import Any, Mapping
-
-from kclient.protocol.schema import Message
+from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
 
 _Buffer = bytes | bytearray | memoryview
+
+@runtime_checkable
+class FieldSpec(Protocol):
+    """One field of a message or struct, as compile_message reads it."""
+
+    name: str
+    type: str                      # "int32", "[]int32", "[]Name", "Name", ...
+    tag: int | None
+    default: object                # None: the type's zero value
+    fields: Sequence[FieldSpec]    # members of a struct / []struct type
+    ignorable: bool
+    def in_version(self, v: int) -> bool: ...
+    def nullable_in(self, v: int) -> bool: ...
+    def tagged_in(self, v: int) -> bool: ...
+    @property
+    def is_array(self) -> bool: ...
+    @property
+    def element_type(self) -> str: ...
+    @property
+    def is_struct(self) -> bool: ...
+
+@runtime_checkable
+class MessageSpec(Protocol):
+    """A request or response body, as compile_message reads it."""
+
+    name: str
+    valid_versions: str
+    fields: Sequence[FieldSpec]
+    def versions(self) -> range: ...
+    def is_flexible(self, v: int) -> bool: ...
 
 class Program:
     """One message body (or struct) at one version, compiled to a flat op array."""
@@ -23,10 +51,10 @@ class Program:
     def decode(self, data: _Buffer, exact: bool = False) -> dict[str, Any]: ...
     def encode(self, body: Mapping[str, Any] | None = None) -> bytes: ...
 
-def compile_message(message: Message, version: int) -> Program:
+def compile_message(message: MessageSpec, version: int) -> Program:
     """Cached per (message, version); UnsupportedVersionError outside valid_versions."""
-def encode(message: Message, version: int, body: Mapping[str, Any] | None = None) -> bytes: ...
-def decode(message: Message, version: int, data: _Buffer, exact: bool = False) -> dict[str, Any]: ...
+def encode(message: MessageSpec, version: int, body: Mapping[str, Any] | None = None) -> bytes: ...
+def decode(message: MessageSpec, version: int, data: _Buffer, exact: bool = False) -> dict[str, Any]: ...
 def encode_request_frame(prog: Program, api_key: int, api_version: int, correlation_id: int,
                          client_id: str | None, body: Mapping[str, Any] | None,
                          header_version: int) -> bytes:

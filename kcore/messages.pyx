@@ -1,10 +1,11 @@
 # cython: language_level=3
 """Schema-driven codec for Kafka message bodies.
 
-``compile_message(message, version)`` flattens a kclient.protocol.schema.Message at one
-version into a ``Program``: a C array of ops (one per field present at that version), each
-with its kind, nullability, tag, interned snake_case key, default and, for structs, the
-nested Program. Encoding and decoding interpret that array; no per-field Python code runs
+``compile_message(message, version)`` flattens a message description at one version into a
+``Program``: a C array of ops (one per field present at that version), each with its kind,
+nullability, tag, interned snake_case key, default and, for structs, the nested Program.
+The description is any object shaped like ``MessageSpec`` (its fields like ``FieldSpec``):
+kcore reads those attributes and methods only, so it needs no schema classes of its own. Encoding and decoding interpret that array; no per-field Python code runs
 and no schema object is consulted on the hot path. Programs are cached per (message, version).
 
 Semantics (the Java client's, where it has one):
@@ -22,13 +23,14 @@ Semantics (the Java client's, where it has one):
   feature the broker cannot receive is never silently lost. A key that is no field of the
   struct at any version raises IllegalArgumentError, as do values of the wrong type or
   range (the message names the struct and field).
-* Decoding errors are kclient.errors.ProtocolError subclasses: BufferUnderflowError for
+* Decoding errors are kcore.errors.ProtocolError subclasses: BufferUnderflowError for
   truncation, InvalidLengthError for negative / impossible lengths and counts (checked
   against the bytes left before anything is allocated), VarintError, ProtocolError for bad
   UTF-8. Trailing bytes after a body are ignored unless ``exact`` is asked for.
 """
 import sys
 import uuid as _uuid_mod
+from typing import Protocol, runtime_checkable
 
 from cpython.dict cimport PyDict_GetItem, PyDict_SetItem, PyDict_Check, PyDict_Copy
 from cpython.list cimport PyList_New, PyList_SET_ITEM
@@ -41,8 +43,62 @@ from kcore.wire cimport Reader, Writer, raise_invalid_length
 from kcore.frames cimport (write_request_header, read_request_header, write_response_header,
                            read_response_header)
 
-from kclient.errors import (IllegalArgumentError, InvalidLengthError, ProtocolError,
+from kcore.errors import (IllegalArgumentError, InvalidLengthError, ProtocolError,
                             UnsupportedVersionError)
+
+__all__ = ["FieldSpec", "MessageSpec", "Program", "compile_message", "encode", "decode",
+           "encode_request_frame", "encode_response_frame", "decode_response_frame",
+           "decode_request_frame"]
+
+
+# ------------------------------------------------------------------ what a schema must offer
+# The codec only reads these members (at compile time, never per message), so any schema
+# classes with them work; runtime_checkable lets a caller's test assert the fit.
+@runtime_checkable
+class FieldSpec(Protocol):
+    """One field of a message or struct, as compile_message reads it.
+
+    Attributes: name (snake_case key), type ("int32", "[]int32", "[]Name", "Name", ...),
+    tag (tagged-field number or None), default (None: the type's zero value),
+    fields (the members of a struct or []struct type), ignorable (may be dropped when a
+    version lacks the field).
+    """
+
+    name: str
+    type: str
+    tag: object
+    default: object
+    fields: object
+    ignorable: bool
+
+    def in_version(self, v): ...
+    def nullable_in(self, v): ...
+    def tagged_in(self, v): ...
+
+    @property
+    def is_array(self): ...
+
+    @property
+    def element_type(self): ...
+
+    @property
+    def is_struct(self): ...
+
+
+@runtime_checkable
+class MessageSpec(Protocol):
+    """A request or response body, as compile_message reads it.
+
+    Attributes: name, valid_versions (text for error messages), fields (FieldSpec objects).
+    """
+
+    name: str
+    valid_versions: str
+    fields: object
+
+    def versions(self): ...
+    def is_flexible(self, v): ...
+
 
 cdef extern from "Python.h":
     dict _PyDict_NewPresized(Py_ssize_t minused)

@@ -23,7 +23,7 @@ class UnsentQueue:
 class InFlightRequests:
     """Requests awaiting a response, oldest first per node, capped per connection.
 
-    Raises kclient.errors.ConfigurationError if max_per_connection is not in 1..2**31-1.
+    Raises kcore.errors.ConfigurationError if max_per_connection is not in 1..2**31-1.
     """
 
     def __init__(self, max_per_connection: int) -> None: ...

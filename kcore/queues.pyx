@@ -19,7 +19,7 @@ from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from libc.stdint cimport INT64_MAX, INT64_MIN, int32_t, int64_t
 from kcore.timemath cimport as_ms as _ms, sat_add as _sat_add, sat_sub as _sat_sub
 
-from kclient.errors import (ConfigurationError, CorrelationIdMismatchError,
+from kcore.errors import (ConfigurationError, CorrelationIdMismatchError,
                             IllegalArgumentError, IllegalStateError)
 
 cdef extern from "Python.h":

@@ -1,11 +1,13 @@
-"""Kafka record batches: decode (per record or columnar) and encode.
+"""Kafka record batches: decode (per record or columnar); the encoder (kcore.builder), the
+checksums (kcore.crc), ColumnarBatch (kcore.columnar) and the layout constants
+(kcore.layout) are re-exported.
 
 Input of both decoders is the "records" bytes of ONE partition from a Fetch response
 (bytes, bytearray, memoryview slice: any contiguous buffer; None = no records).  It may hold
 RecordBatch v2 (magic 2) batches and legacy v0/v1 messages (written before an in-place
 upgrade), compressed or not.
 
-Errors (all kclient.errors.KafkaError subclasses):
+Errors (all kcore.errors.KafkaError subclasses):
   CrcMismatchError         CRC32C (v2) / CRC32 (v0/v1) does not match (check_crcs=True)
   InvalidRecordLengthError a length/count is negative or larger than the bytes around it
   RecordVarintError        a varint is longer than its type allows
@@ -28,30 +30,27 @@ from __future__ import annotations
 
 from typing import Generic, Iterable, Iterator, Mapping, Sequence, TypeVar
 
-CRC32C_HARDWARE: bool           # True when the SSE4.2 crc32 instruction is used
-TIMESTAMP_NONE: int             # -1: message format v0 has no timestamp
-TIMESTAMP_CREATE_TIME: int      # 0
-TIMESTAMP_LOG_APPEND_TIME: int  # 1
-CONTROL_ABORT: int              # 0
-CONTROL_COMMIT: int             # 1
-NO_PRODUCER_ID: int             # -1
+# Re-exported from the modules that define them (kcore.records stays the one import).
+from kcore.builder import RecordBatchBuilder as RecordBatchBuilder
+from kcore.builder import control_record as control_record
+from kcore.builder import encode_batch as encode_batch
+from kcore.columnar import ColumnarBatch as ColumnarBatch
+from kcore.crc import CRC32C_HARDWARE as CRC32C_HARDWARE
+from kcore.crc import crc32_ieee as crc32_ieee
+from kcore.crc import crc32c as crc32c
+from kcore.crc import crc32c_hw as crc32c_hw
+from kcore.crc import crc32c_sw as crc32c_sw
+from kcore.layout import CONTROL_ABORT as CONTROL_ABORT
+from kcore.layout import CONTROL_COMMIT as CONTROL_COMMIT
+from kcore.layout import NO_PRODUCER_ID as NO_PRODUCER_ID
+from kcore.layout import TIMESTAMP_CREATE_TIME as TIMESTAMP_CREATE_TIME
+from kcore.layout import TIMESTAMP_LOG_APPEND_TIME as TIMESTAMP_LOG_APPEND_TIME
+from kcore.layout import TIMESTAMP_NONE as TIMESTAMP_NONE
 
 Header = tuple[str, bytes | None]
-# (offset_delta or None for "position in the list", timestamp_ms, key, value, headers)
-RecordTuple = tuple[int | None, int, bytes | None, bytes | None, Sequence[Header] | None]
 # AbortedTransaction of a Fetch response: (producer_id, first_offset) or the decoded dict
 AbortedTransaction = tuple[int, int] | Mapping[str, int]
 _R = TypeVar("_R")
-
-
-def crc32c(data: bytes | bytearray | memoryview, crc: int = 0) -> int:
-    """CRC32C (Castagnoli), continuing from `crc`; chains like zlib.crc32."""
-def crc32c_sw(data: bytes | bytearray | memoryview, crc: int = 0) -> int:
-    """CRC32C through the slicing-by-8 tables (the fallback path)."""
-def crc32c_hw(data: bytes | bytearray | memoryview, crc: int = 0) -> int:
-    """CRC32C through SSE4.2; RuntimeError when the CPU lacks it."""
-def crc32_ieee(data: bytes | bytearray | memoryview, crc: int = 0) -> int:
-    """CRC32 (IEEE 802.3, = zlib.crc32), the checksum of legacy v0/v1 messages."""
 
 
 class Record:
@@ -236,7 +235,7 @@ def decode_consumer_records(
     record, built in C (no Record, no Python conversion loop).
 
     record_cls: a namedtuple class with kafka-python's 13 ConsumerRecord fields
-    (kclient.structs.ConsumerRecord), or any tuple subclass with ``__slots__ = ()`` and 13
+    (the consumer's ConsumerRecord), or any tuple subclass with ``__slots__ = ()`` and 13
     ``_fields``; TypeError otherwise.  Each record is
     ``record_cls(topic, partition, leader_epoch, offset, timestamp, timestamp_type, key,
     value, headers, None, serialized_key_size, serialized_value_size,
@@ -260,73 +259,6 @@ def decode_consumer_records(
     """
 
 
-class ColumnarBatch:
-    """One partition's records as contiguous arrays: no Python object per record.
-
-    Every array property returns a read-only memoryview (numpy.frombuffer-able, zero-copy):
-      offsets int64, timestamps int64, timestamp_types int8,
-      key_offsets/value_offsets int64 + key_lengths/value_lengths int32 (-1 = null):
-          positions into `data`;
-      header_starts int32 (num_records + 1 entries): record i owns headers
-          header_starts[i] .. header_starts[i+1]-1 of header_key_offsets/header_key_lengths
-          and header_value_offsets/header_value_lengths (-1 = null value).
-    `data` is the caller's input itself when nothing was compressed (zero_copy=True),
-    otherwise one owned buffer holding every batch's (decompressed) records.
-    """
-    @property
-    def num_records(self) -> int: ...
-    @property
-    def num_headers(self) -> int: ...
-    @property
-    def batches(self) -> list[BatchInfo]: ...
-    @property
-    def next_offset(self) -> int: ...
-    @property
-    def bytes_consumed(self) -> int: ...
-    @property
-    def partial_trailing_bytes(self) -> int: ...
-    @property
-    def incomplete_batch_size(self) -> int: ...
-    @property
-    def zero_copy(self) -> bool: ...
-    @property
-    def offsets(self) -> memoryview: ...
-    @property
-    def timestamps(self) -> memoryview: ...
-    @property
-    def timestamp_types(self) -> memoryview: ...
-    @property
-    def key_offsets(self) -> memoryview: ...
-    @property
-    def key_lengths(self) -> memoryview: ...
-    @property
-    def value_offsets(self) -> memoryview: ...
-    @property
-    def value_lengths(self) -> memoryview: ...
-    @property
-    def header_starts(self) -> memoryview: ...
-    @property
-    def header_key_offsets(self) -> memoryview: ...
-    @property
-    def header_key_lengths(self) -> memoryview: ...
-    @property
-    def header_value_offsets(self) -> memoryview: ...
-    @property
-    def header_value_lengths(self) -> memoryview: ...
-    @property
-    def data(self) -> memoryview: ...
-    def __len__(self) -> int: ...
-    def to_arrow(self, *, binary_view: bool = False):  # -> pyarrow.RecordBatch
-        """pyarrow.RecordBatch with columns offset int64, timestamp int64, key binary,
-        value binary, headers list<struct<key: string, value: binary>>.
-
-        offset, timestamp and the header list offsets are zero-copy; keys/values are
-        gathered into Arrow's contiguous layout (GIL released), or, with binary_view=True,
-        returned as binary_view arrays pointing into `data` (zero-copy).  Columns switch to
-        large_binary when a column holds more than 2 GiB.  Needs pyarrow.
-        """
-
-
 def decode_columnar(
     data: bytes | bytearray | memoryview | None,
     *,
@@ -338,61 +270,3 @@ def decode_columnar(
 ) -> ColumnarBatch:
     """Decode one partition's fetched bytes into a ColumnarBatch (same options as
     decode_records; control records are skipped by default here)."""
-
-
-class RecordBatchBuilder:
-    """Accumulates the records of one v2 batch (encoded as they are appended).
-
-    base_timestamp: the batch's base timestamp; default: the first record's timestamp.
-    """
-    def __init__(self, *, base_timestamp: int | None = None) -> None: ...
-    def __len__(self) -> int: ...
-    @property
-    def size_in_bytes(self) -> int:
-        """Exact size of the batch if built uncompressed now."""
-    def append(self, timestamp_ms: int, key: bytes | bytearray | memoryview | None,
-               value: bytes | bytearray | memoryview | None,
-               headers: Sequence[tuple[str | bytes, bytes | None]] | None = None,
-               offset_delta: int | None = None) -> int:
-        """Encode one record (offset_delta default: its position); returns its size."""
-    def build(self, *, base_offset: int = 0, codec: int = 0,
-              compression_level: int | None = None, timestamp_type: int = 0,
-              producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1,
-              transactional: bool = False, control: bool = False,
-              partition_leader_epoch: int = -1, max_timestamp: int | None = None,
-              last_offset_delta: int | None = None,
-              has_delete_horizon: bool = False) -> bytes:
-        """The complete batch with its CRC32C.  max_timestamp default: the largest record
-        timestamp; last_offset_delta default: the last record's delta."""
-
-
-def encode_batch(
-    records: Iterable[RecordTuple],
-    *,
-    base_offset: int = 0,
-    codec: int = 0,
-    timestamp_type: int = 0,
-    producer_id: int = -1,
-    producer_epoch: int = -1,
-    base_sequence: int = -1,
-    transactional: bool = False,
-    control: bool = False,
-    partition_leader_epoch: int = -1,
-    compression_level: int | None = None,
-    base_timestamp: int | None = None,
-    max_timestamp: int | None = None,
-    last_offset_delta: int | None = None,
-    has_delete_horizon: bool = False,
-) -> bytes:
-    """One v2 batch from (offset_delta|None, timestamp_ms, key, value, headers) tuples.
-
-    Uncompressed output is byte-identical to the broker's bytes for the same fields (the
-    overrides exist so any batch, compacted ones included, can be rebuilt exactly).
-    Snappy is written in xerial framing and lz4 as a frame with independent blocks, the
-    formats the Java client reads and writes.
-    """
-
-
-def control_record(control_type: int, coordinator_epoch: int = 0,
-                   version: int = 0) -> tuple[bytes, bytes]:
-    """(key, value) of an end-transaction marker record (0 abort, 1 commit)."""

@@ -21,7 +21,7 @@ class DelayedTaskQueue:
 class Heartbeat:
     """Heartbeat timing state (SPEC §3). All times are int ms; every method takes now_ms.
 
-    Raises kclient.errors.ConfigurationError naming the setting when session.timeout.ms,
+    Raises kcore.errors.ConfigurationError naming the setting when session.timeout.ms,
     heartbeat.interval.ms or max.poll.interval.ms is outside 1..2**31-1, retry.backoff.ms is
     negative, or heartbeat.interval.ms >= session.timeout.ms.
     """

@@ -14,7 +14,7 @@ from cpython.mem cimport PyMem_Free, PyMem_Realloc
 from libc.stdint cimport INT64_MAX, INT64_MIN, int64_t, uint64_t
 from kcore.timemath cimport as_ms as _ms, sat_add as _sat_add, sat_sub as _sat_sub
 
-from kclient.errors import ConfigurationError, IllegalArgumentError
+from kcore.errors import ConfigurationError, IllegalArgumentError
 
 cdef extern from "Python.h":
     const Py_ssize_t PY_SSIZE_T_MAX

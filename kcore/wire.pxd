@@ -6,7 +6,7 @@ Two layers:
   ``write_uvarint*_ptr``, ``zigzag*``) for tight loops over raw memory (record batches).
   The readers return the number of bytes consumed (> 0) or WIRE_UNDERFLOW / WIRE_BAD_VARINT;
   they never touch a Python object, so callers may run them under ``with nogil``.
-* ``Reader`` / ``Writer`` cdef classes whose inline methods raise kclient.errors exceptions
+* ``Reader`` / ``Writer`` cdef classes whose inline methods raise kcore.errors exceptions
   (BufferUnderflowError, InvalidLengthError, VarintError) through the ``raise_*`` functions.
 
 Reader positions are absolute offsets into the underlying buffer, so ``Reader.read_view``

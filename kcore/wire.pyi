@@ -8,7 +8,7 @@ class Reader:
     """Bounds-checked reader over a bytes-like object; ``pos``/``end`` are absolute offsets.
 
     Truncated input raises BufferUnderflowError, bad lengths InvalidLengthError, over-long
-    varints VarintError (all kclient.errors.ProtocolError subclasses).
+    varints VarintError (all kcore.errors.ProtocolError subclasses).
     """
 
     @property

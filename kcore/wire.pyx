@@ -14,7 +14,7 @@ from libc.string cimport memcpy
 
 import uuid as _uuid_mod
 
-from kclient.errors import BufferUnderflowError, InvalidLengthError, ProtocolError, VarintError
+from kcore.errors import BufferUnderflowError, InvalidLengthError, ProtocolError, VarintError
 
 cdef extern from "Python.h":
     const char* PyUnicode_AsUTF8AndSize(object s, Py_ssize_t* size) except NULL
@@ -181,7 +181,7 @@ cdef class Reader:
             out[tag] = self.read_raw(size)
         return out
 
-    # -- Python-level API (tests, kclient); names mirror the C-level read_* methods
+    # -- Python-level API (tests, Python callers); names mirror the C-level read_* methods
     @property
     def remaining_bytes(self):
         return self.end - self.pos

@@ -175,6 +175,19 @@ def test_overlong_record_length_varint():
         decode_both(batch_with(b"\xff\xff\xff\xff\xff\x01" + b"\x00" * 20, count=1))
 
 
+@pytest.mark.parametrize("where", range(5))
+def test_varints_with_bits_beyond_their_type(where):
+    # Longest allowed length, but the last byte carries bits an int32 (5th byte > 0x0f) or
+    # int64 (10th byte > 0x01) cannot hold: rejected, not truncated to a different value.
+    fields = [b"\x00", b"\x00", b"\x02k", b"\x02v", b"\x00"]   # ts, offset, key, value, headers
+    if where == 0:
+        fields[0] = b"\x80" * 9 + b"\x02"
+    else:
+        fields[where] = b"\x80\x80\x80\x80\x10" + fields[where][1:]
+    with pytest.raises(RecordVarintError):
+        decode_both(batch_with(record(b"\x00" + b"".join(fields)), count=1))
+
+
 # ----------------------------------------------------------------------------- CRC
 def test_crc_mismatch_v2_and_legacy():
     for i in (21, 30, 61, len(BASE) - 1):

@@ -1,0 +1,37 @@
+"""Byte layout of Kafka record batches (v2) and legacy messages (v0/v1) (compiled).
+
+Offsets count from the start of an entry (its base offset field); see layout.pxd for what
+each field holds.
+"""
+
+ENTRY_BASE_OFFSET: int
+ENTRY_LENGTH: int
+LOG_OVERHEAD: int
+ENTRY_MAGIC: int
+V2_PARTITION_LEADER_EPOCH: int
+V2_CRC: int
+V2_ATTRIBUTES: int
+V2_LAST_OFFSET_DELTA: int
+V2_BASE_TIMESTAMP: int
+V2_MAX_TIMESTAMP: int
+V2_PRODUCER_ID: int
+V2_PRODUCER_EPOCH: int
+V2_BASE_SEQUENCE: int
+V2_RECORD_COUNT: int
+V2_HEADER_SIZE: int
+MIN_RECORD_BYTES: int
+LEGACY_CRC: int
+LEGACY_ATTRIBUTES: int
+LEGACY_TIMESTAMP: int
+LEGACY_MIN_SIZE: int
+ATTR_CODEC_MASK: int
+ATTR_TIMESTAMP_TYPE: int
+ATTR_TRANSACTIONAL: int
+ATTR_CONTROL: int
+ATTR_DELETE_HORIZON: int
+TIMESTAMP_NONE: int
+TIMESTAMP_CREATE_TIME: int
+TIMESTAMP_LOG_APPEND_TIME: int
+CONTROL_ABORT: int
+CONTROL_COMMIT: int
+NO_PRODUCER_ID: int

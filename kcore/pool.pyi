@@ -1,0 +1,11 @@
+"""Recycled malloc blocks for decode arrays (compiled); the C API is in pool.pxd."""
+
+POOL_SLOTS: int        # most blocks held at once
+POOL_MAX_TOTAL: int    # most bytes held at once
+
+class CArray:
+    """A read-only 1-D buffer (buffer protocol) over a pooled block it owns."""
+    def __len__(self) -> int: ...
+
+def pool_stats() -> tuple[int, int]:
+    """(blocks, bytes) currently held by the pool (for tests)."""
