@@ -20,6 +20,8 @@ import pytest
 
 from kclient import KafkaProducer
 
+from test_build import NO_C_API
+
 REPO = Path(__file__).resolve().parent.parent
 KCORE_MODULES = sorted(p.stem for p in (REPO / "kcore").glob("*.pyx"))
 
@@ -33,7 +35,7 @@ SMOKE = textwrap.dedent('''
     for name in sys.argv[3].split(","):
         mod = importlib.import_module("kcore." + name)
         assert isinstance(mod.__loader__, importlib.machinery.ExtensionFileLoader), (name, mod.__file__)
-        assert (site / (name + ".pyi")).exists() and (site / (name + ".pxd")).exists(), name
+        assert (site / (name + ".pyi")).exists(), name
     from kclient import KafkaConsumer, TopicPartition
     tp = TopicPartition(sys.argv[2], 0)
     with KafkaConsumer(bootstrap_servers=sys.argv[1], auto_offset_reset="earliest") as c:
@@ -48,9 +50,9 @@ SMOKE = textwrap.dedent('''
 ''')
 
 
-def _run(cmd: list[str], cwd: Path | None = None, timeout: float = 900) -> str:
+def _run(cmd: list[str], cwd: Path | None = None, timeout: float = 900, env: dict | None = None) -> str:
     done = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout,
-                          stdin=subprocess.DEVNULL)
+                          stdin=subprocess.DEVNULL, env=env)
     assert done.returncode == 0, f"{' '.join(map(str, cmd))} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     return done.stdout + done.stderr
 
@@ -82,7 +84,8 @@ def test_sdist_carries_the_sources_and_the_wheel_the_compiled_modules(dist):
         names = z.namelist()
     for name in KCORE_MODULES:
         assert any(n.startswith(f"kcore/{name}.") and n.endswith(".so") for n in names), name
-        assert f"kcore/{name}.pyi" in names and f"kcore/{name}.pxd" in names
+        assert f"kcore/{name}.pyi" in names
+        assert (f"kcore/{name}.pxd" in names) != (name in NO_C_API), name
     assert not any(n.endswith(".pyx") or n.endswith(".c") for n in names), "sources in the wheel"
     metadata = next(n for n in names if n.endswith("METADATA"))
     with zipfile.ZipFile(wheel) as z:
@@ -108,6 +111,10 @@ def test_repaired_wheel_installs_and_consumes_in_a_clean_venv(dist, broker, crea
     clean = tmp_path / "venv"
     venv.EnvBuilder(with_pip=True).create(clean)
     python = clean / "bin" / "python"
-    _run([str(python), "-m", "pip", "install", "-q", str(fixed)], cwd=tmp_path)
-    out = _run([str(python), "-c", SMOKE, broker.bootstrap, topic_name, ",".join(KCORE_MODULES)], cwd=tmp_path)
+    # Nothing of this process's environment may lead the clean interpreter back to the checkout
+    # (the Spark helpers put the repository on PYTHONPATH for their workers).
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON") and k != "VIRTUAL_ENV"}
+    _run([str(python), "-m", "pip", "install", "-q", str(fixed)], cwd=tmp_path, env=env)
+    out = _run([str(python), "-c", SMOKE, broker.bootstrap, topic_name, ",".join(KCORE_MODULES)],
+               cwd=tmp_path, env=env)
     assert "SMOKE OK" in out
