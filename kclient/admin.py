@@ -13,9 +13,9 @@ from typing import Any, Iterable, Mapping
 from kclient import errors as Errors
 from kclient.clock import SYSTEM_CLOCK, Clock
 from kclient.config import ConfigDef
-from kclient.consumer_network_client import ConsumerNetworkClient
-from kclient.metadata import Node
-from kclient.offset_fetcher import (EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, ISOLATION,
+from kclient.network.consumer_network_client import ConsumerNetworkClient
+from kclient.network.metadata import Node
+from kclient.consumer.offset_fetcher import (EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, ISOLATION,
                                     list_offsets_body, parse_list_offsets)
 from kclient.producer import ClientSettings, _common_defs
 from kclient.structs import OffsetAndMetadata, TopicPartition
@@ -355,7 +355,7 @@ class KafkaAdminClient:
     def _member(m: dict, protocol_type: str | None) -> MemberDescription:
         metadata, assignment = m.get("member_metadata"), m.get("member_assignment")
         if protocol_type == "consumer":
-            from kclient.consumer_protocol import deserialize_assignment, deserialize_subscription
+            from kclient.group.consumer_protocol import deserialize_assignment, deserialize_subscription
             try:
                 metadata = deserialize_subscription(metadata) if metadata else None
                 assignment = deserialize_assignment(assignment) if assignment else None

@@ -39,9 +39,9 @@ from kcore.records import RecordBatchBuilder, decode_records
 from kclient import errors as Errors
 from kclient.clock import SYSTEM_CLOCK, Clock
 from kclient.config import ClientSettings, ConfigDef, common_client_defs, plugin, unsupported
-from kclient.deserializers import as_serializer
-from kclient.future import RequestFuture
-from kclient.network_client import ClientRequest, NetworkClient
+from kclient.consumer.deserializers import as_serializer
+from kclient.network.future import RequestFuture
+from kclient.network.network_client import ClientRequest, NetworkClient
 from kclient.structs import TopicPartition
 
 __all__ = ["KafkaProducer", "RecordMetadata", "FutureRecordMetadata", "murmur2",

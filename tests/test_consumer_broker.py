@@ -12,8 +12,8 @@ import time
 import pytest
 
 from kclient import errors as Errors
-from kclient.consumer import KafkaConsumer
-from kclient.listener import ConsumerRebalanceListener
+from kclient.consumer.kafka_consumer import KafkaConsumer
+from kclient.consumer.listener import ConsumerRebalanceListener
 from kclient.producer import KafkaProducer
 from kclient.structs import OffsetAndMetadata, TopicPartition
 

@@ -9,10 +9,10 @@ import pytest
 
 from kclient import errors as Errors
 from kclient.clock import FakeClock
-from kclient.connection import ConnectionState
-from kclient.consumer_network_client import ConsumerNetworkClient
-from kclient.future import RequestFuture, RequestFutureAdapter
-from kclient.network_client import ClientRequest
+from kclient.network.connection import ConnectionState
+from kclient.network.consumer_network_client import ConsumerNetworkClient
+from kclient.network.future import RequestFuture, RequestFutureAdapter
+from kclient.network.network_client import ClientRequest
 
 from test_network_client import (  # the scripted peer lives with the NetworkClient tests
     HEARTBEAT, METADATA, T0, ScriptedCluster, known_metadata, metadata_response,

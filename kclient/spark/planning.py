@@ -391,7 +391,7 @@ class _Planner:
     """Offset lookups against the cluster for one planning call."""
 
     def __init__(self, opts: SourceOptions):
-        from kclient.consumer import KafkaConsumer
+        from kclient.consumer.kafka_consumer import KafkaConsumer
         self.opts = opts
         params = opts.client_params()
         # This consumer fetches only to probe end offsets: answers at the end of a partition

@@ -25,8 +25,8 @@ from kclient import errors as Errors
 from kclient import protocol
 from kclient.clock import SYSTEM_CLOCK, Clock
 from kclient.config import ConsumerConfig, as_config
-from kclient.connection import RECEIVE_BUFFER, BrokerConnection, ConnectionState, ExponentialBackoff
-from kclient.metadata import Metadata, Node
+from kclient.network.connection import RECEIVE_BUFFER, BrokerConnection, ConnectionState, ExponentialBackoff
+from kclient.network.metadata import Metadata, Node
 
 __all__ = ["NetworkClient", "ClientRequest", "API_VERSIONS_KEY", "METADATA_KEY"]
 

@@ -11,7 +11,7 @@ heartbeats. ``_lock`` (re-entrant, with condition ``_cond``) guards the membersh
 coordinator, generation, member state, rejoin flags and the ``Heartbeat`` timing object.
 It is held only for short state changes, never while waiting on the network, and response
 handlers take it when they run. The heartbeat thread never waits for the network client's
-lock (see kclient.heartbeat_thread), so the two locks cannot deadlock.
+lock (see kclient.group.heartbeat_thread), so the two locks cannot deadlock.
 
 Member states: UNJOINED -> PREPARING_REBALANCE (JoinGroup sent) -> COMPLETING_REBALANCE
 (JoinGroup answered, SyncGroup pending) -> STABLE (assignment received). Any generation reset
@@ -30,9 +30,9 @@ from kcore.timers import Heartbeat
 
 from kclient import errors as Errors
 from kclient.clock import SYSTEM_CLOCK, Clock
-from kclient.future import RequestFuture, RequestFutureAdapter
-from kclient.heartbeat_thread import HeartbeatThread
-from kclient.metadata import Node
+from kclient.network.future import RequestFuture, RequestFutureAdapter
+from kclient.group.heartbeat_thread import HeartbeatThread
+from kclient.network.metadata import Node
 
 __all__ = ["AbstractCoordinator", "Generation", "NO_GENERATION", "MemberState", "UnjoinedGroupError",
            "coordinator_node_id"]

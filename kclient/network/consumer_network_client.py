@@ -27,9 +27,9 @@ from kcore.timers import DelayedTaskQueue
 
 from kclient import errors as Errors
 from kclient.clock import SYSTEM_CLOCK, Clock
-from kclient.future import RequestFuture
-from kclient.metadata import Metadata, Node
-from kclient.network_client import ClientRequest, NetworkClient
+from kclient.network.future import RequestFuture
+from kclient.network.metadata import Metadata, Node
+from kclient.network.network_client import ClientRequest, NetworkClient
 
 __all__ = ["ConsumerNetworkClient", "RequestFutureCompletionHandler"]
 

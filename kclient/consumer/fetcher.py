@@ -37,9 +37,9 @@ from kcore.records import decode_columnar, decode_consumer_records
 
 from kclient import errors as Errors
 from kclient.clock import SYSTEM_CLOCK, Clock
-from kclient.deserializers import as_deserializer
+from kclient.consumer.deserializers import as_deserializer
 from kclient.structs import ConsumerRecord, TopicPartition
-from kclient.subscription_state import FetchPosition
+from kclient.consumer.subscription_state import FetchPosition
 
 __all__ = ["Fetcher", "CompletedFetch", "PREFETCH_DEPTH"]
 
@@ -616,7 +616,7 @@ class Fetcher:
             cf.next_offset = res.next_offset
 
     def _init_columnar(self, cf: CompletedFetch) -> None:
-        from kclient.columnar import ColumnarChunk
+        from kclient.consumer.columnar import ColumnarChunk
         start = cf.fetch_offset if cf.last_offset < 0 else cf.last_offset + 1
         res = decode_columnar(cf.raw, check_crcs=self._check_crcs, skip_control=True,
                               fetch_offset=start, aborted_transactions=cf.aborted)
@@ -717,7 +717,7 @@ class Fetcher:
 
     def fetched_columnar(self, max_records: int | None = None, update_offsets: bool = True):
         """Like fetched_records, but {tp: ColumnarRecords} (rows of kcore ColumnarBatches)."""
-        from kclient.columnar import ColumnarRecords
+        from kclient.consumer.columnar import ColumnarRecords
         remaining = self._max_poll_records if max_records is None else max_records
         drained: dict[TopicPartition, list] = {}
         ends: dict[TopicPartition, FetchPosition] = {}

@@ -1,7 +1,7 @@
 """ConsumerCoordinator: the consumer's side of group membership and offset storage (SPEC §6).
 
 On top of AbstractCoordinator it supplies the "consumer" embedded protocol: members advertise
-every configured assignor with their subscription (kclient.consumer_protocol), the leader runs
+every configured assignor with their subscription (kclient.group.consumer_protocol), the leader runs
 the assignor the broker picked, and each member applies its assignment to the
 SubscriptionState, calling the rebalance listener on the application thread:
 
@@ -31,21 +31,21 @@ import logging
 from typing import Any, Callable, Iterable, Mapping, NamedTuple
 
 from kclient import errors as Errors
-from kclient.assignors import RebalanceProtocol, build_assignors
+from kclient.group.assignors import RebalanceProtocol, build_assignors
 from kclient.clock import SYSTEM_CLOCK, Clock
 from kclient.config import as_config
-from kclient.consumer_protocol import (
+from kclient.group.consumer_protocol import (
     PROTOCOL_TYPE, deserialize_assignment, deserialize_subscription, serialize_assignment,
     serialize_subscription,
 )
-from kclient.coordinator import (
+from kclient.group.coordinator import (
     NO_GENERATION, AbstractCoordinator, Generation, MemberState, _error_for, _Handler, _Timer,
 )
-from kclient.future import RequestFuture
-from kclient.interceptors import ConsumerInterceptors
-from kclient.listener import invoke_partitions_lost
+from kclient.network.future import RequestFuture
+from kclient.consumer.interceptors import ConsumerInterceptors
+from kclient.consumer.listener import invoke_partitions_lost
 from kclient.structs import OffsetAndMetadata, TopicPartition
-from kclient.subscription_state import FetchPosition
+from kclient.consumer.subscription_state import FetchPosition
 
 __all__ = ["ConsumerCoordinator", "ConsumerGroupMetadata"]
 
@@ -352,7 +352,7 @@ class ConsumerCoordinator(AbstractCoordinator):
             a = assignment.get(member_id)
             if a is None:
                 log.warning("assignor %s gave member %s no assignment; it gets none", assignor.name, member_id)
-                from kclient.consumer_protocol import Assignment
+                from kclient.group.consumer_protocol import Assignment
                 a = Assignment()
             result[member_id] = serialize_assignment(a)
         log.info("group %s generation %d: assignment %s", self.group_id, self._generation.generation_id,

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING
 from kclient import errors as Errors
 
 if TYPE_CHECKING:  # pragma: no cover
-    from kclient.coordinator import AbstractCoordinator
+    from kclient.group.coordinator import AbstractCoordinator
 
 __all__ = ["HeartbeatThread", "EXIT", "WAIT_FOR_EVENT", "NETWORK_WAIT_MAX_MS"]
 
