@@ -12,23 +12,25 @@ from typing import Any, Iterable, Mapping
 
 from kclient import errors as Errors
 from kclient.clock import SYSTEM_CLOCK, Clock
-from kclient.config import ConfigDef
+from kclient.config import ClientSettings, ConfigDef, common_client_defs
 from kclient.network.consumer_network_client import ConsumerNetworkClient
 from kclient.network.metadata import Node
 from kclient.consumer.offset_fetcher import (EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, ISOLATION,
                                     list_offsets_body, parse_list_offsets)
-from kclient.producer import ClientSettings, _common_defs
 from kclient.structs import OffsetAndMetadata, TopicPartition
+from kclient.protocol import ApiKey
 
 __all__ = ["KafkaAdminClient", "NewTopic", "OffsetSpec", "ListOffsetsResultInfo",
            "GroupDescription", "MemberDescription"]
 
 log = logging.getLogger(__name__)
 
-CREATE_TOPICS, DELETE_TOPICS, LIST_OFFSETS, FIND_COORDINATOR = 19, 20, 2, 10
-DESCRIBE_GROUPS, LIST_GROUPS, OFFSET_FETCH = 15, 16, 9
+CREATE_TOPICS, DELETE_TOPICS, LIST_OFFSETS, FIND_COORDINATOR = (
+    int(k) for k in (ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS, ApiKey.LIST_OFFSETS, ApiKey.FIND_COORDINATOR))
+DESCRIBE_GROUPS, LIST_GROUPS, OFFSET_FETCH = (
+    int(k) for k in (ApiKey.DESCRIBE_GROUPS, ApiKey.LIST_GROUPS, ApiKey.OFFSET_FETCH))
 
-ADMIN_CONFIGS: list[ConfigDef] = _common_defs() + [
+ADMIN_CONFIGS: list[ConfigDef] = common_client_defs() + [
     ConfigDef("default.api.timeout.ms", "int", 60000, min=0),
     # Metadata lookups of deleted topics must not create them again.
     ConfigDef("allow.auto.create.topics", "bool", False),

@@ -40,12 +40,13 @@ from kclient.clock import SYSTEM_CLOCK, Clock
 from kclient.consumer.deserializers import as_deserializer
 from kclient.structs import ConsumerRecord, TopicPartition
 from kclient.consumer.subscription_state import FetchPosition
+from kclient.protocol import ApiKey
 
 __all__ = ["Fetcher", "CompletedFetch", "PREFETCH_DEPTH"]
 
 log = logging.getLogger(__name__)
 
-FETCH_KEY = 1
+FETCH_KEY = int(ApiKey.FETCH)
 _TOPIC_ID_VERSION = 13          # Fetch v13+ names topics by id
 PREFETCH_DEPTH = 2              # answered fetches buffered per partition before it waits
 _ISOLATION = {"read_uncommitted": 0, "read_committed": 1}

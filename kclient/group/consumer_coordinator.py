@@ -46,12 +46,13 @@ from kclient.consumer.interceptors import ConsumerInterceptors
 from kclient.consumer.listener import invoke_partitions_lost
 from kclient.structs import OffsetAndMetadata, TopicPartition
 from kclient.consumer.subscription_state import FetchPosition
+from kclient.protocol import ApiKey
 
 __all__ = ["ConsumerCoordinator", "ConsumerGroupMetadata"]
 
 log = logging.getLogger(__name__)
 
-OFFSET_COMMIT, OFFSET_FETCH = 8, 9
+OFFSET_COMMIT, OFFSET_FETCH = int(ApiKey.OFFSET_COMMIT), int(ApiKey.OFFSET_FETCH)
 
 CommitCallback = Callable[[Mapping[TopicPartition, OffsetAndMetadata], BaseException | None], Any]
 

@@ -33,13 +33,16 @@ from kclient.clock import SYSTEM_CLOCK, Clock
 from kclient.network.future import RequestFuture, RequestFutureAdapter
 from kclient.group.heartbeat_thread import HeartbeatThread
 from kclient.network.metadata import Node
+from kclient.protocol import ApiKey
 
 __all__ = ["AbstractCoordinator", "Generation", "NO_GENERATION", "MemberState", "UnjoinedGroupError",
            "coordinator_node_id"]
 
 log = logging.getLogger(__name__)
 
-FIND_COORDINATOR, JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP = 10, 11, 12, 13, 14
+FIND_COORDINATOR, JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP = (
+    int(k) for k in (ApiKey.FIND_COORDINATOR, ApiKey.JOIN_GROUP, ApiKey.HEARTBEAT, ApiKey.LEAVE_GROUP,
+                     ApiKey.SYNC_GROUP))
 
 #: JoinGroup may legitimately wait up to the rebalance timeout on the broker; allow this much more.
 JOIN_GROUP_TIMEOUT_LAPSE_MS = 5000

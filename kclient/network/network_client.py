@@ -27,13 +27,14 @@ from kclient.clock import SYSTEM_CLOCK, Clock
 from kclient.config import ConsumerConfig, as_config
 from kclient.network.connection import RECEIVE_BUFFER, BrokerConnection, ConnectionState, ExponentialBackoff
 from kclient.network.metadata import Metadata, Node
+from kclient.protocol import ApiKey
 
 __all__ = ["NetworkClient", "ClientRequest", "API_VERSIONS_KEY", "METADATA_KEY"]
 
 log = logging.getLogger(__name__)
 
-API_VERSIONS_KEY = 18
-METADATA_KEY = 3
+API_VERSIONS_KEY = int(ApiKey.API_VERSIONS)
+METADATA_KEY = int(ApiKey.METADATA)
 MAX_SELECT_MS = 3_600_000          # one select() call never sleeps longer than this
 NO_DEADLINE = 2**62
 DEFAULT_MAX_RESPONSE_BYTES = 100_000_000   # hostile length prefixes fail before allocating
