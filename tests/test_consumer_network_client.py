@@ -1,4 +1,4 @@
-"""ConsumerNetworkClient (SPEC §10) against a scripted socket peer, with a fake clock where
+"""ConsumerNetworkClient (mechanisms §10) against a scripted socket peer, with a fake clock where
 timing logic is tested and the real clock where a thread must be woken."""
 from __future__ import annotations
 

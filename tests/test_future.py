@@ -1,4 +1,4 @@
-"""RequestFuture (SPEC §10): completion rules, listeners, compose/chain, cross-thread waits."""
+"""RequestFuture (mechanisms §10): completion rules, listeners, compose/chain, cross-thread waits."""
 from __future__ import annotations
 
 import logging

@@ -1,4 +1,4 @@
-"""The heartbeat loop (SPEC §2), one branch at a time.
+"""The heartbeat loop (mechanisms §2), one branch at a time.
 
 ``HeartbeatThread.run_once()`` is one iteration of the loop, run here on the test thread with
 a FakeClock: no sleeping for timing logic. The coordinator peer is the scripted socket broker

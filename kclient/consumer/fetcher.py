@@ -1,6 +1,6 @@
 """Fetcher: sends Fetch requests to partition leaders and turns the answers into records.
 
-Pipelining (SPEC §7). A partition may have one Fetch in flight and up to
+Pipelining (mechanisms §7). A partition may have one Fetch in flight and up to
 ``PREFETCH_DEPTH`` answered fetches buffered ahead of what the application consumed; the
 next fetch for it starts where the last buffered one ended, so the network works while the
 application processes. ``send_fetches()`` runs before ``poll()`` returns records.

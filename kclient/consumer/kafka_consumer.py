@@ -5,7 +5,7 @@ Settings: kafka-python keywords (``bootstrap_servers=...``), Java-style dotted k
 at construction naming the setting. Topics given positionally are subscribed at once
 (``KafkaConsumer("my-topic", group_id=...)``).
 
-``poll()`` follows SPEC §7: honour a pending ``wakeup()``; bring group membership and
+``poll()`` follows mechanisms §7: honour a pending ``wakeup()``; bring group membership and
 positions up to date within the remaining time; return buffered records at once, sending
 the next fetches *before* returning them (the network works while the caller processes);
 otherwise send fetches and block on the network until one completes, the time runs out, or

@@ -1,4 +1,4 @@
-"""ConsumerCoordinator: the consumer's side of group membership and offset storage (SPEC §6).
+"""ConsumerCoordinator: the consumer's side of group membership and offset storage (mechanisms §6).
 
 On top of AbstractCoordinator it supplies the "consumer" embedded protocol: members advertise
 every configured assignor with their subscription (kclient.group.consumer_protocol), the leader runs
@@ -337,7 +337,7 @@ class ConsumerCoordinator(AbstractCoordinator):
             # Other members want topics this member does not: fetch their metadata first.
             self._metadata.add_topics(*(all_topics - self._metadata.topics))
             self._client.await_metadata_update(self.request_timeout_ms)
-        # SPEC §6 assignment snapshot: what the assignment is computed from.
+        # mechanisms §6 assignment snapshot: what the assignment is computed from.
         self._assignment_snapshot = self._partition_counts(sorted(all_topics))
         self._assignment_snapshot_checked = self._metadata.update_version
         if skip_assignment:
@@ -364,7 +364,7 @@ class ConsumerCoordinator(AbstractCoordinator):
                          assignment_bytes: bytes) -> None:
         subs = self.subscriptions
         if not self.is_leader:
-            # Followers watch the partition counts of their own topics (SPEC §6).
+            # Followers watch the partition counts of their own topics (mechanisms §6).
             self._assignment_snapshot = self._partition_counts(sorted(subs.subscription))
             self._assignment_snapshot_checked = self._metadata.update_version
         assignor = self._lookup_assignor(protocol_name)

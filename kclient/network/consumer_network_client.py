@@ -1,4 +1,4 @@
-"""ConsumerNetworkClient: the consumer's view of the network (SPEC §10).
+"""ConsumerNetworkClient: the consumer's view of the network (mechanisms §10).
 
 It adds to ``NetworkClient``: a queue of requests not yet handed to a connection (``unsent``,
 kcore.queues.UnsentQueue), scheduled tasks (kcore.timers.DelayedTaskQueue), futures for
@@ -157,7 +157,7 @@ class ConsumerNetworkClient:
         happens). ``poll(future[, timeout_ms])`` instead blocks until the future is done or
         the timeout passes and returns whether it is done.
 
-        Steps (SPEC §10): send what can be sent; cap the wait by the next delayed task; poll
+        Steps (mechanisms §10): send what can be sent; cap the wait by the next delayed task; poll
         the network; raise a pending wakeup (unless disabled); fail unsent requests of
         disconnected nodes; run due delayed tasks; send again; expire old unsent requests.
         """

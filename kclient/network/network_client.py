@@ -1,4 +1,4 @@
-"""NetworkClient: connections, in-flight requests and metadata refresh over one selector (SPEC §11).
+"""NetworkClient: connections, in-flight requests and metadata refresh over one selector (mechanisms §11).
 
 Not thread-safe except ``wakeup()``; ``ConsumerNetworkClient`` serialises access. All waiting
 happens in ``selector.select()`` (the GIL is released there), with a timeout computed from
