@@ -34,7 +34,7 @@ _LAZY = {
     "ConsumerInterceptor": "kclient.consumer.interceptors",
 }
 
-__all__ = sorted(_LAZY)
+__all__ = sorted(_LAZY)  # noqa: PLE0605 (the lazily imported names are the public ones)
 
 
 def __getattr__(name: str):

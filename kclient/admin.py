@@ -340,7 +340,7 @@ class KafkaAdminClient:
         for gid in group_ids:
             node = group_coordinator_id if group_coordinator_id is not None else self._find_coordinator(gid, deadline)
             body = {"groups": [gid], "include_authorized_operations": include_authorized_operations}
-            response = self._with_retries(deadline, lambda: self._call(node, DESCRIBE_GROUPS, body, deadline))
+            response = self._with_retries(deadline, lambda node=node, body=body: self._call(node, DESCRIBE_GROUPS, body, deadline))
             for g in response.get("groups") or []:
                 code = g.get("error_code", 0)
                 if code:
@@ -376,7 +376,7 @@ class KafkaAdminClient:
         nodes = list(broker_ids) if broker_ids is not None else [n.node_id for n in self._metadata.cluster.nodes()]
         seen: dict[str, str] = {}
         for node in nodes:
-            response = self._with_retries(deadline, lambda: self._call(node, LIST_GROUPS, {}, deadline))
+            response = self._with_retries(deadline, lambda node=node: self._call(node, LIST_GROUPS, {}, deadline))
             code = response.get("error_code", 0)
             if code:
                 raise _raise_topic_error(code, None, f"ListGroups on node {node}")

@@ -290,7 +290,7 @@ class KafkaProducer:
                 raise Errors.IllegalStateError("cannot send: the producer is closed")
             if headers:
                 headers = [(k, v) for k, v in headers]
-                for k, v in headers:
+                for k, _ in headers:
                     if not isinstance(k, str):
                         raise TypeError(f"header keys must be str, got {k!r}")
             kbytes = self._serialize(self._key_serializer, topic, headers or [], key, "key")

@@ -511,7 +511,7 @@ def test_heartbeat_thread_poll_waits_for_app_poll_and_both_progress(cluster):
         t = threading.Thread(target=hb_loop)
         t.start()
         try:
-            for i in range(5):
+            for _ in range(5):
                 f = cnc.send(1, HEARTBEAT, HB_BODY)
                 answer_heartbeat(cluster.peer(1))
                 assert cnc.poll(f, 5000)

@@ -12,7 +12,7 @@ import textwrap
 import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from kclient.errors import ConfigurationError, IllegalArgumentError
 from kcore.timers import Heartbeat

@@ -120,7 +120,7 @@ def consume(job, tally) -> dict:
 
     conns: dict[int, _Conn] = {}
     sel = selectors.DefaultSelector()
-    for leader, parts in by_leader.items():
+    for leader in by_leader:
         conn = conns[leader] = _Conn(*brokers[leader])
         sel.register(conn.sock, selectors.EVENT_READ, conn)
 
