@@ -51,7 +51,7 @@ def measure(fn):
 
 # ---------------------------------------------------------------------- clients
 def kclient_records(bootstrap, topic, n, partitions, **cfg):
-    from kclient.consumer import KafkaConsumer
+    from kclient.consumer.kafka_consumer import KafkaConsumer
     from kclient.structs import TopicPartition
     c = KafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest", **cfg)
     c.assign([TopicPartition(topic, p) for p in range(partitions)])
@@ -72,7 +72,7 @@ def kclient_records(bootstrap, topic, n, partitions, **cfg):
 
 
 def kclient_iter(bootstrap, topic, n, partitions, **cfg):
-    from kclient.consumer import KafkaConsumer
+    from kclient.consumer.kafka_consumer import KafkaConsumer
     from kclient.structs import TopicPartition
     c = KafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest", consumer_timeout_ms=10_000, **cfg)
     c.assign([TopicPartition(topic, p) for p in range(partitions)])
@@ -93,7 +93,7 @@ def kclient_iter(bootstrap, topic, n, partitions, **cfg):
 
 
 def kclient_columnar(bootstrap, topic, n, partitions, arrow=False, **cfg):
-    from kclient.consumer import KafkaConsumer
+    from kclient.consumer.kafka_consumer import KafkaConsumer
     from kclient.structs import TopicPartition
     c = KafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest", **cfg)
     c.assign([TopicPartition(topic, p) for p in range(partitions)])
@@ -205,7 +205,7 @@ CLIENTS = {
 def memory_run(bootstrap, topic, n, partitions, value_size, fetch_max_bytes, partition_bytes):
     """Consume slowly (the loop sleeps per poll, simulating processing) and track RSS."""
     import psutil
-    from kclient.consumer import KafkaConsumer
+    from kclient.consumer.kafka_consumer import KafkaConsumer
     from kclient.structs import TopicPartition
     proc = psutil.Process()
     base = proc.memory_info().rss

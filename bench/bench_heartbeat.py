@@ -127,7 +127,7 @@ def test_ttn_kafka_python(benchmark):
 
 # ----------------------------------------------------------------- one heartbeat-loop tick
 def _tick_ours(hb):
-    # SPEC §2 steps 4-6 with one clock read per iteration
+    # mechanisms §2 steps 4-6 with one clock read per iteration
     for _ in range(N):
         now = time.monotonic_ns() // 1_000_000
         if hb.session_timeout_expired(now) or hb.poll_timeout_expired(now):

@@ -41,10 +41,12 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+from kclient.protocol import ApiKey
 
 CLIENTS = ["kclient-records", "kafka-python", "aiokafka", "confluent-default"]
 SCENARIOS = ["python-compute", "gil-held-c-call"]
-HEARTBEAT, JOIN_GROUP, SYNC_GROUP, LEAVE_GROUP = 12, 11, 14, 13
+HEARTBEAT, JOIN_GROUP, SYNC_GROUP, LEAVE_GROUP = (
+    int(k) for k in (ApiKey.HEARTBEAT, ApiKey.JOIN_GROUP, ApiKey.SYNC_GROUP, ApiKey.LEAVE_GROUP))
 PARTITIONS = 4
 RECORDS = 20_000
 

@@ -18,23 +18,23 @@ _LAZY = {
     "OffsetAndMetadata": "kclient.structs",
     "OffsetAndTimestamp": "kclient.structs",
     "ConsumerRecord": "kclient.structs",
-    "ConsumerRebalanceListener": "kclient.listener",
-    "KafkaConsumer": "kclient.consumer",
-    "IsolationLevel": "kclient.consumer",
+    "ConsumerRebalanceListener": "kclient.consumer.listener",
+    "KafkaConsumer": "kclient.consumer.kafka_consumer",
+    "IsolationLevel": "kclient.consumer.kafka_consumer",
     "KafkaProducer": "kclient.producer",
     "RecordMetadata": "kclient.producer",
     "KafkaAdminClient": "kclient.admin",
     "NewTopic": "kclient.admin",
     "OffsetSpec": "kclient.admin",
-    "Serializer": "kclient.deserializers",
-    "Deserializer": "kclient.deserializers",
-    "DefaultSerializer": "kclient.deserializers",
-    "JsonSerializer": "kclient.deserializers",
-    "ColumnarRecords": "kclient.columnar",
-    "ConsumerInterceptor": "kclient.interceptors",
+    "Serializer": "kclient.consumer.deserializers",
+    "Deserializer": "kclient.consumer.deserializers",
+    "DefaultSerializer": "kclient.consumer.deserializers",
+    "JsonSerializer": "kclient.consumer.deserializers",
+    "ColumnarRecords": "kclient.consumer.columnar",
+    "ConsumerInterceptor": "kclient.consumer.interceptors",
 }
 
-__all__ = sorted(_LAZY)
+__all__ = sorted(_LAZY)  # noqa: PLE0605 (the lazily imported names are the public ones)
 
 
 def __getattr__(name: str):

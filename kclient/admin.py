@@ -12,23 +12,25 @@ from typing import Any, Iterable, Mapping
 
 from kclient import errors as Errors
 from kclient.clock import SYSTEM_CLOCK, Clock
-from kclient.config import ConfigDef
-from kclient.consumer_network_client import ConsumerNetworkClient
-from kclient.metadata import Node
-from kclient.offset_fetcher import (EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, ISOLATION,
+from kclient.config import ClientSettings, ConfigDef, common_client_defs
+from kclient.network.consumer_network_client import ConsumerNetworkClient
+from kclient.network.metadata import Node
+from kclient.consumer.offset_fetcher import (EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, ISOLATION,
                                     list_offsets_body, parse_list_offsets)
-from kclient.producer import ClientSettings, _common_defs
 from kclient.structs import OffsetAndMetadata, TopicPartition
+from kclient.protocol import ApiKey
 
 __all__ = ["KafkaAdminClient", "NewTopic", "OffsetSpec", "ListOffsetsResultInfo",
            "GroupDescription", "MemberDescription"]
 
 log = logging.getLogger(__name__)
 
-CREATE_TOPICS, DELETE_TOPICS, LIST_OFFSETS, FIND_COORDINATOR = 19, 20, 2, 10
-DESCRIBE_GROUPS, LIST_GROUPS, OFFSET_FETCH = 15, 16, 9
+CREATE_TOPICS, DELETE_TOPICS, LIST_OFFSETS, FIND_COORDINATOR = (
+    int(k) for k in (ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS, ApiKey.LIST_OFFSETS, ApiKey.FIND_COORDINATOR))
+DESCRIBE_GROUPS, LIST_GROUPS, OFFSET_FETCH = (
+    int(k) for k in (ApiKey.DESCRIBE_GROUPS, ApiKey.LIST_GROUPS, ApiKey.OFFSET_FETCH))
 
-ADMIN_CONFIGS: list[ConfigDef] = _common_defs() + [
+ADMIN_CONFIGS: list[ConfigDef] = common_client_defs() + [
     ConfigDef("default.api.timeout.ms", "int", 60000, min=0),
     # Metadata lookups of deleted topics must not create them again.
     ConfigDef("allow.auto.create.topics", "bool", False),
@@ -338,7 +340,7 @@ class KafkaAdminClient:
         for gid in group_ids:
             node = group_coordinator_id if group_coordinator_id is not None else self._find_coordinator(gid, deadline)
             body = {"groups": [gid], "include_authorized_operations": include_authorized_operations}
-            response = self._with_retries(deadline, lambda: self._call(node, DESCRIBE_GROUPS, body, deadline))
+            response = self._with_retries(deadline, lambda node=node, body=body: self._call(node, DESCRIBE_GROUPS, body, deadline))
             for g in response.get("groups") or []:
                 code = g.get("error_code", 0)
                 if code:
@@ -355,7 +357,7 @@ class KafkaAdminClient:
     def _member(m: dict, protocol_type: str | None) -> MemberDescription:
         metadata, assignment = m.get("member_metadata"), m.get("member_assignment")
         if protocol_type == "consumer":
-            from kclient.consumer_protocol import deserialize_assignment, deserialize_subscription
+            from kclient.group.consumer_protocol import deserialize_assignment, deserialize_subscription
             try:
                 metadata = deserialize_subscription(metadata) if metadata else None
                 assignment = deserialize_assignment(assignment) if assignment else None
@@ -374,7 +376,7 @@ class KafkaAdminClient:
         nodes = list(broker_ids) if broker_ids is not None else [n.node_id for n in self._metadata.cluster.nodes()]
         seen: dict[str, str] = {}
         for node in nodes:
-            response = self._with_retries(deadline, lambda: self._call(node, LIST_GROUPS, {}, deadline))
+            response = self._with_retries(deadline, lambda node=node: self._call(node, LIST_GROUPS, {}, deadline))
             code = response.get("error_code", 0)
             if code:
                 raise _raise_topic_error(code, None, f"ListGroups on node {node}")

@@ -39,17 +39,18 @@ from kcore.records import RecordBatchBuilder, decode_records
 from kclient import errors as Errors
 from kclient.clock import SYSTEM_CLOCK, Clock
 from kclient.config import ClientSettings, ConfigDef, common_client_defs, plugin, unsupported
-from kclient.deserializers import as_serializer
-from kclient.future import RequestFuture
-from kclient.network_client import ClientRequest, NetworkClient
+from kclient.consumer.deserializers import as_serializer
+from kclient.network.future import RequestFuture
+from kclient.network.network_client import ClientRequest, NetworkClient
 from kclient.structs import TopicPartition
+from kclient.protocol import ApiKey
 
 __all__ = ["KafkaProducer", "RecordMetadata", "FutureRecordMetadata", "murmur2",
            "default_partitioner", "PRODUCER_CONFIGS", "ClientSettings"]
 
 log = logging.getLogger(__name__)
 
-PRODUCE_KEY = 0
+PRODUCE_KEY = int(ApiKey.PRODUCE)
 _TOPIC_ID_VERSION = 13       # Produce v13+ names topics by id
 
 RecordMetadata = namedtuple(
@@ -85,9 +86,6 @@ def _codec(name: str, value: Any) -> str:
         raise Errors.ConfigurationError(f"setting {name!r} must be one of {sorted(CODECS)}, got {value!r}")
     return v
 
-
-# The admin client builds its table on the same connection settings.
-_common_defs = common_client_defs
 
 PRODUCER_CONFIGS: list[ConfigDef] = [
     *(dataclasses.replace(d, default=32768) if d.name == "receive.buffer.bytes" else d   # Java's producer default
@@ -292,7 +290,7 @@ class KafkaProducer:
                 raise Errors.IllegalStateError("cannot send: the producer is closed")
             if headers:
                 headers = [(k, v) for k, v in headers]
-                for k, v in headers:
+                for k, _ in headers:
                     if not isinstance(k, str):
                         raise TypeError(f"header keys must be str, got {k!r}")
             kbytes = self._serialize(self._key_serializer, topic, headers or [], key, "key")

@@ -1,5 +1,5 @@
 # cython: language_level=3
-"""C interface of kcore.queues: per-node unsent and in-flight request queues (SPEC §10, §11).
+"""C interface of kcore.queues: per-node unsent and in-flight request queues (mechanisms §10, §11).
 
 Per node, requests sit in a ring buffer: a Python list holds the request objects (so the
 garbage collector sees request -> future -> callback -> client cycles) and parallel C arrays

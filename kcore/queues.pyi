@@ -1,4 +1,4 @@
-"""Typed public API of kcore.queues (unsent and in-flight requests per node; SPEC §10, §11)."""
+"""Typed public API of kcore.queues (unsent and in-flight requests per node; mechanisms §10, §11)."""
 from collections.abc import Hashable
 from typing import Any
 

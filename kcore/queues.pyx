@@ -1,5 +1,5 @@
 # cython: language_level=3
-"""Per-node request queues of the network layer (SPEC §10 ``unsent``, SPEC §11 in-flight).
+"""Per-node request queues of the network layer (mechanisms §10 ``unsent``, mechanisms §11 in-flight).
 
 ``UnsentQueue``: requests created by ConsumerNetworkClient.send() that no connection has
 taken yet, FIFO per node, with their enqueue time for the unsent expiry.
@@ -110,7 +110,7 @@ cdef class _UnsentNode:
 
 
 cdef class UnsentQueue:
-    """Requests per node not yet handed to a connection (SPEC §10 ``unsent``).
+    """Requests per node not yet handed to a connection (mechanisms §10 ``unsent``).
 
     FIFO per node. Each request is stamped with its enqueue time; stamps never decrease
     within a node (a ``now_ms`` older than the node's newest stamp is raised to it), so the
@@ -343,7 +343,7 @@ cdef class _InFlightNode:
 
 
 cdef class InFlightRequests:
-    """Requests sent on each node's connection and awaiting a response (SPEC §11).
+    """Requests sent on each node's connection and awaiting a response (mechanisms §11).
 
     Oldest first per node; responses arrive in send order, so ``complete_next`` matches the
     oldest request's correlation id. Each request has its own timeout (deadline = send +

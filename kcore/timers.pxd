@@ -1,5 +1,5 @@
 # cython: language_level=3
-"""C interface of kcore.timers: the delayed-task heap and the heartbeat timing state (SPEC §3).
+"""C interface of kcore.timers: the delayed-task heap and the heartbeat timing state (mechanisms §3).
 
 The heartbeat functions take a plain C struct and never touch a Python object, so a thread
 that does not hold the GIL can drive heartbeat timing. They do no locking: every caller

@@ -1,4 +1,4 @@
-"""Typed public API of kcore.timers (delayed-task heap, heartbeat timing state; SPEC §3, §10)."""
+"""Typed public API of kcore.timers (delayed-task heap, heartbeat timing state; mechanisms §3, §10)."""
 from typing import Any
 
 __all__ = ["DelayedTaskQueue", "Heartbeat"]
@@ -19,7 +19,7 @@ class DelayedTaskQueue:
     def __contains__(self, task: object) -> bool: ...
 
 class Heartbeat:
-    """Heartbeat timing state (SPEC §3). All times are int ms; every method takes now_ms.
+    """Heartbeat timing state (mechanisms §3). All times are int ms; every method takes now_ms.
 
     Raises kcore.errors.ConfigurationError naming the setting when session.timeout.ms,
     heartbeat.interval.ms or max.poll.interval.ms is outside 1..2**31-1, retry.backoff.ms is

@@ -1,5 +1,5 @@
 # cython: language_level=3
-"""Delayed-task min-heap and heartbeat timing state (SPEC §3, §10).
+"""Delayed-task min-heap and heartbeat timing state (mechanisms §3, §10).
 
 ``DelayedTaskQueue`` is ConsumerNetworkClient's schedule (heartbeat and auto-commit are such
 tasks). ``Heartbeat`` is the coordinator's timing state; its logic lives in C functions on a
@@ -166,7 +166,7 @@ cdef inline int _check_stamp(int64_t now_ms) except -1:
 
 
 cdef class Heartbeat:
-    """Heartbeat timing state of one group member (SPEC §3). Every method takes ``now_ms``.
+    """Heartbeat timing state of one group member (mechanisms §3). Every method takes ``now_ms``.
 
     Not locked: the heartbeat thread and the application thread must both hold the
     coordinator lock while calling it (each call is atomic under the GIL, but sequences of
@@ -313,7 +313,7 @@ cdef inline bint _before(const _task_entry* a, const _task_entry* b) noexcept no
 
 
 cdef class DelayedTaskQueue:
-    """Tasks ordered by deadline: an indexed binary min-heap in C arrays (SPEC §10).
+    """Tasks ordered by deadline: an indexed binary min-heap in C arrays (mechanisms §10).
 
     Tasks are compared by identity (like Java's DelayedTask objects): pass the same object
     to ``remove``. Adding a task that is already queued reschedules it (its deadline moves

@@ -5,7 +5,7 @@ import random
 from hypothesis import given, settings, strategies as st
 import pytest
 
-from kclient.assignors import (
+from kclient.group.assignors import (
     ASSIGNORS,
     DEFAULT_PARTITION_ASSIGNMENT_STRATEGY,
     AbstractPartitionAssignor,
@@ -18,13 +18,13 @@ from kclient.assignors import (
     Subscription,
     build_assignors,
 )
-from kclient.assignors.sticky import (
+from kclient.group.assignors.sticky import (
     MemberData,
     decode_sticky_user_data,
     encode_sticky_user_data,
     sticky_assign,
 )
-from kclient.consumer_protocol import deserialize_subscription, serialize_subscription
+from kclient.group.consumer_protocol import deserialize_subscription, serialize_subscription
 from kclient.errors import ConfigurationError
 from kclient.structs import TopicPartition as TP
 

@@ -10,8 +10,8 @@ from kclient import errors as Errors
 from kclient.admin import ADMIN_CONFIGS
 from kclient.config import (CONSUMER_CONFIGS, ClientSettings, ConsumerConfig, IsolationLevel,
                             common_client_defs)
-from kclient.consumer import KafkaConsumer
-from kclient.deserializers import JsonSerializer
+from kclient.consumer.kafka_consumer import KafkaConsumer
+from kclient.consumer.deserializers import JsonSerializer
 from kclient.producer import PRODUCER_CONFIGS
 
 
@@ -154,9 +154,9 @@ def test_kafka_python_keywords_and_values_are_accepted():
 
 
 def test_dotted_class_names_load_plugins():
-    cfg = ConsumerConfig(value_deserializer="kclient.deserializers.JsonSerializer")
+    cfg = ConsumerConfig(value_deserializer="kclient.consumer.deserializers.JsonSerializer")
     assert isinstance(cfg["value.deserializer"], JsonSerializer)        # a class is instantiated
-    p = producer_settings(key_serializer="kclient.deserializers.JsonSerializer")
+    p = producer_settings(key_serializer="kclient.consumer.deserializers.JsonSerializer")
     assert isinstance(p["key.serializer"], JsonSerializer)
 
 

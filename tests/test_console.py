@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from kclient.console import format_record
-from kclient.consumer import KafkaConsumer
+from kclient.cli.console import format_record
+from kclient.consumer.kafka_consumer import KafkaConsumer
 from kclient.producer import KafkaProducer
 from kclient.structs import ConsumerRecord, TopicPartition
 

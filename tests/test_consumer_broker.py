@@ -12,8 +12,8 @@ import time
 import pytest
 
 from kclient import errors as Errors
-from kclient.consumer import KafkaConsumer
-from kclient.listener import ConsumerRebalanceListener
+from kclient.consumer.kafka_consumer import KafkaConsumer
+from kclient.consumer.listener import ConsumerRebalanceListener
 from kclient.producer import KafkaProducer
 from kclient.structs import OffsetAndMetadata, TopicPartition
 
@@ -71,7 +71,7 @@ def consume_all(consumer: KafkaConsumer, timeout_s: float = 120.0, check_pipelin
     while n < N_RECORDS and time.monotonic() < deadline:
         batch = consumer.poll(1000)
         if batch and check_pipelining:
-            # The next fetch left before these records were returned (SPEC §7): it is still in
+            # The next fetch left before these records were returned (mechanisms §7): it is still in
             # flight, as its answer can only be read by the next poll.
             assert consumer.metrics()["consumer-fetch-manager-metrics"]["fetches-in-flight"] == 1
             check_pipelining = False

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from kclient import errors as Errors
-from kclient.consumer import KafkaConsumer
+from kclient.consumer.kafka_consumer import KafkaConsumer
 from kclient.producer import KafkaProducer
 from kclient.structs import TopicPartition
 

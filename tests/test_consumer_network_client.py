@@ -1,4 +1,4 @@
-"""ConsumerNetworkClient (SPEC §10) against a scripted socket peer, with a fake clock where
+"""ConsumerNetworkClient (mechanisms §10) against a scripted socket peer, with a fake clock where
 timing logic is tested and the real clock where a thread must be woken."""
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import pytest
 
 from kclient import errors as Errors
 from kclient.clock import FakeClock
-from kclient.connection import ConnectionState
-from kclient.consumer_network_client import ConsumerNetworkClient
-from kclient.future import RequestFuture, RequestFutureAdapter
-from kclient.network_client import ClientRequest
+from kclient.network.connection import ConnectionState
+from kclient.network.consumer_network_client import ConsumerNetworkClient
+from kclient.network.future import RequestFuture, RequestFutureAdapter
+from kclient.network.network_client import ClientRequest
 
 from test_network_client import (  # the scripted peer lives with the NetworkClient tests
     HEARTBEAT, METADATA, T0, ScriptedCluster, known_metadata, metadata_response,
@@ -511,7 +511,7 @@ def test_heartbeat_thread_poll_waits_for_app_poll_and_both_progress(cluster):
         t = threading.Thread(target=hb_loop)
         t.start()
         try:
-            for i in range(5):
+            for _ in range(5):
                 f = cnc.send(1, HEARTBEAT, HB_BODY)
                 answer_heartbeat(cluster.peer(1))
                 assert cnc.poll(f, 5000)

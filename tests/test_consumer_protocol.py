@@ -4,7 +4,7 @@ import struct
 from hypothesis import given, settings, strategies as st
 import pytest
 
-from kclient.consumer_protocol import (
+from kclient.group.consumer_protocol import (
     HIGHEST_VERSION,
     Assignment,
     Subscription,

@@ -21,11 +21,11 @@ import pytest
 
 from kclient import errors as Errors
 from kclient.config import ConsumerConfig
-from kclient.consumer_coordinator import ConsumerCoordinator
-from kclient.consumer_network_client import ConsumerNetworkClient
-from kclient.coordinator import MemberState
+from kclient.group.consumer_coordinator import ConsumerCoordinator
+from kclient.network.consumer_network_client import ConsumerNetworkClient
+from kclient.group.coordinator import MemberState
 from kclient.structs import OffsetAndMetadata, TopicPartition
-from kclient.subscription_state import SubscriptionState
+from kclient.consumer.subscription_state import SubscriptionState
 
 # A changed member state (assignment, listener call, poll) notifies this condition.
 CHANGED = threading.Condition()

@@ -17,7 +17,7 @@ import time
 import pytest
 
 from kclient import errors as Errors
-from kclient.coordinator import MemberState, coordinator_node_id
+from kclient.group.coordinator import MemberState, coordinator_node_id
 from kclient.structs import OffsetAndMetadata, TopicPartition
 
 from test_coordinator_broker import GroupMember, wait_until  # noqa: E402
@@ -189,7 +189,7 @@ def test_coordinator_down_then_back_is_rediscovered(mock, member):
 def test_group_api_versions_the_mock_misparses_are_capped(mock):
     """MockCluster.start caps what librdkafka 2.16's mock advertises but mis-parses
     (SyncGroup v4+, JoinGroup v6+, LeaveGroup v3+): a client negotiates versions it parses."""
-    from kclient.consumer_network_client import ConsumerNetworkClient
+    from kclient.network.consumer_network_client import ConsumerNetworkClient
     with ConsumerNetworkClient(config={"bootstrap.servers": mock.bootstrap}) as cnc:
         cnc.ensure_bootstrapped(10_000)
         node = cnc.least_loaded_node()

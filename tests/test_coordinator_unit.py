@@ -20,21 +20,21 @@ import time
 import pytest
 
 from kclient import errors as Errors
-from kclient.assignors import AbstractPartitionAssignor, RebalanceProtocol
+from kclient.group.assignors import AbstractPartitionAssignor, RebalanceProtocol
 from kclient.clock import SYSTEM_CLOCK, FakeClock
 from kclient.config import ConsumerConfig
-from kclient.consumer_coordinator import ConsumerCoordinator
-from kclient.consumer_network_client import ConsumerNetworkClient
-from kclient.consumer_protocol import (
+from kclient.group.consumer_coordinator import ConsumerCoordinator
+from kclient.network.consumer_network_client import ConsumerNetworkClient
+from kclient.group.consumer_protocol import (
     Assignment, Subscription, deserialize_assignment, deserialize_subscription, serialize_assignment,
     serialize_subscription,
 )
-from kclient.coordinator import NO_GENERATION, MemberState, coordinator_node_id
-from kclient.interceptors import ConsumerInterceptor, ConsumerInterceptors
-from kclient.network_client import NetworkClient
+from kclient.group.coordinator import NO_GENERATION, MemberState, coordinator_node_id
+from kclient.consumer.interceptors import ConsumerInterceptor, ConsumerInterceptors
+from kclient.network.network_client import NetworkClient
 from kclient.protocol import decode_request, encode_response
 from kclient.structs import OffsetAndMetadata, TopicPartition
-from kclient.subscription_state import FetchState, SubscriptionState
+from kclient.consumer.subscription_state import FetchState, SubscriptionState
 from kcore.frames import FrameSplitter
 
 FIND_COORDINATOR, JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP = 10, 11, 12, 13, 14
@@ -960,7 +960,7 @@ def test_interceptors_run_in_order_and_swallow_errors(caplog):
 def test_interceptors_from_config_accept_classes_names_and_instances():
     inst = CountingInterceptor()
     cfg = ConsumerConfig({"interceptor.classes": [CountingInterceptor, inst,
-                                                  "kclient.interceptors.ConsumerInterceptor"]})
+                                                  "kclient.consumer.interceptors.ConsumerInterceptor"]})
     ics = ConsumerInterceptors.from_config(cfg)
     assert len(ics) == 3 and ics.interceptors[1] is inst
     with pytest.raises(Errors.ConfigurationError, match="interceptor.classes"):

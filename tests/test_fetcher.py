@@ -17,11 +17,11 @@ import pytest
 from kclient import errors as Errors
 from kclient.clock import FakeClock
 from kclient.config import ConsumerConfig
-from kclient.fetcher import Fetcher, PREFETCH_DEPTH
-from kclient.future import RequestFuture
-from kclient.metadata import Metadata
+from kclient.consumer.fetcher import Fetcher, PREFETCH_DEPTH
+from kclient.network.future import RequestFuture
+from kclient.network.metadata import Metadata
 from kclient.structs import ConsumerRecord, TopicPartition
-from kclient.subscription_state import FetchState, SubscriptionState
+from kclient.consumer.subscription_state import FetchState, SubscriptionState
 from kcore.records import control_record, decode_records, encode_batch
 
 T = "topic-a"
@@ -270,7 +270,7 @@ def test_record_larger_than_partition_fetch_size_still_makes_progress(env, caplo
     env.fetcher.send_fetches()
     (req,) = env.client.take()
     big = batch(0, 1, size=5000)
-    with caplog.at_level(logging.WARNING, logger="kclient.fetcher"):
+    with caplog.at_level(logging.WARNING, logger="kclient.consumer.fetcher"):
         req.future.complete(fetch_response([partition_data(0, big[:1000])]))
     assert drain(env.fetcher) == {}
     assert "larger than max.partition.fetch.bytes" in caplog.text
@@ -593,7 +593,7 @@ def test_update_offsets_false_reports_end_positions_without_moving(env):
 
 
 # ---------------------------------------------------------------------- ListOffsets (OffsetFetcher)
-from kclient.offset_fetcher import OffsetFetcher  # noqa: E402
+from kclient.consumer.offset_fetcher import OffsetFetcher  # noqa: E402
 from kclient.structs import OffsetAndTimestamp  # noqa: E402
 
 

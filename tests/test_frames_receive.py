@@ -16,9 +16,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kclient.connection import BrokerConnection, ExponentialBackoff
+from kclient.network.connection import BrokerConnection, ExponentialBackoff
 from kclient.errors import FrameTooLargeError, InvalidLengthError, KafkaConnectionError
-from kclient.metadata import Node
+from kclient.network.metadata import Node
 from kcore.frames import FrameReceiver
 
 SETTINGS = settings(max_examples=120, deadline=None, derandomize=True, database=None)
@@ -473,7 +473,7 @@ def ready_client():
     """A NetworkClient whose node 1 is READY, its scripted peer, and the node's connection."""
     from test_network_client import ScriptedCluster, connect, known_metadata
     from kclient.clock import FakeClock
-    from kclient.network_client import NetworkClient
+    from kclient.network.network_client import NetworkClient
     clock = FakeClock(1_000_000)
     cluster = ScriptedCluster()
     client = NetworkClient({"bootstrap.servers": "broker1:9092"}, metadata=known_metadata(clock),
@@ -485,7 +485,7 @@ def ready_client():
 
 
 def _send_metadata_request(client, peer, got: list) -> bytes:
-    from kclient.network_client import ClientRequest
+    from kclient.network.network_client import ClientRequest
     client.send(ClientRequest(1, METADATA_KEY, {"topics": None, "allow_auto_topic_creation": False},
                               lambda resp, err: got.append((resp, err)), api_version=12))
     _api, _version, corr, _cid, _body = peer.read_request()

@@ -1,4 +1,4 @@
-"""RequestFuture (SPEC §10): completion rules, listeners, compose/chain, cross-thread waits."""
+"""RequestFuture (mechanisms §10): completion rules, listeners, compose/chain, cross-thread waits."""
 from __future__ import annotations
 
 import logging
@@ -16,7 +16,7 @@ from kclient.errors import (
     NotCoordinatorError,
     UnknownMemberIdError,
 )
-from kclient.future import RequestFuture, RequestFutureAdapter
+from kclient.network.future import RequestFuture, RequestFutureAdapter
 
 
 class Recorder:
@@ -135,7 +135,7 @@ def test_failing_listener_does_not_stop_others(caplog):
 
     f.on_success(bad)
     f.on_success(seen.append)
-    with caplog.at_level(logging.ERROR, logger="kclient.future"):
+    with caplog.at_level(logging.ERROR, logger="kclient.network.future"):
         f.complete(1)
     assert seen == [1]
     assert any("listener" in r.getMessage() for r in caplog.records)

@@ -113,7 +113,7 @@ def test_fuzz_mutated_batches():
         except KafkaError:
             failed += 1
         except Exception as e:                                # anything else is a bug
-            raise AssertionError(f"case {case}: {type(e).__name__}: {e}; input {data.hex()}")
+            raise AssertionError(f"case {case}: {type(e).__name__}: {e}; input {data.hex()}") from e
         if case % 4 == 0:
             try:
                 cb = R.decode_columnar(data, check_crcs=check, max_decompressed_bytes=1 << 20)
@@ -128,7 +128,7 @@ def test_fuzz_mutated_batches():
                 pass
             except Exception as e:
                 raise AssertionError(f"columnar case {case}: {type(e).__name__}: {e}; "
-                                     f"input {data.hex()}")
+                                     f"input {data.hex()}") from e
     elapsed = time.monotonic() - t0
     # Both outcomes must be well represented, or the mutator is not doing its job.
     assert ok > N_CASES // 20 and failed > N_CASES // 5, (ok, failed)

@@ -1,4 +1,4 @@
-"""kcore.timers.Heartbeat (SPEC §3) against a straightforward Python model, with a fake clock
+"""kcore.timers.Heartbeat (mechanisms §3) against a straightforward Python model, with a fake clock
 made of plain ints (nothing sleeps), plus the cimport-able nogil C interface."""
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import textwrap
 import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from kclient.errors import ConfigurationError, IllegalArgumentError
 from kcore.timers import Heartbeat
@@ -28,7 +28,7 @@ def clamp(x):
 
 
 class ModelHeartbeat:
-    """SPEC §3 written the obvious way, with unbounded Python ints."""
+    """mechanisms §3 written the obvious way, with unbounded Python ints."""
 
     def __init__(self, session_timeout_ms, heartbeat_interval_ms, max_poll_interval_ms,
                  retry_backoff_ms, now_ms):
@@ -276,7 +276,7 @@ def test_reset_timeouts_restarts_everything():
 
 
 def test_received_keeps_session_alive_during_rebalance():
-    # REBALANCE_IN_PROGRESS counts as received (SPEC §2 step 7)
+    # REBALANCE_IN_PROGRESS counts as received (mechanisms §2 step 7)
     hb = Heartbeat(1_000, 300, 60_000, 50, 0)
     for t in range(300, 20_000, 300):
         assert not hb.session_timeout_expired(t)

@@ -1,4 +1,4 @@
-"""The heartbeat loop (SPEC §2), one branch at a time.
+"""The heartbeat loop (mechanisms §2), one branch at a time.
 
 ``HeartbeatThread.run_once()`` is one iteration of the loop, run here on the test thread with
 a FakeClock: no sleeping for timing logic. The coordinator peer is the scripted socket broker
@@ -17,8 +17,8 @@ import pytest
 
 from kclient import errors as Errors
 from kclient.clock import FakeClock
-from kclient.coordinator import NO_GENERATION, MemberState
-from kclient.heartbeat_thread import EXIT, WAIT_FOR_EVENT
+from kclient.group.coordinator import NO_GENERATION, MemberState
+from kclient.group.heartbeat_thread import EXIT, WAIT_FOR_EVENT
 
 from test_coordinator_unit import (  # noqa: E402  (the scripted peer lives there)
     FIND_COORDINATOR, HEARTBEAT, LEAVE_GROUP, ScriptedBroker, Stack,

@@ -10,7 +10,7 @@ import time
 
 import psutil
 
-from kclient.consumer_network_client import ConsumerNetworkClient
+from kclient.network.consumer_network_client import ConsumerNetworkClient
 
 IDLE_SECONDS = 10.0
 CPU_BOUND_S = 0.1

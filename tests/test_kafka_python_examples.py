@@ -25,7 +25,7 @@ import pytest
 import kclient
 import kclient.producer as producer_module
 from kclient.config import CONSUMER_CONFIGS, define
-from kclient.consumer import KafkaConsumer
+from kclient.consumer.kafka_consumer import KafkaConsumer
 from kclient.producer import KafkaProducer
 from kclient.structs import ConsumerRecord, TopicPartition
 
@@ -193,9 +193,9 @@ for i in range(1000):
 ]
 
 # ---------------------------------------------------------------------- running them
-_HOME = {"KafkaConsumer": "kclient.consumer", "KafkaProducer": "kclient.producer",
-         "TopicPartition": "kclient.structs", "JsonSerializer": "kclient.deserializers",
-         "DefaultSerializer": "kclient.deserializers", "IsolationLevel": "kclient.consumer"}
+_HOME = {"KafkaConsumer": "kclient.consumer.kafka_consumer", "KafkaProducer": "kclient.producer",
+         "TopicPartition": "kclient.structs", "JsonSerializer": "kclient.consumer.deserializers",
+         "DefaultSerializer": "kclient.consumer.deserializers", "IsolationLevel": "kclient.consumer.kafka_consumer"}
 
 
 def kclient_imports(code: str) -> str:

@@ -7,7 +7,7 @@ import uuid
 import pytest
 
 from kclient import errors as Errors
-from kclient.metadata import Cluster, Metadata, Node
+from kclient.network.metadata import Cluster, Metadata, Node
 
 T0 = 1_000_000
 

@@ -16,9 +16,9 @@ import pytest
 from kclient import errors as Errors
 from kclient.clock import FakeClock
 from kclient.config import ConsumerConfig, parse_bootstrap_servers
-from kclient.connection import ConnectionState, ExponentialBackoff
-from kclient.metadata import Metadata, Node
-from kclient.network_client import ClientRequest, NetworkClient
+from kclient.network.connection import ConnectionState, ExponentialBackoff
+from kclient.network.metadata import Metadata, Node
+from kclient.network.network_client import ClientRequest, NetworkClient
 from kclient.protocol import decode_request, encode_response
 from kcore.frames import FrameSplitter
 
@@ -614,7 +614,7 @@ def test_default_socket_options_and_bootstrap_over_tcp(clock):
 
 
 def test_unreachable_bootstrap_reports_address():
-    from kclient.consumer_network_client import ConsumerNetworkClient
+    from kclient.network.consumer_network_client import ConsumerNetworkClient
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
     port = s.getsockname()[1]
@@ -699,7 +699,7 @@ def test_config_max_below_base_is_raised_to_base():
 def test_connect_tries_each_resolved_address(monkeypatch):
     """A host resolving to several addresses: a refused address makes the next attempt use
     the next one (DNS is the only faked layer here; the sockets are real)."""
-    import kclient.connection as connection
+    import kclient.network.connection as connection
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen(1)

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from kclient import errors as Errors
-from kclient.consumer_network_client import ConsumerNetworkClient
+from kclient.network.consumer_network_client import ConsumerNetworkClient
 from kclient.protocol import ApiKey
 from kclient.testing.mock_cluster import TRANSPORT
 

@@ -8,7 +8,7 @@ import pytest
 
 from kclient import errors as Errors
 from kclient.admin import KafkaAdminClient, NewTopic, OffsetSpec
-from kclient.consumer import KafkaConsumer
+from kclient.consumer.kafka_consumer import KafkaConsumer
 from kclient.producer import KafkaProducer, default_partitioner, murmur2
 from kclient.structs import OffsetAndMetadata, TopicPartition
 

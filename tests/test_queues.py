@@ -1,4 +1,4 @@
-"""kcore.queues (SPEC §10 unsent, §11 in-flight) against plain deque/list/dict models."""
+"""kcore.queues (mechanisms §10 unsent, §11 in-flight) against plain deque/list/dict models."""
 from __future__ import annotations
 
 import gc

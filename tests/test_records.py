@@ -55,7 +55,7 @@ def ref_varint(value: int) -> bytes:
 def ref_read_varint(buf: bytes, pos: int, max_bytes: int = 5) -> tuple[int, int]:
     shift = 0
     u = 0
-    for i in range(max_bytes):
+    for _ in range(max_bytes):
         if pos >= len(buf):
             raise ValueError("truncated varint")
         b = buf[pos]

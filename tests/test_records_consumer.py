@@ -25,9 +25,9 @@ from kclient.config import ConsumerConfig
 from kclient.errors import (CorruptRecordError, CrcMismatchError, DecompressionLimitError,
                             InvalidRecordLengthError, KafkaError, RecordVarintError,
                             UnsupportedCodecError)
-from kclient.fetcher import Fetcher
+from kclient.consumer.fetcher import Fetcher
 from kclient.structs import ConsumerRecord
-from kclient.subscription_state import SubscriptionState
+from kclient.consumer.subscription_state import SubscriptionState
 from kcore import records as R
 from test_fetcher import T, TP0, TP1, ScriptedClient, fetch_response, make_metadata, partition_data
 from test_fuzz_records import corpus, fix_crc, mutate

@@ -1,4 +1,4 @@
-"""kcore.timers.DelayedTaskQueue against a plain heapq model (SPEC §10 delayed-task queue)."""
+"""kcore.timers.DelayedTaskQueue against a plain heapq model (mechanisms §10 delayed-task queue)."""
 from __future__ import annotations
 
 import gc

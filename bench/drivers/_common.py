@@ -90,6 +90,11 @@ class InvalidRun(Exception):
     """The driver saw wrong data (bad sequence number, too many records, an error)."""
 
 
+def _busy(t) -> float:
+    """CPU seconds the whole machine spent on anything but idling (psutil.cpu_times())."""
+    return t.user + t.nice + t.system + t.irq + t.softirq + getattr(t, "steal", 0.0)
+
+
 class Tally:
     """Counts records, spot-checks sequence numbers and owns the measurement window."""
 
@@ -207,6 +212,5 @@ class Tally:
             if self.broker_cpu_start is not None and self.broker_cpu_end is not None:
                 out["broker_cpu_s"] = self.broker_cpu_end - self.broker_cpu_start
             s0, s1 = self.sys_cpu_start, self.sys_cpu_end
-            busy = lambda t: t.user + t.nice + t.system + t.irq + t.softirq + getattr(t, "steal", 0.0)
-            out["machine_busy_cpu_s"] = busy(s1) - busy(s0)
+            out["machine_busy_cpu_s"] = _busy(s1) - _busy(s0)
         return out

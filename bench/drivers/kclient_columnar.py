@@ -21,7 +21,7 @@ def version() -> str:
 def prepare() -> None:
     """Import everything the consumer loads (before the measurement window)."""
     import numpy  # noqa: F401
-    import kclient.columnar, kclient.consumer, kclient.consumer_coordinator, kclient.fetcher  # noqa: F401,E401
+    import kclient.consumer.columnar, kclient.consumer.kafka_consumer, kclient.group.consumer_coordinator, kclient.consumer.fetcher  # noqa: F401,E401
     import kclient.protocol  # noqa: F401
     import kcore.records  # noqa: F401
 
@@ -30,7 +30,7 @@ def consume(job, tally) -> dict:
     import numpy as np
 
     from bench.drivers._common import InvalidRun
-    from kclient.consumer import KafkaConsumer
+    from kclient.consumer.kafka_consumer import KafkaConsumer
     from kclient.structs import TopicPartition
 
     add, timed_out = tally.add, tally.timed_out

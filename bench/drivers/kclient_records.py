@@ -14,13 +14,13 @@ def version() -> str:
 
 def prepare() -> None:
     """Import everything the consumer loads (before the measurement window)."""
-    import kclient.columnar, kclient.consumer, kclient.consumer_coordinator, kclient.fetcher  # noqa: F401,E401
+    import kclient.consumer.columnar, kclient.consumer.kafka_consumer, kclient.group.consumer_coordinator, kclient.consumer.fetcher  # noqa: F401,E401
     import kclient.protocol  # noqa: F401
     import kcore.records  # noqa: F401
 
 
 def consume(job, tally) -> dict:
-    from kclient.consumer import KafkaConsumer
+    from kclient.consumer.kafka_consumer import KafkaConsumer
     from kclient.structs import TopicPartition
     return poll_loop(KafkaConsumer, TopicPartition, job, tally, {})
 
@@ -28,7 +28,7 @@ def consume(job, tally) -> dict:
 def member(bootstrap, topic, group_id, session_timeout_ms, heartbeat_interval_ms, event):
     """A group member for the liveness benchmark (bench/liveness.py)."""
     from bench.drivers.kafka_python import PollMember
-    from kclient.consumer import KafkaConsumer
-    from kclient.listener import ConsumerRebalanceListener
+    from kclient.consumer.kafka_consumer import KafkaConsumer
+    from kclient.consumer.listener import ConsumerRebalanceListener
     return PollMember(KafkaConsumer, ConsumerRebalanceListener, bootstrap, topic, group_id,
                       session_timeout_ms, heartbeat_interval_ms, event)

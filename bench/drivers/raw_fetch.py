@@ -14,6 +14,7 @@ from __future__ import annotations
 import selectors
 import socket
 import struct
+from kclient.protocol import ApiKey
 
 LABEL = "raw fetch (ceiling)"
 GROUP_MODE = False
@@ -26,7 +27,7 @@ CLIENT_ID = "bench-raw-fetch"
 _BATCH_HEAD = struct.Struct(">qi")      # base offset, batch length (from the partition leader epoch on)
 _I32 = struct.Struct(">i")
 _BATCH_OVERHEAD = 61                    # RecordBatch v2 header through the record count
-_FETCH, _METADATA, _API_VERSIONS = 1, 3, 18
+_FETCH, _METADATA, _API_VERSIONS = int(ApiKey.FETCH), int(ApiKey.METADATA), int(ApiKey.API_VERSIONS)
 _MAX_FETCH_VERSION = 12                 # v13+ names topics by id; names keep this simple
 
 
@@ -119,7 +120,7 @@ def consume(job, tally) -> dict:
 
     conns: dict[int, _Conn] = {}
     sel = selectors.DefaultSelector()
-    for leader, parts in by_leader.items():
+    for leader in by_leader:
         conn = conns[leader] = _Conn(*brokers[leader])
         sel.register(conn.sock, selectors.EVENT_READ, conn)
 

@@ -1,4 +1,4 @@
-"""Parallel record handling: more handler threads than partitions, with safe commits (SPEC §9).
+"""Parallel record handling: more handler threads than partitions, with safe commits (mechanisms §9).
 
     from kclient import KafkaConsumer
     from kclient.parallel import ParallelConsumer

@@ -1,4 +1,4 @@
-"""ParallelConsumer: more handler threads than partitions, committing only what is safe (SPEC §9).
+"""ParallelConsumer: more handler threads than partitions, committing only what is safe (mechanisms §9).
 
 The application thread owns the KafkaConsumer (kclient consumers are single-threaded) and
 runs the loop in ``run()``: apply the workers' completions to the per-partition offset

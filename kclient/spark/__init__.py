@@ -38,7 +38,7 @@ _LAZY = {
     "local_session": "kclient.spark.source",
 }
 
-__all__ = sorted(_LAZY)
+__all__ = sorted(_LAZY)  # noqa: PLE0605 (the lazily imported names are the public ones)
 
 
 def __getattr__(name: str):

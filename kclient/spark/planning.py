@@ -391,7 +391,7 @@ class _Planner:
     """Offset lookups against the cluster for one planning call."""
 
     def __init__(self, opts: SourceOptions):
-        from kclient.consumer import KafkaConsumer
+        from kclient.consumer.kafka_consumer import KafkaConsumer
         self.opts = opts
         params = opts.client_params()
         # This consumer fetches only to probe end offsets: answers at the end of a partition
@@ -424,7 +424,7 @@ class _Planner:
         if opts.strategy == "assign":
             missing = []
             for topic in sorted({tp.topic for tp in opts.assigned}):
-                have = self.retrying(f"metadata of {topic!r}", lambda: c.partitions_for_topic(topic)) or set()
+                have = self.retrying(f"metadata of {topic!r}", lambda topic=topic: c.partitions_for_topic(topic)) or set()
                 missing += [tp for tp in opts.assigned if tp.topic == topic and tp.partition not in have]
             if missing:
                 names = ", ".join(f"{tp.topic}-{tp.partition}" for tp in missing)
@@ -439,7 +439,7 @@ class _Planner:
                 log.warning("no topic matches subscribePattern %r: nothing to read", opts.pattern.pattern)
         out = []
         for topic in topics:
-            parts = self.retrying(f"metadata of {topic!r}", lambda: c.partitions_for_topic(topic))
+            parts = self.retrying(f"metadata of {topic!r}", lambda topic=topic: c.partitions_for_topic(topic))
             if parts is None:
                 log.warning("topic %r does not exist: nothing to read from it", topic)
                 continue

@@ -101,7 +101,7 @@ def _settings_key(params: Mapping[str, Any]) -> str:
 
 
 def _take(params: dict[str, Any], tp: TopicPartition | None) -> _Pooled:
-    from kclient.consumer import KafkaConsumer
+    from kclient.consumer.kafka_consumer import KafkaConsumer
     pid = os.getpid()
     key = (_settings_key(params), tp)
     with _pool_lock:

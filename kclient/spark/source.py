@@ -103,7 +103,7 @@ def commit_offset_ranges(ranges: Iterable[OffsetRange], options: Mapping[str, An
     """Commit, for every partition in ranges, the end of its last range as the group's
     offset (without joining the group). group_id defaults to the option kafka.group.id.
     Returns {TopicPartition: committed offset}."""
-    from kclient.consumer import KafkaConsumer
+    from kclient.consumer.kafka_consumer import KafkaConsumer
     opts = parse_options(options)
     group = group_id or opts.group_id
     if not group:

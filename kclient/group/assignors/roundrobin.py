@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from kclient.assignors import (
+from kclient.group.assignors import (
     AbstractPartitionAssignor,
     Assignment,
     Subscription,

@@ -39,7 +39,7 @@ from kclient.errors import (
     IllegalStateError,
     NoOffsetForPartitionError,
 )
-from kclient.listener import validate_listener
+from kclient.consumer.listener import validate_listener
 from kclient.structs import OffsetAndMetadata, TopicPartition
 
 log = logging.getLogger(__name__)

@@ -27,12 +27,12 @@ class Command(NamedTuple):
 
 COMMANDS: dict[str, Command] = {
     "broker": Command("kclient.testing.broker_command",
-                      "run an embedded Kafka broker (Tansu, or librdkafka's mock cluster) until Ctrl-C"),
-    "consume": Command("kclient.console", "print records of a topic (like kcat -C)"),
+                      "run a test broker (Tansu; --kafka: Apache Kafka; --mock N: librdkafka's mock cluster) until Ctrl-C"),
+    "consume": Command("kclient.cli.console", "print records of a topic (like kcat -C)"),
     "bench": Command("bench.runner", "benchmark kclient against other clients (from a source checkout)",
                      "the benchmark suite runs from a source checkout: python -m bench (in the "
                      "checkout's root); it is not part of the installed package"),
-    "demo": Command("kclient.demo",
+    "demo": Command("kclient.cli.demo",
                     "the main job: seed a topic, read it with PySpark through kclient, aggregate to Parquet"),
 }
 

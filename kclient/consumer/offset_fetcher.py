@@ -18,14 +18,15 @@ from typing import Callable, Iterable
 from kclient import errors as Errors
 from kclient.clock import SYSTEM_CLOCK, Clock
 from kclient.structs import OffsetAndTimestamp, TopicPartition
-from kclient.subscription_state import FetchPosition, OffsetResetStrategy
+from kclient.consumer.subscription_state import FetchPosition, OffsetResetStrategy
+from kclient.protocol import ApiKey
 
 __all__ = ["OffsetFetcher", "EARLIEST_TIMESTAMP", "LATEST_TIMESTAMP", "MAX_TIMESTAMP",
            "list_offsets_body", "parse_list_offsets"]
 
 log = logging.getLogger(__name__)
 
-LIST_OFFSETS_KEY = 2
+LIST_OFFSETS_KEY = int(ApiKey.LIST_OFFSETS)
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 MAX_TIMESTAMP = -3          # the record with the largest timestamp (ListOffsets v7+)

@@ -1,4 +1,4 @@
-"""AbstractCoordinator: membership of one group through the classic group protocol (SPEC §1, §4, §5).
+"""AbstractCoordinator: membership of one group through the classic group protocol (mechanisms §1, §4, §5).
 
 Finds the group coordinator (FindCoordinator), joins the group (JoinGroup, then SyncGroup with
 the leader's assignment), keeps the membership alive from a ``HeartbeatThread``, and leaves
@@ -11,7 +11,7 @@ heartbeats. ``_lock`` (re-entrant, with condition ``_cond``) guards the membersh
 coordinator, generation, member state, rejoin flags and the ``Heartbeat`` timing object.
 It is held only for short state changes, never while waiting on the network, and response
 handlers take it when they run. The heartbeat thread never waits for the network client's
-lock (see kclient.heartbeat_thread), so the two locks cannot deadlock.
+lock (see kclient.group.heartbeat_thread), so the two locks cannot deadlock.
 
 Member states: UNJOINED -> PREPARING_REBALANCE (JoinGroup sent) -> COMPLETING_REBALANCE
 (JoinGroup answered, SyncGroup pending) -> STABLE (assignment received). Any generation reset
@@ -30,16 +30,19 @@ from kcore.timers import Heartbeat
 
 from kclient import errors as Errors
 from kclient.clock import SYSTEM_CLOCK, Clock
-from kclient.future import RequestFuture, RequestFutureAdapter
-from kclient.heartbeat_thread import HeartbeatThread
-from kclient.metadata import Node
+from kclient.network.future import RequestFuture, RequestFutureAdapter
+from kclient.group.heartbeat_thread import HeartbeatThread
+from kclient.network.metadata import Node
+from kclient.protocol import ApiKey
 
 __all__ = ["AbstractCoordinator", "Generation", "NO_GENERATION", "MemberState", "UnjoinedGroupError",
            "coordinator_node_id"]
 
 log = logging.getLogger(__name__)
 
-FIND_COORDINATOR, JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP = 10, 11, 12, 13, 14
+FIND_COORDINATOR, JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP = (
+    int(k) for k in (ApiKey.FIND_COORDINATOR, ApiKey.JOIN_GROUP, ApiKey.HEARTBEAT, ApiKey.LEAVE_GROUP,
+                     ApiKey.SYNC_GROUP))
 
 #: JoinGroup may legitimately wait up to the rebalance timeout on the broker; allow this much more.
 JOIN_GROUP_TIMEOUT_LAPSE_MS = 5000
@@ -349,7 +352,7 @@ class AbstractCoordinator(abc.ABC):
 
     # ------------------------------------------------------------------ group activation
     def ensure_active_group(self, timeout_ms: int | None) -> bool:
-        """Coordinator ready, heartbeat thread running, joined (SPEC §1); False on timeout."""
+        """Coordinator ready, heartbeat thread running, joined (mechanisms §1); False on timeout."""
         timer = _Timer(self._clock, timeout_ms)
         if not self.ensure_coordinator_ready(timer.remaining_ms()):
             return False
@@ -519,7 +522,7 @@ class AbstractCoordinator(abc.ABC):
             self.last_rejoin_reason = reason
 
     def reset_generation_on_response_error(self, api: str, error: BaseException) -> None:
-        """The coordinator no longer knows this member/generation: it was evicted (SPEC §4)."""
+        """The coordinator no longer knows this member/generation: it was evicted (mechanisms §4)."""
         with self._lock:
             member = self._generation.member_id
             generation = self._generation.generation_id
@@ -546,7 +549,7 @@ class AbstractCoordinator(abc.ABC):
         return self._client.send(node, HEARTBEAT, body).compose(_HeartbeatHandler(self, generation, node))
 
     def _on_poll_timeout(self, now_ms: int) -> None:
-        """Heartbeat thread: the application stalled between polls (SPEC §2 step 5)."""
+        """Heartbeat thread: the application stalled between polls (mechanisms §2 step 5)."""
         hb = self.heartbeat
         log.warning(
             "member %s of group %s: poll() was not called for %d ms, more than max.poll.interval.ms "
@@ -660,7 +663,7 @@ class _JoinGroupHandler(_Handler):
                     c._generation = Generation(response["generation_id"], response["member_id"],
                                                response["protocol_name"])
                     c.state = MemberState.COMPLETING_REBALANCE
-                    c.rejoin_needed = False     # SPEC §5: a good JoinGroup response
+                    c.rejoin_needed = False     # mechanisms §5: a good JoinGroup response
                     log.info("member %s joined group %s in generation %d (protocol %s)",
                              response["member_id"], c.group_id, response["generation_id"],
                              response["protocol_name"])
@@ -719,7 +722,7 @@ class _SyncGroupHandler(_Handler):
                         c.heartbeat.reset_timeouts(c._clock.now_ms())
             else:
                 err = _error_for(code)
-                c.request_rejoin(f"SyncGroup failed: {type(err).__name__}")   # SPEC §5
+                c.request_rejoin(f"SyncGroup failed: {type(err).__name__}")   # mechanisms §5
                 if isinstance(err, (Errors.UnknownMemberIdError, Errors.IllegalGenerationError)):
                     if self.generation_unchanged():
                         c.reset_state_and_generation(

@@ -15,7 +15,7 @@ import random
 import socket
 
 from kclient.errors import KafkaConnectionError
-from kclient.metadata import Node
+from kclient.network.metadata import Node
 
 __all__ = ["ConnectionState", "BrokerConnection", "ExponentialBackoff", "default_socket_factory"]
 

@@ -1,4 +1,4 @@
-"""NetworkClient: connections, in-flight requests and metadata refresh over one selector (SPEC §11).
+"""NetworkClient: connections, in-flight requests and metadata refresh over one selector (mechanisms §11).
 
 Not thread-safe except ``wakeup()``; ``ConsumerNetworkClient`` serialises access. All waiting
 happens in ``selector.select()`` (the GIL is released there), with a timeout computed from
@@ -25,15 +25,16 @@ from kclient import errors as Errors
 from kclient import protocol
 from kclient.clock import SYSTEM_CLOCK, Clock
 from kclient.config import ConsumerConfig, as_config
-from kclient.connection import RECEIVE_BUFFER, BrokerConnection, ConnectionState, ExponentialBackoff
-from kclient.metadata import Metadata, Node
+from kclient.network.connection import RECEIVE_BUFFER, BrokerConnection, ConnectionState, ExponentialBackoff
+from kclient.network.metadata import Metadata, Node
+from kclient.protocol import ApiKey
 
 __all__ = ["NetworkClient", "ClientRequest", "API_VERSIONS_KEY", "METADATA_KEY"]
 
 log = logging.getLogger(__name__)
 
-API_VERSIONS_KEY = 18
-METADATA_KEY = 3
+API_VERSIONS_KEY = int(ApiKey.API_VERSIONS)
+METADATA_KEY = int(ApiKey.METADATA)
 MAX_SELECT_MS = 3_600_000          # one select() call never sleeps longer than this
 NO_DEADLINE = 2**62
 DEFAULT_MAX_RESPONSE_BYTES = 100_000_000   # hostile length prefixes fail before allocating

@@ -99,7 +99,7 @@ def _settings(args: argparse.Namespace) -> dict:
 
 def run(args: argparse.Namespace) -> int:
     from kclient import errors as Errors
-    from kclient.consumer import KafkaConsumer
+    from kclient.consumer.kafka_consumer import KafkaConsumer
     from kclient.structs import TopicPartition
 
     if args.partition and args.group:

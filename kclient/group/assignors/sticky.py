@@ -31,14 +31,14 @@ import logging
 import struct
 from typing import Mapping
 
-from kclient.assignors import (
+from kclient.group.assignors import (
     AbstractPartitionAssignor,
     Assignment,
     RebalanceProtocol,
     Subscription,
     partitions_to_assign,
 )
-from kclient.consumer_protocol import _Reader
+from kclient.group.consumer_protocol import _Reader
 from kclient.errors import ProtocolError
 from kclient.structs import TopicPartition
 

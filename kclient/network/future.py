@@ -1,4 +1,4 @@
-"""RequestFuture: the result of an asynchronous request (SPEC §10).
+"""RequestFuture: the result of an asynchronous request (mechanisms §10).
 
 A future is completed exactly once, either with a value (``complete``) or with an exception
 (``raise_``). Listeners registered with ``add_listener``/``on_success``/``on_failure``/

@@ -1,4 +1,4 @@
-"""ConsumerNetworkClient: the consumer's view of the network (SPEC §10).
+"""ConsumerNetworkClient: the consumer's view of the network (mechanisms §10).
 
 It adds to ``NetworkClient``: a queue of requests not yet handed to a connection (``unsent``,
 kcore.queues.UnsentQueue), scheduled tasks (kcore.timers.DelayedTaskQueue), futures for
@@ -27,9 +27,9 @@ from kcore.timers import DelayedTaskQueue
 
 from kclient import errors as Errors
 from kclient.clock import SYSTEM_CLOCK, Clock
-from kclient.future import RequestFuture
-from kclient.metadata import Metadata, Node
-from kclient.network_client import ClientRequest, NetworkClient
+from kclient.network.future import RequestFuture
+from kclient.network.metadata import Metadata, Node
+from kclient.network.network_client import ClientRequest, NetworkClient
 
 __all__ = ["ConsumerNetworkClient", "RequestFutureCompletionHandler"]
 
@@ -157,7 +157,7 @@ class ConsumerNetworkClient:
         happens). ``poll(future[, timeout_ms])`` instead blocks until the future is done or
         the timeout passes and returns whether it is done.
 
-        Steps (SPEC §10): send what can be sent; cap the wait by the next delayed task; poll
+        Steps (mechanisms §10): send what can be sent; cap the wait by the next delayed task; poll
         the network; raise a pending wakeup (unless disabled); fail unsent requests of
         disconnected nodes; run due delayed tasks; send again; expire old unsent requests.
         """

@@ -15,13 +15,13 @@ import enum
 import logging
 from typing import Iterable, Mapping
 
-from kclient.consumer_protocol import HIGHEST_VERSION, Assignment, Subscription
+from kclient.group.consumer_protocol import HIGHEST_VERSION, Assignment, Subscription
 from kclient.errors import ConfigurationError
 from kclient.structs import TopicPartition
 
 log = logging.getLogger(__name__)
 
-# Importing the submodule kclient.assignors.range binds the name "range" in this package's
+# Importing the submodule kclient.group.assignors.range binds the name "range" in this package's
 # namespace, shadowing the builtin for code below; keep a reference to the builtin.
 _range = range
 
@@ -122,9 +122,9 @@ def partitions_to_assign(
 
 
 # Submodules import the base above; import them after it is defined.
-from kclient.assignors.range import RangeAssignor  # noqa: E402
-from kclient.assignors.roundrobin import RoundRobinAssignor  # noqa: E402
-from kclient.assignors.sticky import CooperativeStickyAssignor, StickyAssignor  # noqa: E402
+from kclient.group.assignors.range import RangeAssignor  # noqa: E402
+from kclient.group.assignors.roundrobin import RoundRobinAssignor  # noqa: E402
+from kclient.group.assignors.sticky import CooperativeStickyAssignor, StickyAssignor  # noqa: E402
 
 ASSIGNORS: dict[str, type[AbstractPartitionAssignor]] = {
     cls.name: cls
@@ -156,7 +156,7 @@ def _build_one(item) -> AbstractPartitionAssignor:
         if cls is None:
             raise ConfigurationError(
                 f"{_SETTING}: unknown assignor {item!r}; known: {', '.join(ASSIGNORS)}"
-                " (or pass a subclass of kclient.assignors.AbstractPartitionAssignor)"
+                " (or pass a subclass of kclient.group.assignors.AbstractPartitionAssignor)"
             )
         return cls()
     # A kafka-python assignor class or instance: same protocol names, so the built-in
@@ -167,7 +167,7 @@ def _build_one(item) -> AbstractPartitionAssignor:
         return ASSIGNORS[name]()
     raise ConfigurationError(
         f"{_SETTING}: {item!r} is not an assignor name or a subclass of"
-        " kclient.assignors.AbstractPartitionAssignor"
+        " kclient.group.assignors.AbstractPartitionAssignor"
     )
 
 

@@ -1,6 +1,6 @@
 """Fetcher: sends Fetch requests to partition leaders and turns the answers into records.
 
-Pipelining (SPEC §7). A partition may have one Fetch in flight and up to
+Pipelining (mechanisms §7). A partition may have one Fetch in flight and up to
 ``PREFETCH_DEPTH`` answered fetches buffered ahead of what the application consumed; the
 next fetch for it starts where the last buffered one ended, so the network works while the
 application processes. ``send_fetches()`` runs before ``poll()`` returns records.
@@ -37,15 +37,16 @@ from kcore.records import decode_columnar, decode_consumer_records
 
 from kclient import errors as Errors
 from kclient.clock import SYSTEM_CLOCK, Clock
-from kclient.deserializers import as_deserializer
+from kclient.consumer.deserializers import as_deserializer
 from kclient.structs import ConsumerRecord, TopicPartition
-from kclient.subscription_state import FetchPosition
+from kclient.consumer.subscription_state import FetchPosition
+from kclient.protocol import ApiKey
 
 __all__ = ["Fetcher", "CompletedFetch", "PREFETCH_DEPTH"]
 
 log = logging.getLogger(__name__)
 
-FETCH_KEY = 1
+FETCH_KEY = int(ApiKey.FETCH)
 _TOPIC_ID_VERSION = 13          # Fetch v13+ names topics by id
 PREFETCH_DEPTH = 2              # answered fetches buffered per partition before it waits
 _ISOLATION = {"read_uncommitted": 0, "read_committed": 1}
@@ -616,7 +617,7 @@ class Fetcher:
             cf.next_offset = res.next_offset
 
     def _init_columnar(self, cf: CompletedFetch) -> None:
-        from kclient.columnar import ColumnarChunk
+        from kclient.consumer.columnar import ColumnarChunk
         start = cf.fetch_offset if cf.last_offset < 0 else cf.last_offset + 1
         res = decode_columnar(cf.raw, check_crcs=self._check_crcs, skip_control=True,
                               fetch_offset=start, aborted_transactions=cf.aborted)
@@ -717,7 +718,7 @@ class Fetcher:
 
     def fetched_columnar(self, max_records: int | None = None, update_offsets: bool = True):
         """Like fetched_records, but {tp: ColumnarRecords} (rows of kcore ColumnarBatches)."""
-        from kclient.columnar import ColumnarRecords
+        from kclient.consumer.columnar import ColumnarRecords
         remaining = self._max_poll_records if max_records is None else max_records
         drained: dict[TopicPartition, list] = {}
         ends: dict[TopicPartition, FetchPosition] = {}

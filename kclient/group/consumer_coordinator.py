@@ -1,7 +1,7 @@
-"""ConsumerCoordinator: the consumer's side of group membership and offset storage (SPEC §6).
+"""ConsumerCoordinator: the consumer's side of group membership and offset storage (mechanisms §6).
 
 On top of AbstractCoordinator it supplies the "consumer" embedded protocol: members advertise
-every configured assignor with their subscription (kclient.consumer_protocol), the leader runs
+every configured assignor with their subscription (kclient.group.consumer_protocol), the leader runs
 the assignor the broker picked, and each member applies its assignment to the
 SubscriptionState, calling the rebalance listener on the application thread:
 
@@ -31,27 +31,28 @@ import logging
 from typing import Any, Callable, Iterable, Mapping, NamedTuple
 
 from kclient import errors as Errors
-from kclient.assignors import RebalanceProtocol, build_assignors
+from kclient.group.assignors import RebalanceProtocol, build_assignors
 from kclient.clock import SYSTEM_CLOCK, Clock
 from kclient.config import as_config
-from kclient.consumer_protocol import (
+from kclient.group.consumer_protocol import (
     PROTOCOL_TYPE, deserialize_assignment, deserialize_subscription, serialize_assignment,
     serialize_subscription,
 )
-from kclient.coordinator import (
+from kclient.group.coordinator import (
     NO_GENERATION, AbstractCoordinator, Generation, MemberState, _error_for, _Handler, _Timer,
 )
-from kclient.future import RequestFuture
-from kclient.interceptors import ConsumerInterceptors
-from kclient.listener import invoke_partitions_lost
+from kclient.network.future import RequestFuture
+from kclient.consumer.interceptors import ConsumerInterceptors
+from kclient.consumer.listener import invoke_partitions_lost
 from kclient.structs import OffsetAndMetadata, TopicPartition
-from kclient.subscription_state import FetchPosition
+from kclient.consumer.subscription_state import FetchPosition
+from kclient.protocol import ApiKey
 
 __all__ = ["ConsumerCoordinator", "ConsumerGroupMetadata"]
 
 log = logging.getLogger(__name__)
 
-OFFSET_COMMIT, OFFSET_FETCH = 8, 9
+OFFSET_COMMIT, OFFSET_FETCH = int(ApiKey.OFFSET_COMMIT), int(ApiKey.OFFSET_FETCH)
 
 CommitCallback = Callable[[Mapping[TopicPartition, OffsetAndMetadata], BaseException | None], Any]
 
@@ -336,7 +337,7 @@ class ConsumerCoordinator(AbstractCoordinator):
             # Other members want topics this member does not: fetch their metadata first.
             self._metadata.add_topics(*(all_topics - self._metadata.topics))
             self._client.await_metadata_update(self.request_timeout_ms)
-        # SPEC §6 assignment snapshot: what the assignment is computed from.
+        # mechanisms §6 assignment snapshot: what the assignment is computed from.
         self._assignment_snapshot = self._partition_counts(sorted(all_topics))
         self._assignment_snapshot_checked = self._metadata.update_version
         if skip_assignment:
@@ -352,7 +353,7 @@ class ConsumerCoordinator(AbstractCoordinator):
             a = assignment.get(member_id)
             if a is None:
                 log.warning("assignor %s gave member %s no assignment; it gets none", assignor.name, member_id)
-                from kclient.consumer_protocol import Assignment
+                from kclient.group.consumer_protocol import Assignment
                 a = Assignment()
             result[member_id] = serialize_assignment(a)
         log.info("group %s generation %d: assignment %s", self.group_id, self._generation.generation_id,
@@ -363,7 +364,7 @@ class ConsumerCoordinator(AbstractCoordinator):
                          assignment_bytes: bytes) -> None:
         subs = self.subscriptions
         if not self.is_leader:
-            # Followers watch the partition counts of their own topics (SPEC §6).
+            # Followers watch the partition counts of their own topics (mechanisms §6).
             self._assignment_snapshot = self._partition_counts(sorted(subs.subscription))
             self._assignment_snapshot_checked = self._metadata.update_version
         assignor = self._lookup_assignor(protocol_name)

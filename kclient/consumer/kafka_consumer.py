@@ -5,7 +5,7 @@ Settings: kafka-python keywords (``bootstrap_servers=...``), Java-style dotted k
 at construction naming the setting. Topics given positionally are subscribed at once
 (``KafkaConsumer("my-topic", group_id=...)``).
 
-``poll()`` follows SPEC §7: honour a pending ``wakeup()``; bring group membership and
+``poll()`` follows mechanisms §7: honour a pending ``wakeup()``; bring group membership and
 positions up to date within the remaining time; return buffered records at once, sending
 the next fetches *before* returning them (the network works while the caller processes);
 otherwise send fetches and block on the network until one completes, the time runs out, or
@@ -32,14 +32,14 @@ from typing import Any, Iterable, Mapping
 from kclient import errors as Errors
 from kclient.clock import SYSTEM_CLOCK, Clock
 from kclient.config import ConsumerConfig, IsolationLevel  # noqa: F401 (IsolationLevel: kafka-python name)
-from kclient.consumer_network_client import ConsumerNetworkClient
-from kclient.deserializers import DefaultSerializer, JsonSerializer  # noqa: F401 (kafka-python names)
-from kclient.listener import ConsumerRebalanceListener  # noqa: F401
-from kclient.fetcher import Fetcher
-from kclient.interceptors import ConsumerInterceptors
-from kclient.offset_fetcher import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, OffsetFetcher
+from kclient.network.consumer_network_client import ConsumerNetworkClient
+from kclient.consumer.deserializers import DefaultSerializer, JsonSerializer  # noqa: F401 (kafka-python names)
+from kclient.consumer.listener import ConsumerRebalanceListener  # noqa: F401
+from kclient.consumer.fetcher import Fetcher
+from kclient.consumer.interceptors import ConsumerInterceptors
+from kclient.consumer.offset_fetcher import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, OffsetFetcher
 from kclient.structs import OffsetAndMetadata, TopicPartition
-from kclient.subscription_state import FetchPosition, OffsetResetStrategy, SubscriptionState
+from kclient.consumer.subscription_state import FetchPosition, OffsetResetStrategy, SubscriptionState
 
 __all__ = ["KafkaConsumer", "IsolationLevel", "TopicPartition", "OffsetAndMetadata", "JsonSerializer",
            "DefaultSerializer", "ConsumerRebalanceListener"]
@@ -113,7 +113,7 @@ class KafkaConsumer:
             self._interceptors = ConsumerInterceptors.from_config(cfg)
             self._coordinator = None
             if cfg["group.id"] is not None:
-                from kclient.consumer_coordinator import ConsumerCoordinator
+                from kclient.group.consumer_coordinator import ConsumerCoordinator
                 self._coordinator = ConsumerCoordinator(self._client, self._subscriptions, self._metadata, cfg,
                                                         clock=self._clock, interceptors=self._interceptors)
             if cfg["api.version"] is None:

@@ -1,4 +1,4 @@
-"""The background thread that keeps a group member alive (SPEC §1, §2).
+"""The background thread that keeps a group member alive (mechanisms §1, §2).
 
 One iteration of the loop is ``HeartbeatThread.run_once()``, which runs holding the
 coordinator's lock and returns what to do next (exit, wait for an event, or wait N ms), so
@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING
 from kclient import errors as Errors
 
 if TYPE_CHECKING:  # pragma: no cover
-    from kclient.coordinator import AbstractCoordinator
+    from kclient.group.coordinator import AbstractCoordinator
 
 __all__ = ["HeartbeatThread", "EXIT", "WAIT_FOR_EVENT", "NETWORK_WAIT_MAX_MS"]
 
@@ -51,7 +51,7 @@ WAIT_FOR_EVENT = -2
 #: for the network client's lock while this thread reads a response.
 NETWORK_WAIT_MAX_MS = 50
 
-# Errors that end the thread: they will not go away by retrying (SPEC §2 step 8).
+# Errors that end the thread: they will not go away by retrying (mechanisms §2 step 8).
 _FATAL = (Errors.FencedInstanceIdError, Errors.GroupAuthorizationFailedError,
           Errors.SaslAuthenticationFailedError, Errors.UnsupportedVersionError)
 
@@ -124,7 +124,7 @@ class HeartbeatThread(threading.Thread):
                         continue
                 if action > 0:
                     self._wait_for_response(action)
-        except BaseException as exc:  # SPEC §2 step 8: end the thread, the next poll() raises it
+        except BaseException as exc:  # mechanisms §2 step 8: end the thread, the next poll() raises it
             log.error("heartbeat thread of group %s failed: %r", self._coordinator.group_id, exc,
                       exc_info=not isinstance(exc, Errors.KafkaError))
             self.fail(exc)
@@ -142,7 +142,7 @@ class HeartbeatThread(threading.Thread):
                     self._cond.wait(step / 1000.0)
 
     def run_once(self) -> int:
-        """One iteration of the heartbeat loop (SPEC §2), holding the coordinator's lock.
+        """One iteration of the heartbeat loop (mechanisms §2), holding the coordinator's lock.
 
         Returns EXIT, WAIT_FOR_EVENT, or the number of ms to wait before the next iteration.
         """
@@ -194,7 +194,7 @@ class HeartbeatThread(threading.Thread):
 
 
 class _HeartbeatListener:
-    """Outcome of one heartbeat (SPEC §2 step 7); runs on whichever thread read the response."""
+    """Outcome of one heartbeat (mechanisms §2 step 7); runs on whichever thread read the response."""
 
     __slots__ = ("thread",)
 
