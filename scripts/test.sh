@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
-# Set up (idempotently) and run the whole test suite against the installed, compiled package.
-# Extra arguments go to pytest.
+# Set up (idempotently) and run the checks and the whole test suite against the installed,
+# compiled package. Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh test --kafka
-# tests/test_build.py fails if any kcore module is imported from anything but a compiled extension.
+# Lint first: it takes a second and names the line.
+echo "[test] ruff check" >&2
+.venv/bin/ruff check --quiet .
+# tests/test_build.py fails if any kcore module is imported from anything but a compiled extension;
+# tests/test_wheel.py builds the sdist and wheel and smoke-tests the wheel in a clean venv.
 exec .venv/bin/pytest -p no:cacheprovider -q -rfEs "$@"
