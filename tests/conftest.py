@@ -48,7 +48,8 @@ def pytest_configure(config):
 def pytest_collection_modifyitems(config, items):
     for item in items:
         names = set(getattr(item, "fixturenames", ()))
-        params = getattr(getattr(item, "callspec", None), "params", {})
+        params = dict(getattr(getattr(item, "callspec", None), "params", {}))
+        params.setdefault("cluster", params.get("records_deletable"))
         if names & {"kafka", "kafka3", "broker"} or params.get("cluster") == "kafka":
             item.add_marker(pytest.mark.kafka)
         if "tansu" in names or params.get("cluster") == "tansu":
@@ -146,6 +147,15 @@ def tansu_bootstrap(tansu) -> str:
 @pytest.fixture
 def mock_bootstrap(mock_cluster) -> str:
     return mock_cluster.bootstrap
+
+
+@pytest.fixture(params=["kafka", "mock"])
+def records_deletable(request):
+    """A harness cluster whose records a test may delete: Apache Kafka (DeleteRecords) or the mock."""
+    if EXTERNAL_BOOTSTRAP:
+        pytest.skip("KCLIENT_TEST_BOOTSTRAP points at an external cluster; deleting records needs "
+                    "the harness's own brokers")
+    return request.getfixturevalue("kafka" if request.param == "kafka" else "mock_faults")
 
 
 @pytest.fixture(params=["kafka", "tansu", "mock"])

@@ -1,10 +1,9 @@
 """KafkaConsumer against librdkafka's mock cluster: several brokers, leader moves, broker
-outages, injected errors and out-of-range fetches (things Tansu cannot show: it answers
-fetches past the end by waiting, and has one broker).
+outages, injected errors; out-of-range fetches and deleted records run on Apache Kafka too
+(Tansu cannot show them: it answers fetches past the end by waiting).
 
-Neither test broker reports aborted transactions in Fetch answers (and the mock writes
-transaction markers without a CRC), so read_committed filtering is tested in
-test_fetcher.py with real batches and scripted answers."""
+read_committed filtering against a broker that lists aborted transactions is in
+test_consumer_broker.py (Apache Kafka); test_fetcher.py covers it with scripted answers."""
 from __future__ import annotations
 
 import time
@@ -59,23 +58,25 @@ def test_leaders_on_several_brokers(mock_cluster, create_topic, topic_name):
         assert {c.position(tp) for tp in tps} == {200}
 
 
-def test_out_of_range_reset_earliest_and_none(mock_cluster, create_topic, topic_name):
-    create_topic(mock_cluster, topic_name, 1)
-    produce(mock_cluster.bootstrap, topic_name, 1, 20)
+@pytest.mark.parametrize("cluster", ["kafka", "mock"], indirect=True)
+def test_out_of_range_reset_earliest_and_none(cluster, create_topic, topic_name):
+    # Not on Tansu: it waits instead of answering OFFSET_OUT_OF_RANGE.
+    create_topic(cluster, topic_name, 1)
+    produce(cluster.bootstrap, topic_name, 1, 20)
     tp = TopicPartition(topic_name, 0)
-    with KafkaConsumer(bootstrap_servers=mock_cluster.bootstrap, auto_offset_reset="earliest") as c:
+    with KafkaConsumer(bootstrap_servers=cluster.bootstrap, auto_offset_reset="earliest") as c:
         c.assign([tp])
         c.seek(tp, 1000)
         recs = consume(c, 20)
         assert [r.offset for r in recs] == list(range(20))
-    with KafkaConsumer(bootstrap_servers=mock_cluster.bootstrap, auto_offset_reset="latest") as c:
+    with KafkaConsumer(bootstrap_servers=cluster.bootstrap, auto_offset_reset="latest") as c:
         c.assign([tp])
         c.seek(tp, 1000)
         deadline = time.monotonic() + 20
         while c.position(tp) == 1000 and time.monotonic() < deadline:
             c.poll(100)
         assert c.position(tp) == 20
-    with KafkaConsumer(bootstrap_servers=mock_cluster.bootstrap, auto_offset_reset="none") as c:
+    with KafkaConsumer(bootstrap_servers=cluster.bootstrap, auto_offset_reset="none") as c:
         c.assign([tp])
         c.seek(tp, 1000)
         deadline = time.monotonic() + 20
@@ -88,12 +89,13 @@ def test_out_of_range_reset_earliest_and_none(mock_cluster, create_topic, topic_
         assert [r.offset for r in consume(c, 15)] == list(range(5, 20))
 
 
-def test_records_below_the_log_start_reset(mock_faults, create_topic, topic_name):
-    create_topic(mock_faults, topic_name, 1)
-    produce(mock_faults.bootstrap, topic_name, 1, 30)
-    mock_faults.delete_records(topic_name, 0, 10)
+def test_records_below_the_log_start_reset(records_deletable, create_topic, topic_name):
+    cluster = records_deletable
+    create_topic(cluster, topic_name, 1)
+    produce(cluster.bootstrap, topic_name, 1, 30)
+    cluster.delete_records(topic_name, 0, 10)
     tp = TopicPartition(topic_name, 0)
-    with KafkaConsumer(bootstrap_servers=mock_faults.bootstrap, auto_offset_reset="earliest") as c:
+    with KafkaConsumer(bootstrap_servers=cluster.bootstrap, auto_offset_reset="earliest") as c:
         c.assign([tp])
         assert c.beginning_offsets([tp]) == {tp: 10}
         c.seek(tp, 2)

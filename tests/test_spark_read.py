@@ -81,11 +81,11 @@ def test_control_records_are_skipped_and_a_range_ending_on_one_completes(broker,
         (0, b"a0"), (1, b"a1"), (2, b"a2"), (3, b"a3"), (5, b"b0"), (6, b"b1"), (7, b"b2"), (8, b"b3")]
 
 
-def test_range_below_the_earliest_offset_fails_or_skips(mock_faults, create_topic, topic_name, caplog):
-    create_topic(mock_faults, topic_name, 1)
-    _produce(mock_faults.bootstrap, topic_name, 1, 100)
-    mock_faults.delete_records(topic_name, 0, 40)
-    opts = _options(mock_faults.bootstrap, topic_name)
+def test_range_below_the_earliest_offset_fails_or_skips(records_deletable, create_topic, topic_name, caplog):
+    create_topic(records_deletable, topic_name, 1)
+    _produce(records_deletable.bootstrap, topic_name, 1, 100)
+    records_deletable.delete_records(topic_name, 0, 40)
+    opts = _options(records_deletable.bootstrap, topic_name)
     rng = OffsetRange(topic_name, 0, 10, 100)
     with pytest.raises(Errors.DataLossError) as info:
         list(read_offset_range(rng, opts))
@@ -253,13 +253,13 @@ def test_map_partitions_rows_match_map_in_arrow(spark, mock_cluster, create_topi
         _expected_rows(topic_name, 3, 120)
 
 
-def test_data_loss_through_spark(spark, mock_faults, create_topic, topic_name):
+def test_data_loss_through_spark(spark, records_deletable, create_topic, topic_name):
     from kclient.spark import read_kafka
-    create_topic(mock_faults, topic_name, 2)
-    _produce(mock_faults.bootstrap, topic_name, 2, 60)
-    opts = _options(mock_faults.bootstrap, topic_name)
+    create_topic(records_deletable, topic_name, 2)
+    _produce(records_deletable.bootstrap, topic_name, 2, 60)
+    opts = _options(records_deletable.bootstrap, topic_name)
     ranges = plan_offset_ranges(opts)
-    mock_faults.delete_records(topic_name, 1, 25)            # after planning, before reading
+    records_deletable.delete_records(topic_name, 1, 25)            # after planning, before reading
     with pytest.raises(Exception, match="DataLossError.*offsets 0 to 24"):
         read_kafka(spark, opts, ranges=ranges).count()
     df = read_kafka(spark, {**opts, "failOnDataLoss": "false"}, ranges=ranges)

@@ -3,7 +3,7 @@
 The harness must work before (and independently of) the real codec in ``kclient.protocol``:
 it is what the codec's integration tests run against, so it cannot depend on it. Only the
 non-flexible versions of the few requests the harness needs are implemented here (ApiVersions
-v0, Metadata v4, CreateTopics v4, DeleteTopics v3, ListOffsets v1), all valid in Kafka 4.
+v0, Metadata v4, CreateTopics v4, DeleteTopics v3, ListOffsets v1, DeleteRecords v1), all valid in Kafka 4.
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import time
 
 __all__ = [
     "RawConnection", "Reader", "parse_bootstrap", "request_frame",
-    "api_versions", "metadata", "create_topics", "delete_topics", "list_offsets",
+    "api_versions", "metadata", "create_topics", "delete_topics", "list_offsets", "delete_records",
 ]
 
 _MAX_FRAME = 64 * 1024 * 1024  # the harness never expects more; a bigger prefix is garbage
@@ -236,6 +236,21 @@ def list_offsets(conn: RawConnection, topic: str, partitions: list[int],
             r.i64()  # timestamp
             out[index] = (error, r.i64())
     return out
+
+
+def delete_records(conn: RawConnection, topic: str, partition: int, before_offset: int,
+                   timeout_ms: int = 30000) -> tuple[int, int]:
+    """DeleteRecords v1 to the partition's leader: (error_code, new low watermark)."""
+    body = struct.pack(">i", 1) + _string(topic) + struct.pack(">iiq", 1, partition, before_offset)
+    body += struct.pack(">i", timeout_ms)
+    r = conn.call(21, 1, body)
+    r.i32()  # throttle_time_ms
+    r.array_len()
+    r.string()
+    r.array_len()
+    r.i32()  # partition index
+    low = r.i64()
+    return r.i16(), low
 
 
 def delete_topics(conn: RawConnection, names: list[str], timeout_ms: int = 30000) -> list[tuple[str, int]]:

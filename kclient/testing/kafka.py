@@ -424,6 +424,16 @@ class KafkaCluster(ClusterBase):
         _wire.wait_until(leaders_serve, timeout, f"the leaders of {name!r} to serve it")
         return topic
 
+    def delete_records(self, topic: str, partition: int, before_offset: int, timeout: float = 30.0) -> None:
+        """Advance the partition's log start offset to ``before_offset`` (DeleteRecords to the leader)."""
+        node = self._node(self.leader_of(topic, partition))
+        with _wire.RawConnection(self.host, node.port, timeout) as conn:
+            error, low = _wire.delete_records(conn, topic, partition, before_offset, int(timeout * 1000))
+        if error:
+            raise HarnessError(f"DeleteRecords {topic}-{partition} before {before_offset}: error {error}")
+        if low < before_offset:
+            raise HarnessError(f"DeleteRecords {topic}-{partition}: log start is {low}, not {before_offset}")
+
     def create_topic(self, name: str, partitions: int = 1, replication_factor: int | None = None, *,
                      configs: dict[str, str] | None = None, timeout: float = 30.0) -> str:
         """CreateTopics; the replication factor defaults to min(3, brokers)."""
