@@ -45,9 +45,25 @@ def log_tail(path, limit: int = 4000) -> str:
 
 
 class ClusterBase:
-    """Topic helpers on top of ``bootstrap`` that work on any Kafka-protocol cluster."""
+    """Topic helpers on top of ``bootstrap`` that work on any Kafka-protocol cluster, and the
+    context-manager protocol (``with Cluster() as c``: start, then stop)."""
 
     bootstrap: str
+
+    def start(self):
+        raise NotImplementedError
+
+    def stop(self, timeout: float = 10.0) -> None:
+        raise NotImplementedError
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def delete_topic(self, name: str, timeout: float = 30.0) -> None:
+        self._delete_topic_request(name, timeout)
 
     def metadata(self, topics: list[str] | None = None, timeout: float = 10.0) -> dict:
         with _wire.RawConnection.to(self.bootstrap, timeout) as conn:

@@ -23,12 +23,6 @@ class ExternalCluster(ClusterBase):
     def stop(self, timeout: float = 10.0) -> None:
         pass
 
-    def __enter__(self) -> "ExternalCluster":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        pass
-
     def __repr__(self) -> str:
         return f"<ExternalCluster bootstrap={self.bootstrap}>"
 
@@ -37,8 +31,6 @@ class ExternalCluster(ClusterBase):
         self._create_topic_request(name, partitions, replication_factor, configs, timeout)
         return name
 
-    def delete_topic(self, name: str, timeout: float = 30.0) -> None:
-        self._delete_topic_request(name, timeout)
 
     def __getattr__(self, name: str):
         # Fault-injection methods of MockCluster: fail with a reason instead of AttributeError.

@@ -441,14 +441,7 @@ class KafkaCluster(ClusterBase):
         self._create_topic_request(name, partitions, rf, configs, timeout)
         return name
 
-    def delete_topic(self, name: str, timeout: float = 30.0) -> None:
-        self._delete_topic_request(name, timeout)
 
-    def __enter__(self) -> "KafkaCluster":
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
 
     def __repr__(self) -> str:
         state = f"nodes={self.brokers} bootstrap={self.bootstrap}" if self.running else "stopped"

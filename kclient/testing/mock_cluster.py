@@ -218,11 +218,6 @@ class MockCluster(ClusterBase):
         reaper.unregister(self._record)
         self._record = None
 
-    def __enter__(self) -> "MockCluster":
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
 
     def __repr__(self) -> str:
         state = f"pid={self.pid} bootstrap={self.bootstrap_servers}" if self.running else "stopped"

@@ -187,11 +187,6 @@ class TansuBroker(ClusterBase):
         reaper.unregister(self._record)
         self._record = None
 
-    def __enter__(self) -> "TansuBroker":
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
 
     def __repr__(self) -> str:
         state = f"pid={self.pid} bootstrap={self.bootstrap}" if self.running else "stopped"
@@ -204,5 +199,3 @@ class TansuBroker(ClusterBase):
         self._create_topic_request(name, partitions, replication_factor, configs, timeout)
         return name
 
-    def delete_topic(self, name: str, timeout: float = 30.0) -> None:
-        self._delete_topic_request(name, timeout)
