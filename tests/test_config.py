@@ -264,3 +264,19 @@ def test_consumer_group_protocol_is_refused_until_it_is_implemented():
     with pytest.raises(Errors.ConfigurationError, match="group.remote.assignor.*group.protocol=consumer"):
         ConsumerConfig({"group.remote.assignor": "uniform"})
     assert ConsumerConfig(group_protocol="CLASSIC")["group.protocol"] == "classic"
+
+
+def test_typed_settings_are_built_once_from_the_table():
+    from kclient.settings import ConsumerSettings, FetchConfig, GroupRebalanceConfig
+    s = ConsumerSettings.of(ConsumerConfig(group_id="g", fetch_max_wait_ms=7, session_timeout_ms=10000))
+    assert s.fetch.max_wait_ms == 7 and s.rebalance.session_timeout_ms == 10000
+    assert s.rebalance.heartbeat_interval_ms == CONSUMER_CONFIGS["heartbeat.interval.ms"].default
+    assert FetchConfig.of(s.fetch) is s.fetch                       # a typed part passes through
+    with pytest.raises(Errors.ConfigurationError, match="heartbeat.interval.ms.*session.timeout.ms"):
+        ConsumerSettings.of(ConsumerConfig(group_id="g", session_timeout_ms=1000))
+    # Without a group there is no membership: the pair is not checked.
+    assert GroupRebalanceConfig.of(ConsumerConfig(session_timeout_ms=1000)).group_id is None
+    with pytest.raises(Errors.ConfigurationError, match="session.timeout.ms"):
+        ConsumerConfig(session_timeout_ms=0)
+    with pytest.raises(Errors.ConfigurationError, match="heartbeat.interval.ms.*session.timeout.ms"):
+        KafkaConsumer(group_id="g", session_timeout_ms=1000, bootstrap_servers="127.0.0.1:1")

@@ -36,6 +36,7 @@ from kcore import layout
 from kcore.records import decode_columnar, decode_consumer_records
 
 from kclient import errors as Errors
+from kclient.settings import FetchConfig
 from kclient.clock import SYSTEM_CLOCK, Clock
 from kclient.consumer.deserializers import as_deserializer
 from kclient.structs import ConsumerRecord, TopicPartition
@@ -129,19 +130,20 @@ class Fetcher:
         self._metadata = client.metadata
         self._subscriptions = subscriptions
         self._clock = clock or SYSTEM_CLOCK
-        self._min_bytes = config["fetch.min.bytes"]
-        self._max_bytes = config["fetch.max.bytes"]
-        self._max_wait_ms = config["fetch.max.wait.ms"]
-        self._partition_max_bytes = config["max.partition.fetch.bytes"]
-        self._max_poll_records = config["max.poll.records"]
-        self._check_crcs = config["check.crcs"]
-        self._isolation_name = config["isolation.level"]
+        fc = self.settings = FetchConfig.of(config)
+        self._min_bytes = fc.min_bytes
+        self._max_bytes = fc.max_bytes
+        self._max_wait_ms = fc.max_wait_ms
+        self._partition_max_bytes = fc.max_partition_fetch_bytes
+        self._max_poll_records = fc.max_poll_records
+        self._check_crcs = fc.check_crcs
+        self._isolation_name = fc.isolation_level
         self._isolation = _ISOLATION[self._isolation_name]
         self._read_committed = self._isolation == 1
-        self._retry_backoff_ms = config["retry.backoff.ms"]
-        self._rack = config["client.rack"] if "client.rack" in config else ""
-        self._key_deserializer = as_deserializer(config["key.deserializer"])
-        self._value_deserializer = as_deserializer(config["value.deserializer"])
+        self._retry_backoff_ms = fc.retry_backoff_ms
+        self._rack = fc.client_rack
+        self._key_deserializer = as_deserializer(fc.key_deserializer)
+        self._value_deserializer = as_deserializer(fc.value_deserializer)
         self._buffer_limit = max(self._max_bytes, 1)
         self._pipes: dict[TopicPartition, _PartitionPipe] = {}
         self._completed: collections.deque[CompletedFetch] = collections.deque()

@@ -32,6 +32,7 @@ from typing import Any, Iterable, Mapping
 from kclient import errors as Errors
 from kclient.clock import SYSTEM_CLOCK, Clock
 from kclient.config import ConsumerConfig, IsolationLevel  # noqa: F401 (IsolationLevel: kafka-python name)
+from kclient.settings import ConsumerSettings
 from kclient.network.consumer_network_client import ConsumerNetworkClient
 from kclient.consumer.deserializers import DefaultSerializer, JsonSerializer  # noqa: F401 (kafka-python names)
 from kclient.consumer.listener import ConsumerRebalanceListener  # noqa: F401
@@ -83,6 +84,8 @@ class KafkaConsumer:
                 raise TypeError(f"topics are given as str, got {t!r}")
         self.config = ConsumerConfig(merged, **configs)
         cfg = self.config
+        # Every component's typed settings, built once (cross-setting checks happen here).
+        settings = ConsumerSettings.of(cfg)
         self._closed = True  # until construction completes: close()/__del__ do nothing
         self._clock = clock or SYSTEM_CLOCK
         self._guard = threading.Lock()
@@ -100,21 +103,22 @@ class KafkaConsumer:
         self._retry_backoff_ms = cfg["retry.backoff.ms"]
         self._default_api_timeout_ms = cfg["default.api.timeout.ms"]
         self._request_timeout_ms = cfg["request.timeout.ms"]
-        self._client = ConsumerNetworkClient(config=cfg, clock=self._clock,
+        self._client = ConsumerNetworkClient(config=settings.network, clock=self._clock,
                                              max_response_bytes=cfg["receive.message.max.bytes"])
         self._metadata = self._client.metadata
         try:
             self._subscriptions = SubscriptionState(cfg["auto.offset.reset"], cfg["exclude.internal.topics"])
-            self._fetcher = Fetcher(self._client, self._subscriptions, cfg, clock=self._clock, metrics=self._metrics)
+            self._fetcher = Fetcher(self._client, self._subscriptions, settings.fetch, clock=self._clock,
+                                    metrics=self._metrics)
             self._offsets = OffsetFetcher(
                 self._client, self._subscriptions, isolation_level=cfg["isolation.level"],
                 request_timeout_ms=self._request_timeout_ms, retry_backoff_ms=self._retry_backoff_ms,
                 clock=self._clock, on_position_reset=self._fetcher.clear_partition)
             self._interceptors = ConsumerInterceptors.from_config(cfg)
             self._coordinator = None
-            if cfg["group.id"] is not None:
+            if settings.rebalance.group_id is not None:
                 from kclient.group.consumer_coordinator import ConsumerCoordinator
-                self._coordinator = ConsumerCoordinator(self._client, self._subscriptions, self._metadata, cfg,
+                self._coordinator = ConsumerCoordinator(self._client, self._subscriptions, self._metadata, settings,
                                                         clock=self._clock, interceptors=self._interceptors)
             if cfg["api.version"] is None:
                 # kafka-python probes the cluster here: an unreachable bootstrap fails at once.

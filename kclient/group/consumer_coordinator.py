@@ -31,9 +31,9 @@ import logging
 from typing import Any, Callable, Iterable, Mapping, NamedTuple
 
 from kclient import errors as Errors
+from kclient.settings import ConsumerSettings
 from kclient.group.assignors import RebalanceProtocol, build_assignors
 from kclient.clock import SYSTEM_CLOCK, Clock
-from kclient.config import as_config
 from kclient.group.consumer_protocol import (
     PROTOCOL_TYPE, deserialize_assignment, deserialize_subscription, serialize_assignment,
     serialize_subscription,
@@ -64,13 +64,6 @@ class ConsumerGroupMetadata(NamedTuple):
     group_instance_id: str | None
 
 
-def _cfg(config: Mapping[str, Any], name: str, default: Any) -> Any:
-    try:
-        return config[name]
-    except (KeyError, Errors.ConfigurationError):
-        return default
-
-
 class _AutoCommitTask:
     """The periodic auto-commit, run by ConsumerNetworkClient's delayed-task queue."""
 
@@ -99,29 +92,22 @@ def _topic_ids_or_v9(cluster, topics) -> tuple[dict, int | None]:
 class ConsumerCoordinator(AbstractCoordinator):
     def __init__(self, client, subscriptions, metadata, config, *, clock: Clock = SYSTEM_CLOCK,
                  interceptors: ConsumerInterceptors | None = None, start_heartbeat_thread: bool = True):
-        config = as_config(config) if not hasattr(config, "is_set") else config
-        super().__init__(
-            client,
-            group_id=config["group.id"],
-            group_instance_id=_cfg(config, "group.instance.id", None),
-            session_timeout_ms=_cfg(config, "session.timeout.ms", 45000),
-            heartbeat_interval_ms=_cfg(config, "heartbeat.interval.ms", 3000),
-            rebalance_timeout_ms=_cfg(config, "max.poll.interval.ms", 300000),
-            retry_backoff_ms=_cfg(config, "retry.backoff.ms", 100),
-            request_timeout_ms=_cfg(config, "request.timeout.ms", 30000),
-            clock=clock, start_heartbeat_thread=start_heartbeat_thread)
+        # One checked config, then the typed parts this class and its base read (mechanisms §5-§6).
+        settings = config if isinstance(config, ConsumerSettings) else ConsumerSettings.of(config)
+        super().__init__(client, settings.rebalance, clock=clock, start_heartbeat_thread=start_heartbeat_thread)
+        cc = self.coordinator_config = settings.coordinator
         self.subscriptions = subscriptions
         self._metadata = metadata
-        self.config = config
-        self.assignors = build_assignors(_cfg(config, "partition.assignment.strategy",
-                                              ["range", "cooperative-sticky"]))
+        self.config = settings.config
+        self.assignors = build_assignors(list(cc.assignment_strategy))
         self.protocol = self._rebalance_protocol(self.assignors)
-        self.exclude_internal_topics = bool(_cfg(config, "exclude.internal.topics", True))
-        self.rack_id = _cfg(config, "client.rack", "") or None
-        self.default_api_timeout_ms = _cfg(config, "default.api.timeout.ms", 60000)
-        self.interceptors = interceptors if interceptors is not None else ConsumerInterceptors.from_config(config)
-        self.auto_commit_enabled = bool(_cfg(config, "enable.auto.commit", True)) and self.group_id is not None
-        self.auto_commit_interval_ms = _cfg(config, "auto.commit.interval.ms", 5000)
+        self.exclude_internal_topics = cc.exclude_internal_topics
+        self.rack_id = cc.client_rack
+        self.default_api_timeout_ms = cc.default_api_timeout_ms
+        self.interceptors = (interceptors if interceptors is not None
+                             else ConsumerInterceptors.from_config(settings.config))
+        self.auto_commit_enabled = cc.enable_auto_commit
+        self.auto_commit_interval_ms = cc.auto_commit_interval_ms
         self._auto_commit_task = _AutoCommitTask(self)
         self._next_auto_commit_deadline = clock.now_ms() + self.auto_commit_interval_ms
         self._scheduled_auto_commit: int | None = None

@@ -29,6 +29,7 @@ from typing import Any, NamedTuple
 from kcore.timers import Heartbeat
 
 from kclient import errors as Errors
+from kclient.settings import GroupRebalanceConfig
 from kclient.clock import SYSTEM_CLOCK, Clock
 from kclient.network.future import RequestFuture, RequestFutureAdapter
 from kclient.group.heartbeat_thread import HeartbeatThread
@@ -130,22 +131,20 @@ class _Handler(RequestFutureAdapter):
 
 
 class AbstractCoordinator(abc.ABC):
-    def __init__(self, client, *, group_id: str, group_instance_id: str | None = None,
-                 session_timeout_ms: int = 45000, heartbeat_interval_ms: int = 3000,
-                 rebalance_timeout_ms: int = 300000, retry_backoff_ms: int = 100,
-                 request_timeout_ms: int = 30000, leave_group_on_close: bool = True,
+    def __init__(self, client, rebalance_config: GroupRebalanceConfig, *,
                  clock: Clock = SYSTEM_CLOCK, start_heartbeat_thread: bool = True):
+        rc = self.rebalance_config = rebalance_config
         self._client = client
         self._clock = clock
-        self.group_id = group_id
-        self.group_instance_id = group_instance_id
-        self.session_timeout_ms = session_timeout_ms
-        self.rebalance_timeout_ms = rebalance_timeout_ms
-        self.retry_backoff_ms = retry_backoff_ms
-        self.request_timeout_ms = request_timeout_ms
-        self.leave_group_on_close = leave_group_on_close
-        self.heartbeat = Heartbeat(session_timeout_ms, heartbeat_interval_ms, rebalance_timeout_ms,
-                                   retry_backoff_ms, clock.now_ms())
+        self.group_id = rc.group_id
+        self.group_instance_id = rc.group_instance_id
+        self.session_timeout_ms = rc.session_timeout_ms
+        self.rebalance_timeout_ms = rc.rebalance_timeout_ms
+        self.retry_backoff_ms = rc.retry_backoff_ms
+        self.request_timeout_ms = rc.request_timeout_ms
+        self.leave_group_on_close = rc.leave_group_on_close
+        self.heartbeat = Heartbeat(rc.session_timeout_ms, rc.heartbeat_interval_ms, rc.rebalance_timeout_ms,
+                                   rc.retry_backoff_ms, clock.now_ms())
         self._lock = threading.RLock()
         self._cond = threading.Condition(self._lock)
         self._start_heartbeat_thread = start_heartbeat_thread

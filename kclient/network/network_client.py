@@ -25,6 +25,7 @@ from kclient import errors as Errors
 from kclient import protocol
 from kclient.clock import SYSTEM_CLOCK, Clock
 from kclient.config import ConsumerConfig, as_config
+from kclient.settings import NetworkClientConfig
 from kclient.network.connection import RECEIVE_BUFFER, BrokerConnection, ConnectionState, ExponentialBackoff
 from kclient.network.metadata import Metadata, Node
 from kclient.protocol import ApiKey
@@ -76,38 +77,40 @@ class ClientRequest:
 
 
 class NetworkClient:
-    def __init__(self, config: ConsumerConfig | dict | None = None, *, metadata: Metadata | None = None,
+    def __init__(self, config: NetworkClientConfig | ConsumerConfig | dict | None = None, *,
+                 metadata: Metadata | None = None,
                  clock: Clock | None = None, socket_factory: Callable[[Node], socket.socket] | None = None,
                  max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
                  client_software_name: str = "kclient", client_software_version: str = __version__,
                  **kwargs: Any):
-        cfg = self.config = as_config(config, **kwargs)
-        if cfg["security.protocol"] != "PLAINTEXT":
+        net = self.settings = (config if isinstance(config, NetworkClientConfig)
+                               else NetworkClientConfig.of(as_config(config, **kwargs)))
+        if net.security_protocol != "PLAINTEXT":
             raise Errors.ConfigurationError(
-                f"security.protocol {cfg['security.protocol']} is not supported by this client yet "
+                f"security.protocol {net.security_protocol} is not supported by this client yet "
                 "(only PLAINTEXT)")
         self._clock = clock or SYSTEM_CLOCK
-        self.client_id: str = cfg["client.id"]
-        self.request_timeout_ms: int = cfg["request.timeout.ms"]
-        self.connections_max_idle_ms: int = cfg["connections.max.idle.ms"]
-        self.reconnect_backoff_ms: int = cfg["reconnect.backoff.ms"]
-        self._reconnect_backoff = ExponentialBackoff(cfg["reconnect.backoff.ms"], cfg["reconnect.backoff.max.ms"])
-        self._setup_timeout = ExponentialBackoff(cfg["socket.connection.setup.timeout.ms"],
-                                                 cfg["socket.connection.setup.timeout.max.ms"])
-        self._send_buffer_bytes = cfg["send.buffer.bytes"]
-        self._receive_buffer_bytes = cfg["receive.buffer.bytes"]
+        self.client_id: str = net.client_id
+        self.request_timeout_ms: int = net.request_timeout_ms
+        self.connections_max_idle_ms: int = net.connections_max_idle_ms
+        self.reconnect_backoff_ms: int = net.reconnect_backoff_ms
+        self._reconnect_backoff = ExponentialBackoff(net.reconnect_backoff_ms, net.reconnect_backoff_max_ms)
+        self._setup_timeout = ExponentialBackoff(net.socket_connection_setup_timeout_ms,
+                                                 net.socket_connection_setup_timeout_max_ms)
+        self._send_buffer_bytes = net.send_buffer_bytes
+        self._receive_buffer_bytes = net.receive_buffer_bytes
         self._socket_factory = socket_factory
         self._max_response_bytes = max_response_bytes
         self._software = (client_software_name, client_software_version)
         if metadata is None:
-            metadata = Metadata(cfg["retry.backoff.ms"], cfg["metadata.max.age.ms"],
-                                cfg["retry.backoff.max.ms"], cfg["allow.auto.create.topics"])
-            metadata.bootstrap(cfg.bootstrap_addresses)
+            metadata = Metadata(net.retry_backoff_ms, net.metadata_max_age_ms,
+                                net.retry_backoff_max_ms, net.allow_auto_create_topics)
+            metadata.bootstrap(list(net.bootstrap_addresses))
         self.metadata = metadata
         self._known_nodes: dict[int, Node] = {n.node_id: n for n in metadata.cluster.nodes()}
         self._bootstrap_nodes = dict(self._known_nodes) if metadata.cluster.is_bootstrap else {}
 
-        self._in_flight = InFlightRequests(cfg["max.in.flight.requests.per.connection"])
+        self._in_flight = InFlightRequests(net.max_in_flight_requests_per_connection)
         self._conns: dict[int, BrokerConnection] = {}
         self._selector = selectors.DefaultSelector()
         self._wake_r, self._wake_w = socket.socketpair()

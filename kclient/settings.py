@@ -1,0 +1,190 @@
+"""Typed settings for each consumer component, built once from the checked config table.
+
+``ConsumerConfig`` (kclient.config) checks every setting a user passes: name, type, range,
+default, against the one table. This module turns that mapping into one immutable object per
+component, named as in the Java client, so a component reads typed fields and never a dotted
+key: ``NetworkClientConfig`` (NetworkClient), ``FetchConfig`` (Fetcher),
+``GroupRebalanceConfig`` (AbstractCoordinator and its heartbeat) and ``ConsumerCoordinatorConfig``
+(ConsumerCoordinator). ``ConsumerSettings.of(config)`` builds them all; KafkaConsumer does that
+once and hands each component its part. Each component also accepts a plain mapping (it builds
+its part through the same functions), which is what unit tests pass.
+
+Checks that involve more than one setting live here too (a heartbeat interval must be below
+the session timeout), so each rule exists once.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+from kclient import errors as Errors
+from kclient.config import ConsumerConfig, as_config
+
+__all__ = ["NetworkClientConfig", "FetchConfig", "GroupRebalanceConfig", "ConsumerCoordinatorConfig",
+           "ConsumerSettings"]
+
+
+def _checked(config: Mapping[str, Any] | ConsumerConfig | None) -> ConsumerConfig:
+    return config if isinstance(config, ConsumerConfig) else as_config(config)
+
+
+@dataclass(frozen=True, slots=True)
+class NetworkClientConfig:
+    """Connections, requests and metadata (mechanisms §11)."""
+
+    bootstrap_addresses: tuple[tuple[str, int], ...]
+    client_id: str
+    security_protocol: str
+    request_timeout_ms: int
+    connections_max_idle_ms: int
+    reconnect_backoff_ms: int
+    reconnect_backoff_max_ms: int
+    socket_connection_setup_timeout_ms: int
+    socket_connection_setup_timeout_max_ms: int
+    send_buffer_bytes: int
+    receive_buffer_bytes: int
+    max_in_flight_requests_per_connection: int
+    retry_backoff_ms: int
+    retry_backoff_max_ms: int
+    metadata_max_age_ms: int
+    allow_auto_create_topics: bool
+
+    @classmethod
+    def of(cls, config: Any) -> "NetworkClientConfig":
+        if isinstance(config, cls):
+            return config
+        c = _checked(config)
+        return cls(
+            bootstrap_addresses=tuple(c.bootstrap_addresses),
+            client_id=c["client.id"],
+            security_protocol=c["security.protocol"],
+            request_timeout_ms=c["request.timeout.ms"],
+            connections_max_idle_ms=c["connections.max.idle.ms"],
+            reconnect_backoff_ms=c["reconnect.backoff.ms"],
+            reconnect_backoff_max_ms=c["reconnect.backoff.max.ms"],
+            socket_connection_setup_timeout_ms=c["socket.connection.setup.timeout.ms"],
+            socket_connection_setup_timeout_max_ms=c["socket.connection.setup.timeout.max.ms"],
+            send_buffer_bytes=c["send.buffer.bytes"],
+            receive_buffer_bytes=c["receive.buffer.bytes"],
+            max_in_flight_requests_per_connection=c["max.in.flight.requests.per.connection"],
+            retry_backoff_ms=c["retry.backoff.ms"],
+            retry_backoff_max_ms=c["retry.backoff.max.ms"],
+            metadata_max_age_ms=c["metadata.max.age.ms"],
+            allow_auto_create_topics=c["allow.auto.create.topics"],
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class FetchConfig:
+    """What shapes each Fetch and what poll() returns (mechanisms §7)."""
+
+    min_bytes: int
+    max_bytes: int
+    max_wait_ms: int
+    max_partition_fetch_bytes: int
+    max_poll_records: int
+    check_crcs: bool
+    isolation_level: str
+    retry_backoff_ms: int
+    client_rack: str
+    key_deserializer: Callable | None
+    value_deserializer: Callable | None
+
+    @classmethod
+    def of(cls, config: Any) -> "FetchConfig":
+        if isinstance(config, cls):
+            return config
+        c = _checked(config)
+        return cls(
+            min_bytes=c["fetch.min.bytes"],
+            max_bytes=c["fetch.max.bytes"],
+            max_wait_ms=c["fetch.max.wait.ms"],
+            max_partition_fetch_bytes=c["max.partition.fetch.bytes"],
+            max_poll_records=c["max.poll.records"],
+            check_crcs=c["check.crcs"],
+            isolation_level=c["isolation.level"],
+            retry_backoff_ms=c["retry.backoff.ms"],
+            client_rack=c["client.rack"] or "",
+            key_deserializer=c["key.deserializer"],
+            value_deserializer=c["value.deserializer"],
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class GroupRebalanceConfig:
+    """Membership timing of one group member (mechanisms §2-§5, §8)."""
+
+    group_id: str | None
+    group_instance_id: str | None
+    session_timeout_ms: int
+    heartbeat_interval_ms: int
+    rebalance_timeout_ms: int          # max.poll.interval.ms, sent as JoinGroup's rebalance timeout
+    retry_backoff_ms: int
+    request_timeout_ms: int
+    leave_group_on_close: bool = True
+
+    def __post_init__(self) -> None:
+        # Without a group there is no membership, so nothing to keep alive (and nothing to check).
+        if self.group_id is not None and self.heartbeat_interval_ms >= self.session_timeout_ms:
+            raise Errors.ConfigurationError(
+                f"heartbeat.interval.ms ({self.heartbeat_interval_ms}) must be lower than "
+                f"session.timeout.ms ({self.session_timeout_ms}): a member must be able to heartbeat "
+                "at least once per session")
+
+    @classmethod
+    def of(cls, config: Any) -> "GroupRebalanceConfig":
+        if isinstance(config, cls):
+            return config
+        c = _checked(config)
+        return cls(
+            group_id=c["group.id"],
+            group_instance_id=c["group.instance.id"],
+            session_timeout_ms=c["session.timeout.ms"],
+            heartbeat_interval_ms=c["heartbeat.interval.ms"],
+            rebalance_timeout_ms=c["max.poll.interval.ms"],
+            retry_backoff_ms=c["retry.backoff.ms"],
+            request_timeout_ms=c["request.timeout.ms"],
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerCoordinatorConfig:
+    """Assignors, subscriptions and commits of the consumer's group member (mechanisms §6)."""
+
+    assignment_strategy: tuple[Any, ...]
+    exclude_internal_topics: bool
+    client_rack: str | None
+    default_api_timeout_ms: int
+    enable_auto_commit: bool
+    auto_commit_interval_ms: int
+
+    @classmethod
+    def of(cls, config: Any) -> "ConsumerCoordinatorConfig":
+        if isinstance(config, cls):
+            return config
+        c = _checked(config)
+        return cls(
+            assignment_strategy=tuple(c["partition.assignment.strategy"]),
+            exclude_internal_topics=c["exclude.internal.topics"],
+            client_rack=c["client.rack"] or None,
+            default_api_timeout_ms=c["default.api.timeout.ms"],
+            enable_auto_commit=c["enable.auto.commit"] and c["group.id"] is not None,
+            auto_commit_interval_ms=c["auto.commit.interval.ms"],
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerSettings:
+    """Every component's settings, built once from one checked ConsumerConfig."""
+
+    config: ConsumerConfig
+    network: NetworkClientConfig
+    fetch: FetchConfig
+    rebalance: GroupRebalanceConfig
+    coordinator: ConsumerCoordinatorConfig
+
+    @classmethod
+    def of(cls, config: Any) -> "ConsumerSettings":
+        c = _checked(config)
+        return cls(c, NetworkClientConfig.of(c), FetchConfig.of(c), GroupRebalanceConfig.of(c),
+                   ConsumerCoordinatorConfig.of(c))
