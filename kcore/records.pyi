@@ -28,7 +28,7 @@ Record / consumer-record object creation (per-record paths) holds it.
 """
 from __future__ import annotations
 
-from typing import Generic, Iterable, Iterator, Mapping, Sequence, TypeVar
+from typing import Generic, Iterable, Iterator, Mapping, TypeVar
 
 # Re-exported from the modules that define them (kcore.records stays the one import).
 from kcore.builder import RecordBatchBuilder as RecordBatchBuilder
