@@ -9,6 +9,8 @@ The remaining client-side failures (timeouts, misuse, group membership) are writ
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from kcore.errors import (  # noqa: F401  (re-exported)
     BufferUnderflowError,
     ConfigurationError,
@@ -31,7 +33,10 @@ from kcore.errors import (  # noqa: F401  (re-exported)
     VarintError,
 )
 
-__all__ = ["KafkaError", "BrokerResponseError", "for_code", "raise_for_code"]
+if TYPE_CHECKING:
+    from kclient.structs import TopicPartition
+
+__all__ = ["KafkaError", "BrokerResponseError", "for_code", "error_class", "raise_for_code"]
 
 
 # --------------------------------------------------------------------------- client side
@@ -82,6 +87,7 @@ class RetriableCommitFailedError(KafkaError):
 
 class NoOffsetForPartitionError(KafkaError):
     """A partition has no position and auto.offset.reset is 'none'."""
+    partitions: set[TopicPartition]  # set on the raised instance: the partitions without one
 
 
 class RequestCancelledError(KafkaError):
@@ -91,6 +97,9 @@ class RequestCancelledError(KafkaError):
 
 class DataLossError(KafkaError):
     """Records expected in an offset range are no longer on the broker (retention, deletion)."""
+    # Set on the raised instance: the partition, and the [first, end) offsets that are gone.
+    topic_partition: TopicPartition
+    missing: tuple[int, int]
 
 
 class BrokerResponseError(KafkaError):
@@ -119,6 +128,7 @@ class OffsetOutOfRangeError(BrokerResponseError):
     retriable = False
     invalid_metadata = False
     description = "The requested offset is not within the range of offsets maintained by the server."
+    partitions: dict[TopicPartition, int]  # partition -> the offset out of range
 
 
 class UnknownTopicOrPartitionError(BrokerResponseError):
@@ -362,6 +372,7 @@ class TopicAuthorizationFailedError(BrokerResponseError):
     retriable = False
     invalid_metadata = False
     description = "Topic authorization failed."
+    unauthorized_topics: set[str]
 
 
 class GroupAuthorizationFailedError(BrokerResponseError):
@@ -1266,6 +1277,14 @@ def for_code(code: int) -> type[KafkaError] | None:
     if code == 0:
         return None
     return _BY_CODE.get(code, UnknownBrokerError)
+
+
+def error_class(code: int) -> type[KafkaError]:
+    """The exception class for a nonzero broker error code (for callers that checked it is not 0)."""
+    cls = for_code(code)
+    if cls is None:
+        raise IllegalArgumentError("error code 0 means no error; there is no exception class for it")
+    return cls
 
 
 def raise_for_code(code: int, message: str | None = None) -> None:

@@ -653,7 +653,7 @@ class KafkaProducer:
                 seen.add(tp)
                 code = p.get("error_code", 0)
                 if code:
-                    cls = Errors.for_code(code)
+                    cls = Errors.error_class(code)
                     msg = p.get("error_message") or None
                     exc = cls(f"{tp}: {msg}" if msg else f"producing to {tp} failed")
                     if cls.invalid_metadata:

@@ -149,6 +149,13 @@ _BROKER_ERRORS = [
     (127, "VOTER_NOT_FOUND", False, False, "The voter is not part of the set of voters."),
 ]
 
+# Attributes call sites set on a raised instance for the handler, declared (annotation only, no
+# value) so a type checker knows them.
+_INSTANCE_ATTRS = {
+    "OFFSET_OUT_OF_RANGE": ["partitions: dict[TopicPartition, int]  # partition -> the offset out of range"],
+    "TOPIC_AUTHORIZATION_FAILED": ["unauthorized_topics: set[str]"],
+}
+
 
 def class_name(name: str) -> str:
     """UNKNOWN_TOPIC_OR_PARTITION -> UnknownTopicOrPartitionError (a trailing EXCEPTION is dropped)."""
@@ -172,6 +179,7 @@ def render() -> str:
             f"    invalid_metadata = {invalid_md}\n"
             f'    description = "{desc}"\n'
         )
+        out.extend(f"    {line}\n" for line in _INSTANCE_ATTRS.get(name, ()))
     out.append("\n\n" + END)
     return "".join(out)
 

@@ -424,7 +424,7 @@ class Fetcher:
             return
         code = result.get("error_code", 0)
         if code:
-            cls = Errors.for_code(code)
+            cls = Errors.error_class(code)
             log.info("fetch from node %d failed: %s", node_id, cls.__name__)
             if cls.invalid_metadata:
                 self._metadata.request_update()
@@ -524,7 +524,7 @@ class Fetcher:
 
     def _partition_error(self, tp: TopicPartition, pipe: _PartitionPipe, code: int, fetch_offset: int,
                          now: int) -> None:
-        cls = Errors.for_code(code)
+        cls = Errors.error_class(code)
         subs = self._subscriptions
         pipe.backoff_until = now + self._retry_backoff_ms
         if cls is Errors.OffsetOutOfRangeError:

@@ -82,7 +82,7 @@ _REJOIN_AT_ONCE = (Errors.UnknownMemberIdError, Errors.RebalanceInProgressError,
 
 
 def _error_for(code: int, message: str | None = None) -> Errors.KafkaError:
-    cls = Errors.for_code(code)
+    cls = Errors.error_class(code)
     err = cls(message) if message else cls()
     if cls is Errors.UnknownBrokerError:
         err.errno = code

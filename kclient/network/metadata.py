@@ -347,7 +347,7 @@ class Metadata:
         top_error = response.get("error_code", 0) or 0
         brokers = response.get("brokers") or []
         if top_error:
-            exc = Errors.for_code(top_error)()
+            exc = Errors.error_class(top_error)()
             self.failed_update(now_ms, exc)
             raise exc
         if not brokers:

@@ -717,7 +717,7 @@ class NetworkClient:
                 f"node {conn.node_id} ({conn.address}) supports ApiVersions {theirs}, client {ours}"))
             return
         if code:
-            exc_cls = Errors.for_code(code)
+            exc_cls = Errors.error_class(code)
             self._close(conn, now_ms, exc_cls(f"ApiVersions to node {conn.node_id} failed"))
             return
         conn.broker_api_ranges = ranges
