@@ -282,6 +282,7 @@ class Metadata:
         """Request a refresh if ``error`` (an error code, exception or exception class) means
         the client's routing is stale (NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION,
         LEADER_NOT_AVAILABLE, a lost connection...). Returns True if it did."""
+        cls: type[BaseException] | None
         if isinstance(error, int):
             cls = Errors.for_code(error)
         elif isinstance(error, type):
