@@ -284,8 +284,9 @@ class RequestFuture(Generic[T]):
         return cls().complete(value)
 
     @classmethod
-    def void_success(cls: "type[RequestFuture[None]]") -> "RequestFuture[None]":
-        return cls().complete(None)
+    def void_success(cls) -> "RequestFuture[None]":
+        future: RequestFuture[None] = cls()  # type: ignore[assignment]  # a new future holds no T yet
+        return future.complete(None)
 
     @classmethod
     def failure(cls, exc: BaseException | type[BaseException]) -> "RequestFuture":
