@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import socket
+from typing import TYPE_CHECKING
 
 from kclient.errors import for_code
 from kclient.testing import _wire
@@ -47,7 +48,10 @@ def log_tail(path, limit: int = 4000) -> str:
 class ClusterBase:
     """Topic helpers on top of ``bootstrap`` that work on any Kafka-protocol cluster."""
 
-    bootstrap: str
+    if TYPE_CHECKING:
+        # Each cluster provides it, as a property or a plain attribute; read-only here so both fit.
+        @property
+        def bootstrap(self) -> str: ...
 
     def metadata(self, topics: list[str] | None = None, timeout: float = 10.0) -> dict:
         with _wire.RawConnection.to(self.bootstrap, timeout) as conn:
