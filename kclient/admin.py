@@ -87,7 +87,7 @@ GroupDescription = namedtuple(
 
 
 def _raise_topic_error(code: int, message: str | None, what: str) -> BaseException:
-    cls = Errors.for_code(code)
+    cls = Errors.error_class(code)
     return cls(f"{what}: {message}" if message else what)
 
 
@@ -303,8 +303,8 @@ class KafkaAdminClient:
                         continue
                     if code == 0:
                         out[tp] = ListOffsetsResultInfo(offset, ts, epoch)
-                    elif not (Errors.for_code(code).retriable or Errors.for_code(code).invalid_metadata):
-                        raise Errors.for_code(code)(f"ListOffsets for {tp} failed")
+                    elif not (Errors.error_class(code).retriable or Errors.error_class(code).invalid_metadata):
+                        raise Errors.error_class(code)(f"ListOffsets for {tp} failed")
             if len(out) == len(wanted):
                 return out
             if self._left(deadline) <= 0:

@@ -123,6 +123,7 @@ def _convert(d: ConfigDef, value: Any) -> Any:
             return None
         raise ConfigurationError(f"setting {d.name!r} may not be None")
     t = d.type
+    v: Any  # the converted value; its type is the setting's
     if t in ("int", "long"):
         v = _to_int(d.name, value, t)
         hi = INT_MAX if t == "int" else LONG_MAX

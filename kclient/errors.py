@@ -3,11 +3,13 @@
 The errors kcore itself raises (KafkaError, the protocol and record-batch errors, connection
 loss, bad arguments and settings) are defined in ``kcore.errors`` and re-exported here as the
 very same classes, so ``except kclient.errors.X`` catches what kcore raises.
-Broker error codes (Kafka protocol, "Error Codes" table) each get a class generated from
-``_BROKER_ERRORS`` with ``errno``, ``retriable`` and a description that says what to do.
+Broker error codes (Kafka protocol, "Error Codes" table) each get a class, written out by
+tools/gen_broker_errors.py, with ``errno``, ``retriable`` and a description that says what to do.
 The remaining client-side failures (timeouts, misuse, group membership) are written below.
 """
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 from kcore.errors import (  # noqa: F401  (re-exported)
     BufferUnderflowError,
@@ -31,7 +33,10 @@ from kcore.errors import (  # noqa: F401  (re-exported)
     VarintError,
 )
 
-__all__ = ["KafkaError", "BrokerResponseError", "for_code", "raise_for_code"]
+if TYPE_CHECKING:
+    from kclient.structs import TopicPartition
+
+__all__ = ["KafkaError", "BrokerResponseError", "for_code", "error_class", "raise_for_code"]
 
 
 # --------------------------------------------------------------------------- client side
@@ -82,6 +87,7 @@ class RetriableCommitFailedError(KafkaError):
 
 class NoOffsetForPartitionError(KafkaError):
     """A partition has no position and auto.offset.reset is 'none'."""
+    partitions: set[TopicPartition]  # set on the raised instance: the partitions without one
 
 
 class RequestCancelledError(KafkaError):
@@ -91,6 +97,9 @@ class RequestCancelledError(KafkaError):
 
 class DataLossError(KafkaError):
     """Records expected in an offset range are no longer on the broker (retention, deletion)."""
+    # Set on the raised instance: the partition, and the [first, end) offsets that are gone.
+    topic_partition: TopicPartition
+    missing: tuple[int, int]
 
 
 class BrokerResponseError(KafkaError):
@@ -98,168 +107,1164 @@ class BrokerResponseError(KafkaError):
 
 
 # --------------------------------------------------------------------------- broker codes
-# (code, NAME, retriable, invalid_metadata, description) from the Kafka protocol's error table.
-_BROKER_ERRORS = [
-    (-1, "UNKNOWN_SERVER_ERROR", False, False, "The server experienced an unexpected error when processing the request."),
-    (1, "OFFSET_OUT_OF_RANGE", False, False, "The requested offset is not within the range of offsets maintained by the server."),
-    (3, "UNKNOWN_TOPIC_OR_PARTITION", True, True, "This server does not host this topic-partition; refresh metadata."),
-    (4, "INVALID_FETCH_SIZE", False, False, "The requested fetch size is invalid."),
-    (5, "LEADER_NOT_AVAILABLE", True, True, "There is no leader for this topic-partition as we are in the middle of a leadership election."),
-    (6, "NOT_LEADER_OR_FOLLOWER", True, True, "For requests intended only for the leader, this error indicates that the broker is not the current leader."),
-    (7, "REQUEST_TIMED_OUT", True, False, "The request timed out."),
-    (8, "BROKER_NOT_AVAILABLE", False, False, "The broker is not available."),
-    (9, "REPLICA_NOT_AVAILABLE", True, True, "The replica is not available for the requested topic-partition."),
-    (10, "MESSAGE_TOO_LARGE", False, False, "The request included a message larger than the max message size the server will accept."),
-    (11, "STALE_CONTROLLER_EPOCH", False, False, "The controller moved to another broker."),
-    (12, "OFFSET_METADATA_TOO_LARGE", False, False, "The metadata field of the offset request was too large."),
-    (13, "NETWORK_EXCEPTION", True, True, "The server disconnected before a response was received."),
-    (14, "COORDINATOR_LOAD_IN_PROGRESS", True, False, "The coordinator is loading and hence can't process requests."),
-    (15, "COORDINATOR_NOT_AVAILABLE", True, False, "The coordinator is not available."),
-    (16, "NOT_COORDINATOR", True, False, "This is not the correct coordinator."),
-    (17, "INVALID_TOPIC_EXCEPTION", False, False, "The request attempted to perform an operation on an invalid topic."),
-    (18, "RECORD_LIST_TOO_LARGE", False, False, "The request included message batch larger than the configured segment size on the server."),
-    (19, "NOT_ENOUGH_REPLICAS", True, False, "Messages are rejected since there are fewer in-sync replicas than required."),
-    (20, "NOT_ENOUGH_REPLICAS_AFTER_APPEND", True, False, "Messages are written to the log, but to fewer in-sync replicas than required."),
-    (21, "INVALID_REQUIRED_ACKS", False, False, "Produce request specified an invalid value for required acks."),
-    (22, "ILLEGAL_GENERATION", False, False, "Specified group generation id is not valid; the member must rejoin."),
-    (23, "INCONSISTENT_GROUP_PROTOCOL", False, False, "The group member's supported protocols are incompatible with those of existing members."),
-    (24, "INVALID_GROUP_ID", False, False, "The configured groupId is invalid."),
-    (25, "UNKNOWN_MEMBER_ID", False, False, "The coordinator is not aware of this member; it must rejoin."),
-    (26, "INVALID_SESSION_TIMEOUT", False, False, "The session timeout is not within the range allowed by the broker (group.min.session.timeout.ms and group.max.session.timeout.ms)."),
-    (27, "REBALANCE_IN_PROGRESS", False, False, "The group is rebalancing, so a rejoin is needed."),
-    (28, "INVALID_COMMIT_OFFSET_SIZE", False, False, "The committing offset data size is not valid."),
-    (29, "TOPIC_AUTHORIZATION_FAILED", False, False, "Topic authorization failed."),
-    (30, "GROUP_AUTHORIZATION_FAILED", False, False, "Group authorization failed."),
-    (31, "CLUSTER_AUTHORIZATION_FAILED", False, False, "Cluster authorization failed."),
-    (32, "INVALID_TIMESTAMP", False, False, "The timestamp of the message is out of acceptable range."),
-    (33, "UNSUPPORTED_SASL_MECHANISM", False, False, "The broker does not support the requested SASL mechanism."),
-    (34, "ILLEGAL_SASL_STATE", False, False, "Request is not valid given the current SASL state."),
-    (36, "TOPIC_ALREADY_EXISTS", False, False, "Topic with this name already exists."),
-    (37, "INVALID_PARTITIONS", False, False, "Number of partitions is below 1."),
-    (38, "INVALID_REPLICATION_FACTOR", False, False, "Replication factor is below 1 or larger than the number of available brokers."),
-    (39, "INVALID_REPLICA_ASSIGNMENT", False, False, "Replica assignment is invalid."),
-    (40, "INVALID_CONFIG", False, False, "Configuration is invalid."),
-    (41, "NOT_CONTROLLER", True, False, "This is not the correct controller for this cluster."),
-    (42, "INVALID_REQUEST", False, False, "The request was malformed or sent to an incompatible broker; see the broker logs."),
-    (43, "UNSUPPORTED_FOR_MESSAGE_FORMAT", False, False, "The message format version on the broker does not support the request."),
-    (44, "POLICY_VIOLATION", False, False, "Request parameters do not satisfy the configured policy."),
-    (45, "OUT_OF_ORDER_SEQUENCE_NUMBER", False, False, "The broker received an out of order sequence number."),
-    (46, "DUPLICATE_SEQUENCE_NUMBER", False, False, "The broker received a duplicate sequence number."),
-    (47, "INVALID_PRODUCER_EPOCH", False, False, "Producer attempted to produce with an old epoch."),
-    (48, "INVALID_TXN_STATE", False, False, "The producer attempted a transactional operation in an invalid state."),
-    (49, "INVALID_PRODUCER_ID_MAPPING", False, False, "The producer attempted to use a producer id which is not currently assigned to its transactional id."),
-    (50, "INVALID_TRANSACTION_TIMEOUT", False, False, "The transaction timeout is larger than the maximum value allowed by the broker."),
-    (51, "CONCURRENT_TRANSACTIONS", True, False, "Another concurrent operation on the same transaction was ongoing."),
-    (52, "TRANSACTION_COORDINATOR_FENCED", False, False, "The transaction coordinator sending a WriteTxnMarker is no longer the current coordinator."),
-    (53, "TRANSACTIONAL_ID_AUTHORIZATION_FAILED", False, False, "Transactional Id authorization failed."),
-    (54, "SECURITY_DISABLED", False, False, "Security features are disabled."),
-    (55, "OPERATION_NOT_ATTEMPTED", False, False, "The broker did not attempt to execute this operation."),
-    (56, "KAFKA_STORAGE_ERROR", True, True, "Disk error when trying to access log file on the disk."),
-    (57, "LOG_DIR_NOT_FOUND", False, False, "The user-specified log directory is not found in the broker config."),
-    (58, "SASL_AUTHENTICATION_FAILED", False, False, "SASL Authentication failed."),
-    (59, "UNKNOWN_PRODUCER_ID", False, False, "The broker could not locate the producer metadata associated with the producer id."),
-    (60, "REASSIGNMENT_IN_PROGRESS", False, False, "A partition reassignment is in progress."),
-    (61, "DELEGATION_TOKEN_AUTH_DISABLED", False, False, "Delegation Token feature is not enabled."),
-    (62, "DELEGATION_TOKEN_NOT_FOUND", False, False, "Delegation Token is not found on server."),
-    (63, "DELEGATION_TOKEN_OWNER_MISMATCH", False, False, "Specified Principal is not valid Owner/Renewer."),
-    (64, "DELEGATION_TOKEN_REQUEST_NOT_ALLOWED", False, False, "Delegation Token requests are not allowed on PLAINTEXT/1-way SSL channels."),
-    (65, "DELEGATION_TOKEN_AUTHORIZATION_FAILED", False, False, "Delegation Token authorization failed."),
-    (66, "DELEGATION_TOKEN_EXPIRED", False, False, "Delegation Token is expired."),
-    (67, "INVALID_PRINCIPAL_TYPE", False, False, "Supplied principalType is not supported."),
-    (68, "NON_EMPTY_GROUP", False, False, "The group is not empty."),
-    (69, "GROUP_ID_NOT_FOUND", False, False, "The group id does not exist."),
-    (70, "FETCH_SESSION_ID_NOT_FOUND", True, False, "The fetch session ID was not found."),
-    (71, "INVALID_FETCH_SESSION_EPOCH", True, False, "The fetch session epoch is invalid."),
-    (72, "LISTENER_NOT_FOUND", True, True, "There is no listener on the leader broker that matches the listener on which metadata request was processed."),
-    (73, "TOPIC_DELETION_DISABLED", False, False, "Topic deletion is disabled."),
-    (74, "FENCED_LEADER_EPOCH", True, True, "The leader epoch in the request is older than the epoch on the broker."),
-    (75, "UNKNOWN_LEADER_EPOCH", True, True, "The leader epoch in the request is newer than the epoch on the broker."),
-    (76, "UNSUPPORTED_COMPRESSION_TYPE", False, False, "The requesting client does not support the compression type of given partition."),
-    (77, "STALE_BROKER_EPOCH", False, False, "Broker epoch has changed."),
-    (78, "OFFSET_NOT_AVAILABLE", True, False, "The leader high watermark has not caught up from a recent leader election so the offsets cannot be guaranteed to be monotonically increasing."),
-    (79, "MEMBER_ID_REQUIRED", False, False, "The group member needs to have a valid member id before actually entering a consumer group."),
-    (80, "PREFERRED_LEADER_NOT_AVAILABLE", True, True, "The preferred leader was not available."),
-    (81, "GROUP_MAX_SIZE_REACHED", False, False, "The consumer group has reached its max size."),
-    (82, "FENCED_INSTANCE_ID", False, False, "The broker rejected this static consumer since another consumer with the same group.instance.id has registered with a different member.id."),
-    (83, "ELIGIBLE_LEADERS_NOT_AVAILABLE", True, True, "Eligible topic partition leaders are not available."),
-    (84, "ELECTION_NOT_NEEDED", True, True, "Leader election not needed for topic partition."),
-    (85, "NO_REASSIGNMENT_IN_PROGRESS", False, False, "No partition reassignment is in progress."),
-    (86, "GROUP_SUBSCRIBED_TO_TOPIC", False, False, "Deleting offsets of a topic is forbidden while the consumer group is actively subscribed to it."),
-    (87, "INVALID_RECORD", False, False, "This record has failed the validation on broker and hence will be rejected."),
-    (88, "UNSTABLE_OFFSET_COMMIT", True, False, "There are unstable offsets that need to be cleared."),
-    (89, "THROTTLING_QUOTA_EXCEEDED", True, False, "The throttling quota has been exceeded."),
-    (90, "PRODUCER_FENCED", False, False, "There is a newer producer with the same transactionalId which fences the current one."),
-    (91, "RESOURCE_NOT_FOUND", False, False, "A request illegally referred to a resource that does not exist."),
-    (92, "DUPLICATE_RESOURCE", False, False, "A request illegally referred to the same resource twice."),
-    (93, "UNACCEPTABLE_CREDENTIAL", False, False, "Requested credential would not meet criteria for acceptability."),
-    (94, "INCONSISTENT_VOTER_SET", False, False, "Either the sender or recipient of a voter-only request is not one of the expected voters."),
-    (95, "INVALID_UPDATE_VERSION", False, False, "The given update version was invalid."),
-    (96, "FEATURE_UPDATE_FAILED", False, False, "Unable to update finalized features due to an unexpected server error."),
-    (97, "PRINCIPAL_DESERIALIZATION_FAILURE", False, False, "Request principal deserialization failed during forwarding."),
-    (98, "SNAPSHOT_NOT_FOUND", False, False, "Requested snapshot was not found."),
-    (99, "POSITION_OUT_OF_RANGE", False, False, "Requested position is not greater than or equal to zero, and less than the size of the snapshot."),
-    (100, "UNKNOWN_TOPIC_ID", True, True, "This server does not host this topic ID."),
-    (101, "DUPLICATE_BROKER_REGISTRATION", False, False, "This broker ID is already in use."),
-    (102, "BROKER_ID_NOT_REGISTERED", False, False, "The given broker ID was not registered."),
-    (103, "INCONSISTENT_TOPIC_ID", True, True, "The log's topic ID did not match the topic ID in the request."),
-    (104, "INCONSISTENT_CLUSTER_ID", False, False, "The clusterId in the request does not match that found on the server."),
-    (105, "TRANSACTIONAL_ID_NOT_FOUND", False, False, "The transactionalId could not be found."),
-    (106, "FETCH_SESSION_TOPIC_ID_ERROR", True, False, "The fetch session encountered inconsistent topic ID usage."),
-    (107, "INELIGIBLE_REPLICA", False, False, "The new ISR contains at least one ineligible replica."),
-    (108, "NEW_LEADER_ELECTED", False, False, "The AlterPartition request successfully updated the partition state but the leader has changed."),
-    (109, "OFFSET_MOVED_TO_TIERED_STORAGE", False, False, "The requested offset is moved to tiered storage."),
-    (110, "FENCED_MEMBER_EPOCH", False, False, "The member epoch is fenced by the group coordinator. The member must abandon all its partitions and rejoin."),
-    (111, "UNRELEASED_INSTANCE_ID", False, False, "The instance ID is still used by another member in the consumer group."),
-    (112, "UNSUPPORTED_ASSIGNOR", False, False, "The assignor or its version range is not supported by the consumer group."),
-    (113, "STALE_MEMBER_EPOCH", False, False, "The member epoch is stale. The member must retry after receiving its updated member epoch via the ConsumerGroupHeartbeat API."),
-    (114, "MISMATCHED_ENDPOINT_TYPE", False, False, "The request was sent to an endpoint of the wrong type."),
-    (115, "UNSUPPORTED_ENDPOINT_TYPE", False, False, "This endpoint type is not supported yet."),
-    (116, "UNKNOWN_CONTROLLER_ID", False, False, "This controller ID is not known."),
-    (117, "UNKNOWN_SUBSCRIPTION_ID", False, False, "Client sent a push telemetry request with an invalid or outdated subscription ID."),
-    (118, "TELEMETRY_TOO_LARGE", False, False, "Client sent a push telemetry request larger than the maximum size the broker will accept."),
-    (119, "INVALID_REGISTRATION", False, False, "The controller has considered the broker registration to be invalid."),
-    (120, "TRANSACTION_ABORTABLE", False, False, "The server encountered an error with the transaction; the client can abort the transaction to continue."),
-    (121, "INVALID_RECORD_STATE", False, False, "The record state is invalid; the acknowledgement of delivery could not be completed."),
-    (122, "SHARE_SESSION_NOT_FOUND", True, False, "The share session was not found."),
-    (123, "INVALID_SHARE_SESSION_EPOCH", True, False, "The share session epoch is invalid."),
-    (124, "FENCED_STATE_EPOCH", False, False, "The share coordinator rejected the request because the share-group state epoch did not match."),
-    (125, "INVALID_VOTER_KEY", False, False, "The voter key doesn't match the receiving replica's key."),
-    (126, "DUPLICATE_VOTER", False, False, "The voter is already part of the set of voters."),
-    (127, "VOTER_NOT_FOUND", False, False, "The voter is not part of the set of voters."),
-]
-
-_BY_CODE: dict[int, type] = {}
+# One class per code of the Kafka protocol's error table (tools/gen_broker_errors.py holds the
+# table and writes these out).
+# BEGIN generated by tools/gen_broker_errors.py; do not edit by hand.
 
 
-def _class_name(name: str) -> str:
-    camel = "".join(part.capitalize() for part in name.split("_"))
-    if camel.endswith("Exception"):
-        camel = camel[: -len("Exception")]
-    return camel + "Error"
+class UnknownServerErrorError(BrokerResponseError):
+    """The server experienced an unexpected error when processing the request."""
+    errno = -1
+    name = "UNKNOWN_SERVER_ERROR"
+    retriable = False
+    invalid_metadata = False
+    description = "The server experienced an unexpected error when processing the request."
 
 
-def _make_broker_errors() -> None:
-    g = globals()
-    for code, name, retriable, invalid_md, desc in _BROKER_ERRORS:
-        cls_name = _class_name(name)
-        cls = type(cls_name, (BrokerResponseError,), {
-            "errno": code, "retriable": retriable, "invalid_metadata": invalid_md,
-            "description": desc, "name": name, "__doc__": desc, "__module__": __name__,
-        })
-        g[cls_name] = cls
-        __all__.append(cls_name)
-        _BY_CODE[code] = cls
-    # Codes whose client-side class already exists above.
-    _BY_CODE[2] = CorruptRecordError
-    _BY_CODE[35] = UnsupportedVersionError
+class OffsetOutOfRangeError(BrokerResponseError):
+    """The requested offset is not within the range of offsets maintained by the server."""
+    errno = 1
+    name = "OFFSET_OUT_OF_RANGE"
+    retriable = False
+    invalid_metadata = False
+    description = "The requested offset is not within the range of offsets maintained by the server."
+    partitions: dict[TopicPartition, int]  # partition -> the offset out of range
 
 
-_make_broker_errors()
+class UnknownTopicOrPartitionError(BrokerResponseError):
+    """This server does not host this topic-partition; refresh metadata."""
+    errno = 3
+    name = "UNKNOWN_TOPIC_OR_PARTITION"
+    retriable = True
+    invalid_metadata = True
+    description = "This server does not host this topic-partition; refresh metadata."
 
-for _name in list(globals()):
-    _obj = globals()[_name]
+
+class InvalidFetchSizeError(BrokerResponseError):
+    """The requested fetch size is invalid."""
+    errno = 4
+    name = "INVALID_FETCH_SIZE"
+    retriable = False
+    invalid_metadata = False
+    description = "The requested fetch size is invalid."
+
+
+class LeaderNotAvailableError(BrokerResponseError):
+    """There is no leader for this topic-partition as we are in the middle of a leadership election."""
+    errno = 5
+    name = "LEADER_NOT_AVAILABLE"
+    retriable = True
+    invalid_metadata = True
+    description = "There is no leader for this topic-partition as we are in the middle of a leadership election."
+
+
+class NotLeaderOrFollowerError(BrokerResponseError):
+    """For requests intended only for the leader, this error indicates that the broker is not the current leader."""
+    errno = 6
+    name = "NOT_LEADER_OR_FOLLOWER"
+    retriable = True
+    invalid_metadata = True
+    description = "For requests intended only for the leader, this error indicates that the broker is not the current leader."
+
+
+class RequestTimedOutError(BrokerResponseError):
+    """The request timed out."""
+    errno = 7
+    name = "REQUEST_TIMED_OUT"
+    retriable = True
+    invalid_metadata = False
+    description = "The request timed out."
+
+
+class BrokerNotAvailableError(BrokerResponseError):
+    """The broker is not available."""
+    errno = 8
+    name = "BROKER_NOT_AVAILABLE"
+    retriable = False
+    invalid_metadata = False
+    description = "The broker is not available."
+
+
+class ReplicaNotAvailableError(BrokerResponseError):
+    """The replica is not available for the requested topic-partition."""
+    errno = 9
+    name = "REPLICA_NOT_AVAILABLE"
+    retriable = True
+    invalid_metadata = True
+    description = "The replica is not available for the requested topic-partition."
+
+
+class MessageTooLargeError(BrokerResponseError):
+    """The request included a message larger than the max message size the server will accept."""
+    errno = 10
+    name = "MESSAGE_TOO_LARGE"
+    retriable = False
+    invalid_metadata = False
+    description = "The request included a message larger than the max message size the server will accept."
+
+
+class StaleControllerEpochError(BrokerResponseError):
+    """The controller moved to another broker."""
+    errno = 11
+    name = "STALE_CONTROLLER_EPOCH"
+    retriable = False
+    invalid_metadata = False
+    description = "The controller moved to another broker."
+
+
+class OffsetMetadataTooLargeError(BrokerResponseError):
+    """The metadata field of the offset request was too large."""
+    errno = 12
+    name = "OFFSET_METADATA_TOO_LARGE"
+    retriable = False
+    invalid_metadata = False
+    description = "The metadata field of the offset request was too large."
+
+
+class NetworkError(BrokerResponseError):
+    """The server disconnected before a response was received."""
+    errno = 13
+    name = "NETWORK_EXCEPTION"
+    retriable = True
+    invalid_metadata = True
+    description = "The server disconnected before a response was received."
+
+
+class CoordinatorLoadInProgressError(BrokerResponseError):
+    """The coordinator is loading and hence can't process requests."""
+    errno = 14
+    name = "COORDINATOR_LOAD_IN_PROGRESS"
+    retriable = True
+    invalid_metadata = False
+    description = "The coordinator is loading and hence can't process requests."
+
+
+class CoordinatorNotAvailableError(BrokerResponseError):
+    """The coordinator is not available."""
+    errno = 15
+    name = "COORDINATOR_NOT_AVAILABLE"
+    retriable = True
+    invalid_metadata = False
+    description = "The coordinator is not available."
+
+
+class NotCoordinatorError(BrokerResponseError):
+    """This is not the correct coordinator."""
+    errno = 16
+    name = "NOT_COORDINATOR"
+    retriable = True
+    invalid_metadata = False
+    description = "This is not the correct coordinator."
+
+
+class InvalidTopicError(BrokerResponseError):
+    """The request attempted to perform an operation on an invalid topic."""
+    errno = 17
+    name = "INVALID_TOPIC_EXCEPTION"
+    retriable = False
+    invalid_metadata = False
+    description = "The request attempted to perform an operation on an invalid topic."
+
+
+class RecordListTooLargeError(BrokerResponseError):
+    """The request included message batch larger than the configured segment size on the server."""
+    errno = 18
+    name = "RECORD_LIST_TOO_LARGE"
+    retriable = False
+    invalid_metadata = False
+    description = "The request included message batch larger than the configured segment size on the server."
+
+
+class NotEnoughReplicasError(BrokerResponseError):
+    """Messages are rejected since there are fewer in-sync replicas than required."""
+    errno = 19
+    name = "NOT_ENOUGH_REPLICAS"
+    retriable = True
+    invalid_metadata = False
+    description = "Messages are rejected since there are fewer in-sync replicas than required."
+
+
+class NotEnoughReplicasAfterAppendError(BrokerResponseError):
+    """Messages are written to the log, but to fewer in-sync replicas than required."""
+    errno = 20
+    name = "NOT_ENOUGH_REPLICAS_AFTER_APPEND"
+    retriable = True
+    invalid_metadata = False
+    description = "Messages are written to the log, but to fewer in-sync replicas than required."
+
+
+class InvalidRequiredAcksError(BrokerResponseError):
+    """Produce request specified an invalid value for required acks."""
+    errno = 21
+    name = "INVALID_REQUIRED_ACKS"
+    retriable = False
+    invalid_metadata = False
+    description = "Produce request specified an invalid value for required acks."
+
+
+class IllegalGenerationError(BrokerResponseError):
+    """Specified group generation id is not valid; the member must rejoin."""
+    errno = 22
+    name = "ILLEGAL_GENERATION"
+    retriable = False
+    invalid_metadata = False
+    description = "Specified group generation id is not valid; the member must rejoin."
+
+
+class InconsistentGroupProtocolError(BrokerResponseError):
+    """The group member's supported protocols are incompatible with those of existing members."""
+    errno = 23
+    name = "INCONSISTENT_GROUP_PROTOCOL"
+    retriable = False
+    invalid_metadata = False
+    description = "The group member's supported protocols are incompatible with those of existing members."
+
+
+class InvalidGroupIdError(BrokerResponseError):
+    """The configured groupId is invalid."""
+    errno = 24
+    name = "INVALID_GROUP_ID"
+    retriable = False
+    invalid_metadata = False
+    description = "The configured groupId is invalid."
+
+
+class UnknownMemberIdError(BrokerResponseError):
+    """The coordinator is not aware of this member; it must rejoin."""
+    errno = 25
+    name = "UNKNOWN_MEMBER_ID"
+    retriable = False
+    invalid_metadata = False
+    description = "The coordinator is not aware of this member; it must rejoin."
+
+
+class InvalidSessionTimeoutError(BrokerResponseError):
+    """The session timeout is not within the range allowed by the broker (group.min.session.timeout.ms and group.max.session.timeout.ms)."""
+    errno = 26
+    name = "INVALID_SESSION_TIMEOUT"
+    retriable = False
+    invalid_metadata = False
+    description = "The session timeout is not within the range allowed by the broker (group.min.session.timeout.ms and group.max.session.timeout.ms)."
+
+
+class RebalanceInProgressError(BrokerResponseError):
+    """The group is rebalancing, so a rejoin is needed."""
+    errno = 27
+    name = "REBALANCE_IN_PROGRESS"
+    retriable = False
+    invalid_metadata = False
+    description = "The group is rebalancing, so a rejoin is needed."
+
+
+class InvalidCommitOffsetSizeError(BrokerResponseError):
+    """The committing offset data size is not valid."""
+    errno = 28
+    name = "INVALID_COMMIT_OFFSET_SIZE"
+    retriable = False
+    invalid_metadata = False
+    description = "The committing offset data size is not valid."
+
+
+class TopicAuthorizationFailedError(BrokerResponseError):
+    """Topic authorization failed."""
+    errno = 29
+    name = "TOPIC_AUTHORIZATION_FAILED"
+    retriable = False
+    invalid_metadata = False
+    description = "Topic authorization failed."
+    unauthorized_topics: set[str]
+
+
+class GroupAuthorizationFailedError(BrokerResponseError):
+    """Group authorization failed."""
+    errno = 30
+    name = "GROUP_AUTHORIZATION_FAILED"
+    retriable = False
+    invalid_metadata = False
+    description = "Group authorization failed."
+
+
+class ClusterAuthorizationFailedError(BrokerResponseError):
+    """Cluster authorization failed."""
+    errno = 31
+    name = "CLUSTER_AUTHORIZATION_FAILED"
+    retriable = False
+    invalid_metadata = False
+    description = "Cluster authorization failed."
+
+
+class InvalidTimestampError(BrokerResponseError):
+    """The timestamp of the message is out of acceptable range."""
+    errno = 32
+    name = "INVALID_TIMESTAMP"
+    retriable = False
+    invalid_metadata = False
+    description = "The timestamp of the message is out of acceptable range."
+
+
+class UnsupportedSaslMechanismError(BrokerResponseError):
+    """The broker does not support the requested SASL mechanism."""
+    errno = 33
+    name = "UNSUPPORTED_SASL_MECHANISM"
+    retriable = False
+    invalid_metadata = False
+    description = "The broker does not support the requested SASL mechanism."
+
+
+class IllegalSaslStateError(BrokerResponseError):
+    """Request is not valid given the current SASL state."""
+    errno = 34
+    name = "ILLEGAL_SASL_STATE"
+    retriable = False
+    invalid_metadata = False
+    description = "Request is not valid given the current SASL state."
+
+
+class TopicAlreadyExistsError(BrokerResponseError):
+    """Topic with this name already exists."""
+    errno = 36
+    name = "TOPIC_ALREADY_EXISTS"
+    retriable = False
+    invalid_metadata = False
+    description = "Topic with this name already exists."
+
+
+class InvalidPartitionsError(BrokerResponseError):
+    """Number of partitions is below 1."""
+    errno = 37
+    name = "INVALID_PARTITIONS"
+    retriable = False
+    invalid_metadata = False
+    description = "Number of partitions is below 1."
+
+
+class InvalidReplicationFactorError(BrokerResponseError):
+    """Replication factor is below 1 or larger than the number of available brokers."""
+    errno = 38
+    name = "INVALID_REPLICATION_FACTOR"
+    retriable = False
+    invalid_metadata = False
+    description = "Replication factor is below 1 or larger than the number of available brokers."
+
+
+class InvalidReplicaAssignmentError(BrokerResponseError):
+    """Replica assignment is invalid."""
+    errno = 39
+    name = "INVALID_REPLICA_ASSIGNMENT"
+    retriable = False
+    invalid_metadata = False
+    description = "Replica assignment is invalid."
+
+
+class InvalidConfigError(BrokerResponseError):
+    """Configuration is invalid."""
+    errno = 40
+    name = "INVALID_CONFIG"
+    retriable = False
+    invalid_metadata = False
+    description = "Configuration is invalid."
+
+
+class NotControllerError(BrokerResponseError):
+    """This is not the correct controller for this cluster."""
+    errno = 41
+    name = "NOT_CONTROLLER"
+    retriable = True
+    invalid_metadata = False
+    description = "This is not the correct controller for this cluster."
+
+
+class InvalidRequestError(BrokerResponseError):
+    """The request was malformed or sent to an incompatible broker; see the broker logs."""
+    errno = 42
+    name = "INVALID_REQUEST"
+    retriable = False
+    invalid_metadata = False
+    description = "The request was malformed or sent to an incompatible broker; see the broker logs."
+
+
+class UnsupportedForMessageFormatError(BrokerResponseError):
+    """The message format version on the broker does not support the request."""
+    errno = 43
+    name = "UNSUPPORTED_FOR_MESSAGE_FORMAT"
+    retriable = False
+    invalid_metadata = False
+    description = "The message format version on the broker does not support the request."
+
+
+class PolicyViolationError(BrokerResponseError):
+    """Request parameters do not satisfy the configured policy."""
+    errno = 44
+    name = "POLICY_VIOLATION"
+    retriable = False
+    invalid_metadata = False
+    description = "Request parameters do not satisfy the configured policy."
+
+
+class OutOfOrderSequenceNumberError(BrokerResponseError):
+    """The broker received an out of order sequence number."""
+    errno = 45
+    name = "OUT_OF_ORDER_SEQUENCE_NUMBER"
+    retriable = False
+    invalid_metadata = False
+    description = "The broker received an out of order sequence number."
+
+
+class DuplicateSequenceNumberError(BrokerResponseError):
+    """The broker received a duplicate sequence number."""
+    errno = 46
+    name = "DUPLICATE_SEQUENCE_NUMBER"
+    retriable = False
+    invalid_metadata = False
+    description = "The broker received a duplicate sequence number."
+
+
+class InvalidProducerEpochError(BrokerResponseError):
+    """Producer attempted to produce with an old epoch."""
+    errno = 47
+    name = "INVALID_PRODUCER_EPOCH"
+    retriable = False
+    invalid_metadata = False
+    description = "Producer attempted to produce with an old epoch."
+
+
+class InvalidTxnStateError(BrokerResponseError):
+    """The producer attempted a transactional operation in an invalid state."""
+    errno = 48
+    name = "INVALID_TXN_STATE"
+    retriable = False
+    invalid_metadata = False
+    description = "The producer attempted a transactional operation in an invalid state."
+
+
+class InvalidProducerIdMappingError(BrokerResponseError):
+    """The producer attempted to use a producer id which is not currently assigned to its transactional id."""
+    errno = 49
+    name = "INVALID_PRODUCER_ID_MAPPING"
+    retriable = False
+    invalid_metadata = False
+    description = "The producer attempted to use a producer id which is not currently assigned to its transactional id."
+
+
+class InvalidTransactionTimeoutError(BrokerResponseError):
+    """The transaction timeout is larger than the maximum value allowed by the broker."""
+    errno = 50
+    name = "INVALID_TRANSACTION_TIMEOUT"
+    retriable = False
+    invalid_metadata = False
+    description = "The transaction timeout is larger than the maximum value allowed by the broker."
+
+
+class ConcurrentTransactionsError(BrokerResponseError):
+    """Another concurrent operation on the same transaction was ongoing."""
+    errno = 51
+    name = "CONCURRENT_TRANSACTIONS"
+    retriable = True
+    invalid_metadata = False
+    description = "Another concurrent operation on the same transaction was ongoing."
+
+
+class TransactionCoordinatorFencedError(BrokerResponseError):
+    """The transaction coordinator sending a WriteTxnMarker is no longer the current coordinator."""
+    errno = 52
+    name = "TRANSACTION_COORDINATOR_FENCED"
+    retriable = False
+    invalid_metadata = False
+    description = "The transaction coordinator sending a WriteTxnMarker is no longer the current coordinator."
+
+
+class TransactionalIdAuthorizationFailedError(BrokerResponseError):
+    """Transactional Id authorization failed."""
+    errno = 53
+    name = "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"
+    retriable = False
+    invalid_metadata = False
+    description = "Transactional Id authorization failed."
+
+
+class SecurityDisabledError(BrokerResponseError):
+    """Security features are disabled."""
+    errno = 54
+    name = "SECURITY_DISABLED"
+    retriable = False
+    invalid_metadata = False
+    description = "Security features are disabled."
+
+
+class OperationNotAttemptedError(BrokerResponseError):
+    """The broker did not attempt to execute this operation."""
+    errno = 55
+    name = "OPERATION_NOT_ATTEMPTED"
+    retriable = False
+    invalid_metadata = False
+    description = "The broker did not attempt to execute this operation."
+
+
+class KafkaStorageErrorError(BrokerResponseError):
+    """Disk error when trying to access log file on the disk."""
+    errno = 56
+    name = "KAFKA_STORAGE_ERROR"
+    retriable = True
+    invalid_metadata = True
+    description = "Disk error when trying to access log file on the disk."
+
+
+class LogDirNotFoundError(BrokerResponseError):
+    """The user-specified log directory is not found in the broker config."""
+    errno = 57
+    name = "LOG_DIR_NOT_FOUND"
+    retriable = False
+    invalid_metadata = False
+    description = "The user-specified log directory is not found in the broker config."
+
+
+class SaslAuthenticationFailedError(BrokerResponseError):
+    """SASL Authentication failed."""
+    errno = 58
+    name = "SASL_AUTHENTICATION_FAILED"
+    retriable = False
+    invalid_metadata = False
+    description = "SASL Authentication failed."
+
+
+class UnknownProducerIdError(BrokerResponseError):
+    """The broker could not locate the producer metadata associated with the producer id."""
+    errno = 59
+    name = "UNKNOWN_PRODUCER_ID"
+    retriable = False
+    invalid_metadata = False
+    description = "The broker could not locate the producer metadata associated with the producer id."
+
+
+class ReassignmentInProgressError(BrokerResponseError):
+    """A partition reassignment is in progress."""
+    errno = 60
+    name = "REASSIGNMENT_IN_PROGRESS"
+    retriable = False
+    invalid_metadata = False
+    description = "A partition reassignment is in progress."
+
+
+class DelegationTokenAuthDisabledError(BrokerResponseError):
+    """Delegation Token feature is not enabled."""
+    errno = 61
+    name = "DELEGATION_TOKEN_AUTH_DISABLED"
+    retriable = False
+    invalid_metadata = False
+    description = "Delegation Token feature is not enabled."
+
+
+class DelegationTokenNotFoundError(BrokerResponseError):
+    """Delegation Token is not found on server."""
+    errno = 62
+    name = "DELEGATION_TOKEN_NOT_FOUND"
+    retriable = False
+    invalid_metadata = False
+    description = "Delegation Token is not found on server."
+
+
+class DelegationTokenOwnerMismatchError(BrokerResponseError):
+    """Specified Principal is not valid Owner/Renewer."""
+    errno = 63
+    name = "DELEGATION_TOKEN_OWNER_MISMATCH"
+    retriable = False
+    invalid_metadata = False
+    description = "Specified Principal is not valid Owner/Renewer."
+
+
+class DelegationTokenRequestNotAllowedError(BrokerResponseError):
+    """Delegation Token requests are not allowed on PLAINTEXT/1-way SSL channels."""
+    errno = 64
+    name = "DELEGATION_TOKEN_REQUEST_NOT_ALLOWED"
+    retriable = False
+    invalid_metadata = False
+    description = "Delegation Token requests are not allowed on PLAINTEXT/1-way SSL channels."
+
+
+class DelegationTokenAuthorizationFailedError(BrokerResponseError):
+    """Delegation Token authorization failed."""
+    errno = 65
+    name = "DELEGATION_TOKEN_AUTHORIZATION_FAILED"
+    retriable = False
+    invalid_metadata = False
+    description = "Delegation Token authorization failed."
+
+
+class DelegationTokenExpiredError(BrokerResponseError):
+    """Delegation Token is expired."""
+    errno = 66
+    name = "DELEGATION_TOKEN_EXPIRED"
+    retriable = False
+    invalid_metadata = False
+    description = "Delegation Token is expired."
+
+
+class InvalidPrincipalTypeError(BrokerResponseError):
+    """Supplied principalType is not supported."""
+    errno = 67
+    name = "INVALID_PRINCIPAL_TYPE"
+    retriable = False
+    invalid_metadata = False
+    description = "Supplied principalType is not supported."
+
+
+class NonEmptyGroupError(BrokerResponseError):
+    """The group is not empty."""
+    errno = 68
+    name = "NON_EMPTY_GROUP"
+    retriable = False
+    invalid_metadata = False
+    description = "The group is not empty."
+
+
+class GroupIdNotFoundError(BrokerResponseError):
+    """The group id does not exist."""
+    errno = 69
+    name = "GROUP_ID_NOT_FOUND"
+    retriable = False
+    invalid_metadata = False
+    description = "The group id does not exist."
+
+
+class FetchSessionIdNotFoundError(BrokerResponseError):
+    """The fetch session ID was not found."""
+    errno = 70
+    name = "FETCH_SESSION_ID_NOT_FOUND"
+    retriable = True
+    invalid_metadata = False
+    description = "The fetch session ID was not found."
+
+
+class InvalidFetchSessionEpochError(BrokerResponseError):
+    """The fetch session epoch is invalid."""
+    errno = 71
+    name = "INVALID_FETCH_SESSION_EPOCH"
+    retriable = True
+    invalid_metadata = False
+    description = "The fetch session epoch is invalid."
+
+
+class ListenerNotFoundError(BrokerResponseError):
+    """There is no listener on the leader broker that matches the listener on which metadata request was processed."""
+    errno = 72
+    name = "LISTENER_NOT_FOUND"
+    retriable = True
+    invalid_metadata = True
+    description = "There is no listener on the leader broker that matches the listener on which metadata request was processed."
+
+
+class TopicDeletionDisabledError(BrokerResponseError):
+    """Topic deletion is disabled."""
+    errno = 73
+    name = "TOPIC_DELETION_DISABLED"
+    retriable = False
+    invalid_metadata = False
+    description = "Topic deletion is disabled."
+
+
+class FencedLeaderEpochError(BrokerResponseError):
+    """The leader epoch in the request is older than the epoch on the broker."""
+    errno = 74
+    name = "FENCED_LEADER_EPOCH"
+    retriable = True
+    invalid_metadata = True
+    description = "The leader epoch in the request is older than the epoch on the broker."
+
+
+class UnknownLeaderEpochError(BrokerResponseError):
+    """The leader epoch in the request is newer than the epoch on the broker."""
+    errno = 75
+    name = "UNKNOWN_LEADER_EPOCH"
+    retriable = True
+    invalid_metadata = True
+    description = "The leader epoch in the request is newer than the epoch on the broker."
+
+
+class UnsupportedCompressionTypeError(BrokerResponseError):
+    """The requesting client does not support the compression type of given partition."""
+    errno = 76
+    name = "UNSUPPORTED_COMPRESSION_TYPE"
+    retriable = False
+    invalid_metadata = False
+    description = "The requesting client does not support the compression type of given partition."
+
+
+class StaleBrokerEpochError(BrokerResponseError):
+    """Broker epoch has changed."""
+    errno = 77
+    name = "STALE_BROKER_EPOCH"
+    retriable = False
+    invalid_metadata = False
+    description = "Broker epoch has changed."
+
+
+class OffsetNotAvailableError(BrokerResponseError):
+    """The leader high watermark has not caught up from a recent leader election so the offsets cannot be guaranteed to be monotonically increasing."""
+    errno = 78
+    name = "OFFSET_NOT_AVAILABLE"
+    retriable = True
+    invalid_metadata = False
+    description = "The leader high watermark has not caught up from a recent leader election so the offsets cannot be guaranteed to be monotonically increasing."
+
+
+class MemberIdRequiredError(BrokerResponseError):
+    """The group member needs to have a valid member id before actually entering a consumer group."""
+    errno = 79
+    name = "MEMBER_ID_REQUIRED"
+    retriable = False
+    invalid_metadata = False
+    description = "The group member needs to have a valid member id before actually entering a consumer group."
+
+
+class PreferredLeaderNotAvailableError(BrokerResponseError):
+    """The preferred leader was not available."""
+    errno = 80
+    name = "PREFERRED_LEADER_NOT_AVAILABLE"
+    retriable = True
+    invalid_metadata = True
+    description = "The preferred leader was not available."
+
+
+class GroupMaxSizeReachedError(BrokerResponseError):
+    """The consumer group has reached its max size."""
+    errno = 81
+    name = "GROUP_MAX_SIZE_REACHED"
+    retriable = False
+    invalid_metadata = False
+    description = "The consumer group has reached its max size."
+
+
+class FencedInstanceIdError(BrokerResponseError):
+    """The broker rejected this static consumer since another consumer with the same group.instance.id has registered with a different member.id."""
+    errno = 82
+    name = "FENCED_INSTANCE_ID"
+    retriable = False
+    invalid_metadata = False
+    description = "The broker rejected this static consumer since another consumer with the same group.instance.id has registered with a different member.id."
+
+
+class EligibleLeadersNotAvailableError(BrokerResponseError):
+    """Eligible topic partition leaders are not available."""
+    errno = 83
+    name = "ELIGIBLE_LEADERS_NOT_AVAILABLE"
+    retriable = True
+    invalid_metadata = True
+    description = "Eligible topic partition leaders are not available."
+
+
+class ElectionNotNeededError(BrokerResponseError):
+    """Leader election not needed for topic partition."""
+    errno = 84
+    name = "ELECTION_NOT_NEEDED"
+    retriable = True
+    invalid_metadata = True
+    description = "Leader election not needed for topic partition."
+
+
+class NoReassignmentInProgressError(BrokerResponseError):
+    """No partition reassignment is in progress."""
+    errno = 85
+    name = "NO_REASSIGNMENT_IN_PROGRESS"
+    retriable = False
+    invalid_metadata = False
+    description = "No partition reassignment is in progress."
+
+
+class GroupSubscribedToTopicError(BrokerResponseError):
+    """Deleting offsets of a topic is forbidden while the consumer group is actively subscribed to it."""
+    errno = 86
+    name = "GROUP_SUBSCRIBED_TO_TOPIC"
+    retriable = False
+    invalid_metadata = False
+    description = "Deleting offsets of a topic is forbidden while the consumer group is actively subscribed to it."
+
+
+class InvalidRecordError(BrokerResponseError):
+    """This record has failed the validation on broker and hence will be rejected."""
+    errno = 87
+    name = "INVALID_RECORD"
+    retriable = False
+    invalid_metadata = False
+    description = "This record has failed the validation on broker and hence will be rejected."
+
+
+class UnstableOffsetCommitError(BrokerResponseError):
+    """There are unstable offsets that need to be cleared."""
+    errno = 88
+    name = "UNSTABLE_OFFSET_COMMIT"
+    retriable = True
+    invalid_metadata = False
+    description = "There are unstable offsets that need to be cleared."
+
+
+class ThrottlingQuotaExceededError(BrokerResponseError):
+    """The throttling quota has been exceeded."""
+    errno = 89
+    name = "THROTTLING_QUOTA_EXCEEDED"
+    retriable = True
+    invalid_metadata = False
+    description = "The throttling quota has been exceeded."
+
+
+class ProducerFencedError(BrokerResponseError):
+    """There is a newer producer with the same transactionalId which fences the current one."""
+    errno = 90
+    name = "PRODUCER_FENCED"
+    retriable = False
+    invalid_metadata = False
+    description = "There is a newer producer with the same transactionalId which fences the current one."
+
+
+class ResourceNotFoundError(BrokerResponseError):
+    """A request illegally referred to a resource that does not exist."""
+    errno = 91
+    name = "RESOURCE_NOT_FOUND"
+    retriable = False
+    invalid_metadata = False
+    description = "A request illegally referred to a resource that does not exist."
+
+
+class DuplicateResourceError(BrokerResponseError):
+    """A request illegally referred to the same resource twice."""
+    errno = 92
+    name = "DUPLICATE_RESOURCE"
+    retriable = False
+    invalid_metadata = False
+    description = "A request illegally referred to the same resource twice."
+
+
+class UnacceptableCredentialError(BrokerResponseError):
+    """Requested credential would not meet criteria for acceptability."""
+    errno = 93
+    name = "UNACCEPTABLE_CREDENTIAL"
+    retriable = False
+    invalid_metadata = False
+    description = "Requested credential would not meet criteria for acceptability."
+
+
+class InconsistentVoterSetError(BrokerResponseError):
+    """Either the sender or recipient of a voter-only request is not one of the expected voters."""
+    errno = 94
+    name = "INCONSISTENT_VOTER_SET"
+    retriable = False
+    invalid_metadata = False
+    description = "Either the sender or recipient of a voter-only request is not one of the expected voters."
+
+
+class InvalidUpdateVersionError(BrokerResponseError):
+    """The given update version was invalid."""
+    errno = 95
+    name = "INVALID_UPDATE_VERSION"
+    retriable = False
+    invalid_metadata = False
+    description = "The given update version was invalid."
+
+
+class FeatureUpdateFailedError(BrokerResponseError):
+    """Unable to update finalized features due to an unexpected server error."""
+    errno = 96
+    name = "FEATURE_UPDATE_FAILED"
+    retriable = False
+    invalid_metadata = False
+    description = "Unable to update finalized features due to an unexpected server error."
+
+
+class PrincipalDeserializationFailureError(BrokerResponseError):
+    """Request principal deserialization failed during forwarding."""
+    errno = 97
+    name = "PRINCIPAL_DESERIALIZATION_FAILURE"
+    retriable = False
+    invalid_metadata = False
+    description = "Request principal deserialization failed during forwarding."
+
+
+class SnapshotNotFoundError(BrokerResponseError):
+    """Requested snapshot was not found."""
+    errno = 98
+    name = "SNAPSHOT_NOT_FOUND"
+    retriable = False
+    invalid_metadata = False
+    description = "Requested snapshot was not found."
+
+
+class PositionOutOfRangeError(BrokerResponseError):
+    """Requested position is not greater than or equal to zero, and less than the size of the snapshot."""
+    errno = 99
+    name = "POSITION_OUT_OF_RANGE"
+    retriable = False
+    invalid_metadata = False
+    description = "Requested position is not greater than or equal to zero, and less than the size of the snapshot."
+
+
+class UnknownTopicIdError(BrokerResponseError):
+    """This server does not host this topic ID."""
+    errno = 100
+    name = "UNKNOWN_TOPIC_ID"
+    retriable = True
+    invalid_metadata = True
+    description = "This server does not host this topic ID."
+
+
+class DuplicateBrokerRegistrationError(BrokerResponseError):
+    """This broker ID is already in use."""
+    errno = 101
+    name = "DUPLICATE_BROKER_REGISTRATION"
+    retriable = False
+    invalid_metadata = False
+    description = "This broker ID is already in use."
+
+
+class BrokerIdNotRegisteredError(BrokerResponseError):
+    """The given broker ID was not registered."""
+    errno = 102
+    name = "BROKER_ID_NOT_REGISTERED"
+    retriable = False
+    invalid_metadata = False
+    description = "The given broker ID was not registered."
+
+
+class InconsistentTopicIdError(BrokerResponseError):
+    """The log's topic ID did not match the topic ID in the request."""
+    errno = 103
+    name = "INCONSISTENT_TOPIC_ID"
+    retriable = True
+    invalid_metadata = True
+    description = "The log's topic ID did not match the topic ID in the request."
+
+
+class InconsistentClusterIdError(BrokerResponseError):
+    """The clusterId in the request does not match that found on the server."""
+    errno = 104
+    name = "INCONSISTENT_CLUSTER_ID"
+    retriable = False
+    invalid_metadata = False
+    description = "The clusterId in the request does not match that found on the server."
+
+
+class TransactionalIdNotFoundError(BrokerResponseError):
+    """The transactionalId could not be found."""
+    errno = 105
+    name = "TRANSACTIONAL_ID_NOT_FOUND"
+    retriable = False
+    invalid_metadata = False
+    description = "The transactionalId could not be found."
+
+
+class FetchSessionTopicIdErrorError(BrokerResponseError):
+    """The fetch session encountered inconsistent topic ID usage."""
+    errno = 106
+    name = "FETCH_SESSION_TOPIC_ID_ERROR"
+    retriable = True
+    invalid_metadata = False
+    description = "The fetch session encountered inconsistent topic ID usage."
+
+
+class IneligibleReplicaError(BrokerResponseError):
+    """The new ISR contains at least one ineligible replica."""
+    errno = 107
+    name = "INELIGIBLE_REPLICA"
+    retriable = False
+    invalid_metadata = False
+    description = "The new ISR contains at least one ineligible replica."
+
+
+class NewLeaderElectedError(BrokerResponseError):
+    """The AlterPartition request successfully updated the partition state but the leader has changed."""
+    errno = 108
+    name = "NEW_LEADER_ELECTED"
+    retriable = False
+    invalid_metadata = False
+    description = "The AlterPartition request successfully updated the partition state but the leader has changed."
+
+
+class OffsetMovedToTieredStorageError(BrokerResponseError):
+    """The requested offset is moved to tiered storage."""
+    errno = 109
+    name = "OFFSET_MOVED_TO_TIERED_STORAGE"
+    retriable = False
+    invalid_metadata = False
+    description = "The requested offset is moved to tiered storage."
+
+
+class FencedMemberEpochError(BrokerResponseError):
+    """The member epoch is fenced by the group coordinator. The member must abandon all its partitions and rejoin."""
+    errno = 110
+    name = "FENCED_MEMBER_EPOCH"
+    retriable = False
+    invalid_metadata = False
+    description = "The member epoch is fenced by the group coordinator. The member must abandon all its partitions and rejoin."
+
+
+class UnreleasedInstanceIdError(BrokerResponseError):
+    """The instance ID is still used by another member in the consumer group."""
+    errno = 111
+    name = "UNRELEASED_INSTANCE_ID"
+    retriable = False
+    invalid_metadata = False
+    description = "The instance ID is still used by another member in the consumer group."
+
+
+class UnsupportedAssignorError(BrokerResponseError):
+    """The assignor or its version range is not supported by the consumer group."""
+    errno = 112
+    name = "UNSUPPORTED_ASSIGNOR"
+    retriable = False
+    invalid_metadata = False
+    description = "The assignor or its version range is not supported by the consumer group."
+
+
+class StaleMemberEpochError(BrokerResponseError):
+    """The member epoch is stale. The member must retry after receiving its updated member epoch via the ConsumerGroupHeartbeat API."""
+    errno = 113
+    name = "STALE_MEMBER_EPOCH"
+    retriable = False
+    invalid_metadata = False
+    description = "The member epoch is stale. The member must retry after receiving its updated member epoch via the ConsumerGroupHeartbeat API."
+
+
+class MismatchedEndpointTypeError(BrokerResponseError):
+    """The request was sent to an endpoint of the wrong type."""
+    errno = 114
+    name = "MISMATCHED_ENDPOINT_TYPE"
+    retriable = False
+    invalid_metadata = False
+    description = "The request was sent to an endpoint of the wrong type."
+
+
+class UnsupportedEndpointTypeError(BrokerResponseError):
+    """This endpoint type is not supported yet."""
+    errno = 115
+    name = "UNSUPPORTED_ENDPOINT_TYPE"
+    retriable = False
+    invalid_metadata = False
+    description = "This endpoint type is not supported yet."
+
+
+class UnknownControllerIdError(BrokerResponseError):
+    """This controller ID is not known."""
+    errno = 116
+    name = "UNKNOWN_CONTROLLER_ID"
+    retriable = False
+    invalid_metadata = False
+    description = "This controller ID is not known."
+
+
+class UnknownSubscriptionIdError(BrokerResponseError):
+    """Client sent a push telemetry request with an invalid or outdated subscription ID."""
+    errno = 117
+    name = "UNKNOWN_SUBSCRIPTION_ID"
+    retriable = False
+    invalid_metadata = False
+    description = "Client sent a push telemetry request with an invalid or outdated subscription ID."
+
+
+class TelemetryTooLargeError(BrokerResponseError):
+    """Client sent a push telemetry request larger than the maximum size the broker will accept."""
+    errno = 118
+    name = "TELEMETRY_TOO_LARGE"
+    retriable = False
+    invalid_metadata = False
+    description = "Client sent a push telemetry request larger than the maximum size the broker will accept."
+
+
+class InvalidRegistrationError(BrokerResponseError):
+    """The controller has considered the broker registration to be invalid."""
+    errno = 119
+    name = "INVALID_REGISTRATION"
+    retriable = False
+    invalid_metadata = False
+    description = "The controller has considered the broker registration to be invalid."
+
+
+class TransactionAbortableError(BrokerResponseError):
+    """The server encountered an error with the transaction; the client can abort the transaction to continue."""
+    errno = 120
+    name = "TRANSACTION_ABORTABLE"
+    retriable = False
+    invalid_metadata = False
+    description = "The server encountered an error with the transaction; the client can abort the transaction to continue."
+
+
+class InvalidRecordStateError(BrokerResponseError):
+    """The record state is invalid; the acknowledgement of delivery could not be completed."""
+    errno = 121
+    name = "INVALID_RECORD_STATE"
+    retriable = False
+    invalid_metadata = False
+    description = "The record state is invalid; the acknowledgement of delivery could not be completed."
+
+
+class ShareSessionNotFoundError(BrokerResponseError):
+    """The share session was not found."""
+    errno = 122
+    name = "SHARE_SESSION_NOT_FOUND"
+    retriable = True
+    invalid_metadata = False
+    description = "The share session was not found."
+
+
+class InvalidShareSessionEpochError(BrokerResponseError):
+    """The share session epoch is invalid."""
+    errno = 123
+    name = "INVALID_SHARE_SESSION_EPOCH"
+    retriable = True
+    invalid_metadata = False
+    description = "The share session epoch is invalid."
+
+
+class FencedStateEpochError(BrokerResponseError):
+    """The share coordinator rejected the request because the share-group state epoch did not match."""
+    errno = 124
+    name = "FENCED_STATE_EPOCH"
+    retriable = False
+    invalid_metadata = False
+    description = "The share coordinator rejected the request because the share-group state epoch did not match."
+
+
+class InvalidVoterKeyError(BrokerResponseError):
+    """The voter key doesn't match the receiving replica's key."""
+    errno = 125
+    name = "INVALID_VOTER_KEY"
+    retriable = False
+    invalid_metadata = False
+    description = "The voter key doesn't match the receiving replica's key."
+
+
+class DuplicateVoterError(BrokerResponseError):
+    """The voter is already part of the set of voters."""
+    errno = 126
+    name = "DUPLICATE_VOTER"
+    retriable = False
+    invalid_metadata = False
+    description = "The voter is already part of the set of voters."
+
+
+class VoterNotFoundError(BrokerResponseError):
+    """The voter is not part of the set of voters."""
+    errno = 127
+    name = "VOTER_NOT_FOUND"
+    retriable = False
+    invalid_metadata = False
+    description = "The voter is not part of the set of voters."
+
+
+# END generated by tools/gen_broker_errors.py.
+
+
+# Codes whose class is one of kcore's (raised by the record/protocol decoders) rather than a
+# BrokerResponseError.
+_BY_CODE: dict[int, type[KafkaError]] = {2: CorruptRecordError, 35: UnsupportedVersionError}
+for _cls in BrokerResponseError.__subclasses__():
+    if _cls.errno is not None:
+        _BY_CODE[_cls.errno] = _cls
+del _cls
+
+# Public: every KafkaError class defined or re-exported above (UnknownBrokerError, below, is
+# reached through for_code()).
+for _name, _obj in list(globals().items()):
     if isinstance(_obj, type) and issubclass(_obj, KafkaError) and _name not in __all__:
         __all__.append(_name)
+del _name, _obj
 
 
 class UnknownBrokerError(BrokerResponseError):
@@ -267,11 +1272,19 @@ class UnknownBrokerError(BrokerResponseError):
     retriable = True
 
 
-def for_code(code: int) -> type | None:
+def for_code(code: int) -> type[KafkaError] | None:
     """The exception class for a broker error code; None for 0 (no error)."""
     if code == 0:
         return None
     return _BY_CODE.get(code, UnknownBrokerError)
+
+
+def error_class(code: int) -> type[KafkaError]:
+    """The exception class for a nonzero broker error code (for callers that checked it is not 0)."""
+    cls = for_code(code)
+    if cls is None:
+        raise IllegalArgumentError("error code 0 means no error; there is no exception class for it")
+    return cls
 
 
 def raise_for_code(code: int, message: str | None = None) -> None:

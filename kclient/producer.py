@@ -213,7 +213,7 @@ class _Batch:
 
     def close(self, codec: int, level: int | None) -> None:
         self.payload = self.builder.build(codec=codec, compression_level=level)
-        self.builder = None
+        del self.builder  # frees its buffer; a closed batch is read through payload only
         self.closed = True
 
     def fail(self, exc: BaseException) -> None:
@@ -255,7 +255,8 @@ class KafkaProducer:
         self._buffer_memory = cfg["buffer.memory"]
         self._key_serializer = as_serializer(cfg["key.serializer"])
         self._value_serializer = as_serializer(cfg["value.serializer"])
-        self._partitioner = cfg["partitioner"] or default_partitioner
+        # Called with key None for keyless records when the user supplied the partitioner.
+        self._partitioner: Callable[[Any, list[int], list[int]], int] = cfg["partitioner"] or default_partitioner
         self._ignore_keys = cfg["partitioner.ignore.keys"]
         self._request_timeout_ms = cfg["request.timeout.ms"]
         self._retries = cfg["retries"]
@@ -269,7 +270,7 @@ class KafkaProducer:
         self._sticky: dict[str, int] = {}
         self._rng = random.Random()
         self._closed = False
-        self._metrics = collections.Counter()
+        self._metrics: collections.Counter[str] = collections.Counter()
         # With linger.ms > 0, send() drives the network at most once per ms unless a batch
         # filled: a network round per record cost ~25 µs of CPU each. With linger.ms = 0 every
         # send() runs one, because a user who asked for no lingering expects the record to
@@ -340,7 +341,9 @@ class KafkaProducer:
         """Partition ids of ``topic`` (waits for its metadata up to max.block.ms)."""
         with self._lock:
             self._wait_for_topic(topic, self._max_block_ms)
-            return {p.partition for p in self._metadata.cluster.partitions_for_topic(topic)}
+            parts = self._metadata.cluster.partitions_for_topic(topic)
+            assert parts is not None  # _wait_for_topic() returns only once the topic has partitions
+            return {p.partition for p in parts}
 
     def bootstrap_connected(self) -> bool:
         return self._client.ever_connected()
@@ -386,6 +389,7 @@ class KafkaProducer:
                    raw_key: Any = None, raw_value: Any = None, value: bytes | None = None) -> int:
         self._wait_for_topic(topic, self._max_block_ms)
         parts = self._metadata.cluster.partitions_for_topic(topic)
+        assert parts is not None  # _wait_for_topic() returns only once the topic has partitions
         all_ids = [p.partition for p in parts]
         if partition is not None:
             if not isinstance(partition, int) or isinstance(partition, bool) or partition not in all_ids:
@@ -484,7 +488,7 @@ class KafkaProducer:
                 if self._closed and not flush:
                     raise Errors.IllegalStateError("the producer is closed")
                 now = self._clock.now_ms()
-                if deadline is not None and now >= deadline:
+                if deadline is not None and timeout_ms is not None and now >= deadline:
                     raise Errors.KafkaTimeoutError(f"timed out after {int(timeout_ms)} ms waiting for {what}")
                 wait = 100 if deadline is None else min(deadline - now, 100)
                 self._run_once(wait, now, flush=flush)
@@ -548,17 +552,20 @@ class KafkaProducer:
             by_node.setdefault(leader.node_id, []).append(tp)
         for node_id, tps in by_node.items():
             while tps and self._client.ready(node_id, now) and self._client.send_capacity(node_id) > 0:
-                batches, size, rest = [], 0, []
+                batches: list[_Batch] = []
+                rest: list[TopicPartition] = []
+                size = 0
                 for tp in tps:
                     b = self._head(tp, now, flush)
                     if b is None:
                         continue
-                    bsize = len(b.payload) if b.closed else b.builder.size_in_bytes
+                    bsize = len(b.payload) if b.payload is not None else b.builder.size_in_bytes  # set by close()
                     if batches and size + bsize > self._max_request_size:
                         rest.append(tp)
                         continue
                     self._take(tp, b)
                     batches.append(b)
+                    assert b.payload is not None  # _take() closed it
                     size += len(b.payload)
                     if self._head(tp, now, flush) is not None:
                         rest.append(tp)
@@ -585,7 +592,7 @@ class KafkaProducer:
         topic_data = []
         ids = {}
         for topic, parts in by_topic.items():
-            entry = {"partition_data": parts}
+            entry: dict[str, Any] = {"partition_data": parts}
             if version >= _TOPIC_ID_VERSION:
                 tid = cluster.topic_id(topic)
                 entry["topic_id"] = tid
@@ -653,7 +660,7 @@ class KafkaProducer:
                 seen.add(tp)
                 code = p.get("error_code", 0)
                 if code:
-                    cls = Errors.for_code(code)
+                    cls = Errors.error_class(code)
                     msg = p.get("error_message") or None
                     exc = cls(f"{tp}: {msg}" if msg else f"producing to {tp} failed")
                     if cls.invalid_metadata:

@@ -15,7 +15,9 @@ class FieldSpec(Protocol):
     type: str                      # "int32", "[]int32", "[]Name", "Name", ...
     tag: int | None
     default: object                # None: the type's zero value
-    fields: Sequence[FieldSpec]    # members of a struct / []struct type
+    # Read-only (a property) so a list of a conforming field class satisfies it.
+    @property
+    def fields(self) -> Sequence[FieldSpec]: ...   # members of a struct / []struct type
     ignorable: bool
     def in_version(self, v: int) -> bool: ...
     def nullable_in(self, v: int) -> bool: ...
@@ -33,7 +35,8 @@ class MessageSpec(Protocol):
 
     name: str
     valid_versions: str
-    fields: Sequence[FieldSpec]
+    @property
+    def fields(self) -> Sequence[FieldSpec]: ...
     def versions(self) -> range: ...
     def is_flexible(self, v: int) -> bool: ...
 

@@ -11,7 +11,7 @@ while it is alive it keeps its fetch response in memory.
 """
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Iterator, Literal
 
 from kclient.structs import ConsumerRecord, TopicPartition
 
@@ -90,7 +90,7 @@ class ColumnarRecords:
         chunk, _, j = self._pieces[-1]
         return chunk.batch.offsets[j - 1]
 
-    def _column(self, name: str, fmt: str) -> memoryview:
+    def _column(self, name: str, fmt: Literal["b", "i", "q"]) -> memoryview:
         if len(self._pieces) == 1:
             chunk, i, j = self._pieces[0]
             return getattr(chunk.batch, name)[i:j]

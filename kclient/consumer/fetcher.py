@@ -30,7 +30,7 @@ from __future__ import annotations
 import collections
 import logging
 import struct
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kcore import layout
 from kcore.records import decode_columnar, decode_consumer_records
@@ -42,6 +42,9 @@ from kclient.consumer.deserializers import as_deserializer
 from kclient.structs import ConsumerRecord, TopicPartition
 from kclient.consumer.subscription_state import FetchPosition
 from kclient.protocol import ApiKey
+
+if TYPE_CHECKING:
+    from kclient.consumer.columnar import ColumnarChunk
 
 __all__ = ["Fetcher", "CompletedFetch", "PREFETCH_DEPTH"]
 
@@ -86,7 +89,7 @@ class CompletedFetch:
         self.aborted = aborted          # aborted transactions (read_committed) or None
         self.buffer = buffer
         self.records: list | None = None       # decoded ConsumerRecords (per-record path)
-        self.columnar = None                   # kcore ColumnarBatch (columnar path)
+        self.columnar: ColumnarChunk | None = None  # decoded columns (columnar path)
         self.error: BaseException | None = None  # raised from poll() when drained
         self.pos = 0                    # next row to hand out
         self.next_offset = fetch_offset  # offset after the last complete batch
@@ -199,7 +202,7 @@ class Fetcher:
         if pipe is None:
             return
         if pipe.buffered:
-            keep = collections.deque()
+            keep: collections.deque[CompletedFetch] = collections.deque()
             for cf in self._completed:
                 if cf.tp == tp:
                     self._release(cf)
@@ -287,6 +290,7 @@ class Fetcher:
         pipes = self._pipes
         busy = self.has_completed_fetches()
         assigned = self._assigned
+        pipe: _PartitionPipe | None
         if len(pipes) == len(assigned):  # with `tp in assigned` below: a pipe for each
             # Second fast path, without the lock: every partition would be skipped below
             # for its pipe's own state (fetch in flight, buffer full, backoff, or caught up
@@ -386,7 +390,7 @@ class Fetcher:
         by_id = {}
         topic_list = []
         for topic, ps in topics.items():
-            entry = {"partitions": ps}
+            entry: dict[str, Any] = {"partitions": ps}
             if version >= _TOPIC_ID_VERSION:
                 tid = cluster.topic_id(topic)
                 entry["topic_id"] = tid
@@ -426,7 +430,7 @@ class Fetcher:
             return
         code = result.get("error_code", 0)
         if code:
-            cls = Errors.for_code(code)
+            cls = Errors.error_class(code)
             log.info("fetch from node %d failed: %s", node_id, cls.__name__)
             if cls.invalid_metadata:
                 self._metadata.request_update()
@@ -473,7 +477,8 @@ class Fetcher:
                     continue
                 if buffer is None:
                     frame = raw.obj if isinstance(raw, memoryview) else raw
-                    buffer = _ResponseBuffer(len(frame))
+                    # nbytes: the frame's size whatever buffer type the view is over
+                    buffer = _ResponseBuffer(memoryview(frame).nbytes)
                     self._buffered_bytes += buffer.nbytes
                 aborted = p.get("aborted_transactions") if self._read_committed else None
                 if self._read_committed and aborted is None:
@@ -526,7 +531,7 @@ class Fetcher:
 
     def _partition_error(self, tp: TopicPartition, pipe: _PartitionPipe, code: int, fetch_offset: int,
                          now: int) -> None:
-        cls = Errors.for_code(code)
+        cls = Errors.error_class(code)
         subs = self._subscriptions
         pipe.backoff_until = now + self._retry_backoff_ms
         if cls is Errors.OffsetOutOfRangeError:
@@ -550,9 +555,9 @@ class Fetcher:
             self._metadata.request_update()
             return  # retried after the backoff, from the same offset
         if cls is Errors.TopicAuthorizationFailedError:
-            exc = cls(f"not authorized to read topic {tp.topic!r}")
-            exc.unauthorized_topics = {tp.topic}
-            self._queue_error(tp, pipe, exc)
+            denied = Errors.TopicAuthorizationFailedError(f"not authorized to read topic {tp.topic!r}")
+            denied.unauthorized_topics = {tp.topic}
+            self._queue_error(tp, pipe, denied)
             return
         if cls.retriable:
             log.debug("fetch of %s failed with retriable %s", tp, cls.__name__)
@@ -631,6 +636,7 @@ class Fetcher:
 
     def _take_error(self, cf: CompletedFetch) -> None:
         exc = cf.error
+        assert exc is not None  # called for a fetch that carries an error
         self._release(cf)
         self._next_in_line = None
         raise exc
@@ -681,6 +687,7 @@ class Fetcher:
                     self._pipes[cf.tp].next_fetch_offset = None  # refetch from the position
                     raise type(exc)(f"partition {cf.tp} at offset {cf.fetch_offset}: {exc}") from exc
             recs = cf.records
+            assert recs is not None  # _init_records() set them or raised
             n_recs = len(recs)
             i = cf.pos
             j = min(i + remaining, n_recs)
@@ -743,6 +750,7 @@ class Fetcher:
                     self._pipes[cf.tp].next_fetch_offset = None
                     raise type(exc)(f"partition {cf.tp} at offset {cf.fetch_offset}: {exc}") from exc
             batch = cf.columnar
+            assert batch is not None  # _init_columnar() set it or raised
             n = batch.num_records
             i = cf.pos
             j = min(i + remaining, n)

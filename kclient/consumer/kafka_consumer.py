@@ -91,7 +91,7 @@ class KafkaConsumer:
         self._guard = threading.Lock()
         self._owner: int | None = None
         self._owner_depth = 0
-        self._metrics = collections.Counter()
+        self._metrics: collections.Counter[str] = collections.Counter()
         self._iterator = None
         self._iter_deadline = math.inf
         self._consumer_timeout_ms = cfg["consumer.timeout.ms"]
@@ -746,8 +746,8 @@ class KafkaConsumer:
     # ------------------------------------------------------------------ lifecycle
     def wakeup(self) -> None:
         """Make a blocking poll() (now or the next one) raise WakeupError. Any thread."""
-        client = self._client
-        if client is not None:  # None once abandoned
+        client = getattr(self, "_client", None)
+        if client is not None:  # deleted once abandoned
             client.wakeup()
 
     def close(self, autocommit: bool = True, timeout_ms: int | None = None) -> None:
@@ -789,7 +789,10 @@ class KafkaConsumer:
         call close() there."""
         self._closed = True
         self._iterator = None
-        self._client = self._coordinator = self._fetcher = self._offsets = None
+        self._coordinator = None
+        # Deleted rather than set to None: they are never None while the consumer is usable,
+        # and no method of a closed consumer reaches them.
+        del self._client, self._fetcher, self._offsets
         log.debug("consumer abandoned (process %d)", os.getpid())
 
     def __enter__(self) -> "KafkaConsumer":

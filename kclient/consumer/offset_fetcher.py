@@ -142,10 +142,10 @@ class OffsetFetcher:
             failed.append(tp)
             if code == 0 or _is_retriable(code):
                 log.debug("reset of %s: retrying (error %d, offset %d)", tp, code, offset)
-                if code and Errors.for_code(code).invalid_metadata:
+                if code and Errors.error_class(code).invalid_metadata:
                     self._metadata.request_update()
             else:
-                cls = Errors.for_code(code)
+                cls = Errors.error_class(code)
                 self._cached_reset_error = cls(f"resetting the offset of {tp} failed")
         if failed:
             self._subscriptions.request_failed(failed, now + self._retry_backoff_ms)
@@ -207,7 +207,7 @@ class OffsetFetcher:
                     elif _is_retriable(code):
                         retry_metadata = True
                     else:
-                        raise Errors.for_code(code)(f"ListOffsets for {tp} failed")
+                        raise Errors.error_class(code)(f"ListOffsets for {tp} failed")
             if not remaining:
                 return out
             left = deadline - clock.now_ms()

@@ -581,11 +581,11 @@ class SubscriptionState:
         """Offsets to commit: the position of every assigned partition that has a valid one."""
         return {
             tp: OffsetAndMetadata(
-                s.position.offset, "",
-                s.position.offset_epoch if s.position.offset_epoch is not None else -1,
+                pos.offset, "",
+                pos.offset_epoch if pos.offset_epoch is not None else -1,
             )
             for tp, s in self._assignment.items()
-            if s.has_valid_position
+            if s.has_valid_position and (pos := s.position) is not None  # FETCHING has a position
         }
 
     # ------------------------------------------------------------------ resets

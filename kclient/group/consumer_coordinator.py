@@ -260,13 +260,15 @@ class ConsumerCoordinator(AbstractCoordinator):
                 self._join_prepare_commit = self._commit_consumed_for_rebalance()
                 self._join_prepare_deadline = now + self.rebalance_timeout_ms
             future = self._join_prepare_commit
+            deadline = self._join_prepare_deadline
             if future is not None:
-                wait = max(self._join_prepare_deadline - now, 0)
+                assert deadline is not None  # set together with _join_prepare_commit
+                wait = max(deadline - now, 0)
                 if timeout_ms is not None:
                     wait = min(wait, timeout_ms)
                 self._client.poll_future(future, wait)
                 if not future.is_done:
-                    if self._clock.now_ms() < self._join_prepare_deadline:
+                    if self._clock.now_ms() < deadline:
                         return False
                     log.warning("group %s: the offset commit before the rebalance did not finish "
                                 "within max.poll.interval.ms; rebalancing anyway", self.group_id)
@@ -315,7 +317,7 @@ class ConsumerCoordinator(AbstractCoordinator):
         for m in members:
             subscriptions[m["member_id"]] = deserialize_subscription(
                 m["metadata"], group_instance_id=m.get("group_instance_id"))
-        all_topics = set()
+        all_topics: set[str] = set()
         for s in subscriptions.values():
             all_topics.update(s.topics)
         self.is_leader = True
@@ -346,7 +348,7 @@ class ConsumerCoordinator(AbstractCoordinator):
                  {m: sorted(a.partitions) for m, a in assignment.items()})
         return result
 
-    def on_join_complete(self, generation_id: int, member_id: str, protocol_name: str,
+    def on_join_complete(self, generation_id: int, member_id: str, protocol_name: str | None,
                          assignment_bytes: bytes) -> None:
         subs = self.subscriptions
         if not self.is_leader:
@@ -504,7 +506,7 @@ class ConsumerCoordinator(AbstractCoordinator):
                           {"topic_id": topic_ids[t], "partition_indexes": ps}
                           for t, ps in by_topic.items()]
                 return {"groups": [{"group_id": group_id, "topics": topics}], "require_stable": True}
-            b = {"group_id": group_id,
+            b: dict[str, Any] = {"group_id": group_id,
                  "topics": [{"name": t, "partition_indexes": ps} for t, ps in by_topic.items()]}
             if version >= 7:
                 b["require_stable"] = True
@@ -781,6 +783,9 @@ class ConsumerCoordinator(AbstractCoordinator):
 
 # ---------------------------------------------------------------------- response handlers
 class _OffsetCommitHandler(_Handler):
+    c: ConsumerCoordinator
+    generation: Generation  # always given: a commit is tied to the generation it was made in
+
     def __init__(self, coordinator: ConsumerCoordinator, offsets: dict, generation: Generation, node):
         super().__init__(coordinator, generation, node)
         self.offsets = offsets
@@ -844,6 +849,8 @@ class _OffsetCommitHandler(_Handler):
 
 
 class _OffsetFetchHandler(_Handler):
+    c: ConsumerCoordinator
+
     def on_success(self, response: dict, future: RequestFuture) -> None:
         c = self.c
         groups = response.get("groups")

@@ -181,11 +181,16 @@ class _Reader:
     def int32(self, field_name: str) -> int:
         return _I32.unpack_from(self.buf, self._need(4, field_name))[0]
 
-    def string(self, field_name: str, nullable: bool = False) -> str | None:
+    def string(self, field_name: str) -> str:
+        return self._text(self.int16(field_name), field_name)
+
+    def nullable_string(self, field_name: str) -> str | None:
         n = self.int16(field_name)
+        return None if n == -1 else self._text(n, field_name)
+
+    def _text(self, n: int, field_name: str) -> str:
+        """The UTF-8 string of length ``n`` (just read) at the current position."""
         if n < 0:
-            if nullable and n == -1:
-                return None
             raise InvalidLengthError(f"consumer protocol {self.what}: {field_name} has length {n}")
         start = self._need(n, field_name)
         try:
@@ -238,11 +243,11 @@ def deserialize_subscription(data, *, group_instance_id: str | None = None) -> S
     """Decode JoinGroup member metadata; ``group_instance_id`` comes from the JoinGroup member entry."""
     r = _Reader(data, "subscription")
     version = _check_version(r.int16("version"), "subscription")
-    topics = [r.string("topics") for _ in range(r.count("topics", 2))]
+    topics = tuple(r.string("topics") for _ in range(r.count("topics", 2)))
     user_data = r.nullable_bytes("user_data")
-    owned = r.topic_partitions("owned_partitions") if version >= 1 else []
+    owned = tuple(r.topic_partitions("owned_partitions")) if version >= 1 else ()
     generation_id = r.int32("generation_id") if version >= 2 else -1
-    rack_id = r.string("rack_id", nullable=True) if version >= 3 else None
+    rack_id = r.nullable_string("rack_id") if version >= 3 else None
     return Subscription(
         topics=topics,
         user_data=user_data,
@@ -269,4 +274,4 @@ def deserialize_assignment(data) -> Assignment:
     _check_version(r.int16("version"), "assignment")
     partitions = r.topic_partitions("assigned_partitions")
     user_data = r.nullable_bytes("user_data")
-    return Assignment(partitions=partitions, user_data=user_data)
+    return Assignment(partitions=tuple(partitions), user_data=user_data)

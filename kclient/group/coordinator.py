@@ -83,7 +83,7 @@ _REJOIN_AT_ONCE = (Errors.UnknownMemberIdError, Errors.RebalanceInProgressError,
 
 
 def _error_for(code: int, message: str | None = None) -> Errors.KafkaError:
-    cls = Errors.for_code(code)
+    cls = Errors.error_class(code)
     err = cls(message) if message else cls()
     if cls is Errors.UnknownBrokerError:
         err.errno = code
@@ -182,7 +182,7 @@ class AbstractCoordinator(abc.ABC):
         """Leader only: the assignment of every member (member id -> bytes)."""
 
     @abc.abstractmethod
-    def on_join_complete(self, generation_id: int, member_id: str, protocol_name: str,
+    def on_join_complete(self, generation_id: int, member_id: str, protocol_name: str | None,
                          assignment: bytes) -> None:
         """After SyncGroup: apply this member's assignment (application thread)."""
 
@@ -657,7 +657,7 @@ class _JoinGroupHandler(_Handler):
             if code == 0:
                 if c.state is not MemberState.PREPARING_REBALANCE:
                     # The member left (close, poll timeout) while the join was in flight.
-                    err: BaseException = UnjoinedGroupError("JoinGroup answered after the member left")
+                    err: BaseException | None = UnjoinedGroupError("JoinGroup answered after the member left")
                 else:
                     c._generation = Generation(response["generation_id"], response["member_id"],
                                                response["protocol_name"])

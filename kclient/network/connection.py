@@ -13,9 +13,13 @@ import logging
 import os
 import random
 import socket
+from typing import TYPE_CHECKING
 
 from kclient.errors import KafkaConnectionError
 from kclient.network.metadata import Node
+
+if TYPE_CHECKING:
+    from kcore.frames import FrameReceiver
 
 __all__ = ["ConnectionState", "BrokerConnection", "ExponentialBackoff", "default_socket_factory"]
 
@@ -103,7 +107,7 @@ class BrokerConnection:
         self.state = ConnectionState.DISCONNECTED
         self.sock: socket.socket | None = None
         self._receiver_factory = receiver_factory   # -> kcore.frames.FrameReceiver
-        self._receiver = None
+        self._receiver: FrameReceiver | None = None
         self._send_buffer_bytes = send_buffer_bytes
         self._receive_buffer_bytes = receive_buffer_bytes
         self._socket_factory = socket_factory
@@ -199,6 +203,7 @@ class BrokerConnection:
 
     def finish_connect(self) -> None:
         """Called when the socket becomes writable while CONNECTING; raises OSError on failure."""
+        assert self.sock is not None  # called for a CONNECTING connection, which has its socket
         err = self.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
         if err:
             raise OSError(err, os.strerror(err))
@@ -258,6 +263,7 @@ class BrokerConnection:
         sendmsg() (gather write)."""
         q = self._send_queue
         sock = self.sock
+        assert sock is not None  # only a connected connection is asked to write
         while q:
             try:
                 if len(q) == 1 or not self._gather:
@@ -288,6 +294,7 @@ class BrokerConnection:
         KafkaConnectionError on EOF, OSError on socket errors, ProtocolError subclasses on
         hostile length prefixes."""
         receiver = self._receiver
+        assert receiver is not None and self.sock is not None  # both are set while connected
         before = receiver.received_bytes
         try:
             frames = receiver.receive(self.sock, True)

@@ -51,7 +51,7 @@ class RequestFutureCompletionHandler(RequestFuture):
     def __init__(self, queue: collections.deque):
         super().__init__()
         self.request: ClientRequest | None = None
-        self._outcome: tuple | None = None
+        self._outcome: tuple[dict | None, BaseException | None] | None = None
         self._queue = queue
 
     @property
@@ -69,6 +69,7 @@ class RequestFutureCompletionHandler(RequestFuture):
         self._queue.append(self)
 
     def fire_completion(self) -> None:
+        assert self._outcome is not None  # queued by on_complete() right after it set the outcome
         response, error = self._outcome
         if error is not None:
             self.raise_(error)
@@ -318,6 +319,7 @@ class ConsumerNetworkClient:
             self.client.wakeup()
 
     def _fail(self, request: ClientRequest, exc: BaseException) -> None:
+        assert request.callback is not None  # every request send() queues carries its handler's
         request.callback(None, exc)
 
     def _check_disconnects(self, now: int, attempted: set[int]) -> None:

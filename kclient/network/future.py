@@ -166,7 +166,7 @@ class RequestFuture(Generic[T]):
         return self._exception  # type: ignore[return-value]
 
     # ------------------------------------------------------------------ completion
-    def complete(self, value: T = None) -> "RequestFuture[T]":
+    def complete(self, value: T | None = None) -> "RequestFuture[T]":
         """Complete successfully. Completing a done future raises IllegalStateError."""
         if isinstance(value, BaseException):
             raise IllegalArgumentError("complete() takes a value; use raise_() for an exception")
@@ -176,6 +176,7 @@ class RequestFuture(Generic[T]):
             self._value = value
             self._state = _SUCCEEDED
             listeners, self._listeners = self._listeners, None
+            assert listeners is not None  # dropped only here, when the future leaves _PENDING
             event = self._event
         if event is not None:
             event.set()
@@ -195,6 +196,7 @@ class RequestFuture(Generic[T]):
             self._exception = exc
             self._state = _FAILED
             listeners, self._listeners = self._listeners, None
+            assert listeners is not None  # dropped only here, when the future leaves _PENDING
             event = self._event
         if event is not None:
             event.set()
@@ -283,7 +285,8 @@ class RequestFuture(Generic[T]):
 
     @classmethod
     def void_success(cls) -> "RequestFuture[None]":
-        return cls().complete(None)
+        future: RequestFuture[None] = cls()  # type: ignore[assignment]  # a new future holds no T yet
+        return future.complete(None)
 
     @classmethod
     def failure(cls, exc: BaseException | type[BaseException]) -> "RequestFuture":

@@ -282,6 +282,7 @@ class Metadata:
         """Request a refresh if ``error`` (an error code, exception or exception class) means
         the client's routing is stale (NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION,
         LEADER_NOT_AVAILABLE, a lost connection...). Returns True if it did."""
+        cls: type[BaseException] | None
         if isinstance(error, int):
             cls = Errors.for_code(error)
         elif isinstance(error, type):
@@ -347,7 +348,7 @@ class Metadata:
         top_error = response.get("error_code", 0) or 0
         brokers = response.get("brokers") or []
         if top_error:
-            exc = Errors.for_code(top_error)()
+            exc = Errors.error_class(top_error)()
             self.failed_update(now_ms, exc)
             raise exc
         if not brokers:

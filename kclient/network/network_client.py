@@ -397,9 +397,11 @@ class NetworkClient:
                 f"connection to node {conn.node_id} ({conn.address}) failed while sending: {exc}"))
             return
         events = selectors.EVENT_READ if done else selectors.EVENT_READ | selectors.EVENT_WRITE
-        key = self._selector.get_key(conn.sock)
+        sock = conn.sock
+        assert sock is not None  # flush() succeeded, so the connection is open
+        key = self._selector.get_key(sock)
         if key.events != events:
-            self._selector.modify(conn.sock, events, conn)
+            self._selector.modify(sock, events, conn)
 
     def _finish(self, request: ClientRequest, response: dict | None, error: BaseException | None,
                 now_ms: int) -> None:
@@ -592,6 +594,7 @@ class NetworkClient:
                 self._close(conn, now_ms, Errors.KafkaConnectionError(
                     f"connection to node {conn.node_id} ({conn.address}) failed: {exc}"), reason=str(exc))
                 return
+            assert conn.sock is not None  # finish_connect() succeeded on it
             self._selector.modify(conn.sock, selectors.EVENT_READ, conn)
             log.debug("connected to node %d (%s)", conn.node_id, conn.address)
             conn.state = ConnectionState.API_VERSIONS
@@ -604,6 +607,7 @@ class NetworkClient:
             if conn.state is ConnectionState.DISCONNECTED:
                 return
         elif mask & selectors.EVENT_WRITE:
+            assert conn.sock is not None  # the selector reported an event on it
             self._selector.modify(conn.sock, selectors.EVENT_READ, conn)
         if mask & selectors.EVENT_READ:
             try:
@@ -673,9 +677,10 @@ class NetworkClient:
                 log.debug("closing idle connection to node %d", conn.node_id)
                 self._close(conn, now_ms, None, failed=False)
         for node_id in self._in_flight.nodes_with_timed_out_requests(now_ms):
-            conn = self._conns.get(node_id)
-            if conn is None:
+            timed_out = self._conns.get(node_id)
+            if timed_out is None:
                 continue
+            conn = timed_out
             # The expired requests fail with a timeout (see _on_disconnect), the others on the
             # same connection with a connection error: the connection is closed for all.
             log.info("a request to node %d (%s) timed out; closing the connection", node_id, conn.address)
@@ -711,7 +716,7 @@ class NetworkClient:
             ours = protocol.CLIENT_VERSIONS[API_VERSIONS_KEY]
             theirs = ranges.get(API_VERSIONS_KEY)
             retry = None if theirs is None else min(theirs[1], ours[1])
-            if retry is not None and ours[0] <= retry < req.api_version and retry >= theirs[0]:
+            if theirs is not None and retry is not None and ours[0] <= retry < req.api_version and retry >= theirs[0]:
                 log.debug("node %d does not support ApiVersions v%d; retrying with v%d", conn.node_id,
                           req.api_version, retry)
                 self._send_api_versions(conn, now_ms, retry)
@@ -720,7 +725,7 @@ class NetworkClient:
                 f"node {conn.node_id} ({conn.address}) supports ApiVersions {theirs}, client {ours}"))
             return
         if code:
-            exc_cls = Errors.for_code(code)
+            exc_cls = Errors.error_class(code)
             self._close(conn, now_ms, exc_cls(f"ApiVersions to node {conn.node_id} failed"))
             return
         conn.broker_api_ranges = ranges

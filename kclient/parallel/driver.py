@@ -222,8 +222,9 @@ class ParallelConsumer:
                 if outcome is Outcome.DONE or outcome is Outcome.SKIPPED:
                     # A tracker replaced or dropped since (revocation): its records belong to
                     # another owner now, the completion no longer counts.
-                    if trackers.get(task.tp) is task.tracker:
-                        task.tracker.complete(task.record.offset)
+                    tracker = trackers.get(task.tp)
+                    if tracker is not None and tracker is task.tracker:
+                        tracker.complete(task.record.offset)
                 elif outcome is Outcome.FAILED and self._fatal is None:
                     self._fatal = (task, error)
 
@@ -332,9 +333,11 @@ class ParallelConsumer:
     def _shutdown(self) -> None:
         settings = self._settings
         scheduler = self._scheduler
+        pool = self._pool
+        assert pool is not None  # run() starts the pool before anything that leads here
         try:
             dropped = scheduler.halt()
-            self._pool.stop()
+            pool.stop()
             log.info("stopping: %d queued records dropped, %d handlers running", dropped, scheduler.running)
             deadline = time.monotonic() + settings.shutdown_timeout_ms / 1000.0
             can_poll = True
@@ -359,7 +362,7 @@ class ParallelConsumer:
             with self._lock:
                 self._state = _CLOSED
             self._finished.set()
-            self._pool.join(0.5 if scheduler.running == 0 else 0)
+            pool.join(0.5 if scheduler.running == 0 else 0)
             log.info("parallel consumer stopped")
 
     def _poll_paused(self, timeout_s: float) -> bool:

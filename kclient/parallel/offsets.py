@@ -77,7 +77,7 @@ class OffsetTracker:
 
     def lag(self, committed: int | None) -> int:
         """Offsets received beyond ``committed`` (or beyond the first received, if none)."""
-        if self._received_end is None:
+        if self._received_end is None or self._first is None:  # both set by the first receive
             return 0
         base = committed if committed is not None else self._first
         return max(self._received_end - base, 0)

@@ -91,7 +91,7 @@ class Scheduler:
         self._max_running = 0
         self._completions: list[tuple[Task, Outcome, BaseException | None]] = []
         self._halted = False
-        self.counts = collections.Counter()   # completed / skipped / failed / abandoned / retries / dropped
+        self.counts: collections.Counter[str] = collections.Counter()   # completed / skipped / failed / abandoned / retries / dropped
 
     # ------------------------------------------------------------------ polling thread
     def submit(self, tasks: Iterable[Task]) -> int:
@@ -148,7 +148,7 @@ class Scheduler:
         self.counts["dropped"] += len(dropped)
         return len(dropped)
 
-    def _key_tp(self, key: Hashable):
+    def _key_tp(self, key: Any) -> Any:  # key: a partition, or a (partition, record key) tuple
         # "partition" ordering: the key is the partition; "key" ordering: (partition, key).
         return key if self.ordering == "partition" else key[0]
 

@@ -57,11 +57,11 @@ CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
 _UNSUPPORTED_VERSION = 35
 
 # (api_key, version) -> (compiled program, header version)
-_requests: dict[tuple[int, int], tuple[object, int]] = {}
-_responses: dict[tuple[int, int], tuple[object, int]] = {}
+_requests: dict[tuple[int, int], tuple[_codec.Program, int]] = {}
+_responses: dict[tuple[int, int], tuple[_codec.Program, int]] = {}
 
 
-def _request_program(api_key: int, version: int) -> tuple[object, int]:
+def _request_program(api_key: int, version: int) -> tuple[_codec.Program, int]:
     hit = _requests.get((api_key, version))
     if hit is None:
         msg = REQUESTS.get(api_key)
@@ -73,7 +73,7 @@ def _request_program(api_key: int, version: int) -> tuple[object, int]:
     return hit
 
 
-def _response_program(api_key: int, version: int) -> tuple[object, int]:
+def _response_program(api_key: int, version: int) -> tuple[_codec.Program, int]:
     hit = _responses.get((api_key, version))
     if hit is None:
         msg = RESPONSES.get(api_key)

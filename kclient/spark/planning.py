@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
 import json
 import logging
 import math
@@ -273,7 +274,7 @@ def parse_options(options: Mapping[str, Any] | SourceOptions) -> SourceOptions:
             raise _bad(spelled("subscribePattern"), f"is not a valid regular expression ({exc}): {value!r}") from None
     else:
         name = spelled("assign")
-        assigned = []
+        assigned: list[TopicPartition] = []
         for topic, parts in _as_json_object(name, get("assign")).items():
             if not isinstance(parts, list) or not parts or any(
                     isinstance(p, bool) or not isinstance(p, int) or p < 0 for p in parts):
@@ -424,7 +425,7 @@ class _Planner:
         if opts.strategy == "assign":
             missing = []
             for topic in sorted({tp.topic for tp in opts.assigned}):
-                have = self.retrying(f"metadata of {topic!r}", lambda topic=topic: c.partitions_for_topic(topic)) or set()
+                have = self.retrying(f"metadata of {topic!r}", functools.partial(c.partitions_for_topic, topic)) or set()
                 missing += [tp for tp in opts.assigned if tp.topic == topic and tp.partition not in have]
             if missing:
                 names = ", ".join(f"{tp.topic}-{tp.partition}" for tp in missing)
@@ -433,13 +434,15 @@ class _Planner:
         if opts.strategy == "subscribe":
             topics = opts.topics
         else:
+            pattern = opts.pattern
+            assert pattern is not None  # parse_options() sets it for the subscribePattern strategy
             every = self.retrying("topic list", c.topics)
-            topics = sorted(t for t in every if t not in _INTERNAL_TOPICS and opts.pattern.fullmatch(t))
+            topics = sorted(t for t in every if t not in _INTERNAL_TOPICS and pattern.fullmatch(t))
             if not topics:
-                log.warning("no topic matches subscribePattern %r: nothing to read", opts.pattern.pattern)
-        out = []
+                log.warning("no topic matches subscribePattern %r: nothing to read", pattern.pattern)
+        out: list[TopicPartition] = []
         for topic in topics:
-            parts = self.retrying(f"metadata of {topic!r}", lambda topic=topic: c.partitions_for_topic(topic))
+            parts = self.retrying(f"metadata of {topic!r}", functools.partial(c.partitions_for_topic, topic))
             if parts is None:
                 log.warning("topic %r does not exist: nothing to read from it", topic)
                 continue
@@ -499,6 +502,7 @@ class _Planner:
     def committed(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
         from kclient.admin import KafkaAdminClient
         group = self.opts.group_id
+        assert group is not None  # parse_options() refuses startingOffsets 'committed' without a group id
         with KafkaAdminClient(_admin_params(self.opts.kafka_params)) as admin:
             found = self.retrying(f"committed offsets of group {group!r}",
                                   lambda: admin.list_consumer_group_offsets(group, partitions=tps))

@@ -353,7 +353,7 @@ def range_rows(ranges: Iterable[Any], options: Mapping[str, Any] | SourceOptions
     ts = _timestamp
     for value in ranges:
         for r in read_offset_range(value, opts):
-            row = (r.key, r.value, r.topic, r.partition, r.offset, ts(r.timestamp), r.timestamp_type)
+            row: tuple[Any, ...] = (r.key, r.value, r.topic, r.partition, r.offset, ts(r.timestamp), r.timestamp_type)
             if headers_on:
                 row += ([tuple(h) for h in r.headers] if r.headers else None,)
             yield row

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import socket
+from typing import TYPE_CHECKING
 
 from kclient.errors import for_code
 from kclient.testing import _wire
@@ -48,7 +49,10 @@ class ClusterBase:
     """Topic helpers on top of ``bootstrap`` that work on any Kafka-protocol cluster, and the
     context-manager protocol (``with Cluster() as c``: start, then stop)."""
 
-    bootstrap: str
+    if TYPE_CHECKING:
+        # Each cluster provides it, as a property or a plain attribute; read-only here so both fit.
+        @property
+        def bootstrap(self) -> str: ...
 
     def start(self):
         raise NotImplementedError

@@ -17,6 +17,7 @@ import json
 import os
 import signal
 import sys
+from typing import Any
 
 _PRODUCER = 0  # rd_kafka_type_t RD_KAFKA_PRODUCER
 
@@ -26,7 +27,7 @@ c_char_p, c_void_p = ctypes.c_char_p, ctypes.c_void_p
 
 # name -> (restype, fixed argtypes after the cluster pointer, returns rd_kafka_resp_err_t).
 # Signatures from librdkafka src/rdkafka_mock.h (2.16).
-_SIGNATURES = {
+_SIGNATURES: dict[str, tuple[Any, list[Any], bool]] = {
     "topic_create": (c_int, [c_char_p, c_int, c_int], True),
     "topic_delete": (c_int, [c_char_p], True),
     "topic_set_error": (None, [c_char_p, c_int], False),
@@ -112,7 +113,7 @@ class Host:
             if fn is not None:
                 fn.restype = c_int  # argtypes stay unset so extra arguments are accepted
                 self.variadic[name] = (fn, fixed)
-        tracking = [getattr(lib, "rd_kafka_mock_" + n, None) for n in
+        tracking: list[Any] = [getattr(lib, "rd_kafka_mock_" + n, None) for n in
                     ("get_requests", "request_id", "request_api_key", "request_timestamp",
                      "request_destroy_array")]
         if all(tracking):
@@ -123,7 +124,7 @@ class Host:
             rkey.restype, rkey.argtypes = c_int16, [c_void_p]
             rts.restype, rts.argtypes = c_int64, [c_void_p]
             destroy.restype, destroy.argtypes = None, [ctypes.POINTER(c_void_p), c_size_t]
-            self.tracking = (get, rid, rkey, rts, destroy)
+            self.tracking: tuple[Any, ...] | None = (get, rid, rkey, rts, destroy)
         else:
             self.tracking = None
 
@@ -188,6 +189,8 @@ class Host:
         return None
 
     def _requests(self) -> list:
+        if self.tracking is None:
+            raise RuntimeError("this librdkafka has no mock request tracking (rd_kafka_mock_get_requests)")
         get, rid, rkey, rts, destroy = self.tracking
         cnt = c_size_t(0)
         arr = get(self.mc, ctypes.byref(cnt))

@@ -83,6 +83,13 @@ class Reader:
         self.pos += n
         return s
 
+    def name(self) -> str:
+        """A non-nullable STRING (topic names); null is a malformed answer."""
+        s = self.string()
+        if s is None:
+            raise ValueError(f"null string at byte {self.pos} where the protocol has a name")
+        return s
+
     def array_len(self) -> int:
         n = self.i32()
         # Each element is at least one byte: a larger count is corrupt, not a reason to loop.
@@ -216,7 +223,7 @@ def create_topics(conn: RawConnection, topics: list[tuple[str, int, int, dict[st
     body += struct.pack(">ib", timeout_ms, 0)  # validate_only = false
     r = conn.call(19, 4, body)
     r.i32()  # throttle_time_ms
-    return [(r.string(), r.i16(), r.string()) for _ in range(r.array_len())]
+    return [(r.name(), r.i16(), r.string()) for _ in range(r.array_len())]
 
 
 def list_offsets(conn: RawConnection, topic: str, partitions: list[int],
@@ -259,7 +266,7 @@ def delete_topics(conn: RawConnection, names: list[str], timeout_ms: int = 30000
     body += struct.pack(">i", timeout_ms)
     r = conn.call(20, 3, body)
     r.i32()  # throttle_time_ms
-    return [(r.string(), r.i16()) for _ in range(r.array_len())]
+    return [(r.name(), r.i16()) for _ in range(r.array_len())]
 
 
 def wait_until(predicate, timeout: float, what: str, interval: float = 0.02):

@@ -70,6 +70,7 @@ def run(args: argparse.Namespace) -> int:
 
     # Installed before the start, so a signal during start still ends in a clean stop.
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    broker: KafkaCluster | MockCluster | TansuBroker
     if args.kafka:
         broker = KafkaCluster(args.brokers, host=args.host)
         what = f"Apache Kafka {broker.version} ({args.brokers} node{'s' if args.brokers > 1 else ''})"

@@ -13,6 +13,7 @@ class ExternalCluster(ClusterBase):
     supports_fault_injection = False
     pid = None
     running = True
+    bootstrap: str
 
     def __init__(self, bootstrap: str) -> None:
         self.bootstrap = bootstrap

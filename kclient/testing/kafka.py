@@ -143,7 +143,7 @@ class KafkaCluster(ClusterBase):
 
     @property
     def pids(self) -> dict[int, int | None]:
-        return {n.node_id: (n.proc.pid if n.running else None) for n in self.nodes}
+        return {n.node_id: (n.proc.pid if n.proc is not None and n.running else None) for n in self.nodes}
 
     @property
     def running(self) -> bool:
@@ -191,9 +191,11 @@ class KafkaCluster(ClusterBase):
                     taken.add(p)
                     return p
 
+        root = self._root
+        assert root is not None  # start() makes it before laying out the nodes
         self.nodes = []
         for node_id in range(1, self.brokers + 1):
-            node_dir = self._root / f"node-{node_id}"
+            node_dir = root / f"node-{node_id}"
             node_dir.mkdir()
             self.nodes.append(_Node(node_id, port(), port(), node_dir))
 
@@ -250,6 +252,7 @@ class KafkaCluster(ClusterBase):
         return path
 
     def _java_cmd(self, node: _Node, main: str, *args: str) -> list[str]:
+        assert self._java is not None and self._classpath is not None  # both found by start()
         return [self._java, *_PROFILES[self.profile], "-Djava.awt.headless=true",
                 f"-Dlog4j2.configurationFile={node.dir / 'log4j2.properties'}",
                 f"-Dkafka.logs.dir={node.dir / 'logs'}",
@@ -294,9 +297,11 @@ class KafkaCluster(ClusterBase):
         pending = list(nodes)
         while pending:
             node = pending[0]
-            if node.proc.poll() is not None:
+            proc = node.proc
+            assert proc is not None  # called for nodes already launched
+            if proc.poll() is not None:
                 raise BrokerStartError(f"Kafka node {node.node_id} exited with code "
-                                       f"{node.proc.returncode} during start; log {node.log_path}:\n"
+                                       f"{proc.returncode} during start; log {node.log_path}:\n"
                                        f"{log_tail(node.log_path)}")
             try:
                 with _wire.RawConnection(self.host, node.port, timeout=2.0) as conn:
@@ -317,7 +322,7 @@ class KafkaCluster(ClusterBase):
                                        f"{self.host}:{node.port} within {self.startup_timeout:.0f} s "
                                        f"(last: {last_error}); log {node.log_path}:\n{log_tail(node.log_path)}")
             try:  # wait for an exit or a short backoff, whichever comes first
-                node.proc.wait(timeout=min(0.05, remaining))
+                proc.wait(timeout=min(0.05, remaining))
             except subprocess.TimeoutExpired:
                 pass
 

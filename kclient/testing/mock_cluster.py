@@ -36,6 +36,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from kclient.testing import reaper
 from kclient.testing._base import BrokerNotFoundError, BrokerStartError, ClusterBase, HarnessError, log_tail
@@ -113,7 +114,7 @@ class MockCluster(ClusterBase):
         self._library = library
         self._log_path = Path(log_path) if log_path else None
         self._keep_log = bool(log_path) or bool(os.environ.get("KCLIENT_BROKER_LOG_DIR"))
-        self._proc: subprocess.Popen | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
         self._record: Path | None = None
         self._buf = b""
         self._lock = threading.Lock()
@@ -129,6 +130,14 @@ class MockCluster(ClusterBase):
         if self.bootstrap_servers is None:
             raise RuntimeError("mock cluster not started")
         return self.bootstrap_servers
+
+    def _child(self) -> tuple[subprocess.Popen[bytes], IO[bytes], IO[bytes]]:
+        """The child process and its stdin and stdout pipes."""
+        proc = self._proc
+        if proc is None:
+            raise MockClusterError("mock cluster is not running")
+        assert proc.stdin is not None and proc.stdout is not None  # started with stdin=stdout=PIPE
+        return proc, proc.stdin, proc.stdout
 
     @property
     def pid(self) -> int | None:
@@ -188,10 +197,11 @@ class MockCluster(ClusterBase):
         atexit.unregister(self.stop)
         if self._proc is None:
             return
-        if self._proc.poll() is None:
+        proc, stdin, _ = self._child()
+        if proc.poll() is None:
             try:
-                self._proc.stdin.write(b'{"op": "shutdown"}\n')
-                self._proc.stdin.flush()
+                stdin.write(b'{"op": "shutdown"}\n')
+                stdin.flush()
             except (BrokenPipeError, OSError):
                 pass
         self._terminate(timeout)
@@ -203,9 +213,10 @@ class MockCluster(ClusterBase):
                 pass
 
     def _terminate(self, timeout: float) -> None:
-        proc, self._proc = self._proc, None
+        proc, stdin, stdout = self._child()
+        self._proc = None
         try:
-            proc.stdin.close()  # end of input also makes the child exit
+            stdin.close()  # end of input also makes the child exit
         except OSError:
             pass
         try:
@@ -214,7 +225,7 @@ class MockCluster(ClusterBase):
             log.warning("mock cluster pid %s did not exit within %.1f s; killing it", proc.pid, timeout)
             proc.kill()
             proc.wait()
-        proc.stdout.close()
+        stdout.close()
         reaper.unregister(self._record)
         self._record = None
 
@@ -225,7 +236,8 @@ class MockCluster(ClusterBase):
 
     # ------------------------------------------------------------------ pipe protocol
     def _read_message(self, deadline: float, what: str, error: type = BrokerStartError) -> dict:
-        fd = self._proc.stdout.fileno()
+        proc, _, stdout = self._child()
+        fd = stdout.fileno()
         while b"\n" not in self._buf:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -236,7 +248,7 @@ class MockCluster(ClusterBase):
                 continue
             chunk = os.read(fd, 65536)
             if not chunk:
-                code = self._proc.wait(timeout=5)
+                code = proc.wait(timeout=5)
                 raise error(f"mock cluster child exited (code {code}) while waiting for {what}; "
                                        f"log {self._log_path}:\n{log_tail(self._log_path)}")
             self._buf += chunk
@@ -253,8 +265,9 @@ class MockCluster(ClusterBase):
             self._next_id += 1
             rid = self._next_id
             try:
-                self._proc.stdin.write(json.dumps({"id": rid, "op": op, "args": list(args)}).encode() + b"\n")
-                self._proc.stdin.flush()
+                _, stdin, _ = self._child()
+                stdin.write(json.dumps({"id": rid, "op": op, "args": list(args)}).encode() + b"\n")
+                stdin.flush()
             except OSError as exc:  # the child died
                 raise MockClusterError(f"mock cluster child is gone ({exc}); log {self._log_path}:\n"
                                        f"{log_tail(self._log_path)}") from exc

@@ -180,7 +180,7 @@ def _remove_default_log(log_path: str | None) -> None:
 
 def reap() -> list[int]:
     """Kill recorded brokers whose owner process is gone; return the pids killed."""
-    killed = []
+    killed: list[int] = []
     try:
         records = list(_records_dir().glob("*.json"))
     except OSError as exc:  # e.g. the directory belongs to someone else

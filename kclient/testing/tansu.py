@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from kclient.testing import _wire, reaper
-from kclient.testing._base import BrokerNotFoundError, BrokerStartError, ClusterBase, free_port, log_tail
+from kclient.testing._base import BrokerNotFoundError, BrokerStartError, ClusterBase, HarnessError, free_port, log_tail
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +73,12 @@ class TansuBroker(ClusterBase):
         self.startup_seconds: float | None = None
 
     # ------------------------------------------------------------------ lifecycle
+    def _child(self) -> subprocess.Popen:
+        """The broker process (spawned, not yet terminated)."""
+        if self._proc is None:
+            raise HarnessError("the tansu broker process is not running")
+        return self._proc
+
     @property
     def bootstrap(self) -> str:
         if self.port is None:
@@ -106,7 +112,7 @@ class TansuBroker(ClusterBase):
                 self._wait_ready()
                 break
             except BrokerStartError:
-                exited = self._proc.poll() is not None
+                exited = self._child().poll() is not None
                 self._terminate()
                 # Another process may have grabbed the port between our probe and Tansu's bind.
                 if not exited or attempt == attempts - 1:
@@ -139,12 +145,15 @@ class TansuBroker(ClusterBase):
         """Ready means it answers a real ApiVersions request, not merely that the port is open."""
         deadline = time.monotonic() + self.startup_timeout
         last_error: Exception | None = None
+        proc = self._child()
+        port = self.port
+        assert port is not None  # chosen before the spawn
         while True:
-            if self._proc.poll() is not None:
-                raise BrokerStartError(f"tansu exited with code {self._proc.returncode} during start; "
+            if proc.poll() is not None:
+                raise BrokerStartError(f"tansu exited with code {proc.returncode} during start; "
                                        f"log {self._log_path}:\n{log_tail(self._log_path)}")
             try:
-                with _wire.RawConnection(self.host, self.port, timeout=1.0) as conn:
+                with _wire.RawConnection(self.host, port, timeout=1.0) as conn:
                     error, ranges = _wire.api_versions(conn)
                 if error == 0 and 18 in ranges:
                     return
@@ -158,7 +167,7 @@ class TansuBroker(ClusterBase):
                                        f"{self._log_path}:\n{log_tail(self._log_path)}")
             # Wait for the process to exit or a short backoff, whichever comes first.
             try:
-                self._proc.wait(timeout=min(0.02, remaining))
+                proc.wait(timeout=min(0.02, remaining))
             except subprocess.TimeoutExpired:
                 pass
 
@@ -175,7 +184,8 @@ class TansuBroker(ClusterBase):
                 pass
 
     def _terminate(self, timeout: float = 10.0) -> None:
-        proc, self._proc = self._proc, None
+        proc = self._child()
+        self._proc = None
         if proc.poll() is None:
             proc.terminate()
             try:

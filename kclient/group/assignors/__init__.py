@@ -69,9 +69,9 @@ class AbstractPartitionAssignor(abc.ABC):
         """
         topic_set = set(topics)
         return Subscription(
-            topics=sorted(topic_set),
+            topics=tuple(sorted(topic_set)),
             user_data=self.subscription_user_data(topic_set),
-            owned_partitions=sorted(owned),
+            owned_partitions=tuple(sorted(owned)),
             generation_id=generation,
             rack_id=rack_id,
         )

@@ -43,4 +43,4 @@ class RangeAssignor(AbstractPartitionAssignor):
                 length = per_member + (1 if i < extra else 0)
                 result[member].extend(TopicPartition(topic, p) for p in range(start, start + length))
                 start += length
-        return {m: Assignment(partitions=parts) for m, parts in result.items()}
+        return {m: Assignment(partitions=tuple(parts)) for m, parts in result.items()}

@@ -35,4 +35,4 @@ class RoundRobinAssignor(AbstractPartitionAssignor):
                 turn = (turn + 1) % len(order)
             result[order[turn]].append(tp)
             turn = (turn + 1) % len(order)
-        return {m: Assignment(partitions=parts) for m, parts in result.items()}
+        return {m: Assignment(partitions=tuple(parts)) for m, parts in result.items()}

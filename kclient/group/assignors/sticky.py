@@ -218,7 +218,7 @@ def sticky_assign(
     members = sorted(topics_of)
     if not members:
         return {}
-    subs = {m: Subscription(topics=sorted(topics_of[m])) for m in members}
+    subs = {m: Subscription(topics=tuple(sorted(topics_of[m]))) for m in members}
     all_parts = partitions_to_assign(partitions_per_topic, subs)
     owner = _resolve_ownership(partitions_per_topic, topics_of, member_data)
     first = topics_of[members[0]]
@@ -243,7 +243,7 @@ class _AbstractStickyAssignor(AbstractPartitionAssignor):
         self, partitions_per_topic: Mapping[str, int], subscriptions: Mapping[str, Subscription]
     ) -> dict[str, Assignment]:
         result = self._sticky(partitions_per_topic, subscriptions)
-        return {m: Assignment(partitions=parts) for m, parts in result.items()}
+        return {m: Assignment(partitions=tuple(parts)) for m, parts in result.items()}
 
 
 class StickyAssignor(_AbstractStickyAssignor):
@@ -303,7 +303,7 @@ class CooperativeStickyAssignor(_AbstractStickyAssignor):
     ) -> dict[str, Assignment]:
         result = self._sticky(partitions_per_topic, subscriptions)
         withhold_transfers(result, {m: s.owned_partitions for m, s in subscriptions.items()})
-        return {m: Assignment(partitions=parts) for m, parts in result.items()}
+        return {m: Assignment(partitions=tuple(parts)) for m, parts in result.items()}
 
 
 def withhold_transfers(assignment: dict[str, list[TopicPartition]], owned: Mapping[str, tuple]) -> None:
