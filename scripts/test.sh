@@ -4,9 +4,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh test --kafka
-# Lint first: it takes a second and names the line.
+# Lint and type check first: seconds each, and they name the line.
 echo "[test] ruff check" >&2
 .venv/bin/ruff check --quiet .
+echo "[test] mypy (kclient and the kcore stubs; config in pyproject.toml)" >&2
+.venv/bin/mypy --no-error-summary
 # tests/test_build.py fails if any kcore module is imported from anything but a compiled extension;
 # tests/test_wheel.py builds the sdist and wheel and smoke-tests the wheel in a clean venv.
 exec .venv/bin/pytest -p no:cacheprovider -q -rfEs "$@"
