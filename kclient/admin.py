@@ -31,9 +31,11 @@ DESCRIBE_GROUPS, LIST_GROUPS, OFFSET_FETCH = (
     int(k) for k in (ApiKey.DESCRIBE_GROUPS, ApiKey.LIST_GROUPS, ApiKey.OFFSET_FETCH))
 
 ADMIN_CONFIGS: list[ConfigDef] = common_client_defs() + [
-    ConfigDef("default.api.timeout.ms", "int", 60000, min=0),
+    ConfigDef("default.api.timeout.ms", "int", 60000, min=0,
+              doc="the timeout of blocking calls given none (committed, position, offsets lookups...)"),
     # Metadata lookups of deleted topics must not create them again.
-    ConfigDef("allow.auto.create.topics", "bool", False),
+    ConfigDef("allow.auto.create.topics", "bool", False,
+              doc="let Metadata requests create missing topics (if the broker allows it)"),
 ]
 
 
@@ -340,7 +342,8 @@ class KafkaAdminClient:
         for gid in group_ids:
             node = group_coordinator_id if group_coordinator_id is not None else self._find_coordinator(gid, deadline)
             body = {"groups": [gid], "include_authorized_operations": include_authorized_operations}
-            response = self._with_retries(deadline, lambda node=node, body=body: self._call(node, DESCRIBE_GROUPS, body, deadline))
+            response = self._with_retries(
+                deadline, lambda node=node, body=body: self._call(node, DESCRIBE_GROUPS, body, deadline))
             for g in response.get("groups") or []:
                 code = g.get("error_code", 0)
                 if code:
