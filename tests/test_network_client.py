@@ -723,3 +723,52 @@ def test_connect_tries_each_resolved_address(monkeypatch):
 def test_unsupported_security_protocol_is_refused_clearly():
     with pytest.raises(Errors.ConfigurationError, match="security.protocol SSL"):
         NetworkClient({"bootstrap.servers": "h:1", "security.protocol": "ssl"})
+
+
+# ---------------------------------------------------------------------- KIP-219 throttling
+def test_throttled_broker_gets_no_request_until_the_throttle_ends(client, cluster, clock):
+    connect(client, cluster, 1)
+    rec = Recorder()
+    client.send(hb(1, rec.cb("first")))
+    peer = cluster.peer(1)
+    _a, v, corr, _, _ = peer.read_request()
+    peer.respond(HEARTBEAT, v, corr, {"error_code": 0, "throttle_time_ms": 500})   # answered at once
+    poll_until(client, lambda: len(rec.calls) == 1)
+    assert client.throttle_delay(1) == 500
+    assert not client.is_ready(1) and client.send_capacity(1) == 0
+    with pytest.raises(Errors.IllegalStateError):
+        client.send(hb(1, rec.cb("too early")))
+    clock.advance(499)
+    assert not client.is_ready(1) and client.throttle_delay(1) == 1
+    clock.advance(1)
+    assert client.is_ready(1) and client.throttle_delay(1) == 0
+    client.send(hb(1, rec.cb("second")))
+    assert peer.read_request()[4]["group_id"] == "g"
+    assert client.throttle_delay(2) == 0                    # a throttle is per broker
+
+
+def test_an_answer_the_broker_already_held_back_needs_no_further_wait(client, cluster, clock):
+    # Before KIP-219 the broker delays the answer by the throttle time itself: counted from the
+    # send, that time has passed when the answer arrives.
+    connect(client, cluster, 1)
+    rec = Recorder()
+    client.send(hb(1, rec.cb("first")))
+    peer = cluster.peer(1)
+    _a, v, corr, _, _ = peer.read_request()
+    clock.advance(300)
+    peer.respond(HEARTBEAT, v, corr, {"error_code": 0, "throttle_time_ms": 300})
+    poll_until(client, lambda: len(rec.calls) == 1)
+    assert client.throttle_delay(1) == 0 and client.is_ready(1)
+
+
+def test_an_ended_throttle_is_forgotten_by_the_next_poll(client, cluster, clock):
+    connect(client, cluster, 1)
+    rec = Recorder()
+    client.send(hb(1, rec.cb("first")))
+    peer = cluster.peer(1)
+    _a, v, corr, _, _ = peer.read_request()
+    peer.respond(HEARTBEAT, v, corr, {"error_code": 0, "throttle_time_ms": 40})
+    poll_until(client, lambda: len(rec.calls) == 1)
+    clock.advance(40)
+    client.poll(0)
+    assert client._throttled_until == {}                     # an ended throttle costs nothing later

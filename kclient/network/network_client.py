@@ -111,6 +111,8 @@ class NetworkClient:
         self._bootstrap_nodes = dict(self._known_nodes) if metadata.cluster.is_bootstrap else {}
 
         self._in_flight = InFlightRequests(net.max_in_flight_requests_per_connection)
+        # KIP-219: node id -> the time until which the broker asked us not to send to it.
+        self._throttled_until: dict[int, int] = {}
         self._conns: dict[int, BrokerConnection] = {}
         self._selector = selectors.DefaultSelector()
         self._wake_r, self._wake_w = socket.socketpair()
@@ -184,17 +186,32 @@ class NetworkClient:
         now_ms = self._now(now_ms)
         return (not self._metadata_update_due(now_ms)) and self._can_send_request(node_id)
 
+    def throttle_delay(self, node: Node | int, now_ms: int | None = None) -> int:
+        """ms until a broker that throttled this client (KIP-219) takes requests again (0: now)."""
+        until = self._throttled_until.get(self._node_id(node))
+        return 0 if until is None else max(until - self._now(now_ms), 0)
+
+    def _throttled(self, node_id: int) -> bool:
+        until = self._throttled_until.get(node_id)
+        if until is None:
+            return False
+        if until <= self._clock.now_ms():
+            del self._throttled_until[node_id]
+            return False
+        return True
+
     def send_capacity(self, node: Node | int) -> int:
         """How many more requests the node's connection takes now (0 unless READY)."""
         node_id = self._node_id(node)
         conn = self._conns.get(node_id)
-        if conn is None or not conn.is_ready:
+        if conn is None or not conn.is_ready or (self._throttled_until and self._throttled(node_id)):
             return 0
         return max(self._in_flight.max_per_connection - self._in_flight.count(node_id), 0)
 
     def _can_send_request(self, node_id: int) -> bool:
         conn = self._conns.get(node_id)
-        return conn is not None and conn.is_ready and self._in_flight.can_send_more(node_id)
+        return (conn is not None and conn.is_ready and self._in_flight.can_send_more(node_id)
+                and not (self._throttled_until and self._throttled(node_id)))
 
     def ready(self, node: Node | int, now_ms: int | None = None) -> bool:
         """Like ``is_ready``, and start connecting if the node is disconnected and out of backoff."""
@@ -525,6 +542,13 @@ class NetworkClient:
         now_ms = self._now(now_ms)
         timeout = min(max(int(timeout_ms), 0), self._maybe_update_metadata(now_ms),
                       self._next_deadline_ms(now_ms) - now_ms, MAX_SELECT_MS)
+        if self._throttled_until:
+            # Forget ended throttles, and wake when the next one ends: requests held back for
+            # that broker can go then.
+            for node_id in [n for n, until in self._throttled_until.items() if until <= now_ms]:
+                del self._throttled_until[node_id]
+            if self._throttled_until:
+                timeout = min(timeout, min(self._throttled_until.values()) - now_ms)
         if self._completed:
             timeout = 0
         deadline = now_ms + max(timeout, 0)
@@ -655,14 +679,28 @@ class NetworkClient:
             self._finish(req, None, exc, now_ms)
             return
         throttle = response.get("throttle_time_ms") if isinstance(response, dict) else None
-        if throttle:
-            log.debug("node %d throttled %r by %d ms", conn.node_id, req, throttle)
+        if throttle and throttle > 0:
+            self._throttle(conn.node_id, req, throttle, now_ms)
         if req.internal == "api_versions":
             self._handle_api_versions_response(conn, req, response, now_ms)
         elif req.internal == "metadata":
             self._handle_metadata_response(conn, response, now_ms)
         else:
             self._finish(req, response, None, now_ms)
+
+    def _throttle(self, node_id: int, req: ClientRequest, throttle_ms: int, now_ms: int) -> None:
+        """KIP-219: send nothing more to a broker that throttled us until the quota allows.
+
+        Brokers before KIP-219's version of each API delay the answer by the throttle time
+        themselves; newer ones answer at once and expect the client to wait. Counting the wait
+        from when the request left serves both: an answer that was already held back that long
+        leaves nothing to wait, so no per-API version table is needed.
+        """
+        until = (req.send_ms if req.send_ms >= 0 else now_ms) + throttle_ms
+        if until > now_ms and until > self._throttled_until.get(node_id, 0):
+            self._throttled_until[node_id] = until
+            log.debug("node %d throttled %r by %d ms: no requests to it for %d ms", node_id, req,
+                      throttle_ms, until - now_ms)
 
     def _handle_timeouts(self, now_ms: int) -> None:
         for conn in list(self._conns.values()):
