@@ -436,7 +436,8 @@ def run_config(cluster, broker_pid, cfg: Config, all_drivers: list[str], skipped
             for name in order:
                 job = Job(driver=name, bootstrap=cluster.bootstrap, topic=topic, partitions=cfg.partitions,
                           records=cfg.records, record_size=cfg.record_size, mode="assign",
-                          timeout_s=timeout, broker_pid=broker_pid, progress=not args.quiet)
+                          timeout_s=timeout, broker_pid=broker_pid, progress=not args.quiet,
+                          extra={"kclient": dict(args.kclient_setting)})
                 log(f"{tag} run {rep + 1}/{args.repeat} {name}: assign mode, {cfg.records:,} records "
                     f"(load {os.getloadavg()[0]:.2f})")
                 result = derive(run_child(job), cfg)
@@ -448,6 +449,7 @@ def run_config(cluster, broker_pid, cfg: Config, all_drivers: list[str], skipped
                           records=cfg.records, record_size=cfg.record_size, mode="group",
                           group_id=f"bench-{name}-{uuid.uuid4().hex[:8]}", timeout_s=60.0,
                           session_timeout_ms=args.group_session_timeout_ms,
+                          extra={"kclient": dict(args.kclient_setting)},
                           broker_pid=broker_pid, progress=not args.quiet)
                 log(f"{tag} group run {rep + 1}/{args.group_repeat} {name}: time to first record")
                 result = run_child(job)
@@ -489,6 +491,18 @@ def _one_line(r: dict) -> str:
 
 
 # ---------------------------------------------------------------------------- command line
+def _setting(text: str) -> tuple[str, object]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    for convert in (int, float):
+        try:
+            return key, convert(value)
+        except ValueError:
+            pass
+    return key, {"true": True, "false": False}.get(value.lower(), value)
+
+
 def _int_list(text: str) -> list[int]:
     return [int(x.replace("_", "")) for x in text.split(",") if x]
 
@@ -534,6 +548,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     t.add_argument("--group-session-timeout-ms", type=int, default=10_000,
                    help="session.timeout.ms of every client in group mode (Tansu completes a first "
                         "join after about half of it; default 10000)")
+    t.add_argument("--kclient-setting", action="append", default=[], type=_setting, metavar="KEY=VALUE",
+                   help="a consumer setting for the kclient drivers only (repeatable), e.g. "
+                        "fetch.max.in.flight.per.broker=2; the report lists it")
     t.add_argument("--timeout", type=float, help="seconds one driver run may take (default from the size)")
     t.add_argument("--profile", type=_str_list, help="also run these drivers once under py-spy (untimed) "
                                                      "and summarise where their time goes")

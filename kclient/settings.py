@@ -82,6 +82,7 @@ class FetchConfig:
     max_bytes: int
     max_wait_ms: int
     max_partition_fetch_bytes: int
+    max_in_flight_per_broker: int
     max_poll_records: int
     check_crcs: bool
     isolation_level: str
@@ -100,6 +101,7 @@ class FetchConfig:
             max_bytes=c["fetch.max.bytes"],
             max_wait_ms=c["fetch.max.wait.ms"],
             max_partition_fetch_bytes=c["max.partition.fetch.bytes"],
+            max_in_flight_per_broker=c["fetch.max.in.flight.per.broker"],
             max_poll_records=c["max.poll.records"],
             check_crcs=c["check.crcs"],
             isolation_level=c["isolation.level"],

@@ -157,6 +157,40 @@ def test_fetch_request_shape_and_one_request_per_leader():
     assert fetcher.send_fetches() == 0
 
 
+def test_fetches_in_flight_per_broker_share_its_partitions_and_fetch_max_bytes():
+    clock = FakeClock()
+    md = make_metadata(partitions=4, leaders=[1, 1, 1, 2])
+    client = ScriptedClient(md)
+    subs = SubscriptionState()
+    cfg = ConsumerConfig({"fetch.max.bytes": 4000, "fetch.max.in.flight.per.broker": 2})
+    fetcher = Fetcher(client, subs, cfg, clock=clock)
+    tps = [TopicPartition(T, p) for p in range(4)]
+    subs.assign_from_user(tps)
+    for tp in tps:
+        subs.seek(tp, 0)
+    # Node 1 leads three partitions: two fetches share them; node 2's one partition needs one.
+    assert fetcher.send_fetches() == 3
+    reqs = client.take()
+    node1 = [r for r in reqs if r.node == 1]
+    assert sorted(len(requested(r)) for r in node1) == [1, 2]
+    assert set().union(*(requested(r) for r in node1)) == set(tps[:3])
+    assert all(r.body["max_bytes"] == 2000 for r in reqs)   # each asks for half of fetch.max.bytes
+    assert fetcher.send_fetches() == 0                       # every partition has its fetch in flight
+    # One answer back: its partitions go out again while the other fetch is still in flight.
+    first = node1[0]
+    first.future.complete(fetch_response([partition_data(tp.partition, batch(0, 5)) for tp in requested(first)]))
+    assert fetcher.send_fetches() == 1
+    (again,) = client.take()
+    assert again.node == 1 and set(requested(again)) == set(requested(first))
+    assert set(requested(again).values()) == {5}
+    assert fetcher.send_fetches() == 0                       # node 1 is at its two fetches
+
+
+def test_fetch_max_in_flight_per_broker_is_checked():
+    with pytest.raises(Errors.ConfigurationError, match="fetch.max.in.flight.per.broker"):
+        ConsumerConfig({"fetch.max.in.flight.per.broker": 0})
+
+
 def test_topic_ids_from_fetch_v13_and_answers_by_id(env):
     env.client.fetch_version = 13
     assign(env, [TP0])

@@ -36,7 +36,9 @@ def consume(job, tally) -> dict:
     add, timed_out = tally.add, tally.timed_out
     frombuffer, int32 = np.frombuffer, np.int32
     next_offset: dict[int, int] = {}
-    settings = {"session_timeout_ms": job.session_timeout_ms} if job.mode == "group" else {}
+    settings = dict(job.extra.get("kclient", {}))
+    if job.mode == "group":
+        settings["session_timeout_ms"] = job.session_timeout_ms
     tally.start()
     consumer = KafkaConsumer(bootstrap_servers=job.bootstrap, group_id=job.group_id,
                              enable_auto_commit=False, auto_offset_reset="earliest", **settings)

@@ -22,7 +22,7 @@ def prepare() -> None:
 def consume(job, tally) -> dict:
     from kclient.consumer.kafka_consumer import KafkaConsumer
     from kclient.structs import TopicPartition
-    return poll_loop(KafkaConsumer, TopicPartition, job, tally, {})
+    return poll_loop(KafkaConsumer, TopicPartition, job, tally, dict(job.extra.get("kclient", {})))
 
 
 def member(bootstrap, topic, group_id, session_timeout_ms, heartbeat_interval_ms, event):

@@ -3,12 +3,15 @@
 Pipelining (mechanisms §7). A partition may have one Fetch in flight and up to
 ``PREFETCH_DEPTH`` answered fetches buffered ahead of what the application consumed; the
 next fetch for it starts where the last buffered one ended, so the network works while the
-application processes. ``send_fetches()`` runs before ``poll()`` returns records.
+application processes. ``send_fetches()`` runs before ``poll()`` returns records. A broker
+may have up to ``fetch.max.in.flight.per.broker`` fetches in flight, each for a round-robin
+share of its fetchable partitions, so it works on one while another answer travels.
 
 Memory bound. Buffered answers are accounted by the size of the response frames they keep
 alive (a frame is released when every partition in it was drained or discarded). No new
-fetch is sent while that total is at or above ``fetch.max.bytes``; since one answer is at
-most about ``fetch.max.bytes``, prefetched memory stays below about twice that.
+fetch is sent while that total is at or above ``fetch.max.bytes``; since each request asks
+for at most ``fetch.max.bytes`` divided by the per-broker depth, what is in flight adds at most
+about ``fetch.max.bytes`` per broker, and prefetched memory stays below about twice that.
 
 Decoding is lazy: an answer is decoded (kcore.records) only when the application drains
 that partition, per record (``fetched_records``) or columnar (``fetched_columnar``). Answers
@@ -138,6 +141,10 @@ class Fetcher:
         self._max_bytes = fc.max_bytes
         self._max_wait_ms = fc.max_wait_ms
         self._partition_max_bytes = fc.max_partition_fetch_bytes
+        # Fetches in flight per broker, each for a share of its partitions. Each asks for a
+        # share of fetch.max.bytes, so what can arrive and be buffered is bounded as with one.
+        self._depth = fc.max_in_flight_per_broker
+        self._request_max_bytes = max(self._max_bytes // self._depth, 1)
         self._max_poll_records = fc.max_poll_records
         self._check_crcs = fc.check_crcs
         self._isolation_name = fc.isolation_level
@@ -153,7 +160,7 @@ class Fetcher:
         self._next_in_line: CompletedFetch | None = None
         self._buffered_bytes = 0
         self._in_flight_requests = 0
-        self._node_in_flight: dict[int, int] = {}   # fetches in flight per node (at most one)
+        self._node_in_flight: dict[int, int] = {}   # fetches in flight per node (at most _depth)
         self._assignment_id = subscriptions.assignment_id
         # send_fetches' fast path: leaders of the assigned partitions, per (cluster, assignment).
         self._leaders: frozenset[int] | None = None
@@ -283,7 +290,7 @@ class Fetcher:
             # Fast path: every leader of an assigned partition already has a fetch in
             # flight, so every partition would be skipped below.
             leaders = self._leaders
-            if leaders is not None and all(node_busy.get(n) for n in leaders):
+            if leaders is not None and all(node_busy.get(n, 0) >= self._depth for n in leaders):
                 return 0
         now = self._clock.now_ms()
         leader_map = self._leader_map
@@ -324,7 +331,7 @@ class Fetcher:
                 need_metadata = True
                 continue
             node_id, epoch = leader
-            if node_busy.get(node_id):
+            if node_busy.get(node_id, 0) >= self._depth:
                 continue
             offset = pipe.next_fetch_offset
             if offset is None:
@@ -355,8 +362,12 @@ class Fetcher:
                 continue
             if version >= _TOPIC_ID_VERSION and any(cluster.topic_id(tp.topic) is None for tp, _, _ in parts):
                 version = _TOPIC_ID_VERSION - 1
-            self._send_fetch(node_id, version, parts, assignment_id, cluster, now)
-            sent += 1
+            # Split into as many fetches as the broker has free slots, round-robin so that each
+            # carries a share of the partitions.
+            slots = min(self._depth - node_busy.get(node_id, 0), len(parts))
+            for share in range(slots):
+                self._send_fetch(node_id, version, parts[share::slots], assignment_id, cluster, now)
+                sent += 1
         return sent
 
     def _assigned_leaders(self, cluster, assigned) -> tuple[dict, frozenset[int] | None]:
@@ -399,7 +410,7 @@ class Fetcher:
                 entry["topic"] = topic
             topic_list.append(entry)
         body = {"replica_id": -1, "max_wait_ms": self._max_wait_ms, "min_bytes": self._min_bytes,
-                "max_bytes": self._max_bytes, "isolation_level": self._isolation,
+                "max_bytes": self._request_max_bytes, "isolation_level": self._isolation,
                 "session_id": 0, "session_epoch": -1,   # no fetch session: every fetch is full
                 "topics": topic_list, "forgotten_topics_data": [], "rack_id": self._rack}
         log.debug("fetching %s from node %d (v%d)", {tp: o for tp, (o, _) in sent.items()}, node_id, version)
