@@ -466,7 +466,9 @@ _CONSUMER_DEFS = [
               doc="iteration stops (StopIteration) after this long without a record"),
     ConfigDef("default.offset.commit.callback", "object", None, validator=callable_or_none,
               doc="callback(offsets, exception_or_None) for commit_async() without a callback"),
-    ConfigDef("enable.incremental.fetch.sessions", "bool", True, doc="ignored: fetches are sessionless"),
+    ConfigDef("enable.incremental.fetch.sessions", "bool", True,
+              doc="incremental fetch sessions (KIP-227): after the first Fetch to a broker, list only "
+                  "partitions whose fetch position changed; false: every Fetch lists every partition"),
     ConfigDef("legacy.iterator", "bool", False, doc="ignored"),
     ConfigDef("metric.group.prefix", "str", "consumer",
               doc="kafka-python: accepted for compatibility; no effect"),

@@ -1259,6 +1259,18 @@ for _cls in BrokerResponseError.__subclasses__():
         _BY_CODE[_cls.errno] = _cls
 del _cls
 
+
+class LogTruncationError(OffsetOutOfRangeError):
+    """The log was truncated below the consumer's position (KIP-320: an unclean leader
+    election, or a follower that became leader without records the old leader had), and
+    ``auto.offset.reset`` is 'none'. ``divergent_offsets`` maps each partition to the
+    ``OffsetAndMetadata(offset, "", leader_epoch)`` where its log first diverges: seek there
+    (or elsewhere) to go on. Records past that offset that were consumed may be gone."""
+    # Set on the raised instance: {TopicPartition: OffsetAndMetadata} where each log diverges,
+    # and (as for OffsetOutOfRangeError) {TopicPartition: the position that was checked}.
+    divergent_offsets: dict
+    partitions: dict
+
 # Public: every KafkaError class defined or re-exported above (UnknownBrokerError, below, is
 # reached through for_code()).
 for _name, _obj in list(globals().items()):

@@ -83,11 +83,13 @@ class FetchConfig:
     max_wait_ms: int
     max_partition_fetch_bytes: int
     max_in_flight_per_broker: int
+    incremental_fetch_sessions: bool
     max_poll_records: int
     check_crcs: bool
     isolation_level: str
     retry_backoff_ms: int
     client_rack: str
+    metadata_max_age_ms: int
     key_deserializer: Callable | None
     value_deserializer: Callable | None
 
@@ -102,11 +104,13 @@ class FetchConfig:
             max_wait_ms=c["fetch.max.wait.ms"],
             max_partition_fetch_bytes=c["max.partition.fetch.bytes"],
             max_in_flight_per_broker=c["fetch.max.in.flight.per.broker"],
+            incremental_fetch_sessions=c["enable.incremental.fetch.sessions"],
             max_poll_records=c["max.poll.records"],
             check_crcs=c["check.crcs"],
             isolation_level=c["isolation.level"],
             retry_backoff_ms=c["retry.backoff.ms"],
             client_rack=c["client.rack"] or "",
+            metadata_max_age_ms=c["metadata.max.age.ms"],
             key_deserializer=c["key.deserializer"],
             value_deserializer=c["value.deserializer"],
         )

@@ -825,8 +825,19 @@ def test_refresh_committed_offsets_sets_positions_and_leaves_others(broker, make
     s.join()
     assert s.coord.refresh_committed_offsets_if_needed(5000)
     assert s.subs.position(tp("t", 0)).offset == 42
-    assert s.subs.fetch_state(tp("t", 0)) is FetchState.FETCHING
+    assert s.subs.position(tp("t", 0)).offset_epoch == 0
+    # Committed with its record's leader epoch: checked for truncation first (KIP-320).
+    assert s.subs.fetch_state(tp("t", 0)) is FetchState.AWAIT_VALIDATION
     assert s.subs.fetch_state(tp("t", 1)) is FetchState.INITIALIZING   # for auto.offset.reset
+
+
+def test_a_committed_offset_without_a_leader_epoch_is_fetched_from_at_once(broker, make_stack):
+    broker.commits[tp("t", 0)] = (42, "", -1)
+    s = make_stack()
+    s.join()
+    assert s.coord.refresh_committed_offsets_if_needed(5000)
+    assert s.subs.position(tp("t", 0)).offset == 42
+    assert s.subs.fetch_state(tp("t", 0)) is FetchState.FETCHING
 
 
 def test_offset_fetch_retries_load_in_progress(broker, make_stack):

@@ -149,7 +149,8 @@ def test_fetch_request_shape_and_one_request_per_leader():
     assert requested(reqs[2]) == {TP1: 20}
     body = reqs[1].body
     assert (body["min_bytes"], body["max_wait_ms"], body["max_bytes"], body["isolation_level"]) == (7, 123, 4567, 1)
-    assert body["session_epoch"] == -1 and body["replica_id"] == -1
+    assert (body["session_id"], body["session_epoch"]) == (0, 0)   # a full fetch that opens a session
+    assert body["replica_id"] == -1
     p = body["topics"][0]["partitions"][0]
     assert p["partition_max_bytes"] == 890 and p["current_leader_epoch"] == 5
     assert reqs[1].api_key == 1 and reqs[1].version == 12
@@ -328,17 +329,21 @@ def test_records_before_the_fetch_offset_are_skipped(env):
 def test_peek_next_offset_matches_the_decoder(env):
     rng = random.Random(7)
     for _ in range(200):
-        parts, base = [], rng.randrange(0, 1000)
+        parts, epochs, base = [], [], rng.randrange(0, 1000)
         for _ in range(rng.randrange(0, 5)):
             n = rng.randrange(1, 6)
-            parts.append(batch(base, n, size=rng.randrange(0, 50)))
+            epochs.append(rng.randrange(-1, 4))
+            parts.append(batch(base, n, size=rng.randrange(0, 50), partition_leader_epoch=epochs[-1]))
             base += n + rng.randrange(0, 3)
         data = b"".join(parts)
         if data and rng.random() < 0.5:
             data = data[:rng.randrange(0, len(data))]
         res = decode_records(data)
         expected = res.next_offset if res.next_offset >= 0 else 17
-        assert Fetcher._peek_next_offset(memoryview(data), 17) == max(expected, 17)
+        # The epoch of the last batch that arrived whole (the one the next fetch follows).
+        whole = sum(1 for i in range(len(parts)) if len(b"".join(parts[:i + 1])) <= len(data))
+        expected_epoch = epochs[whole - 1] if whole and expected > 17 else -1
+        assert Fetcher._peek_next_offset(memoryview(data), 17) == (max(expected, 17), expected_epoch)
 
 
 # ---------------------------------------------------------------------- errors
@@ -739,3 +744,87 @@ def test_reset_positions_sends_list_offsets_and_seeks():
     of.reset_positions_if_needed()
     with pytest.raises(Errors.TopicAuthorizationFailedError):
         of.reset_positions_if_needed()
+
+
+# ---------------------------------------------------------------------- fetch from followers (KIP-392)
+def _follower_env(**config):
+    clock = FakeClock()
+    md = make_metadata(partitions=2, leaders=[1, 1])
+    client = ScriptedClient(md)
+    subs = SubscriptionState("earliest")
+    cfg = ConsumerConfig({"bootstrap.servers": "h1:9092", "client.rack": "rack-2", "metadata.max.age.ms": 5000,
+                          **config})
+    fetcher = Fetcher(client, subs, cfg, clock=clock)
+    subs.assign_from_user([TP0, TP1])
+    for tp in (TP0, TP1):
+        subs.seek(tp, 0)
+    return clock, client, subs, fetcher
+
+
+def _nodes_by_partition(reqs) -> dict[TopicPartition, int]:
+    return {tp: r.node for r in reqs for tp in requested(r)}
+
+
+def test_the_leader_names_a_read_replica_and_the_partition_is_fetched_from_it():
+    clock, client, subs, fetcher = _follower_env()
+    fetcher.send_fetches()
+    (req,) = client.take()
+    assert req.node == 1 and req.body["rack_id"] == "rack-2"
+    answer = fetch_response([partition_data(0, None), partition_data(1, batch(0, 3))])
+    answer["responses"][0]["partitions"][0]["preferred_read_replica"] = 2
+    req.future.complete(answer)
+    fetcher.send_fetches()
+    assert _nodes_by_partition(client.take()) == {TP0: 2, TP1: 1}
+    assert fetcher.preferred_read_replica(TP0) == 2 and fetcher.preferred_read_replica(TP1) is None
+
+
+def _redirected(clock, client, fetcher):
+    fetcher.send_fetches()
+    (req,) = client.take()
+    answer = fetch_response([partition_data(0, None), partition_data(1, None)])
+    answer["responses"][0]["partitions"][0]["preferred_read_replica"] = 2
+    req.future.complete(answer)
+    fetcher.send_fetches()
+    reqs = {r.node: r for r in client.take()}
+    assert set(reqs) == {1, 2}
+    return reqs
+
+
+@pytest.mark.parametrize("error", [6, 1, 78])   # NOT_LEADER_OR_FOLLOWER, OFFSET_OUT_OF_RANGE, OFFSET_NOT_AVAILABLE
+def test_an_error_from_the_read_replica_sends_the_partition_back_to_its_leader(error):
+    clock, client, subs, fetcher = _follower_env()
+    reqs = _redirected(clock, client, fetcher)
+    reqs[2].future.complete(fetch_response([partition_data(0, None, error=error)]))
+    reqs[1].future.complete(fetch_response([]))
+    clock.advance(1000)
+    fetcher.send_fetches()
+    assert _nodes_by_partition(client.take()) == {TP0: 1, TP1: 1}
+    assert fetcher.preferred_read_replica(TP0) is None
+    assert subs.position(TP0).offset == 0 and subs.is_fetchable(TP0)    # no reset from a lagging follower
+
+
+def test_a_read_replica_that_cannot_be_reached_sends_the_partition_back_to_its_leader():
+    clock, client, subs, fetcher = _follower_env()
+    reqs = _redirected(clock, client, fetcher)
+    reqs[2].future.raise_(Errors.KafkaConnectionError("connection refused"))
+    reqs[1].future.complete(fetch_response([]))
+    clock.advance(1000)
+    fetcher.send_fetches()
+    assert _nodes_by_partition(client.take()) == {TP0: 1, TP1: 1}
+
+
+def test_a_read_replica_in_reconnect_backoff_or_past_its_time_is_not_used():
+    clock, client, subs, fetcher = _follower_env()
+    reqs = _redirected(clock, client, fetcher)
+    for r in reqs.values():
+        r.future.complete(fetch_response([]))
+    client.unavailable.add(2)
+    fetcher.send_fetches()
+    assert _nodes_by_partition(client.take())[TP0] == 1
+    clock, client, subs, fetcher = _follower_env()
+    reqs = _redirected(clock, client, fetcher)
+    for r in reqs.values():
+        r.future.complete(fetch_response([]))
+    clock.advance(5000)                                  # metadata.max.age.ms
+    fetcher.send_fetches()
+    assert _nodes_by_partition(client.take())[TP0] == 1

@@ -219,6 +219,55 @@ def test_find_coordinator_v4_response():
     assert encode_response(10, 4, 9, body) == FIND_COORDINATOR_V4_RESPONSE
 
 
+# OffsetForLeaderEpoch (KIP-320) as a consumer sends it: v2 (the mock's only version, classic
+# encoding) and v4 (flexible), and the v4 answer.
+OFFSET_FOR_LEADER_EPOCH_V2_REQUEST = frame(
+    i16(23), i16(2), i32(5), i16(7), b"kclient",   # header v1
+    i32(1),                                    # topics: one
+    i16(1), b"t",                              #   topic
+    i32(1),                                    #   partitions: one
+    i32(3),                                    #     partition
+    i32(6),                                    #     current_leader_epoch (v2+)
+    i32(4),                                    #     leader_epoch
+)
+
+OFFSET_FOR_LEADER_EPOCH_V4_REQUEST = frame(
+    i16(23), i16(4), i32(6), i16(7), b"kclient", uv(0),  # header v2
+    i32(-1),                                   # replica_id (v3+): -1, a consumer
+    uv(1 + 1),                                 # topics: compact array of one
+    uv(1 + 1), b"t",                           #   topic: compact string
+    uv(1 + 1),                                 #   partitions: one
+    i32(3), i32(6), i32(4),                    #     partition, current_leader_epoch, leader_epoch
+    uv(0),                                     #     element tagged fields
+    uv(0),                                     #   element tagged fields
+    uv(0),                                     # body tagged fields
+)
+
+OFFSET_FOR_LEADER_EPOCH_V4_RESPONSE = frame(
+    i32(6), uv(0),                             # correlation_id, header tagged fields (v1)
+    i32(0),                                    # throttle_time_ms
+    uv(1 + 1), uv(1 + 1), b"t",                # topics: one; topic "t"
+    uv(1 + 1),                                 #   partitions: one
+    i16(0), i32(3), i32(4), i64(77),           #     error_code, partition, leader_epoch, end_offset
+    uv(0), uv(0), uv(0),                       #     tagged fields: partition, topic, body
+)
+
+
+def test_offset_for_leader_epoch_requests_and_response():
+    body = {"topics": [{"topic": "t", "partitions": [
+        {"partition": 3, "current_leader_epoch": 6, "leader_epoch": 4}]}]}
+    assert encode_request(23, 2, 5, "kclient", body) == OFFSET_FOR_LEADER_EPOCH_V2_REQUEST
+    assert encode_request(23, 4, 6, "kclient", {"replica_id": -1, **body}) == OFFSET_FOR_LEADER_EPOCH_V4_REQUEST
+    # Without replica_id the default is -2 (a debugging client, which may read past the high
+    # watermark): the consumer always sets -1.
+    assert decode_request(encode_request(23, 4, 6, "kclient", body)[4:])[4]["replica_id"] == -2
+    answer = decode_response(23, 4, OFFSET_FOR_LEADER_EPOCH_V4_RESPONSE[4:])
+    assert answer == {"throttle_time_ms": 0, "topics": [{"topic": "t", "partitions": [
+        {"error_code": 0, "partition": 3, "leader_epoch": 4, "end_offset": 77}]}]}
+    with pytest.raises(ProtocolError):
+        decode_response(23, 4, OFFSET_FOR_LEADER_EPOCH_V4_RESPONSE[4:-5])   # truncated
+
+
 RECORDS = bytes(range(61))  # opaque at this layer: the codec hands "records" over untouched
 
 FETCH_V4_RESPONSE = frame(

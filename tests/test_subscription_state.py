@@ -508,7 +508,7 @@ def test_fetch_candidates_lists_fetchable_partitions_with_their_end_offsets(s):
     s.update_high_watermark(T0, 100)
     s.update_last_stable_offset(T0, 90)
     s.pause(U0)
-    assert s.fetch_candidates() == [(T0, 5, 100), (T1, 0, None)]
-    assert s.fetch_candidates(read_committed=True) == [(T0, 5, 90), (T1, 0, None)]
+    assert s.fetch_candidates() == [(T0, FetchPosition(5), 100), (T1, FetchPosition(0), None)]
+    assert s.fetch_candidates(read_committed=True) == [(T0, FetchPosition(5), 90), (T1, FetchPosition(0), None)]
     # Same partitions, same order as fetchable_partitions(): the fetcher relies on it.
     assert [c[0] for c in s.fetch_candidates()] == s.fetchable_partitions()

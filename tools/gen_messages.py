@@ -33,7 +33,7 @@ API_LIST = [
     "Produce", "Fetch", "ListOffsets", "Metadata", "OffsetCommit", "OffsetFetch",
     "FindCoordinator", "JoinGroup", "Heartbeat", "LeaveGroup", "SyncGroup", "DescribeGroups",
     "ListGroups", "SaslHandshake", "ApiVersions", "CreateTopics", "DeleteTopics",
-    "DeleteRecords", "SaslAuthenticate", "ConsumerGroupHeartbeat",
+    "DeleteRecords", "OffsetForLeaderEpoch", "SaslAuthenticate", "ConsumerGroupHeartbeat",
 ]
 
 # Highest versions the two test brokers advertise in their ApiVersions response, measured
@@ -43,10 +43,10 @@ BROKER_MAX = {
     # api key: (tansu, mock)
     0: (11, 10), 1: (17, 16), 2: (9, 7), 3: (12, 13), 8: (9, 9), 9: (9, 6), 10: (6, 3),
     11: (9, 6), 12: (4, 5), 13: (5, 4), 14: (5, 4), 15: (5, None), 16: (5, None),
-    17: (1, None), 18: (4, 2), 19: (7, None), 20: (6, None), 21: (2, None), 36: (2, None),
+    17: (1, None), 18: (4, 2), 19: (7, None), 20: (6, None), 21: (2, None), 23: (None, 2), 36: (2, None),
     68: (None, 1),
 }
-BROKER_MIN = {68: (None, 1)}  # every other advertised minimum is 0
+BROKER_MIN = {23: (None, 2), 68: (None, 1)}  # every other advertised minimum is 0
 
 
 def strip_comments(text: str) -> str:
@@ -233,9 +233,17 @@ def fmt_broker(key: int, idx: int) -> str:
 def render_module(pairs: list, source: str) -> str:
     rows = []
     for name, req, resp in pairs:
-        if (req["valid_versions"], req["flexible_versions"]) != (
-                resp["valid_versions"], resp["flexible_versions"]):
-            raise SystemExit(f"{name}: request/response version ranges differ")
+        if req["flexible_versions"] != resp["flexible_versions"]:
+            raise SystemExit(f"{name}: request/response flexible versions differ")
+        if req["valid_versions"] != resp["valid_versions"]:
+            # KIP-896 removed old request versions; some response files still list them
+            # (OffsetForLeaderEpoch: request 2-4, response 0-4). A client only ever reads
+            # responses to the versions it sends: the request's range applies to both.
+            rlo, rhi = Versions.parse(req["valid_versions"]).low, Versions.parse(req["valid_versions"]).high
+            plo, phi = Versions.parse(resp["valid_versions"]).low, Versions.parse(resp["valid_versions"]).high
+            if not (plo <= rlo and rhi == phi):
+                raise SystemExit(f"{name}: request/response version ranges differ")
+            resp["valid_versions"] = req["valid_versions"]
         k = req["api_key"]
         rows.append(
             f"  {name:<23} {k:>3}  {req['valid_versions']:<8} {flexible_floor(req['flexible_versions']):<8}"

@@ -42,6 +42,7 @@ from kclient import errors as Errors
 from kclient.settings import FetchConfig
 from kclient.clock import SYSTEM_CLOCK, Clock
 from kclient.consumer.deserializers import as_deserializer
+from kclient.consumer.fetch_session import FetchPartition, FetchSessionHandler
 from kclient.structs import ConsumerRecord, TopicPartition
 from kclient.consumer.subscription_state import FetchPosition
 from kclient.protocol import ApiKey
@@ -113,14 +114,18 @@ class CompletedFetch:
 class _PartitionPipe:
     """Per-partition pipeline state: epoch, fetch in flight, buffered answers, next offset."""
 
-    __slots__ = ("epoch", "in_flight_epoch", "buffered", "next_fetch_offset", "backoff_until",
-                 "incomplete_warned", "end_offset")
+    __slots__ = ("epoch", "in_flight_epoch", "buffered", "next_fetch_offset", "next_fetch_epoch",
+                 "backoff_until", "incomplete_warned", "end_offset", "read_replica", "read_replica_until")
 
     def __init__(self) -> None:
         self.epoch = 0
         self.in_flight_epoch = -1        # epoch of the fetch in flight, -1 if none
         self.buffered = 0                # answers buffered (not yet fully drained)
         self.next_fetch_offset: int | None = None   # chain end, valid for `epoch`
+        self.next_fetch_epoch = -1       # leader epoch of the batch before the chain end
+        # KIP-392: the replica the leader told us to fetch from (-1: the leader), until when.
+        self.read_replica = -1
+        self.read_replica_until = 0
         self.backoff_until = 0
         self.incomplete_warned = False
         # The end offset (high watermark, or last stable offset when read_committed) the
@@ -145,6 +150,13 @@ class Fetcher:
         # share of fetch.max.bytes, so what can arrive and be buffered is bounded as with one.
         self._depth = fc.max_in_flight_per_broker
         self._request_max_bytes = max(self._max_bytes // self._depth, 1)
+        # Each (broker, slot) is one fetch stream with its own fetch session (KIP-227); a
+        # partition keeps its slot while assigned, so its session does not change under it.
+        self._sessions_enabled = fc.incremental_fetch_sessions
+        self._sessions: dict[tuple[int, int], FetchSessionHandler] = {}
+        self._slot_busy: set[tuple[int, int]] = set()
+        self._slot_of: dict[TopicPartition, int] = {}
+        self._slots_used: dict[int, int] = {}
         self._max_poll_records = fc.max_poll_records
         self._check_crcs = fc.check_crcs
         self._isolation_name = fc.isolation_level
@@ -152,6 +164,8 @@ class Fetcher:
         self._read_committed = self._isolation == 1
         self._retry_backoff_ms = fc.retry_backoff_ms
         self._rack = fc.client_rack
+        self._read_replica_ttl_ms = fc.metadata_max_age_ms
+        self._read_replicas = 0          # partitions fetched from a follower (KIP-392)
         self._key_deserializer = as_deserializer(fc.key_deserializer)
         self._value_deserializer = as_deserializer(fc.value_deserializer)
         self._buffer_limit = max(self._max_bytes, 1)
@@ -179,8 +193,10 @@ class Fetcher:
         if aid != self._assignment_id:
             self._assignment_id = aid
             self.clear_all()
+            self._slot_of.clear()
+            self._slots_used.clear()
             for tp in [tp for tp in self._pipes if not self._subscriptions.is_assigned(tp)]:
-                del self._pipes[tp]
+                self._clear_read_replica(self._pipes.pop(tp))
 
     def _pipe(self, tp: TopicPartition) -> _PartitionPipe:
         pipe = self._pipes.get(tp)
@@ -222,6 +238,7 @@ class Fetcher:
         pipe.epoch += 1           # answers still in flight for tp are now stale
         pipe.buffered = 0
         pipe.next_fetch_offset = None
+        pipe.next_fetch_epoch = -1
         pipe.backoff_until = 0
         pipe.end_offset = None
 
@@ -286,11 +303,15 @@ class Fetcher:
             self._leaders_assignment_id = assignment_id
             self._assigned = frozenset(subs.assigned_partitions())
             self._leader_map, self._leaders = self._assigned_leaders(cluster, self._assigned)
+            # KIP-320: a partition whose leader epoch moved awaits validation of its position
+            # (OffsetFetcher.validate_positions_if_needed) before it is fetched again.
+            subs.maybe_validate_for_leader_epochs({tp: e for tp, (_, e) in self._leader_map.items()})
         if node_busy:
             # Fast path: every leader of an assigned partition already has a fetch in
             # flight, so every partition would be skipped below.
             leaders = self._leaders
-            if leaders is not None and all(node_busy.get(n, 0) >= self._depth for n in leaders):
+            if (leaders is not None and not self._read_replicas
+                    and all(node_busy.get(n, 0) >= self._depth for n in leaders)):
                 return 0
         now = self._clock.now_ms()
         leader_map = self._leader_map
@@ -331,20 +352,25 @@ class Fetcher:
                 need_metadata = True
                 continue
             node_id, epoch = leader
+            if pipe.read_replica >= 0:
+                node_id = self._read_replica(tp, pipe, node_id, cluster, now)
             if node_busy.get(node_id, 0) >= self._depth:
                 continue
             offset = pipe.next_fetch_offset
             if offset is None:
                 if position is None:
                     continue
-                offset = position
+                offset = position.offset
+                last_epoch = -1 if position.offset_epoch is None else position.offset_epoch
+            else:
+                last_epoch = pipe.next_fetch_epoch
             if busy:
                 # While the application has records to work through, leave caught-up
                 # partitions out: their fetch would wait fetch.max.wait.ms on the broker
                 # and hold up the connection for partitions that do have data.
                 if end is not None and offset >= end:
                     continue
-            by_node.setdefault(node_id, []).append((tp, offset, epoch))
+            by_node.setdefault(node_id, []).append((tp, offset, epoch, last_epoch))
         if need_metadata:
             self._metadata.request_update()
         sent = 0
@@ -360,15 +386,60 @@ class Fetcher:
             if version is None:
                 log.warning("node %d offers no Fetch version this client implements", node_id)
                 continue
-            if version >= _TOPIC_ID_VERSION and any(cluster.topic_id(tp.topic) is None for tp, _, _ in parts):
+            if version >= _TOPIC_ID_VERSION and any(cluster.topic_id(part[0].topic) is None for part in parts):
                 version = _TOPIC_ID_VERSION - 1
-            # Split into as many fetches as the broker has free slots, round-robin so that each
-            # carries a share of the partitions.
-            slots = min(self._depth - node_busy.get(node_id, 0), len(parts))
-            for share in range(slots):
-                self._send_fetch(node_id, version, parts[share::slots], assignment_id, cluster, now)
+            # One fetch per free slot of this broker, each for the partitions of that slot.
+            by_slot: dict[int, list] = {}
+            for part in parts:
+                slot = self._slot(node_id, part[0])
+                if (node_id, slot) not in self._slot_busy:
+                    by_slot.setdefault(slot, []).append(part)
+            for slot, share in by_slot.items():
+                self._send_fetch(node_id, slot, version, share, assignment_id, cluster, now)
                 sent += 1
         return sent
+
+    def _read_replica(self, tp: TopicPartition, pipe: _PartitionPipe, leader: int, cluster, now: int) -> int:
+        """The node to fetch tp from: its preferred read replica while that is fresh, known
+        and reachable; else (and from then on) its leader."""
+        replica = pipe.read_replica
+        if (pipe.read_replica_until > now and cluster.node_by_id(replica) is not None
+                and not self._client.is_unavailable(replica)):
+            return replica
+        log.debug("fetching %s from its leader %d again (read replica %d expired or unreachable)",
+                  tp, leader, replica)
+        self._clear_read_replica(pipe)
+        return leader
+
+    def _clear_read_replica(self, pipe: _PartitionPipe) -> None:
+        if pipe.read_replica >= 0:
+            pipe.read_replica = -1
+            self._read_replicas -= 1
+
+    def preferred_read_replica(self, tp: TopicPartition) -> int | None:
+        """The follower tp is fetched from (KIP-392), or None when it is fetched from its leader."""
+        pipe = self._pipes.get(tp)
+        return None if pipe is None or pipe.read_replica < 0 else pipe.read_replica
+
+    def _slot(self, node_id: int, tp: TopicPartition) -> int:
+        """tp's fetch stream to its leader: round-robin as partitions first appear, then fixed."""
+        slot = self._slot_of.get(tp)
+        if slot is None:
+            used = self._slots_used.get(node_id, 0)
+            slot = self._slot_of[tp] = used % self._depth
+            self._slots_used[node_id] = used + 1
+        return slot
+
+    def _session(self, node_id: int, slot: int) -> FetchSessionHandler:
+        handler = self._sessions.get((node_id, slot))
+        if handler is None:
+            handler = self._sessions[(node_id, slot)] = FetchSessionHandler(node_id, self._sessions_enabled)
+        return handler
+
+    @property
+    def fetch_sessions(self) -> dict[tuple[int, int], FetchSessionHandler]:
+        """{(node id, slot): its fetch session}: for tests and metrics."""
+        return self._sessions
 
     def _assigned_leaders(self, cluster, assigned) -> tuple[dict, frozenset[int] | None]:
         """{tp: (leader node id, leader epoch or -1)} of the assigned partitions with a
@@ -387,43 +458,70 @@ class Fetcher:
                 leaders.add(leader.node_id)
         return leader_map, (None if leaders is None else frozenset(leaders))
 
-    def _send_fetch(self, node_id: int, version: int, parts: list, assignment_id: int, cluster, now: int) -> None:
-        topics: dict[str, list] = {}
+    def _send_fetch(self, node_id: int, slot: int, version: int, parts: list, assignment_id: int, cluster,
+                    now: int) -> None:
+        handler = self._session(node_id, slot)
+        by_topic = version >= _TOPIC_ID_VERSION
+        if handler.version not in (None, version):
+            handler.handle_error()      # a session is kept in one version (topic names or ids)
+        wanted: dict[TopicPartition, FetchPartition] = {}
+        max_bytes = self._partition_max_bytes
+        for tp, offset, leader_epoch, last_epoch in parts:
+            # last_fetched_epoch (v12+, KIP-320): the leader answers with a diverging epoch
+            # instead of records if its log differs from ours before fetch_offset.
+            wanted[tp] = FetchPartition(offset, leader_epoch, last_epoch, max_bytes)
+        data = handler.build(wanted, version)
+        if by_topic and any(cluster.topic_id(tp.topic) is None for tp in data.forgotten):
+            handler.handle_error()      # a forgotten topic without an id: start over, full
+            data = handler.build(wanted, version)
+        handler.version = version
         sent: dict[TopicPartition, tuple[int, int]] = {}
-        for tp, offset, leader_epoch in parts:
-            topics.setdefault(tp.topic, []).append({
-                "partition": tp.partition, "current_leader_epoch": leader_epoch,
-                "fetch_offset": offset, "last_fetched_epoch": -1, "log_start_offset": -1,
-                "partition_max_bytes": self._partition_max_bytes})
+        for tp, fp in data.session.items():
             pipe = self._pipes[tp]
             pipe.in_flight_epoch = pipe.epoch
-            sent[tp] = (offset, pipe.epoch)
+            sent[tp] = (fp.fetch_offset, pipe.epoch)
+        topics: dict[str, list] = {}
+        for tp, fp in data.to_send.items():
+            topics.setdefault(tp.topic, []).append({
+                "partition": tp.partition, "current_leader_epoch": fp.current_leader_epoch,
+                "fetch_offset": fp.fetch_offset, "last_fetched_epoch": fp.last_fetched_epoch,
+                "log_start_offset": -1, "partition_max_bytes": fp.max_bytes})
+        forgotten: dict[str, list[int]] = {}
+        for tp in data.forgotten:
+            forgotten.setdefault(tp.topic, []).append(tp.partition)
         by_id = {}
-        topic_list = []
-        for topic, ps in topics.items():
-            entry: dict[str, Any] = {"partitions": ps}
-            if version >= _TOPIC_ID_VERSION:
-                tid = cluster.topic_id(topic)
-                entry["topic_id"] = tid
-                by_id[tid] = topic
-            else:
-                entry["topic"] = topic
-            topic_list.append(entry)
+        if by_topic:
+            for topic in {tp.topic for tp in data.session} | set(forgotten):
+                by_id[cluster.topic_id(topic)] = topic
         body = {"replica_id": -1, "max_wait_ms": self._max_wait_ms, "min_bytes": self._min_bytes,
                 "max_bytes": self._request_max_bytes, "isolation_level": self._isolation,
-                "session_id": 0, "session_epoch": -1,   # no fetch session: every fetch is full
-                "topics": topic_list, "forgotten_topics_data": [], "rack_id": self._rack}
-        log.debug("fetching %s from node %d (v%d)", {tp: o for tp, (o, _) in sent.items()}, node_id, version)
+                "session_id": data.session_id, "session_epoch": data.session_epoch,
+                "topics": [self._topic_entry(topic, ps, by_topic, cluster) for topic, ps in topics.items()],
+                "forgotten_topics_data": [self._topic_entry(topic, ps, by_topic, cluster)
+                                          for topic, ps in forgotten.items()],
+                "rack_id": self._rack}
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("fetching %s from node %d (v%d, session %d epoch %d, %d listed, %d forgotten)",
+                      {tp: o for tp, (o, _) in sent.items()}, node_id, version, data.session_id,
+                      data.session_epoch, len(data.to_send), len(data.forgotten))
         fut = self._client.send(node_id, FETCH_KEY, body, version=version)
         self._in_flight_requests += 1
         self._node_in_flight[node_id] = self._node_in_flight.get(node_id, 0) + 1
+        self._slot_busy.add((node_id, slot))
         self._metrics["fetch-request-total"] += 1
-        fut.add_both(self._on_fetch_done, node_id, sent, by_id, assignment_id, now)
+        fut.add_both(self._on_fetch_done, node_id, slot, handler, sent, by_id, assignment_id, now)
+
+    @staticmethod
+    def _topic_entry(topic: str, partitions: list, by_id: bool, cluster) -> dict[str, Any]:
+        if by_id:
+            return {"topic_id": cluster.topic_id(topic), "partitions": partitions}
+        return {"topic": topic, "partitions": partitions}
 
     # ------------------------------------------------------------------ answers
-    def _on_fetch_done(self, node_id, sent, by_id, assignment_id, send_ms, result) -> None:
+    def _on_fetch_done(self, node_id, slot, handler, sent, by_id, assignment_id, send_ms, result) -> None:
         self._in_flight_requests -= 1
         self._node_in_flight[node_id] -= 1
+        self._slot_busy.discard((node_id, slot))
         now = self._clock.now_ms()
         self._metrics["fetch-latency-ms-total"] += now - send_ms
         for tp, (_, epoch) in sent.items():
@@ -431,7 +529,12 @@ class Fetcher:
             if pipe is not None and pipe.in_flight_epoch == epoch:
                 pipe.in_flight_epoch = -1
         if isinstance(result, BaseException):
+            handler.handle_error()
             log.debug("fetch from node %d failed: %s", node_id, result)
+            for tp in sent:     # a follower that failed: back to the leaders
+                pipe = self._pipes.get(tp)
+                if pipe is not None and pipe.read_replica == node_id:
+                    self._clear_read_replica(pipe)
             if getattr(result, "invalid_metadata", False) or isinstance(result, Errors.KafkaConnectionError):
                 self._metadata.request_update()
             for tp in sent:
@@ -440,6 +543,8 @@ class Fetcher:
                     pipe.backoff_until = now + self._retry_backoff_ms
             return
         code = result.get("error_code", 0)
+        if not handler.handle_response(code, result.get("session_id", 0)):
+            return      # the session is gone: the next fetch, at once, opens a new one
         if code:
             cls = Errors.error_class(code)
             log.info("fetch from node %d failed: %s", node_id, cls.__name__)
@@ -468,7 +573,26 @@ class Fetcher:
                     continue
                 err = p.get("error_code", 0)
                 if err:
+                    if pipe.read_replica == node_id:
+                        # Whatever a follower answers wrong (not a replica any more, out of
+                        # range while it lags...), the leader is asked next (KIP-392).
+                        log.debug("fetch of %s from read replica %d failed (error %d): back to the leader",
+                                  tp, node_id, err)
+                        self._clear_read_replica(pipe)
+                        if err == Errors.OffsetOutOfRangeError.errno:
+                            continue
                     self._partition_error(tp, pipe, err, fetch_offset, now)
+                    continue
+                replica = p.get("preferred_read_replica", -1)
+                if replica >= 0 and replica != node_id:
+                    if pipe.read_replica < 0:
+                        self._read_replicas += 1
+                    log.debug("fetching %s from read replica %d (told by node %d)", tp, replica, node_id)
+                    pipe.read_replica = replica
+                    pipe.read_replica_until = now + self._read_replica_ttl_ms
+                diverging = p.get("diverging_epoch")
+                if diverging is not None and diverging.get("epoch", -1) >= 0:
+                    self._diverging_epoch(tp, pipe, fetch_offset, diverging["epoch"], diverging.get("end_offset", -1))
                     continue
                 hw = p.get("high_watermark", -1)
                 if hw >= 0:
@@ -498,7 +622,9 @@ class Fetcher:
                 buffer.pending += 1
                 pipe.buffered += 1
                 # Where the next fetch starts: after the last complete batch (cheap header walk).
-                pipe.next_fetch_offset = self._peek_next_offset(raw, fetch_offset)
+                pipe.next_fetch_offset, last_epoch = self._peek_next_offset(raw, fetch_offset)
+                if last_epoch >= 0:
+                    pipe.next_fetch_epoch = last_epoch
                 if pipe.next_fetch_offset == fetch_offset:
                     self._warn_incomplete(tp, fetch_offset, len(raw))
                 self._completed.append(cf)
@@ -519,26 +645,31 @@ class Fetcher:
                         tp, offset, size, self._partition_max_bytes)
 
     @staticmethod
-    def _peek_next_offset(raw, fetch_offset: int) -> int:
-        """Offset after the last complete batch in raw, from batch headers only (base offset,
-        length, magic and the v2 last offset delta; a legacy entry is one message at its own
+    def _peek_next_offset(raw, fetch_offset: int) -> tuple[int, int]:
+        """Offset after the last complete batch in raw, and that batch's partition leader
+        epoch (-1 if none or a legacy message), from batch headers only (base offset, length,
+        magic, the v2 epoch and last offset delta; a legacy entry is one message at its own
         offset)."""
         n = len(raw)
         pos = 0
         nxt = fetch_offset
-        head, delta = _ENTRY_HEAD.unpack_from, _I32.unpack_from
+        epoch = -1
+        head, i32 = _ENTRY_HEAD.unpack_from, _I32.unpack_from
         while n - pos >= _PEEK_MIN:
             base, length = head(raw, pos + layout.ENTRY_BASE_OFFSET)
             if length < layout.LEGACY_MIN_SIZE or pos + layout.LOG_OVERHEAD + length > n:
                 break
             if raw[pos + layout.ENTRY_MAGIC] == 2:
-                last = base + delta(raw, pos + layout.V2_LAST_OFFSET_DELTA)[0]
+                last = base + i32(raw, pos + layout.V2_LAST_OFFSET_DELTA)[0]
+                batch_epoch = i32(raw, pos + layout.V2_PARTITION_LEADER_EPOCH)[0]
             else:
                 last = base
+                batch_epoch = -1
             if last >= nxt:
                 nxt = last + 1
+                epoch = batch_epoch
             pos += layout.LOG_OVERHEAD + length
-        return nxt
+        return nxt, epoch
 
     def _partition_error(self, tp: TopicPartition, pipe: _PartitionPipe, code: int, fetch_offset: int,
                          now: int) -> None:
@@ -574,6 +705,21 @@ class Fetcher:
             log.debug("fetch of %s failed with retriable %s", tp, cls.__name__)
             return
         self._queue_error(tp, pipe, cls(f"fetch of partition {tp} at offset {fetch_offset} failed"))
+
+    def _diverging_epoch(self, tp: TopicPartition, pipe: _PartitionPipe, fetch_offset: int,
+                         epoch: int, end_offset: int) -> None:
+        """The leader's log diverges from what was fetched before ``fetch_offset`` (KIP-320;
+        its log for our last epoch ends at ``end_offset``). The position goes to validation:
+        OffsetsForLeaderEpoch then moves it to the divergent offset (with a reset policy) or
+        raises LogTruncationError from poll(), the one path for both ways of finding out."""
+        log.info("fetch of %s at offset %d: the leader's log diverges (epoch %d ends at %d); "
+                 "validating the position", tp, fetch_offset, epoch, end_offset)
+        position = self._subscriptions.valid_position(tp)
+        if position is not None and position.offset == fetch_offset and not pipe.buffered:
+            self._subscriptions.request_validation_at(tp, position)
+        # Otherwise the fetch was chained after buffered records: drop them and fetch again
+        # from the position, whose own epoch the leader then checks.
+        self.clear_partition(tp)
 
     def _queue_error(self, tp: TopicPartition, pipe: _PartitionPipe, exc: BaseException) -> None:
         """An error to raise from poll() when this partition's turn comes."""
@@ -784,6 +930,8 @@ class Fetcher:
     def close(self) -> None:
         self.clear_all()
         self._pipes.clear()
+        self._read_replicas = 0
+        self._sessions.clear()
 
 
 def _epoch_of_row(batch, row: int) -> int:

@@ -18,7 +18,7 @@ from typing import Callable, Iterable
 from kclient import errors as Errors
 from kclient.clock import SYSTEM_CLOCK, Clock
 from kclient.structs import OffsetAndTimestamp, TopicPartition
-from kclient.consumer.subscription_state import FetchPosition, OffsetResetStrategy
+from kclient.consumer.subscription_state import FetchPosition, OffsetResetStrategy, Truncation
 from kclient.protocol import ApiKey
 
 __all__ = ["OffsetFetcher", "EARLIEST_TIMESTAMP", "LATEST_TIMESTAMP", "MAX_TIMESTAMP",
@@ -27,6 +27,7 @@ __all__ = ["OffsetFetcher", "EARLIEST_TIMESTAMP", "LATEST_TIMESTAMP", "MAX_TIMES
 log = logging.getLogger(__name__)
 
 LIST_OFFSETS_KEY = int(ApiKey.LIST_OFFSETS)
+OFFSET_FOR_LEADER_EPOCH_KEY = int(ApiKey.OFFSET_FOR_LEADER_EPOCH)
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 MAX_TIMESTAMP = -3          # the record with the largest timestamp (ListOffsets v7+)
@@ -64,6 +65,55 @@ def parse_list_offsets(response: dict) -> dict[TopicPartition, tuple[int, int, i
     return out
 
 
+def offsets_for_leader_epoch_body(positions: dict[TopicPartition, FetchPosition]) -> Callable[[int], dict]:
+    """OffsetsForLeaderEpoch body asking, per partition, for the end offset of the epoch of
+    the record before the position, fenced by the leader epoch the position is valid under."""
+    by_topic: dict[str, list] = {}
+    for tp, pos in positions.items():
+        by_topic.setdefault(tp.topic, []).append(
+            {"partition": tp.partition, "current_leader_epoch": pos.current_leader_epoch,
+             "leader_epoch": pos.offset_epoch})
+
+    def body(version: int) -> dict:
+        # replica_id -1: a consumer (the default -2 is a debugging client, v3+).
+        return {"replica_id": -1, "topics": [{"topic": t, "partitions": ps} for t, ps in by_topic.items()]}
+    return body
+
+
+def parse_offsets_for_leader_epoch(response: dict) -> dict[TopicPartition, tuple[int, int, int]]:
+    """{tp: (error_code, leader_epoch, end_offset)} from an OffsetsForLeaderEpoch response."""
+    out = {}
+    for t in response.get("topics") or []:
+        for p in t.get("partitions") or []:
+            out[TopicPartition(t["topic"], p["partition"])] = (
+                p.get("error_code", 0), p.get("leader_epoch", -1), p.get("end_offset", -1))
+    return out
+
+
+def truncation_error(truncations: list[Truncation]) -> Errors.OffsetOutOfRangeError:
+    """LogTruncationError for truncations found with auto.offset.reset 'none' (or
+    OffsetOutOfRangeError when the leader knew no epoch that old), naming each partition,
+    its position and where its log diverges."""
+    divergent = {t.tp: t.divergent for t in truncations if t.divergent is not None}
+    if divergent:
+        detail = ", ".join(f"{t.tp} at offset {t.position.offset} (log diverges at offset "
+                           f"{t.divergent.offset}, leader epoch {t.divergent.leader_epoch})"
+                           for t in truncations if t.divergent is not None)
+        truncated = Errors.LogTruncationError(
+            f"log truncation detected and auto.offset.reset is 'none': {detail}; records after "
+            f"the divergent offsets may be lost: seek to continue")
+        truncated.divergent_offsets = divergent
+        exc: Errors.OffsetOutOfRangeError = truncated
+    else:
+        detail = ", ".join(f"{t.tp} at offset {t.position.offset} (leader epoch {t.position.offset_epoch})"
+                           for t in truncations)
+        exc = Errors.OffsetOutOfRangeError(
+            f"the leader knows no leader epoch at or before the position of {detail}, and "
+            f"auto.offset.reset is 'none'")
+    exc.partitions = {t.tp: t.position.offset for t in truncations}
+    return exc
+
+
 def _is_retriable(code: int) -> bool:
     cls = Errors.for_code(code)
     return bool(cls is not None and (cls.retriable or cls.invalid_metadata))
@@ -83,6 +133,7 @@ class OffsetFetcher:
         self._clock = clock or SYSTEM_CLOCK
         self._on_position_reset = on_position_reset
         self._cached_reset_error: BaseException | None = None
+        self._cached_validation_error: BaseException | None = None
 
     # ------------------------------------------------------------------ resets (async)
     def reset_positions_if_needed(self) -> None:
@@ -150,15 +201,103 @@ class OffsetFetcher:
         if failed:
             self._subscriptions.request_failed(failed, now + self._retry_backoff_ms)
 
-    # ------------------------------------------------------------------ validation
+    # ------------------------------------------------------------------ validation (KIP-320)
     def validate_positions_if_needed(self) -> None:
-        """Positions restored with a leader epoch would be checked for log truncation with
-        OffsetsForLeaderEpoch, an API this client does not implement yet: they are accepted
-        as they are (the behaviour of clients without KIP-320)."""
-        for tp in self._subscriptions.partitions_needing_validation(self._clock.now_ms()):
-            self._subscriptions.complete_validation(tp)
+        """Check positions awaiting validation (after a leader change, or restored from a
+        committed offset with its leader epoch) against their leader with
+        OffsetsForLeaderEpoch: one request per leader, answered asynchronously. Raises an
+        error an earlier answer found that retrying cannot fix: LogTruncationError (the log was
+        truncated below the position and auto.offset.reset is 'none'), OffsetOutOfRangeError,
+        or an authorization error."""
+        exc, self._cached_validation_error = self._cached_validation_error, None
+        if exc is not None:
+            raise exc
+        subs = self._subscriptions
+        now = self._clock.now_ms()
+        partitions = subs.partitions_needing_validation(now)
+        if not partitions:
+            return
+        cluster = self._metadata.cluster
+        by_node: dict[int, dict[TopicPartition, FetchPosition]] = {}
+        for tp in partitions:
+            position = subs.position(tp)
+            if position is None or position.offset_epoch is None or position.current_leader_epoch is None:
+                subs.complete_validation(tp)  # nothing to compare against: fetch at once
+                continue
+            leader = cluster.leader_for(tp)
+            if leader is None:
+                self._metadata.add_topics(tp.topic)
+                self._metadata.request_update()
+                continue
+            by_node.setdefault(leader.node_id, {})[tp] = position
+        for node_id, positions in by_node.items():
+            if self._client.api_version(node_id, OFFSET_FOR_LEADER_EPOCH_KEY) is None and \
+                    self._client.api_version(node_id, LIST_OFFSETS_KEY) is not None:
+                # Connected, and the broker has no OffsetsForLeaderEpoch v2+: positions are
+                # used unchecked, as by clients without KIP-320.
+                log.debug("node %d cannot validate positions (no OffsetsForLeaderEpoch v2+): "
+                          "using %s unchecked", node_id, sorted(positions))
+                for tp in positions:
+                    subs.complete_validation(tp)
+                continue
+            subs.set_next_allowed_retry(positions, now + self._request_timeout_ms)
+            fut = self._client.send(node_id, OFFSET_FOR_LEADER_EPOCH_KEY, offsets_for_leader_epoch_body(positions))
+            fut.add_both(self._on_validation_response, node_id, positions)
 
-    # ------------------------------------------------------------------ blocking lookups
+    def _on_validation_response(self, node_id: int, positions: dict[TopicPartition, FetchPosition],
+                                result) -> None:
+        subs = self._subscriptions
+        now = self._clock.now_ms()
+        if isinstance(result, BaseException):
+            if isinstance(result, Errors.UnsupportedVersionError):
+                log.debug("node %d cannot validate positions: %s", node_id, result)
+                for tp in positions:
+                    subs.complete_validation(tp)
+                return
+            log.debug("OffsetsForLeaderEpoch to node %d failed: %s", node_id, result)
+            if getattr(result, "invalid_metadata", False) or isinstance(result, Errors.KafkaConnectionError):
+                self._metadata.request_update()
+            subs.request_failed(positions, now + self._retry_backoff_ms)
+            return
+        answers = parse_offsets_for_leader_epoch(result)
+        truncations = []
+        failed = []
+        for tp, position in positions.items():
+            code, leader_epoch, end_offset = answers.get(tp, (Errors.UnknownTopicOrPartitionError.errno, -1, -1))
+            if code:
+                cls = Errors.error_class(code)
+                if cls is Errors.TopicAuthorizationFailedError:
+                    denied = Errors.TopicAuthorizationFailedError(f"not authorized to read topic {tp.topic!r}")
+                    denied.unauthorized_topics = {tp.topic}
+                    self._cached_validation_error = denied
+                elif not (cls.retriable or cls.invalid_metadata):
+                    self._cached_validation_error = cls(f"validating the position of {tp} failed")
+                else:
+                    log.debug("validation of %s: retrying after %s", tp, cls.__name__)
+                if cls.invalid_metadata:
+                    self._metadata.request_update()
+                failed.append(tp)
+                continue
+            outcome = subs.maybe_complete_validation(tp, position, leader_epoch, end_offset)
+            if outcome is not None:
+                truncations.append(outcome)
+        if failed:
+            subs.request_failed(failed, now + self._retry_backoff_ms)
+        self._handle_truncations(truncations)
+
+    def _handle_truncations(self, truncations: list[Truncation]) -> None:
+        """Positions a validation moved drop what was fetched for them; the rest become the
+        error validate_positions_if_needed raises next."""
+        unresolved = []
+        for t in truncations:
+            if t.reset:
+                if self._on_position_reset is not None:
+                    self._on_position_reset(t.tp)
+            else:
+                unresolved.append(t)
+        if unresolved:
+            self._cached_validation_error = truncation_error(unresolved)
+
     def fetch_offsets_by_times(self, timestamps: dict[TopicPartition, int], timeout_ms: int,
                                ) -> dict[TopicPartition, tuple[int, int, int] | None]:
         """{tp: (offset, timestamp, leader_epoch) | None}; None when no record has a timestamp

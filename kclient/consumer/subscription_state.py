@@ -45,7 +45,7 @@ from kclient.structs import OffsetAndMetadata, TopicPartition
 log = logging.getLogger(__name__)
 
 __all__ = [
-    "SubscriptionState", "SubscriptionType", "FetchState", "FetchPosition",
+    "SubscriptionState", "SubscriptionType", "FetchState", "FetchPosition", "Truncation",
     "OffsetResetStrategy", "parse_reset_strategy", "INTERNAL_TOPICS", "ensure_valid_topic_name",
 ]
 
@@ -149,6 +149,18 @@ class FetchPosition:
     offset: int
     offset_epoch: int | None = None
     current_leader_epoch: int | None = None
+
+
+@dataclass(frozen=True)
+class Truncation:
+    """The outcome of a validation that found the log diverging below ``position``.
+    ``divergent``: where it diverges (None: the leader knows no epoch that old); ``reset``:
+    the position already moved there (a reset policy is set), else the caller raises."""
+
+    tp: TopicPartition
+    position: FetchPosition
+    divergent: OffsetAndMetadata | None
+    reset: bool = False
 
 
 class TopicPartitionState:
@@ -545,6 +557,10 @@ class SubscriptionState:
         current = state.position
         if current is None or position.offset < current.offset:
             return False
+        if position.current_leader_epoch is None and current.current_leader_epoch is not None:
+            # Records move the position on, not the leader it was validated under: a newer
+            # leader epoch is adopted only through maybe_validate_for_leader_epochs (KIP-320).
+            position = FetchPosition(position.offset, position.offset_epoch, current.current_leader_epoch)
         state.position = position
         return True
 
@@ -685,6 +701,86 @@ class SubscriptionState:
         if state.fetch_state is FetchState.AWAIT_VALIDATION:
             state.transition(FetchState.FETCHING, lambda: setattr(state, "next_retry_time_ms", None))
 
+    @_synchronized
+    def maybe_validate_for_leader_epochs(self, epochs: dict[TopicPartition, int]) -> list[TopicPartition]:
+        """After a metadata update (KIP-320): a position obtained under an older leader epoch
+        than the partition's current one must be checked for truncation before fetching goes
+        on, if the epoch of the record before it is known. Positions without a leader epoch
+        adopt the current one (nothing to compare against). Returns the partitions that now
+        await validation."""
+        moved = []
+        for tp, s in self._assignment.items():
+            state = s.fetch_state
+            if state is not _FETCHING and state is not _AWAIT_VALIDATION:
+                continue
+            pos = s.position
+            epoch = epochs.get(tp, -1)
+            if pos is None or epoch < 0:
+                continue
+            current = pos.current_leader_epoch
+            if current is not None and epoch <= current:
+                continue
+            s.position = FetchPosition(pos.offset, pos.offset_epoch, epoch)
+            if current is not None and pos.offset_epoch is not None and state is _FETCHING:
+                log.debug("leader epoch of %s moved from %d to %d: validating position %d",
+                          tp, current, epoch, pos.offset)
+                s.transition(_AWAIT_VALIDATION)
+                s.next_retry_time_ms = None
+                moved.append(tp)
+        return moved
+
+    @_synchronized
+    def request_validation_at(self, tp: TopicPartition, position: FetchPosition) -> bool:
+        """The fetch at ``position`` found the log diverging (a Fetch answer's diverging
+        epoch): await validation, unless the position moved on meanwhile."""
+        state = self._assignment.get(tp)
+        if state is None or state.position != position or state.fetch_state is not _FETCHING:
+            return False
+        state.transition(_AWAIT_VALIDATION)
+        return True
+
+    @_synchronized
+    def maybe_complete_validation(self, tp: TopicPartition, requested: FetchPosition, leader_epoch: int,
+                                  end_offset: int) -> Truncation | None:
+        """Apply an OffsetsForLeaderEpoch answer (or a Fetch's diverging epoch): the end offset
+        of the largest leader epoch <= ``requested.offset_epoch`` on the current leader.
+
+        * the answer is for an older position, or the partition moved on: ignored (None);
+        * epoch or end offset undefined (the leader knows no such epoch): treated as out of
+          range: a reset per ``auto.offset.reset``, or a Truncation with no divergent offset;
+        * end offset below the position: the log was truncated. With a reset policy the
+          position moves to the first offset known to diverge (``end_offset``), as Java's
+          consumer does, so records after it are read again from the new leader; without one
+          a Truncation is returned for the caller to raise LogTruncationError;
+        * otherwise the position is valid and fetching resumes.
+        """
+        state = self._assignment.get(tp)
+        if state is None or state.fetch_state is not _AWAIT_VALIDATION or state.position != requested:
+            log.debug("ignoring validation of %s at %s: the position changed", tp, requested)
+            return None
+        if end_offset < 0 or leader_epoch < 0:
+            if self.has_default_offset_reset_policy():
+                log.info("leader of %s knows no epoch <= %s for position %d: resetting the offset",
+                         tp, requested.offset_epoch, requested.offset)
+                state.reset(self._default_reset_strategy)
+                return None
+            return Truncation(tp, requested, None)
+        if end_offset < requested.offset:
+            if self.has_default_offset_reset_policy():
+                log.warning("truncation detected for partition %s at offset %d (leader epoch %s): "
+                            "resetting the position to the first offset known to diverge, %d "
+                            "(epoch %d)", tp, requested.offset, requested.offset_epoch, end_offset,
+                            leader_epoch)
+                state.seek_validated(FetchPosition(end_offset, leader_epoch, requested.current_leader_epoch))
+                return Truncation(tp, requested, OffsetAndMetadata(end_offset, "", leader_epoch), reset=True)
+            return Truncation(tp, requested, OffsetAndMetadata(end_offset, "", leader_epoch))
+        if requested.offset_epoch is not None and leader_epoch < requested.offset_epoch:
+            # The leader never had our epoch but its older one reaches past the position: go
+            # on under the leader's epoch, or every fetch would report the divergence again.
+            state.position = FetchPosition(requested.offset, leader_epoch, requested.current_leader_epoch)
+        state.transition(_FETCHING, lambda: setattr(state, "next_retry_time_ms", None))
+        return None
+
     # ------------------------------------------------------------------ pause / fetchable
     @_synchronized
     def pause(self, tp: TopicPartition) -> None:
@@ -723,15 +819,13 @@ class SubscriptionState:
 
     @_synchronized
     def fetch_candidates(self, read_committed: bool = False) -> list[tuple]:
-        """For the fetcher, under one lock instead of three per partition: (tp, position
-        offset or None, end offset or None) of every fetchable partition, in fetch order.
-        The end offset is the high watermark, or the last stable offset when read_committed."""
+        """For the fetcher, under one lock instead of three per partition: (tp, FetchPosition
+        or None, end offset or None) of every fetchable partition, in fetch order. The end
+        offset is the high watermark, or the last stable offset when read_committed."""
         out = []
         for tp, s in self._assignment.items():
             if s.fetch_state is _FETCHING and not s.paused and not s.pending_revocation:
-                position = s.position
-                out.append((tp, None if position is None else position.offset,
-                            s.last_stable_offset if read_committed else s.high_watermark))
+                out.append((tp, s.position, s.last_stable_offset if read_committed else s.high_watermark))
         return out
 
     # ------------------------------------------------------------------ offsets from fetches

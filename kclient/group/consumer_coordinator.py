@@ -448,8 +448,10 @@ class ConsumerCoordinator(AbstractCoordinator):
             if oam is None or tp not in still_initializing:
                 continue  # nothing committed, revoked, or seeked by the user meanwhile
             epoch = oam.leader_epoch if oam.leader_epoch is not None and oam.leader_epoch >= 0 else None
-            # No current leader epoch: the position is used at once (no OffsetForLeaderEpoch check).
-            self.subscriptions.seek_unvalidated(tp, FetchPosition(oam.offset, epoch, None))
+            # With the committed record's epoch and the current leader's, the position is first
+            # checked for truncation (KIP-320: OffsetsForLeaderEpoch) and then fetched from.
+            self.subscriptions.seek_unvalidated(
+                tp, FetchPosition(oam.offset, epoch, self._metadata.cluster.leader_epoch(tp)))
             log.debug("group %s: %s starts at committed offset %d", self.group_id, tp, oam.offset)
         return True
 

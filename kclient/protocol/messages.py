@@ -25,6 +25,7 @@ later releases restored Metadata v0-v3 and JoinGroup v0-v1).
   CreateTopics             19  2-7      5        0-7     -
   DeleteTopics             20  1-6      4        0-6     -
   DeleteRecords            21  0-2      2        0-2     -
+  OffsetForLeaderEpoch     23  2-4      4        -       2-2
   SaslAuthenticate         36  0-2      2        0-2     -
   ConsumerGroupHeartbeat   68  0-1      0        -       1-1
 
@@ -74,6 +75,7 @@ API_NAMES: dict[int, str] = {
     19: 'CreateTopics',
     20: 'DeleteTopics',
     21: 'DeleteRecords',
+    23: 'OffsetForLeaderEpoch',
     36: 'SaslAuthenticate',
     68: 'ConsumerGroupHeartbeat',
 }
@@ -639,6 +641,32 @@ RESPONSES[21] = Message(21, 'DeleteRecordsResponse', 'response', '0-2', '2+', [
             F('partition_index', 'int32', '0+'),
             F('low_watermark', 'int64', '0+'),
             F('error_code', 'int16', '0+'),
+        ]),
+    ]),
+])
+
+# --- OffsetForLeaderEpoch (23) ----------------------------------------------
+REQUESTS[23] = Message(23, 'OffsetForLeaderEpochRequest', 'request', '2-4', '4+', [
+    F('replica_id', 'int32', '3+', default=-2, ignorable=True),
+    F('topics', '[]OffsetForLeaderTopic', '0+', fields=[
+        F('topic', 'string', '0+'),
+        F('partitions', '[]OffsetForLeaderPartition', '0+', fields=[
+            F('partition', 'int32', '0+'),
+            F('current_leader_epoch', 'int32', '2+', default=-1, ignorable=True),
+            F('leader_epoch', 'int32', '0+'),
+        ]),
+    ]),
+])
+
+RESPONSES[23] = Message(23, 'OffsetForLeaderEpochResponse', 'response', '2-4', '4+', [
+    F('throttle_time_ms', 'int32', '2+', ignorable=True),
+    F('topics', '[]OffsetForLeaderTopicResult', '0+', fields=[
+        F('topic', 'string', '0+'),
+        F('partitions', '[]OffsetForLeaderPartitionResult', '0+', fields=[
+            F('error_code', 'int16', '0+'),
+            F('partition', 'int32', '0+'),
+            F('leader_epoch', 'int32', '1+', default=-1, ignorable=True),
+            F('end_offset', 'int64', '0+'),
         ]),
     ]),
 ])

@@ -103,7 +103,8 @@ class KafkaCluster(ClusterBase):
     supports_fault_injection = False
 
     def __init__(self, brokers: int = 1, *, host: str = "127.0.0.1", version: str | None = None,
-                 broker_config: dict[str, str] | None = None, profile: str = "test",
+                 broker_config: dict[str, str] | None = None, racks: list[str] | None = None,
+                 profile: str = "test",
                  startup_timeout: float = 120.0, die_with_parent: bool = True,
                  log_level: str = "WARN") -> None:
         if brokers < 1:
@@ -114,6 +115,9 @@ class KafkaCluster(ClusterBase):
         self.host = host
         self.version = version or kafka_version()
         self.broker_config = dict(broker_config or {})
+        if racks is not None and len(racks) != brokers:
+            raise ValueError(f"racks names one rack per broker: {brokers} brokers, {len(racks)} racks")
+        self.racks = list(racks) if racks is not None else None
         self.profile = profile
         self.startup_timeout = startup_timeout
         self.die_with_parent = die_with_parent
@@ -240,7 +244,14 @@ class KafkaCluster(ClusterBase):
             # A crashed node loses its leaderships after 4 s instead of 9 s: failover tests wait less.
             "broker.session.timeout.ms": "4000",
             "broker.heartbeat.interval.ms": "500",
+            # Topics that allow unclean elections get one within half a second of losing every
+            # in-sync replica, not after the 5-minute default (truncation tests, KIP-320).
+            "unclean.leader.election.interval.ms": "500",
         }
+        if self.racks is not None:
+            # Rack-aware: followers serve consumers in their rack (KIP-392).
+            props["broker.rack"] = self.racks[node.node_id - 1]
+            props["replica.selector.class"] = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
         props.update(self.broker_config)
         props.update(node.extra)
         return props

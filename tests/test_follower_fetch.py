@@ -1,0 +1,56 @@
+"""Fetching from the closest replica (KIP-392) on a 3-node Apache Kafka, one rack per node and
+the rack-aware replica selector: a consumer in a follower's rack reads from that follower, and
+goes back to the leader when the follower stops."""
+from __future__ import annotations
+
+import time
+
+from kclient.consumer.kafka_consumer import KafkaConsumer
+from kclient.producer import KafkaProducer
+from kclient.structs import TopicPartition
+
+
+def produce(bootstrap: str, topic: str, start: int, count: int) -> None:
+    with KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5) as p:
+        for i in range(start, start + count):
+            p.send(topic, b"%d" % i, partition=0)
+        p.flush(30)
+
+
+def read(c: KafkaConsumer, count: int, timeout_s: float = 60.0) -> list:
+    out: list = []
+    deadline = time.monotonic() + timeout_s
+    while len(out) < count and time.monotonic() < deadline:
+        for recs in c.poll(200).values():
+            out.extend(recs)
+    return out
+
+
+def test_a_consumer_reads_from_the_follower_in_its_rack_then_from_the_leader(kafka3, create_topic, topic_name):
+    create_topic(kafka3, topic_name, 1, replication_factor=3)
+    tp = TopicPartition(topic_name, 0)
+    part = kafka3.metadata([topic_name])["topics"][topic_name]["partitions"][0]
+    leader = part["leader_id"]
+    follower = next(n for n in part["replica_nodes"] if n != leader)
+    produce(kafka3.bootstrap, topic_name, 0, 100)
+    with KafkaConsumer(bootstrap_servers=kafka3.bootstrap, client_rack=f"rack-{follower}",
+                       auto_offset_reset="earliest", reconnect_backoff_ms=50, reconnect_backoff_max_ms=500) as c:
+        c.assign([tp])
+        first = read(c, 100)
+        assert [r.value for r in first] == [b"%d" % i for i in range(100)]
+        assert c._fetcher.preferred_read_replica(tp) == follower
+        # The follower, not the leader, answered fetches: its fetch session moved on.
+        sessions = c._fetcher.fetch_sessions
+        assert (follower, 0) in sessions and sessions[(follower, 0)].epoch >= 1
+        produce(kafka3.bootstrap, topic_name, 100, 50)
+        more = read(c, 50)
+        assert [r.value for r in more] == [b"%d" % i for i in range(100, 150)]
+
+        kafka3.stop_broker(follower)
+        try:
+            produce(kafka3.bootstrap, topic_name, 150, 50)
+            rest = read(c, 50)
+            assert [r.value for r in rest] == [b"%d" % i for i in range(150, 200)]
+            assert c._fetcher.preferred_read_replica(tp) is None
+        finally:
+            kafka3.start_broker(follower)
