@@ -54,3 +54,29 @@ def test_a_consumer_reads_from_the_follower_in_its_rack_then_from_the_leader(kaf
             assert c._fetcher.preferred_read_replica(tp) is None
         finally:
             kafka3.start_broker(follower)
+
+
+def test_buffered_bytes_stay_bounded_with_several_fetches_in_flight(kafka, create_topic, topic_name):
+    """Pipelining keeps the memory bound: buffered response frames stay under about twice
+    fetch.max.bytes however many fetches a broker has in flight, while the application reads
+    slowly (so the fetcher runs ahead as far as it may)."""
+    create_topic(kafka, topic_name, 8)
+    with KafkaProducer(bootstrap_servers=kafka.bootstrap, linger_ms=20, batch_size=16 * 1024) as p:
+        for i in range(20_000):
+            p.send(topic_name, b"x" * 1000, partition=i % 8)
+        p.flush(60)
+    fetch_max = 256 * 1024
+    seen = []
+    with KafkaConsumer(bootstrap_servers=kafka.bootstrap, auto_offset_reset="earliest",
+                       fetch_max_bytes=fetch_max, max_partition_fetch_bytes=256 * 1024,
+                       **{"fetch.max.in.flight.per.broker": 4}) as c:
+        c.assign([TopicPartition(topic_name, p) for p in range(8)])
+        got = 0
+        deadline = time.monotonic() + 120
+        while got < 20_000 and time.monotonic() < deadline:
+            got += sum(len(r) for r in c.poll(100, max_records=100).values())
+            seen.append(c._fetcher.buffered_bytes)
+            time.sleep(0.002)   # the application's own work on each batch: it reads slower than the network
+    assert got == 20_000
+    assert max(seen) > fetch_max // 2          # it did run ahead
+    assert max(seen) <= 2 * fetch_max + 16 * 1024, f"buffered {max(seen):,} bytes"
