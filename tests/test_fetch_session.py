@@ -18,7 +18,7 @@ from kclient import errors as Errors
 from kclient.producer import KafkaProducer
 from kclient.structs import TopicPartition
 
-from tests.test_fetcher import T, TID, TP0, TP1, TP2, ScriptedClient, batch, fetch_response, make_metadata, \
+from test_fetcher import T, TID, TP0, TP1, TP2, ScriptedClient, batch, fetch_response, make_metadata, \
     partition_data
 
 A, B, C = (TopicPartition("t", p) for p in range(3))
