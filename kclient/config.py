@@ -433,7 +433,8 @@ _CONSUMER_DEFS = [
     ConfigDef("fetch.max.in.flight.per.broker", "int", 1, min=1, max=16,
               doc="kclient: Fetch streams kept in flight to one broker, each for a fixed share of its "
                   "partitions and of fetch.max.bytes (so buffered data stays bounded the same); 1 "
-                  "because 4 gained nothing measurable on loopback (README, Performance)"),
+                  "because more gained nothing per record on loopback and slowed poll_columnar "
+                  "(a broker serves one request per connection at a time)"),
     ConfigDef("max.poll.records", "int", 500, min=1,
               doc="records one poll() returns at most, across partitions"),
     ConfigDef("max.poll.interval.ms", "int", 300000, min=1, max=2147483647,
