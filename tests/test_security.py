@@ -273,3 +273,32 @@ def test_tls_settings_that_cannot_work_fail_naming_the_problem(tmp_path):
     ctx = build_ssl_context(ConsumerConfig({"ssl.endpoint.identification.algorithm": ""}))
     assert ctx.check_hostname is False
     assert build_ssl_context(ConsumerConfig({})).check_hostname is True
+
+
+# ---------------------------------------------------------------------- the other entry points
+def test_spark_options_with_the_kafka_prefix_carry_security_settings(secure):
+    """The Spark readers' planning and executor-side reading, as mapInArrow runs them."""
+    from kclient.spark.planning import plan_offset_ranges
+    from kclient.spark.reader import range_rows
+    round_trip(secure, *cases(secure)["sasl_ssl SCRAM-SHA-512 (jaas)"], b"for-spark")
+    _, settings = cases(secure)["sasl_ssl SCRAM-SHA-512 (jaas)"]
+    options = {"kafka.bootstrap.servers": secure.bootstrap_for("SASL_SSL"), "subscribe": "secure",
+               "startingOffsets": "earliest", "endingOffsets": "latest",
+               **{f"kafka.{k}": v for k, v in settings.items()}}
+    ranges = plan_offset_ranges(options)
+    values = [row[1] for row in range_rows(ranges, options)]
+    assert b"for-spark" in values
+
+
+def test_the_console_consumer_reads_over_sasl_ssl(secure):
+    import subprocess
+    import sys
+    _, settings = cases(secure)["sasl_ssl SCRAM-SHA-512 (jaas)"]
+    round_trip(secure, "SASL_SSL", settings, b"for-the-console")
+    cmd = [sys.executable, "-m", "kclient", "consume", "-b", secure.bootstrap_for("SASL_SSL"), "-t", "secure",
+           "--from-beginning", "--idle-timeout-ms", "5000", "-f", "raw"]
+    for key, value in settings.items():
+        cmd += ["-X", f"{key}={value}"]
+    done = subprocess.run(cmd, capture_output=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    assert b"for-the-console" in done.stdout
