@@ -49,7 +49,7 @@ __all__ = [
     "Pacemaker", "encode_heartbeat_request", "encode_leave_group_request", "decode_heartbeat_response",
     "decode_leave_group_response", "MAX_HEARTBEAT_VERSION", "MAX_LEAVE_GROUP_VERSION",
     "EV_HEARTBEAT_ERROR", "EV_COORDINATOR_LOST", "EV_POLL_TIMEOUT", "EV_DISCONNECTED",
-    "CODE_SESSION_EXPIRED", "CODE_NOT_SENT",
+    "CODE_SESSION_EXPIRED", "CODE_NOT_SENT", "CODE_CONNECT_FAILED",
 ]
 
 MAX_HEARTBEAT_VERSION = 4
@@ -70,6 +70,7 @@ EV_POLL_TIMEOUT = _EV_POLL_TIMEOUT
 EV_DISCONNECTED = _EV_DISCONNECTED
 CODE_SESSION_EXPIRED = _CODE_SESSION_EXPIRED
 CODE_NOT_SENT = _CODE_NOT_SENT
+CODE_CONNECT_FAILED = PM_CONNECT_FAILED    # EV_DISCONNECTED: could not connect (detail: errno)
 
 cdef enum:
     _HEARTBEAT = 12
@@ -931,7 +932,7 @@ cdef class Pacemaker:
 
     cdef void _loop(self) noexcept nogil:
         cdef int fd = -1, rc, err = 0
-        cdef int64_t cur_addr = -1, next_connect = 0, now, wake_at, epoch0, since_poll = 0, backoff, rto
+        cdef int64_t cur_addr = -1, next_connect = 0, now, wake_at, epoch0, since_poll = 0, backoff, rto, connect_timeout
         cdef int32_t corr = 0, gen0, rcorr = 0, throttle = 0
         cdef int16_t code = 0
         cdef int version0
@@ -961,6 +962,9 @@ cdef class Pacemaker:
             backoff = self.hs.retry_backoff_ms
             pthread_mutex_unlock(self.hmu)
             rto = self.request_timeout_ms
+            # A connect that hangs must not outlive the session: the member would be evicted
+            # while we wait (and the Python side could not take over).
+            connect_timeout = self.hs.session_timeout_ms // 2 if self.hs.session_timeout_ms // 2 < rto else rto
             gen0 = self.generation
             epoch0 = self.epoch
             if poll_expired:
@@ -978,7 +982,7 @@ cdef class Pacemaker:
                     pthread_mutex_unlock(&self.mu)
                     if n > 0:
                         if fd < 0:
-                            fd = self._connect(rto, &err)
+                            fd = self._connect(connect_timeout, &err)
                         if fd >= 0:
                             rc = self._exchange(fd, n, &rn, now + rto, epoch0)
                             if rc == PM_OK:
@@ -1002,7 +1006,7 @@ cdef class Pacemaker:
                     continue
                 cur_addr = self.addr_gen
                 pthread_mutex_unlock(&self.mu)
-                fd = self._connect(rto, &err)
+                fd = self._connect(connect_timeout, &err)
                 pthread_mutex_lock(&self.mu)
                 if fd < 0:
                     next_connect = monotonic_ms() + (backoff if backoff > 50 else 50)
