@@ -42,7 +42,7 @@ from kcore.posixsys cimport (
     send, setsockopt, socket, socklen_t, ssize_t, timespec, write)
 from kcore.timers cimport (
     Heartbeat, hb_fail_heartbeat, hb_next_wakeup_ms, hb_poll_timeout_expired, hb_received_heartbeat,
-    hb_sent_heartbeat, hb_session_timeout_expired, hb_should_heartbeat, heartbeat_state)
+    hb_sent_heartbeat, hb_session_expiry_ms, hb_session_timeout_expired, hb_should_heartbeat, heartbeat_state)
 from kcore.wire cimport load_be16, load_be32, read_uvarint32_ptr, store_be16, store_be32, write_uvarint_ptr
 
 __all__ = [
@@ -932,7 +932,7 @@ cdef class Pacemaker:
 
     cdef void _loop(self) noexcept nogil:
         cdef int fd = -1, rc, err = 0
-        cdef int64_t cur_addr = -1, next_connect = 0, now, wake_at, epoch0, since_poll = 0, backoff, rto, connect_timeout
+        cdef int64_t cur_addr = -1, next_connect = 0, now, wake_at, epoch0, since_poll = 0, backoff, rto, connect_timeout, reply_deadline
         cdef int32_t corr = 0, gen0, rcorr = 0, throttle = 0
         cdef int16_t code = 0
         cdef int version0
@@ -1031,12 +1031,17 @@ cdef class Pacemaker:
                 continue
             pthread_mutex_lock(self.hmu)
             hb_sent_heartbeat(self.hs, now)
+            # Wait for the answer no longer than the session lasts: a silent coordinator
+            # must be noticed (SPEC §2 step 4) even when request.timeout.ms is longer.
+            reply_deadline = hb_session_expiry_ms(self.hs)
             pthread_mutex_unlock(self.hmu)
+            if reply_deadline > now + rto:
+                reply_deadline = now + rto
             self.send_times[self.n_send_times % PM_SEND_TIMES] = now
             self.n_send_times += 1
             self.n_sent += 1
             pthread_mutex_unlock(&self.mu)
-            rc = self._exchange(fd, n, &rn, now + rto, epoch0)
+            rc = self._exchange(fd, n, &rn, reply_deadline, epoch0)
             if rc == PM_OK:
                 rc = pm_decode_heartbeat_response(self.rbuf, rn, version0, &rcorr, &throttle, &code)
                 if rc == PM_OK and rcorr != corr:
