@@ -617,7 +617,8 @@ class AbstractCoordinator(abc.ABC):
             thread = self._heartbeat_thread
             pacemaker, self._pacemaker = self._pacemaker, None
         if pacemaker is not None:   # before LeaveGroup: no heartbeat may follow it
-            pacemaker.close(None if timer.remaining_ms() is None else timer.remaining_ms() / 1000.0)
+            remaining = timer.remaining_ms()
+            pacemaker.close(None if remaining is None else remaining / 1000.0)
         if thread is not None:
             thread.close()
             if thread.is_alive() and thread is not threading.current_thread():

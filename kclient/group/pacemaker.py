@@ -98,7 +98,7 @@ class PacemakerLink:
         want = None
         node = c._coordinator
         gen = c._generation
-        if (not c._closed and node is not None and gen.has_member_id()
+        if (not c._closed and node is not None and gen.has_member_id() and c.group_id is not None
                 and c.state in (MemberState.STABLE, MemberState.COMPLETING_REBALANCE)):
             hv = c._client.api_version(node, ApiKey.HEARTBEAT)
             lv = c._client.api_version(node, ApiKey.LEAVE_GROUP)
@@ -119,7 +119,7 @@ class PacemakerLink:
             self._epoch = self._pm.deactivate()
             return
         host, port, generation_id, member_id, instance_id, hv, lv, timeout = want
-        self._epoch = self._pm.configure(host=host, port=port, group_id=c.group_id, member_id=member_id,
+        self._epoch = self._pm.configure(host=host, port=port, group_id=c.group_id or "", member_id=member_id,
                                          generation_id=generation_id, group_instance_id=instance_id,
                                          heartbeat_version=hv, leave_group_version=lv,
                                          request_timeout_ms=timeout)
@@ -156,7 +156,7 @@ class PacemakerLink:
         from kclient.group.coordinator import MemberState, _error_for
 
         c = self._c
-        for kind, code, epoch, generation, at_ms, detail in events:
+        for kind, code, epoch, generation, _at_ms, detail in events:
             if epoch != self._epoch:
                 log.debug("group %s: ignoring pacemaker event %r of an older configuration", c.group_id,
                           (kind, code))
