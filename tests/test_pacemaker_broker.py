@@ -167,7 +167,7 @@ def test_gil_holding_call_and_max_poll_interval(backend, topic_name, group_id, m
         b_got_at = None
         end = time.monotonic() + STALL_S + 60
         while True:
-            if b is not None and b_got_at is None and b.assigned() == frozenset({0}):
+            if b is not None and b_got_at is None and {tp.partition for tp in b.assigned()} == {0}:
                 b_got_at = time.monotonic()
             stalled = a.read("stalled", 0.1, optional=True)
             if stalled is not None:
