@@ -1,5 +1,5 @@
 # cython: language_level=3
-"""A heartbeat sender that runs without the GIL (issue 14; SPEC §2, §2.5).
+"""A heartbeat sender that runs without the GIL (issue 14; mechanisms §2).
 
 Why: a Python heartbeat thread cannot run while the application holds the GIL (a long C
 call), so a member whose C call outlasts session.timeout.ms is evicted. ``Pacemaker.run()``
@@ -19,7 +19,7 @@ The loop halts itself (no more heartbeats until the next ``configure``) when the
 out of the group (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, FENCED_INSTANCE_ID, fatal errors),
 when the coordinator is wrong or lost (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE,
 session.timeout.ms without a response), and after max.poll.interval.ms expired (it then
-sends LeaveGroup itself for a dynamic member, as SPEC §2 step 5 says). A broken connection
+sends LeaveGroup itself for a dynamic member, as mechanisms §2 step 5 says). A broken connection
 is not a halt: it reconnects to the same address after retry.backoff.ms.
 
 Locks: ``mu`` guards this object's fields, ``Heartbeat.mutex`` the timing struct; the order
@@ -968,7 +968,7 @@ cdef class Pacemaker:
             gen0 = self.generation
             epoch0 = self.epoch
             if poll_expired:
-                # SPEC §2 step 5: the application stalled; leave so the partitions move on.
+                # mechanisms §2 step 5: the application stalled; leave so the partitions move on.
                 code = _CODE_NOT_SENT
                 if self.leave_version >= 0 and self.instance_id_len < 0 and self.member_id_len > 0:
                     corr += 1
@@ -1019,7 +1019,7 @@ cdef class Pacemaker:
                 self._idle_wait(wake_at - now if wake_at > now else 1)
                 pthread_mutex_lock(&self.mu)
                 continue
-            # SPEC §2 step 7: send a heartbeat and wait for its answer
+            # mechanisms §2 step 7: send a heartbeat and wait for its answer
             corr += 1
             version0 = self.hb_version
             n = pm_encode_heartbeat(self.sbuf, _SBUF_CAP, version0, corr, self.client_id, self.client_id_len,
@@ -1032,7 +1032,7 @@ cdef class Pacemaker:
             pthread_mutex_lock(self.hmu)
             hb_sent_heartbeat(self.hs, now)
             # Wait for the answer no longer than the session lasts: a silent coordinator
-            # must be noticed (SPEC §2 step 4) even when request.timeout.ms is longer.
+            # must be noticed (mechanisms §2 step 4) even when request.timeout.ms is longer.
             reply_deadline = hb_session_expiry_ms(self.hs)
             pthread_mutex_unlock(self.hmu)
             if reply_deadline > now + rto:
@@ -1072,7 +1072,7 @@ cdef class Pacemaker:
         pthread_mutex_unlock(&self.mu)
 
     cdef void _handle_heartbeat_error(self, int16_t code, int32_t gen0, int64_t now) noexcept nogil:
-        # caller holds mu; SPEC §2 step 7
+        # caller holds mu; mechanisms §2 step 7
         pthread_mutex_lock(self.hmu)
         if code == 0 or code == _E_REBALANCE_IN_PROGRESS:
             # REBALANCE_IN_PROGRESS: the coordinator still knows us; keep the session until rejoin

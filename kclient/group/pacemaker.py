@@ -1,4 +1,4 @@
-"""The coordinator's side of the GIL-free heartbeat pacemaker (issue 14; SPEC §2).
+"""The coordinator's side of the GIL-free heartbeat pacemaker (issue 14; mechanisms §2).
 
 ``kcore.pacemaker.Pacemaker`` heartbeats without the GIL, so a member survives a C call
 that holds the GIL for longer than session.timeout.ms. This module is the small interface
@@ -213,7 +213,7 @@ class PacemakerLink:
         elif not isinstance(err, Errors.UnsupportedVersionError):
             log.debug("heartbeat of group %s failed: %r", c.group_id, err)
             return
-        # Fatal (SPEC §2 step 8): the application's next poll() raises it.
+        # Fatal (mechanisms §2 step 8): the application's next poll() raises it.
         self._pushed = _REPUSH
         thread = c._heartbeat_thread
         if thread is not None:
