@@ -205,3 +205,65 @@ def test_gil_holding_call_and_max_poll_interval(backend, topic_name, group_id, m
             assert leaves_at[0] - stalled["start"] >= max_poll_ms / 1000 - 1.5
         assert after["member"] != stable["member"] or after["generation"] != stable["generation"]
 
+
+
+# ---------------------------------------------------------------------------- in-process link
+@pytest.fixture
+def mock_member(mock_faults, create_topic, topic_name, group_id):
+    mock_faults.group_initial_rebalance_delay_ms(100)
+    create_topic(mock_faults, topic_name, 4)
+    made = []
+
+    def _make(**cfg):
+        settings = {"session_timeout_ms": 3000, "heartbeat_interval_ms": 200, "retry_backoff_ms": 50,
+                    "partition_assignment_strategy": ["cooperative-sticky"], **cfg}
+        m = GroupMember(mock_faults.bootstrap, group_id, [topic_name], name="pm-member", **settings).start()
+        made.append(m)
+        wait_until(lambda: m.error is not None or (m.stable() and len(m.assigned()) == 4), 60, "the member to join")
+        assert m.error is None, m.error
+        return m
+
+    yield _make
+    for m in made:
+        m.close(3000)
+    mock_faults.clear_request_errors(12)
+    mock_faults.group_initial_rebalance_delay_ms(3000)
+
+
+def _pacemaker_sent(m):
+    link = m.coord._pacemaker
+    return link.pacemaker.stats()["sent"] if link is not None else 0
+
+
+def test_pacemaker_follows_a_coordinator_move(mock_faults, mock_member, group_id):
+    from kclient.group.coordinator import coordinator_node_id
+
+    m = mock_member()
+    link = m.coord._pacemaker
+    assert link is not None and link.engaged
+    wait_until(lambda: _pacemaker_sent(m) >= 2, 30, "pacemaker heartbeats")
+    generation = m.coord.generation()
+    old = m.coord.coordinator().node_id
+    target = next(b for b in (1, 2, 3) if coordinator_node_id(b) != old)
+    connects = link.pacemaker.stats()["connects"]
+    mock_faults.coordinator_set("group", group_id, target)
+    wait_until(lambda: m.coord._coordinator is not None
+               and m.coord._coordinator.node_id == coordinator_node_id(target)
+               and link.pacemaker.stats()["connects"] > connects and link.pacemaker.is_active, 30,
+               "the pacemaker on the new coordinator")
+    received = link.pacemaker.stats()["received"]
+    wait_until(lambda: link.pacemaker.stats()["received"] >= received + 2, 30, "answers from the new coordinator")
+    assert m.coord.generation() == generation and len(m.assigned()) == 4
+    assert [k for k, _ in m.listener.events if k in ("revoked", "lost")] == []
+
+
+def test_pacemaker_unknown_member_id_makes_the_member_rejoin(mock_faults, mock_member):
+    m = mock_member()
+    wait_until(lambda: _pacemaker_sent(m) >= 1, 30, "pacemaker heartbeats")
+    before = m.coord.generation()
+    mock_faults.push_request_errors(12, [25])          # UNKNOWN_MEMBER_ID to the next Heartbeat
+    wait_until(lambda: m.coord.generation().member_id != before.member_id and m.stable(), 60,
+               "the member to rejoin with a new member id")
+    assert m.error is None, m.error
+    assert "lost" in [k for k, _ in m.listener.events]     # the eviction is visible
+    assert m.coord._pacemaker.engaged

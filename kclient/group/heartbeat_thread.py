@@ -194,6 +194,8 @@ class HeartbeatThread(threading.Thread):
             pacemaker = c._pacemaker
             if pacemaker is not None:
                 pacemaker.drain()
+                # e.g. a new coordinator's Heartbeat version is known once a request reached it
+                pacemaker.sync()
                 if pacemaker.engaged:
                     return WAIT_FOR_PACEMAKER
             # 4. no successful heartbeat within session.timeout.ms -> coordinator unknown
