@@ -565,23 +565,29 @@ cdef class Pacemaker:
     ``kcore.timers.Heartbeat`` (shared, not copied). Start ``run()`` in a dedicated thread.
     """
 
-    def __cinit__(self):
+    def __cinit__(self, *args, **kwargs):
+        # The mutex exists from allocation on, so no method can touch an uninitialised one.
+        cdef pthread_condattr_t attr
         self.wake_r = -1
         self.wake_w = -1
         self.instance_id_len = -1
+        self.client_id_len = -1
         self.leave_version = -1
         self.port = 0
         self.host[0] = 0
+        self.request_timeout_ms = 30000
+        pthread_mutex_init(&self.mu, NULL)
+        pthread_condattr_init(&attr)
+        pthread_condattr_setclock(&attr, CLOCK_MONOTONIC)
+        pthread_cond_init(&self.ev_cond, &attr)
+        pthread_condattr_destroy(&attr)
+        self.mu_ready = True
 
     def __init__(self, Heartbeat heartbeat not None, client_id=None):
-        cdef pthread_condattr_t attr
         cdef int fds[2]
         cdef bytes cid = _utf8(client_id, "client_id", True)
-        if self.mu_ready:
+        if self.hb is not None:
             raise RuntimeError("Pacemaker is already initialised")
-        self.hb = heartbeat
-        self.hs = heartbeat.state_ptr()
-        self.hmu = &heartbeat.mutex
         self.sbuf = <uint8_t*>malloc(_SBUF_CAP)
         self.rbuf = <uint8_t*>malloc(PM_RECV_CAP)
         if self.sbuf == NULL or self.rbuf == NULL:
@@ -592,14 +598,10 @@ cdef class Pacemaker:
         self.wake_w = fds[1]
         _set_nonblocking(self.wake_r)
         _set_nonblocking(self.wake_w)
-        pthread_mutex_init(&self.mu, NULL)
-        pthread_condattr_init(&attr)
-        pthread_condattr_setclock(&attr, CLOCK_MONOTONIC)
-        pthread_cond_init(&self.ev_cond, &attr)
-        pthread_condattr_destroy(&attr)
-        self.mu_ready = True
         self.client_id = _dup(cid, &self.client_id_len)
-        self.request_timeout_ms = 30000
+        self.hs = heartbeat.state_ptr()
+        self.hmu = &heartbeat.mutex
+        self.hb = heartbeat              # last: "initialised" means every resource above exists
 
     def __dealloc__(self):
         # run() holds a reference to self, so the loop has ended by now.
@@ -626,6 +628,8 @@ cdef class Pacemaker:
         configuration. A changed address closes the connection and opens a new one.
         ``leave_group_version`` None: never send LeaveGroup (static members, or no version).
         """
+        if self.hb is None:
+            raise RuntimeError("Pacemaker.__init__ was not called")
         _check_version(heartbeat_version, 4, "Heartbeat")
         if leave_group_version is not None:
             _check_version(leave_group_version, 5, "LeaveGroup")
@@ -703,6 +707,8 @@ cdef class Pacemaker:
 
     def run(self):
         """The loop: returns after close(). Call it from a dedicated (daemon) thread."""
+        if self.hb is None:
+            raise RuntimeError("Pacemaker.__init__ was not called")
         with nogil:
             pthread_mutex_lock(&self.mu)
             if self.running or self.stop:
@@ -802,7 +808,8 @@ cdef class Pacemaker:
 
     cdef void _wake_loop(self) noexcept nogil:
         cdef char c = 1
-        write(self.wake_w, &c, 1)    # a full pipe already means "wake up"
+        if self.wake_w >= 0:
+            write(self.wake_w, &c, 1)    # a full pipe already means "wake up"
 
     cdef void _idle_wait(self, int64_t ms) noexcept nogil:
         cdef pollfd pfd

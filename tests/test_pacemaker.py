@@ -459,3 +459,36 @@ def test_secured_protocols_fall_back_to_the_python_thread():
     assert reason is not None and "SASL_SSL" in reason
     Settings.security_protocol = "PLAINTEXT"
     assert pacemaker_unavailable_reason(Client()) is None
+
+
+def test_uninitialised_or_reinitialised_pacemaker_is_refused():
+    p = pm.Pacemaker.__new__(pm.Pacemaker)
+    with pytest.raises(RuntimeError, match="__init__"):
+        p.run()
+    with pytest.raises(RuntimeError, match="__init__"):
+        p.configure(host="h", port=1, group_id="g", member_id="m", generation_id=1, heartbeat_version=4)
+    assert p.take_events() == [] and not p.is_active
+    p.close()
+    hb = Heartbeat(3000, 100, 60000, 50, 0)
+    q = pm.Pacemaker(hb, "c")
+    with pytest.raises(RuntimeError, match="already"):
+        q.__init__(hb, "c")
+
+
+def test_create_link_logs_why_it_falls_back(caplog):
+    from kclient.group.pacemaker import create_link
+
+    class Settings:
+        security_protocol = "SSL"
+
+    class Client:
+        settings = Settings()
+
+    class Coordinator:
+        _client = Client()
+        group_id = "g"
+
+    with caplog.at_level("INFO", logger="kclient.group.pacemaker"):
+        assert create_link(Coordinator()) is None
+    lines = [r.getMessage() for r in caplog.records if r.name == "kclient.group.pacemaker"]
+    assert len(lines) == 1 and "security.protocol SSL" in lines[0] and "Python heartbeat thread" in lines[0]
