@@ -7,7 +7,7 @@ releases the GIL for its whole life and keeps the member alive with its own coor
 connection. It speaks the classic protocol's Heartbeat (versions 0-4) and LeaveGroup
 (0-5) in C; the version is the one the main client negotiated with the coordinator.
 
-Division of labour. Python (kclient.group.pacemaker) decides *whether* to heartbeat and
+Division of labour. The caller (the group coordinator) decides *whether* to heartbeat and
 with which identity: ``configure()`` (coordinator address, member id, generation, group
 instance id, versions) and ``deactivate()``. The loop decides *when*, from the shared
 ``kcore.timers.Heartbeat`` struct (the one the Python coordinator reads), and does the

@@ -102,7 +102,7 @@ cdef extern from "<netdb.h>" nogil:
 
 
 cdef inline int64_t monotonic_ms() noexcept nogil:
-    # The same clock as kclient.clock.SystemClock (time.monotonic_ns, CLOCK_MONOTONIC on Linux),
+    # The same clock as Python's time.monotonic_ns (CLOCK_MONOTONIC on Linux), the clients' clock,
     # so instants stored in kcore.timers.Heartbeat by either side compare.
     cdef timespec ts
     clock_gettime(CLOCK_MONOTONIC, &ts)
