@@ -3,7 +3,7 @@
 
 The run loop (``Pacemaker._loop``) runs entirely without the GIL: it owns one TCP connection
 to the group coordinator, encodes Heartbeat (and, when max.poll.interval.ms expires,
-LeaveGroup) requests, decodes the responses and drives the shared ``kcore.timers.Heartbeat``
+LeaveGroup) requests and decodes the responses with kcore.groupcodec, and drives the shared ``kcore.timers.Heartbeat``
 struct under that object's mutex. It never calls into Python; it reports what happened as
 small events that Python code drains (``wait_events`` / ``take_events``).
 """
@@ -15,24 +15,8 @@ from kcore.timers cimport Heartbeat, heartbeat_state
 cdef enum:
     PM_EVENT_CAP = 64          # events kept until Python drains them (older ones are counted, dropped)
     PM_SEND_TIMES = 256        # recent heartbeat send instants kept for jitter measurement
-    PM_MAX_STRING = 32767      # every string we send is a Kafka STRING (int16 length)
     PM_MAX_HOST = 255
     PM_RECV_CAP = 65536        # largest response frame accepted (a Heartbeat response is ~20 bytes)
-
-# Decoder / I/O results (negative; 0 = OK).
-cdef enum:
-    PM_OK = 0
-    PM_TRUNCATED = -1          # the frame ends before the message does
-    PM_MALFORMED = -2          # a negative length or bad varint
-    PM_TRAILING = -3           # bytes left after the message
-    PM_BAD_VERSION = -4        # a version this encoder does not speak
-    PM_OVERFLOW = -5           # the output buffer is too small
-    PM_IO = -10                # send/recv failed or the connection closed
-    PM_TIMEOUT = -11           # no response within request.timeout.ms
-    PM_TOO_BIG = -12           # response frame larger than PM_RECV_CAP
-    PM_ABANDONED = -13         # reconfigured or stopped while waiting: the response no longer matters
-    PM_CONNECT_FAILED = -14
-    PM_CORRELATION = -15       # the response answers another request
 
 ctypedef struct pm_event:
     int kind
@@ -41,28 +25,6 @@ ctypedef struct pm_event:
     int32_t generation
     int64_t at_ms
     int64_t detail
-
-ctypedef struct pm_wbuf:
-    uint8_t* p
-    Py_ssize_t cap
-    Py_ssize_t n
-    int overflow
-
-cdef Py_ssize_t pm_encode_heartbeat(uint8_t* out, Py_ssize_t cap, int version, int32_t correlation_id,
-                                    const char* client_id, Py_ssize_t client_id_len,
-                                    const char* group_id, Py_ssize_t group_id_len, int32_t generation_id,
-                                    const char* member_id, Py_ssize_t member_id_len,
-                                    const char* instance_id, Py_ssize_t instance_id_len) noexcept nogil
-cdef Py_ssize_t pm_encode_leave_group(uint8_t* out, Py_ssize_t cap, int version, int32_t correlation_id,
-                                      const char* client_id, Py_ssize_t client_id_len,
-                                      const char* group_id, Py_ssize_t group_id_len,
-                                      const char* member_id, Py_ssize_t member_id_len,
-                                      const char* instance_id, Py_ssize_t instance_id_len,
-                                      const char* reason, Py_ssize_t reason_len) noexcept nogil
-cdef int pm_decode_heartbeat_response(const uint8_t* p, Py_ssize_t n, int version, int32_t* correlation_id,
-                                      int32_t* throttle_ms, int16_t* error_code) noexcept nogil
-cdef int pm_decode_leave_group_response(const uint8_t* p, Py_ssize_t n, int version, int32_t* correlation_id,
-                                        int16_t* error_code) noexcept nogil
 
 
 cdef class Pacemaker:

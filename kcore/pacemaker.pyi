@@ -1,12 +1,9 @@
 """Typed public API of kcore.pacemaker: the GIL-free heartbeat loop (issue 14)."""
-from typing import Any
-
 from kcore.timers import Heartbeat
 
 __all__ = [
-    "Pacemaker", "encode_heartbeat_request", "encode_leave_group_request", "decode_heartbeat_response",
-    "decode_leave_group_response", "MAX_HEARTBEAT_VERSION", "MAX_LEAVE_GROUP_VERSION",
-    "EV_HEARTBEAT_ERROR", "EV_COORDINATOR_LOST", "EV_POLL_TIMEOUT", "EV_DISCONNECTED",
+    "Pacemaker", "MAX_HEARTBEAT_VERSION", "MAX_LEAVE_GROUP_VERSION", "EV_HEARTBEAT_ERROR",
+    "EV_COORDINATOR_LOST", "EV_POLL_TIMEOUT", "EV_DISCONNECTED",
     "CODE_SESSION_EXPIRED", "CODE_NOT_SENT", "CODE_CONNECT_FAILED",
 ]
 
@@ -22,16 +19,6 @@ CODE_CONNECT_FAILED: int
 
 #: (kind, code, epoch, generation, at_ms, detail)
 Event = tuple[int, int, int, int, int, int]
-
-def encode_heartbeat_request(version: int, correlation_id: int, client_id: str | None, group_id: str,
-                             generation_id: int, member_id: str,
-                             group_instance_id: str | None = None) -> bytes: ...
-def encode_leave_group_request(version: int, correlation_id: int, client_id: str | None, group_id: str,
-                               member_id: str, group_instance_id: str | None = None,
-                               reason: str | None = None) -> bytes: ...
-def decode_heartbeat_response(version: int, frame: Any) -> tuple[int, int, int]:
-    """(correlation_id, throttle_time_ms, error_code); ValueError names what is wrong."""
-def decode_leave_group_response(version: int, frame: Any) -> tuple[int, int]: ...
 
 class Pacemaker:
     epoch: int

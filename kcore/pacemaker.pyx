@@ -5,7 +5,8 @@ Why: a Python heartbeat thread cannot run while the application holds the GIL (a
 call), so a member whose C call outlasts session.timeout.ms is evicted. ``Pacemaker.run()``
 releases the GIL for its whole life and keeps the member alive with its own coordinator
 connection. It speaks the classic protocol's Heartbeat (versions 0-4) and LeaveGroup
-(0-5) in C; the version is the one the main client negotiated with the coordinator.
+(0-5) in C (kcore.groupcodec); the version is the one the main client negotiated with the
+coordinator.
 
 Division of labour. The caller (the group coordinator) decides *whether* to heartbeat and
 with which identity: ``configure()`` (coordinator address, member id, generation, group
@@ -25,8 +26,8 @@ is not a halt: it reconnects to the same address after retry.backoff.ms.
 Locks: ``mu`` guards this object's fields, ``Heartbeat.mutex`` the timing struct; the order
 is always mu then hb mutex. Neither is held during I/O, and the loop never takes the GIL.
 """
-from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
-from libc.stdint cimport INT32_MAX, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t
+from cpython.bytes cimport PyBytes_AS_STRING
+from libc.stdint cimport INT32_MAX, int16_t, int32_t, int64_t, uint8_t
 from libc.stdio cimport snprintf
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy, memset, strlen
@@ -43,15 +44,18 @@ from kcore.posixsys cimport (
 from kcore.timers cimport (
     Heartbeat, hb_fail_heartbeat, hb_next_wakeup_ms, hb_poll_timeout_expired, hb_received_heartbeat,
     hb_sent_heartbeat, hb_session_expiry_ms, hb_session_timeout_expired, hb_should_heartbeat, heartbeat_state)
-from kcore.wire cimport load_be16, load_be32, read_uvarint32_ptr, store_be16, store_be32, write_uvarint_ptr
+from kcore.groupcodec cimport (
+    PM_ABANDONED, PM_CONNECT_FAILED, PM_CORRELATION, PM_IO, PM_OK, PM_OVERFLOW, PM_SBUF_CAP,
+    PM_TIMEOUT, PM_TOO_BIG, check_version, pm_decode_heartbeat_response, pm_decode_leave_group_response,
+    pm_encode_heartbeat, pm_encode_leave_group, utf8_arg)
+from kcore.wire cimport load_be32
 
 __all__ = [
-    "Pacemaker", "encode_heartbeat_request", "encode_leave_group_request", "decode_heartbeat_response",
-    "decode_leave_group_response", "MAX_HEARTBEAT_VERSION", "MAX_LEAVE_GROUP_VERSION",
-    "EV_HEARTBEAT_ERROR", "EV_COORDINATOR_LOST", "EV_POLL_TIMEOUT", "EV_DISCONNECTED",
+    "Pacemaker", "MAX_HEARTBEAT_VERSION", "MAX_LEAVE_GROUP_VERSION", "EV_HEARTBEAT_ERROR", "EV_COORDINATOR_LOST", "EV_POLL_TIMEOUT", "EV_DISCONNECTED",
     "CODE_SESSION_EXPIRED", "CODE_NOT_SENT", "CODE_CONNECT_FAILED",
 ]
 
+# The versions the loop speaks (those of kcore.groupcodec).
 MAX_HEARTBEAT_VERSION = 4
 MAX_LEAVE_GROUP_VERSION = 5
 
@@ -73,8 +77,6 @@ CODE_NOT_SENT = _CODE_NOT_SENT
 CODE_CONNECT_FAILED = PM_CONNECT_FAILED    # EV_DISCONNECTED: could not connect (detail: errno)
 
 cdef enum:
-    _HEARTBEAT = 12
-    _LEAVE_GROUP = 13
     # Kafka error codes the loop acts on
     _E_COORDINATOR_LOAD_IN_PROGRESS = 14
     _E_COORDINATOR_NOT_AVAILABLE = 15
@@ -85,414 +87,8 @@ cdef enum:
     _E_GROUP_AUTHORIZATION_FAILED = 30
     _E_UNSUPPORTED_VERSION = 35
     _E_FENCED_INSTANCE_ID = 82
-    _SBUF_CAP = 4 * 32768 + 256     # client id + group + member + instance (+ reason) at full length
 
 cdef const char* _LEAVE_REASON = b"max.poll.interval.ms expired: the application did not call poll() in time"
-
-
-# ---------------------------------------------------------------- encoding (nogil)
-cdef inline void _w_raw(pm_wbuf* b, const void* src, Py_ssize_t n) noexcept nogil:
-    if b.overflow or n > b.cap - b.n:
-        b.overflow = 1
-        return
-    if n:
-        memcpy(b.p + b.n, src, n)
-    b.n += n
-
-cdef inline void _w_i16(pm_wbuf* b, int16_t v) noexcept nogil:
-    cdef uint8_t tmp[2]
-    store_be16(tmp, <uint16_t>v)
-    _w_raw(b, tmp, 2)
-
-cdef inline void _w_i32(pm_wbuf* b, int32_t v) noexcept nogil:
-    cdef uint8_t tmp[4]
-    store_be32(tmp, <uint32_t>v)
-    _w_raw(b, tmp, 4)
-
-cdef inline void _w_uvarint(pm_wbuf* b, uint32_t v) noexcept nogil:
-    cdef uint8_t tmp[10]
-    cdef int n = write_uvarint_ptr(tmp, v)
-    _w_raw(b, tmp, n)
-
-cdef inline void _w_str(pm_wbuf* b, const char* s, Py_ssize_t n, bint compact) noexcept nogil:
-    # n == -1 writes null (a nullable string); callers bound n to PM_MAX_STRING.
-    if n < 0:
-        if compact:
-            _w_uvarint(b, 0)
-        else:
-            _w_i16(b, -1)
-        return
-    if compact:
-        _w_uvarint(b, <uint32_t>(n + 1))
-    else:
-        _w_i16(b, <int16_t>n)
-    _w_raw(b, s, n)
-
-cdef inline bint _strings_ok(Py_ssize_t a, Py_ssize_t b, Py_ssize_t c, Py_ssize_t d) noexcept nogil:
-    return a <= PM_MAX_STRING and b <= PM_MAX_STRING and c <= PM_MAX_STRING and d <= PM_MAX_STRING
-
-cdef inline void _w_header(pm_wbuf* b, int api_key, int version, int32_t correlation_id,
-                           const char* client_id, Py_ssize_t client_id_len, bint flexible) noexcept nogil:
-    _w_i32(b, 0)                     # size, patched by _finish
-    _w_i16(b, <int16_t>api_key)
-    _w_i16(b, <int16_t>version)
-    _w_i32(b, correlation_id)
-    _w_str(b, client_id, client_id_len, False)   # the header's client id is never compact
-    if flexible:
-        _w_uvarint(b, 0)             # request header v2: no tagged fields
-
-cdef inline Py_ssize_t _finish(pm_wbuf* b) noexcept nogil:
-    if b.overflow:
-        return PM_OVERFLOW
-    store_be32(b.p, <uint32_t>(b.n - 4))
-    return b.n
-
-cdef Py_ssize_t pm_encode_heartbeat(uint8_t* out, Py_ssize_t cap, int version, int32_t correlation_id,
-                                    const char* client_id, Py_ssize_t client_id_len,
-                                    const char* group_id, Py_ssize_t group_id_len, int32_t generation_id,
-                                    const char* member_id, Py_ssize_t member_id_len,
-                                    const char* instance_id, Py_ssize_t instance_id_len) noexcept nogil:
-    """Heartbeat request frame (size prefix included) into out; its length or a PM_* error."""
-    cdef pm_wbuf b
-    cdef bint flex = version >= 4
-    if version < 0 or version > 4:
-        return PM_BAD_VERSION
-    if group_id_len < 0 or member_id_len < 0 or not _strings_ok(client_id_len, group_id_len,
-                                                                member_id_len, instance_id_len):
-        return PM_OVERFLOW
-    b.p = out
-    b.cap = cap
-    b.n = 0
-    b.overflow = 0
-    _w_header(&b, _HEARTBEAT, version, correlation_id, client_id, client_id_len, flex)
-    _w_str(&b, group_id, group_id_len, flex)
-    _w_i32(&b, generation_id)
-    _w_str(&b, member_id, member_id_len, flex)
-    if version >= 3:
-        _w_str(&b, instance_id, instance_id_len, flex)
-    if flex:
-        _w_uvarint(&b, 0)
-    return _finish(&b)
-
-cdef Py_ssize_t pm_encode_leave_group(uint8_t* out, Py_ssize_t cap, int version, int32_t correlation_id,
-                                      const char* client_id, Py_ssize_t client_id_len,
-                                      const char* group_id, Py_ssize_t group_id_len,
-                                      const char* member_id, Py_ssize_t member_id_len,
-                                      const char* instance_id, Py_ssize_t instance_id_len,
-                                      const char* reason, Py_ssize_t reason_len) noexcept nogil:
-    """LeaveGroup request frame for one member; its length or a PM_* error."""
-    cdef pm_wbuf b
-    cdef bint flex = version >= 4
-    if version < 0 or version > 5:
-        return PM_BAD_VERSION
-    if group_id_len < 0 or member_id_len < 0 or reason_len > PM_MAX_STRING or not _strings_ok(
-            client_id_len, group_id_len, member_id_len, instance_id_len):
-        return PM_OVERFLOW
-    b.p = out
-    b.cap = cap
-    b.n = 0
-    b.overflow = 0
-    _w_header(&b, _LEAVE_GROUP, version, correlation_id, client_id, client_id_len, flex)
-    _w_str(&b, group_id, group_id_len, flex)
-    if version < 3:
-        _w_str(&b, member_id, member_id_len, False)
-    else:
-        if flex:
-            _w_uvarint(&b, 2)        # compact array of one member
-        else:
-            _w_i32(&b, 1)
-        _w_str(&b, member_id, member_id_len, flex)
-        _w_str(&b, instance_id, instance_id_len, flex)
-        if version >= 5:
-            _w_str(&b, reason, reason_len, flex)
-        if flex:
-            _w_uvarint(&b, 0)        # member's tagged fields
-    if flex:
-        _w_uvarint(&b, 0)
-    return _finish(&b)
-
-
-# ---------------------------------------------------------------- decoding (nogil)
-cdef inline int _r_tagged(const uint8_t** pp, const uint8_t* end) noexcept nogil:
-    """Skip a tagged-field section."""
-    cdef uint32_t count, tag, size
-    cdef int k
-    cdef const uint8_t* p = pp[0]
-    k = read_uvarint32_ptr(p, end, &count)
-    if k <= 0:
-        return PM_TRUNCATED if p >= end else PM_MALFORMED
-    p += k
-    while count > 0:
-        k = read_uvarint32_ptr(p, end, &tag)
-        if k <= 0:
-            return PM_TRUNCATED if p >= end else PM_MALFORMED
-        p += k
-        k = read_uvarint32_ptr(p, end, &size)
-        if k <= 0:
-            return PM_TRUNCATED if p >= end else PM_MALFORMED
-        p += k
-        if size > <uint32_t>(end - p):
-            return PM_TRUNCATED
-        p += size
-        count -= 1
-    pp[0] = p
-    return PM_OK
-
-cdef inline int _r_skip_str(const uint8_t** pp, const uint8_t* end, bint compact, bint nullable) noexcept nogil:
-    cdef const uint8_t* p = pp[0]
-    cdef uint32_t u
-    cdef int16_t n16
-    cdef Py_ssize_t n
-    cdef int k
-    if compact:
-        k = read_uvarint32_ptr(p, end, &u)
-        if k <= 0:
-            return PM_TRUNCATED if p >= end else PM_MALFORMED
-        p += k
-        if u == 0:
-            if not nullable:
-                return PM_MALFORMED
-            pp[0] = p
-            return PM_OK
-        n = <Py_ssize_t>u - 1
-    else:
-        if end - p < 2:
-            return PM_TRUNCATED
-        n16 = <int16_t>load_be16(p)
-        p += 2
-        if n16 < 0:
-            if n16 == -1 and nullable:
-                pp[0] = p
-                return PM_OK
-            return PM_MALFORMED
-        n = n16
-    if n > end - p:
-        return PM_TRUNCATED
-    pp[0] = p + n
-    return PM_OK
-
-cdef inline int _r_response_header(const uint8_t** pp, const uint8_t* end, bint flex,
-                                   int32_t* correlation_id) noexcept nogil:
-    if end - pp[0] < 4:
-        return PM_TRUNCATED
-    correlation_id[0] = <int32_t>load_be32(pp[0])
-    pp[0] += 4
-    if flex:
-        return _r_tagged(pp, end)
-    return PM_OK
-
-cdef int pm_decode_heartbeat_response(const uint8_t* p, Py_ssize_t n, int version, int32_t* correlation_id,
-                                      int32_t* throttle_ms, int16_t* error_code) noexcept nogil:
-    """Heartbeat response (frame without its size prefix): PM_OK or a PM_* error."""
-    cdef const uint8_t* end = p + n
-    cdef bint flex = version >= 4
-    cdef int rc
-    if version < 0 or version > 4:
-        return PM_BAD_VERSION
-    if n < 0:
-        return PM_TRUNCATED
-    rc = _r_response_header(&p, end, flex, correlation_id)
-    if rc != PM_OK:
-        return rc
-    throttle_ms[0] = 0
-    if version >= 1:
-        if end - p < 4:
-            return PM_TRUNCATED
-        throttle_ms[0] = <int32_t>load_be32(p)
-        p += 4
-    if end - p < 2:
-        return PM_TRUNCATED
-    error_code[0] = <int16_t>load_be16(p)
-    p += 2
-    if flex:
-        rc = _r_tagged(&p, end)
-        if rc != PM_OK:
-            return rc
-    return PM_OK if p == end else PM_TRAILING
-
-cdef int pm_decode_leave_group_response(const uint8_t* p, Py_ssize_t n, int version, int32_t* correlation_id,
-                                        int16_t* error_code) noexcept nogil:
-    """LeaveGroup response: the top-level error, else the first member's non-zero error."""
-    cdef const uint8_t* end = p + n
-    cdef bint flex = version >= 4
-    cdef int rc, k
-    cdef int64_t count
-    cdef uint32_t u
-    cdef int16_t member_error
-    if version < 0 or version > 5:
-        return PM_BAD_VERSION
-    if n < 0:
-        return PM_TRUNCATED
-    rc = _r_response_header(&p, end, flex, correlation_id)
-    if rc != PM_OK:
-        return rc
-    if version >= 1:
-        if end - p < 4:
-            return PM_TRUNCATED
-        p += 4                               # throttle_time_ms
-    if end - p < 2:
-        return PM_TRUNCATED
-    error_code[0] = <int16_t>load_be16(p)
-    p += 2
-    if version >= 3:
-        if flex:
-            k = read_uvarint32_ptr(p, end, &u)
-            if k <= 0:
-                return PM_TRUNCATED if p >= end else PM_MALFORMED
-            p += k
-            if u == 0:
-                return PM_MALFORMED          # members is not nullable
-            count = <int64_t>u - 1
-        else:
-            if end - p < 4:
-                return PM_TRUNCATED
-            count = <int32_t>load_be32(p)
-            p += 4
-            if count < 0:
-                return PM_MALFORMED
-        # every member takes at least 4 bytes: a huge count in a short frame is truncated
-        if count > (end - p) // 4 + 1:
-            return PM_TRUNCATED
-        while count > 0:
-            rc = _r_skip_str(&p, end, flex, False)          # member_id
-            if rc != PM_OK:
-                return rc
-            rc = _r_skip_str(&p, end, flex, True)           # group_instance_id
-            if rc != PM_OK:
-                return rc
-            if end - p < 2:
-                return PM_TRUNCATED
-            member_error = <int16_t>load_be16(p)
-            p += 2
-            if error_code[0] == 0 and member_error != 0:
-                error_code[0] = member_error
-            if flex:
-                rc = _r_tagged(&p, end)
-                if rc != PM_OK:
-                    return rc
-            count -= 1
-    if flex:
-        rc = _r_tagged(&p, end)
-        if rc != PM_OK:
-            return rc
-    return PM_OK if p == end else PM_TRAILING
-
-
-# ---------------------------------------------------------------- Python wrappers of the codec
-_CODEC_ERRORS = {
-    PM_TRUNCATED: "truncated response: the frame ends before the message does",
-    PM_MALFORMED: "malformed response: a negative length, null non-nullable field or bad varint",
-    PM_TRAILING: "malformed response: bytes left after the message",
-    PM_BAD_VERSION: "unsupported version",
-    PM_OVERFLOW: "a string is longer than 32767 bytes (a Kafka STRING's limit)",
-}
-
-
-cdef bytes _utf8(object s, str what, bint nullable):
-    if s is None:
-        if nullable:
-            return None
-        raise TypeError(f"{what} must be a str, not None")
-    if not isinstance(s, str):
-        raise TypeError(f"{what} must be a str, not {type(s).__name__}")
-    b = (<str>s).encode("utf-8")
-    if len(b) > PM_MAX_STRING:
-        raise ValueError(f"{what} is {len(b)} bytes long; a Kafka STRING holds at most 32767")
-    return b
-
-
-cdef inline const char* _ptr(bytes b) noexcept:
-    return NULL if b is None else PyBytes_AS_STRING(b)
-
-
-cdef inline Py_ssize_t _len(bytes b) noexcept:
-    return -1 if b is None else len(b)
-
-
-cdef int _check_version(object version, int top, str api) except -1:
-    if not isinstance(version, int) or version < 0 or version > top:
-        raise ValueError(f"{api} version {version!r} is not supported (0..{top})")
-    return 0
-
-
-def encode_heartbeat_request(version, correlation_id, client_id, group_id, generation_id, member_id,
-                             group_instance_id=None):
-    """Whole Heartbeat request frame (size prefix included), encoded by the C encoder."""
-    _check_version(version, 4, "Heartbeat")
-    cdef bytes cid = _utf8(client_id, "client_id", True)
-    cdef bytes g = _utf8(group_id, "group_id", False)
-    cdef bytes m = _utf8(member_id, "member_id", False)
-    cdef bytes i = _utf8(group_instance_id, "group_instance_id", True)
-    cdef int32_t corr = correlation_id
-    cdef int32_t gen = generation_id
-    cdef uint8_t* buf = <uint8_t*>malloc(_SBUF_CAP)
-    if buf == NULL:
-        raise MemoryError()
-    try:
-        n = pm_encode_heartbeat(buf, _SBUF_CAP, version, corr, _ptr(cid), _len(cid), _ptr(g), _len(g), gen,
-                                _ptr(m), _len(m), _ptr(i), _len(i))
-        if n < 0:
-            raise ValueError(_CODEC_ERRORS[n])
-        return PyBytes_FromStringAndSize(<char*>buf, n)
-    finally:
-        free(buf)
-
-
-def encode_leave_group_request(version, correlation_id, client_id, group_id, member_id,
-                               group_instance_id=None, reason=None):
-    """Whole LeaveGroup request frame for one member, encoded by the C encoder."""
-    _check_version(version, 5, "LeaveGroup")
-    cdef bytes cid = _utf8(client_id, "client_id", True)
-    cdef bytes g = _utf8(group_id, "group_id", False)
-    cdef bytes m = _utf8(member_id, "member_id", False)
-    cdef bytes i = _utf8(group_instance_id, "group_instance_id", True)
-    cdef bytes r = _utf8(reason, "reason", True)
-    cdef int32_t corr = correlation_id
-    cdef uint8_t* buf = <uint8_t*>malloc(_SBUF_CAP)
-    if buf == NULL:
-        raise MemoryError()
-    try:
-        n = pm_encode_leave_group(buf, _SBUF_CAP, version, corr, _ptr(cid), _len(cid), _ptr(g), _len(g),
-                                  _ptr(m), _len(m), _ptr(i), _len(i), _ptr(r), _len(r))
-        if n < 0:
-            raise ValueError(_CODEC_ERRORS[n])
-        return PyBytes_FromStringAndSize(<char*>buf, n)
-    finally:
-        free(buf)
-
-
-def decode_heartbeat_response(version, frame):
-    """(correlation_id, throttle_time_ms, error_code) of a Heartbeat response frame (no size prefix)."""
-    _check_version(version, 4, "Heartbeat")
-    cdef const uint8_t[::1] v = frame
-    cdef int32_t corr = 0, throttle = 0
-    cdef int16_t err = 0
-    cdef uint8_t dummy = 0
-    cdef const uint8_t* ptr = &dummy
-    if v.shape[0]:
-        ptr = &v[0]
-    cdef int rc = pm_decode_heartbeat_response(ptr, v.shape[0], version,
-                                               &corr, &throttle, &err)
-    if rc != PM_OK:
-        raise ValueError(f"Heartbeat v{version} {_CODEC_ERRORS[rc]}")
-    return corr, throttle, err
-
-
-def decode_leave_group_response(version, frame):
-    """(correlation_id, error_code) of a LeaveGroup response frame (no size prefix)."""
-    _check_version(version, 5, "LeaveGroup")
-    cdef const uint8_t[::1] v = frame
-    cdef int32_t corr = 0
-    cdef int16_t err = 0
-    cdef uint8_t dummy = 0
-    cdef const uint8_t* ptr = &dummy
-    if v.shape[0]:
-        ptr = &v[0]
-    cdef int rc = pm_decode_leave_group_response(ptr, v.shape[0], version,
-                                                 &corr, &err)
-    if rc != PM_OK:
-        raise ValueError(f"LeaveGroup v{version} {_CODEC_ERRORS[rc]}")
-    return corr, err
 
 
 cdef char* _dup(bytes b, Py_ssize_t* n_out) except? NULL:
@@ -585,10 +181,10 @@ cdef class Pacemaker:
 
     def __init__(self, Heartbeat heartbeat not None, client_id=None):
         cdef int fds[2]
-        cdef bytes cid = _utf8(client_id, "client_id", True)
+        cdef bytes cid = utf8_arg(client_id, "client_id", True)
         if self.hb is not None:
             raise RuntimeError("Pacemaker is already initialised")
-        self.sbuf = <uint8_t*>malloc(_SBUF_CAP)
+        self.sbuf = <uint8_t*>malloc(PM_SBUF_CAP)
         self.rbuf = <uint8_t*>malloc(PM_RECV_CAP)
         if self.sbuf == NULL or self.rbuf == NULL:
             raise MemoryError()
@@ -630,17 +226,17 @@ cdef class Pacemaker:
         """
         if self.hb is None:
             raise RuntimeError("Pacemaker.__init__ was not called")
-        _check_version(heartbeat_version, 4, "Heartbeat")
+        check_version(heartbeat_version, 4, "Heartbeat")
         if leave_group_version is not None:
-            _check_version(leave_group_version, 5, "LeaveGroup")
+            check_version(leave_group_version, 5, "LeaveGroup")
         if not isinstance(port, int) or not 0 < port < 65536:
             raise ValueError(f"coordinator port must be 1..65535 (got {port!r})")
-        cdef bytes h = _utf8(host, "host", False)
+        cdef bytes h = utf8_arg(host, "host", False)
         if len(h) == 0 or len(h) > PM_MAX_HOST or b"\0" in h:
             raise ValueError(f"coordinator host {host!r} is not a valid host name")
-        cdef bytes g = _utf8(group_id, "group_id", False)
-        cdef bytes m = _utf8(member_id, "member_id", False)
-        cdef bytes i = _utf8(group_instance_id, "group_instance_id", True)
+        cdef bytes g = utf8_arg(group_id, "group_id", False)
+        cdef bytes m = utf8_arg(member_id, "member_id", False)
+        cdef bytes i = utf8_arg(group_instance_id, "group_instance_id", True)
         cdef int32_t gen = generation_id
         if request_timeout_ms is None or request_timeout_ms < 1:
             raise ValueError(f"request_timeout_ms must be >= 1 (got {request_timeout_ms!r})")
@@ -980,7 +576,7 @@ cdef class Pacemaker:
                 if self.leave_version >= 0 and self.instance_id_len < 0 and self.member_id_len > 0:
                     corr += 1
                     version0 = self.leave_version
-                    n = pm_encode_leave_group(self.sbuf, _SBUF_CAP, version0, corr, self.client_id,
+                    n = pm_encode_leave_group(self.sbuf, PM_SBUF_CAP, version0, corr, self.client_id,
                                               self.client_id_len, self.group_id, self.group_id_len,
                                               self.member_id, self.member_id_len, self.instance_id,
                                               self.instance_id_len, _LEAVE_REASON, strlen(_LEAVE_REASON))
@@ -1029,7 +625,7 @@ cdef class Pacemaker:
             # mechanisms §2 step 7: send a heartbeat and wait for its answer
             corr += 1
             version0 = self.hb_version
-            n = pm_encode_heartbeat(self.sbuf, _SBUF_CAP, version0, corr, self.client_id, self.client_id_len,
+            n = pm_encode_heartbeat(self.sbuf, PM_SBUF_CAP, version0, corr, self.client_id, self.client_id_len,
                                     self.group_id, self.group_id_len, gen0, self.member_id, self.member_id_len,
                                     self.instance_id, self.instance_id_len)
             if n < 0:   # cannot happen: configure() validated every length and version

@@ -1,4 +1,4 @@
-"""kcore.pacemaker: the C codec against kclient.protocol (the schema-driven reference), hostile
+"""kcore.groupcodec and kcore.pacemaker: the C codec against kclient.protocol (the schema-driven reference), hostile
 input, and the GIL-free loop against a scripted coordinator socket peer (issue 14).
 
 Timing is checked with conditions and deadlines; intervals are read from the pacemaker's
@@ -13,6 +13,7 @@ import time
 
 import pytest
 
+from kcore import groupcodec as codec
 from kcore import pacemaker as pm
 from kcore.timers import Heartbeat
 from kclient import protocol
@@ -42,7 +43,7 @@ def _hb_body(version, instance):
 @pytest.mark.parametrize("instance", [None, "inst-1"])
 @pytest.mark.parametrize("client_id", [None, "", "client-é"])
 def test_heartbeat_request_matches_reference(version, instance, client_id):
-    ours = pm.encode_heartbeat_request(version, 123456, client_id, "grp-ü", 7, "m-1",
+    ours = codec.encode_heartbeat_request(version, 123456, client_id, "grp-ü", 7, "m-1",
                                        instance if version >= 3 else None)
     ref = protocol.encode_request(HEARTBEAT, version, 123456, client_id, _hb_body(version, instance))
     assert ours == ref
@@ -60,7 +61,7 @@ def _leave_body(version, instance, reason):
 @pytest.mark.parametrize("version", range(6))
 @pytest.mark.parametrize("instance,reason", [(None, None), ("i", "why"), (None, "x" * 300)])
 def test_leave_group_request_matches_reference(version, instance, reason):
-    ours = pm.encode_leave_group_request(version, -5, "cid", "g", "m-1", instance, reason)
+    ours = codec.encode_leave_group_request(version, -5, "cid", "g", "m-1", instance, reason)
     ref = protocol.encode_request(LEAVE_GROUP, version, -5, "cid", _leave_body(version, instance, reason))
     assert ours == ref
 
@@ -69,7 +70,7 @@ def test_leave_group_request_matches_reference(version, instance, reason):
 @pytest.mark.parametrize("error", [0, 27, 25, -1, 32767])
 def test_heartbeat_response_decodes_like_reference(version, error):
     frame = protocol.encode_response(HEARTBEAT, version, 99, {"throttle_time_ms": 250, "error_code": error})
-    assert pm.decode_heartbeat_response(version, frame[4:]) == (99, 250 if version >= 1 else 0, error)
+    assert codec.decode_heartbeat_response(version, frame[4:]) == (99, 250 if version >= 1 else 0, error)
 
 
 @pytest.mark.parametrize("version", range(6))
@@ -79,10 +80,10 @@ def test_leave_group_response_reports_member_errors(version):
         body["members"] = [{"member_id": "a", "group_instance_id": None, "error_code": 0},
                            {"member_id": "b", "group_instance_id": "i", "error_code": 25}]
     frame = protocol.encode_response(LEAVE_GROUP, version, 5, body)
-    assert pm.decode_leave_group_response(version, frame[4:]) == (5, 25 if version >= 3 else 0)
+    assert codec.decode_leave_group_response(version, frame[4:]) == (5, 25 if version >= 3 else 0)
     body["error_code"] = 16
     frame = protocol.encode_response(LEAVE_GROUP, version, 5, body)
-    assert pm.decode_leave_group_response(version, frame[4:]) == (5, 16)
+    assert codec.decode_leave_group_response(version, frame[4:]) == (5, 16)
 
 
 @pytest.mark.parametrize("version", range(5))
@@ -90,9 +91,9 @@ def test_heartbeat_response_truncated_and_trailing_rejected(version):
     frame = protocol.encode_response(HEARTBEAT, version, 1, {"throttle_time_ms": 0, "error_code": 0})[4:]
     for cut in range(len(frame)):
         with pytest.raises(ValueError, match="truncated"):
-            pm.decode_heartbeat_response(version, frame[:cut])
+            codec.decode_heartbeat_response(version, frame[:cut])
     with pytest.raises(ValueError, match="bytes left"):
-        pm.decode_heartbeat_response(version, frame + b"\0")
+        codec.decode_heartbeat_response(version, frame + b"\0")
 
 
 def test_hostile_leave_group_responses():
@@ -100,37 +101,37 @@ def test_hostile_leave_group_responses():
         {"member_id": "m", "group_instance_id": None, "error_code": 0}]})[4:]
     for cut in range(len(ok)):
         with pytest.raises(ValueError, match="truncated"):
-            pm.decode_leave_group_response(3, ok[:cut])
+            codec.decode_leave_group_response(3, ok[:cut])
     head = struct.pack(">iih", 1, 0, 0)
     # negative member count, negative (non-null) member id length, null member id
     for tail in (struct.pack(">i", -2), struct.pack(">ih", 1, -7), struct.pack(">ih", 1, -1)):
         with pytest.raises(ValueError, match="malformed"):
-            pm.decode_leave_group_response(3, head + tail)
+            codec.decode_leave_group_response(3, head + tail)
     # a count far larger than the frame can hold: truncated, not a long loop
     with pytest.raises(ValueError, match="truncated"):
-        pm.decode_leave_group_response(3, head + struct.pack(">i", 2**31 - 1))
+        codec.decode_leave_group_response(3, head + struct.pack(">i", 2**31 - 1))
     # flexible: a tagged field claiming more bytes than there are; a bad varint
     flex_head = struct.pack(">i", 1) + b"\x00" + struct.pack(">ih", 0, 0)
     with pytest.raises(ValueError, match="truncated"):
-        pm.decode_leave_group_response(4, flex_head + b"\x01" + b"\x01\x01\x05\x00")
+        codec.decode_leave_group_response(4, flex_head + b"\x01" + b"\x01\x01\x05\x00")
     with pytest.raises(ValueError, match="malformed"):
-        pm.decode_leave_group_response(4, flex_head + b"\x01" + b"\xff\xff\xff\xff\xff\xff")
+        codec.decode_leave_group_response(4, flex_head + b"\x01" + b"\xff\xff\xff\xff\xff\xff")
 
 
 def test_encoder_rejects_oversized_strings_and_bad_versions():
     with pytest.raises(ValueError, match="32767"):
-        pm.encode_heartbeat_request(4, 1, "c", "g" * 32768, 1, "m")
-    assert len(pm.encode_heartbeat_request(4, 1, "c" * 32767, "g" * 32767, 1, "m" * 32767, "i" * 32767)) > 4 * 32767
+        codec.encode_heartbeat_request(4, 1, "c", "g" * 32768, 1, "m")
+    assert len(codec.encode_heartbeat_request(4, 1, "c" * 32767, "g" * 32767, 1, "m" * 32767, "i" * 32767)) > 4 * 32767
     with pytest.raises(ValueError, match="version"):
-        pm.encode_heartbeat_request(5, 1, "c", "g", 1, "m")
+        codec.encode_heartbeat_request(5, 1, "c", "g", 1, "m")
     with pytest.raises(ValueError, match="version"):
-        pm.encode_leave_group_request(-1, 1, "c", "g", "m")
+        codec.encode_leave_group_request(-1, 1, "c", "g", "m")
     with pytest.raises(ValueError, match="version"):
-        pm.decode_heartbeat_response(9, b"")
+        codec.decode_heartbeat_response(9, b"")
     with pytest.raises(TypeError):
-        pm.encode_heartbeat_request(4, 1, "c", None, 1, "m")
+        codec.encode_heartbeat_request(4, 1, "c", None, 1, "m")
     with pytest.raises(OverflowError):
-        pm.encode_heartbeat_request(4, 2**31, "c", "g", 1, "m")
+        codec.encode_heartbeat_request(4, 2**31, "c", "g", 1, "m")
 
 
 # ---------------------------------------------------------------------------- scripted coordinator
