@@ -136,7 +136,7 @@ class _PartitionPipe:
 
 class Fetcher:
     def __init__(self, client, subscriptions, config: Any, *, clock: Clock | None = None,
-                 metrics: collections.Counter | None = None):
+                 metrics: collections.Counter | None = None, stats=None):
         self._client = client
         self._metadata = client.metadata
         self._subscriptions = subscriptions
@@ -184,6 +184,7 @@ class Fetcher:
         self._leaders_cluster = None
         self._leaders_assignment_id = -1
         self._metrics = metrics if metrics is not None else collections.Counter()
+        self._stats = stats              # kclient.consumer.metrics.ConsumerMetrics, or None
 
     # ------------------------------------------------------------------ state helpers
     def _check_assignment(self) -> None:
@@ -524,6 +525,8 @@ class Fetcher:
         self._slot_busy.discard((node_id, slot))
         now = self._clock.now_ms()
         self._metrics["fetch-latency-ms-total"] += now - send_ms
+        if self._stats is not None:
+            self._stats.fetch_done(now - send_ms, now)
         for tp, (_, epoch) in sent.items():
             pipe = self._pipes.get(tp)
             if pipe is not None and pipe.in_flight_epoch == epoch:
@@ -821,7 +824,7 @@ class Fetcher:
         """Up to max_records buffered records as {tp: [ConsumerRecord, ...]}, and the position
         each partition has after them. Positions move only if update_offsets."""
         remaining = self._max_poll_records if max_records is None else max_records
-        total = 0
+        total = consumed_bytes = 0
         drained: dict[TopicPartition, list] = {}
         ends: dict[TopicPartition, FetchPosition] = {}
         kd, vd = self._key_deserializer, self._value_deserializer
@@ -865,11 +868,13 @@ class Fetcher:
                 remaining -= j - i
                 total += j - i
             if j >= n_recs:
+                consumed_bytes += cf.size
                 self._release(cf)
                 self._next_in_line = None
             self._advance(cf, update_offsets, ends)
         if total:
             self._metrics["records-consumed-total"] += total
+            self._record_consumed(total, consumed_bytes)
         return drained, ends
 
     @staticmethod
@@ -886,6 +891,7 @@ class Fetcher:
         """Like fetched_records, but {tp: ColumnarRecords} (rows of kcore ColumnarBatches)."""
         from kclient.consumer.columnar import ColumnarRecords
         remaining = self._max_poll_records if max_records is None else max_records
+        consumed_bytes = 0
         drained: dict[TopicPartition, list] = {}
         ends: dict[TopicPartition, FetchPosition] = {}
         while remaining > 0:
@@ -918,6 +924,7 @@ class Fetcher:
                 drained.setdefault(cf.tp, []).append((batch, i, j))
                 remaining -= j - i
             if j >= n:
+                consumed_bytes += cf.size
                 self._release(cf)
                 self._next_in_line = None
             self._advance(cf, update_offsets, ends)
@@ -925,7 +932,16 @@ class Fetcher:
         n = sum(len(v) for v in out.values())
         if n:
             self._metrics["records-consumed-total"] += n
+            self._record_consumed(n, consumed_bytes)
         return out, ends
+
+    def _record_consumed(self, records: int, nbytes: int) -> None:
+        stats = self._stats
+        if stats is not None:
+            now = self._clock.now_ms()
+            stats.consumed(records, now)
+            if nbytes:
+                stats.consumed_bytes(nbytes, now)
 
     def close(self) -> None:
         self.clear_all()

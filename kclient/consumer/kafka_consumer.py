@@ -36,6 +36,7 @@ from kclient.settings import ConsumerSettings
 from kclient.network.consumer_network_client import ConsumerNetworkClient
 from kclient.consumer.deserializers import DefaultSerializer, JsonSerializer  # noqa: F401 (kafka-python names)
 from kclient.consumer.listener import ConsumerRebalanceListener  # noqa: F401
+from kclient.consumer.metrics import ConsumerMetrics
 from kclient.consumer.fetcher import Fetcher
 from kclient.consumer.interceptors import ConsumerInterceptors
 from kclient.consumer.offset_fetcher import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, OffsetFetcher
@@ -108,8 +109,9 @@ class KafkaConsumer:
         self._metadata = self._client.metadata
         try:
             self._subscriptions = SubscriptionState(cfg["auto.offset.reset"], cfg["exclude.internal.topics"])
+            self._stats = ConsumerMetrics(cfg["metrics.sample.window.ms"], cfg["metrics.num.samples"])
             self._fetcher = Fetcher(self._client, self._subscriptions, settings.fetch, clock=self._clock,
-                                    metrics=self._metrics)
+                                    metrics=self._metrics, stats=self._stats)
             self._offsets = OffsetFetcher(
                 self._client, self._subscriptions, isolation_level=cfg["isolation.level"],
                 request_timeout_ms=self._request_timeout_ms, retry_backoff_ms=self._retry_backoff_ms,
@@ -120,6 +122,7 @@ class KafkaConsumer:
                 from kclient.group.consumer_coordinator import ConsumerCoordinator
                 self._coordinator = ConsumerCoordinator(self._client, self._subscriptions, self._metadata, settings,
                                                         clock=self._clock, interceptors=self._interceptors)
+                self._coordinator.stats = self._stats
             if cfg["api.version"] is None:
                 # kafka-python probes the cluster here: an unreachable bootstrap fails at once.
                 wait = (cfg["bootstrap.timeout.ms"] if cfg.is_set("bootstrap.timeout.ms")
@@ -728,20 +731,33 @@ class KafkaConsumer:
         return not self._closed and self._client.ever_connected()
 
     def metrics(self, raw: bool = False) -> dict:
-        """Counters: records/bytes consumed, fetch requests, buffered bytes."""
-        m = dict(self._metrics)
+        """Operator metrics under the Java client's names, as ``{group: {name: value}}``
+        (kclient.consumer.metrics lists them): rates and latencies over the last
+        ``metrics.num.samples`` × ``metrics.sample.window.ms``, lag per assigned partition."""
+        now = self._clock.now_ms()
         fetcher = self._fetcher
-        fetch = {
-            "records-consumed-total": m.get("records-consumed-total", 0),
-            "bytes-fetched-total": m.get("bytes-fetched-total", 0),
-            "fetch-total": m.get("fetch-request-total", 0),
-            "fetch-latency-avg": (m.get("fetch-latency-ms-total", 0) / m["fetch-request-total"]
-                                  if m.get("fetch-request-total") else 0.0),
-            "buffered-bytes": 0 if fetcher is None else fetcher.buffered_bytes,
-            "fetches-in-flight": 0 if fetcher is None else fetcher.in_flight_fetches,
-        }
-        return {"consumer-fetch-manager-metrics": fetch,
-                "consumer-metrics": {"assigned-partitions": self._subscriptions.num_assigned_partitions()}}
+        fetch = self._stats.fetch_group(now)
+        fetch["bytes-fetched-total"] = self._metrics.get("bytes-fetched-total", 0)
+        fetch["buffered-bytes"] = 0 if fetcher is None else fetcher.buffered_bytes
+        fetch["fetches-in-flight"] = 0 if fetcher is None else fetcher.in_flight_fetches
+        out: dict[str, dict] = {"consumer-fetch-manager-metrics": fetch}
+        lag_max = 0
+        for tp, lag, lead in self._subscriptions.lags():
+            out[f"consumer-fetch-manager-metrics,topic={tp.topic},partition={tp.partition}"] = {
+                "records-lag": lag, "records-lead": lead}
+            lag_max = max(lag_max, lag)
+        fetch["records-lag-max"] = lag_max
+        assigned = self._subscriptions.num_assigned_partitions()
+        coordinator = self._coordinator
+        if coordinator is not None:
+            group = self._stats.coordinator_group(now)
+            last = coordinator.heartbeat.last_heartbeat_receive_ms
+            group["last-heartbeat-seconds-ago"] = -1 if last is None else (now - last) / 1000.0
+            group["assigned-partitions"] = assigned
+            out["consumer-coordinator-metrics"] = group
+        out["consumer-metrics"] = {"assigned-partitions": assigned,
+                                   "connection-count": len(list(self._client.client.nodes_with_connections()))}
+        return out
 
     # ------------------------------------------------------------------ lifecycle
     def wakeup(self) -> None:

@@ -828,6 +828,21 @@ class SubscriptionState:
                 out.append((tp, s.position, s.last_stable_offset if read_committed else s.high_watermark))
         return out
 
+    @_synchronized
+    def lags(self) -> list[tuple[TopicPartition, int, int]]:
+        """(tp, records-lag, records-lead) of each assigned partition with a position and
+        known offsets: lag to the high watermark (the last stable offset when it is known),
+        lead from the log start."""
+        out = []
+        for tp, s in self._assignment.items():
+            pos = s.position
+            end = s.last_stable_offset if s.last_stable_offset is not None else s.high_watermark
+            if pos is None or end is None:
+                continue
+            start = s.log_start_offset
+            out.append((tp, max(end - pos.offset, 0), pos.offset - start if start is not None else pos.offset))
+        return out
+
     # ------------------------------------------------------------------ offsets from fetches
     @_synchronized
     def update_high_watermark(self, tp: TopicPartition, offset: int) -> bool:

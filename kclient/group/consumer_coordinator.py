@@ -668,8 +668,15 @@ class ConsumerCoordinator(AbstractCoordinator):
 
         log.debug("group %s: committing %s (generation %d)", group_id, self._describe(offsets),
                   generation.generation_id)
-        return self._client.send(node, OFFSET_COMMIT, body, max_version=max_version).compose(
+        future = self._client.send(node, OFFSET_COMMIT, body, max_version=max_version).compose(
             _OffsetCommitHandler(self, offsets, generation, node))
+        if self.stats is not None:
+            future.add_both(self._commit_answered, self._clock.now_ms())
+        return future
+
+    def _commit_answered(self, sent_ms: int, _result) -> None:
+        now = self._clock.now_ms()
+        self.stats.commit_done(now - sent_ms, now)
 
     @staticmethod
     def _check_offsets(offsets) -> dict:

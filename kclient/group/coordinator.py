@@ -144,6 +144,10 @@ class AbstractCoordinator(abc.ABC):
         self.retry_backoff_ms = rc.retry_backoff_ms
         self.request_timeout_ms = rc.request_timeout_ms
         self.leave_group_on_close = rc.leave_group_on_close
+        # Operator metrics (kclient.consumer.metrics.ConsumerMetrics), set by the consumer;
+        # a rebalance is timed from its first JoinGroup to the member being STABLE again.
+        self.stats: Any = None
+        self._rebalance_started_ms: int | None = None
         self.heartbeat = Heartbeat(rc.session_timeout_ms, rc.heartbeat_interval_ms, rc.rebalance_timeout_ms,
                                    rc.retry_backoff_ms, clock.now_ms())
         self._lock = threading.RLock()
@@ -414,6 +418,8 @@ class AbstractCoordinator(abc.ABC):
                     return False
             if self._sync_future is None:
                 if self._join_future is None:
+                    if self._rebalance_started_ms is None:
+                        self._rebalance_started_ms = self._clock.now_ms()
                     self._join_future = self._send_join_group_request()
                 join = self._join_future
                 if not self._client.poll_future(join, timer.remaining_ms()):
@@ -442,6 +448,10 @@ class AbstractCoordinator(abc.ABC):
             if not current:
                 self.request_rejoin("the generation changed while completing the join")
                 continue
+            started, self._rebalance_started_ms = self._rebalance_started_ms, None
+            if started is not None and self.stats is not None:
+                now = self._clock.now_ms()
+                self.stats.rebalance_done(now - started, now)
             try:
                 self.on_join_complete(generation.generation_id, generation.member_id,
                                       generation.protocol_name, sync.value)
