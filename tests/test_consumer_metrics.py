@@ -67,7 +67,7 @@ def test_consumer_metrics_on_kafka(kafka, create_topic, topic_name, group_id):
         coord = m["consumer-coordinator-metrics"]
         assert coord["commit-total"] == 2 and coord["commit-rate"] > 0
         assert coord["commit-latency-max"] >= coord["commit-latency-avg"] >= 0
-        assert coord["rebalance-total"] == 1 and coord["rebalance-latency-max"] > 0
+        assert coord["rebalance-total"] >= 1 and coord["rebalance-latency-max"] > 0   # a metadata change may add one
         assert coord["assigned-partitions"] == 2
         deadline = time.monotonic() + 30
         while c.metrics()["consumer-coordinator-metrics"]["last-heartbeat-seconds-ago"] < 0:
