@@ -138,7 +138,7 @@ class AbstractCoordinator(abc.ABC):
         self._client = client
         # Group requests go through here: a coordinator that hangs up on a version it
         # advertises gets one version lower (see kclient.group.version_fallback).
-        self._group_sender = GroupVersionFallback(client, rebalance_config.group_id)
+        self._group_sender = GroupVersionFallback(client, rebalance_config.group_id or "")
         self._clock = clock
         self.group_id = rc.group_id
         self.group_instance_id = rc.group_instance_id
