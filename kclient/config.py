@@ -397,27 +397,18 @@ def common_client_defs() -> list[ConfigDef]:
 
 
 # Names, types and defaults as documented for the Kafka consumer (Kafka 3.x/4.x).
-def _classic_only(name: str, value: str) -> str:
-    # Accepting "consumer" and joining with the classic protocol anyway would silently give the
-    # user other rebalance behaviour than the one they asked for.
-    if str(value).lower() == "consumer":
-        raise ConfigurationError(f"setting {name!r}: the consumer group protocol (KIP-848) is not "
-                                 "implemented yet; use 'classic' (the default)")
-    return str(value).lower()
-
-
 _CONSUMER_DEFS = [
     ConfigDef("client.rack", "str", "", doc="rack of the client, for fetching from the closest replica"),
     ConfigDef("group.id", "str", None, nullable=True,
               doc="the consumer group; without it there is no membership and no committed offsets"),
     ConfigDef("group.instance.id", "str", None, nullable=True,
               doc="static membership: a restart within session.timeout.ms keeps the partitions"),
-    ConfigDef("group.protocol", "str", "classic", choices=("classic", "consumer"), validator=_classic_only,
-              doc="the group membership protocol; only the classic one is implemented so far"),
+    ConfigDef("group.protocol", "str", "classic", choices=("classic", "consumer"),
+              doc="the group membership protocol: classic (JoinGroup/SyncGroup, client-side assignors) "
+                  "or consumer (KIP-848, Kafka 4: ConsumerGroupHeartbeat, broker-side assignors)"),
     ConfigDef("group.remote.assignor", "str", None, nullable=True,
-              validator=unsupported("it applies to group.protocol=consumer (KIP-848), which this "
-                                    "client does not implement yet"),
-              doc="the broker-side assignor of the consumer group protocol"),
+              doc="with group.protocol=consumer: the broker-side assignor (e.g. uniform, range); "
+                  "None: the broker's default"),
     ConfigDef("key.deserializer", "object", None, validator=plugin("deserialize", "topic, data"),
               doc="bytes -> object, applied to every record's key (None: bytes)"),
     ConfigDef("value.deserializer", "object", None, validator=plugin("deserialize", "topic, data"),

@@ -257,12 +257,22 @@ def test_repr_hides_secrets():
     assert "hunter2" not in repr(cfg) and "'me'" in repr(cfg)
 
 
-def test_consumer_group_protocol_is_refused_until_it_is_implemented():
-    # Accepted and ignored, it would join with the classic protocol behind the user's back.
-    with pytest.raises(Errors.ConfigurationError, match="group.protocol.*KIP-848.*classic"):
-        ConsumerConfig(group_protocol="consumer")
-    with pytest.raises(Errors.ConfigurationError, match="group.remote.assignor.*group.protocol=consumer"):
-        ConsumerConfig({"group.remote.assignor": "uniform"})
+def test_group_protocol_settings_of_the_other_protocol_are_refused():
+    # As the Java client does: a setting the chosen protocol does not use is an error, not a no-op.
+    from kclient.settings import ConsumerSettings
+    s = ConsumerSettings.of(ConsumerConfig(group_id="g", group_protocol="CONSUMER", group_remote_assignor="range"))
+    assert (s.coordinator.group_protocol, s.coordinator.remote_assignor) == ("consumer", "range")
+    for name, value in (("partition.assignment.strategy", ["range"]), ("session.timeout.ms", 10000),
+                        ("heartbeat.interval.ms", 1000)):
+        with pytest.raises(Errors.ConfigurationError, match=f"{name}.*does not apply to group.protocol=consumer"):
+            ConsumerSettings.of(ConsumerConfig({"group.protocol": "consumer", name: value}))
+        with pytest.raises(Errors.ConfigurationError, match=f"{name}.*does not apply"):
+            KafkaConsumer(group_id="g", group_protocol="consumer", bootstrap_servers="127.0.0.1:1",
+                          **{name.replace(".", "_"): value})
+    with pytest.raises(Errors.ConfigurationError, match="group.remote.assignor.*only to group.protocol=consumer"):
+        ConsumerSettings.of(ConsumerConfig({"group.remote.assignor": "uniform"}))
+    with pytest.raises(Errors.ConfigurationError, match="group.protocol"):
+        ConsumerConfig(group_protocol="streams")
     assert ConsumerConfig(group_protocol="CLASSIC")["group.protocol"] == "classic"
 
 
