@@ -254,6 +254,40 @@ def unsupported(reason: str) -> Callable[[str, Any], Any]:
     return check
 
 
+def _only_empty(reason: str) -> Callable[[str, Any], Any]:
+    def check(name: str, value: Any) -> Any:
+        if value:
+            raise ConfigurationError(f"setting {name!r}: {reason}")
+        return value
+    return check
+
+
+def _nodelay_only(name: str, value: Any) -> Any:
+    """kafka-python code passes its default [(IPPROTO_TCP, TCP_NODELAY, 1)]; kclient sets exactly
+    that on every socket. Any other option would be silently dropped, so it fails."""
+    import socket
+    if value is None or [tuple(o) for o in value] == [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]:
+        return value
+    raise ConfigurationError(f"setting {name!r}: only TCP_NODELAY=1 (always set) is supported, got {value!r}")
+
+
+def _kafka_python_client_only(name: str, value: Any) -> Any:
+    """kafka-python's DEFAULT_CONFIG holds its client class (KafkaClient, KafkaNetClient): that default means "the
+    library's own client", which kclient honours with its own; anything else is refused."""
+    if value is None or (str(getattr(value, "__name__", "")).endswith("Client")
+                         and str(getattr(value, "__module__", "")).startswith("kafka.")):
+        return value
+    raise ConfigurationError(f"setting {name!r}: kclient has its own network client; {value!r} cannot be "
+                             "plugged in")
+
+
+def _default_selector_only(name: str, value: Any) -> Any:
+    import selectors
+    if value is None or value is selectors.DefaultSelector:
+        return value
+    raise ConfigurationError(f"setting {name!r}: kclient uses its own selector; got {value!r}")
+
+
 def upper_choice(*choices: str) -> Callable[[str, Any], Any]:
     """A validator for upper-case enumerations given in any case (security.protocol)."""
     def check(name: str, value: str) -> str:
@@ -343,7 +377,9 @@ def common_client_defs() -> list[ConfigDef]:
                   doc="accepted for compatibility; no effect"),
         ConfigDef("metrics.recording.level", "str", "INFO", validator=upper_choice("INFO", "DEBUG", "TRACE"),
                   doc="accepted for compatibility; no effect"),
-        ConfigDef("metric.reporters", "list", [], doc="accepted for compatibility; no effect"),
+        ConfigDef("metric.reporters", "list", [], validator=_only_empty("metric reporters are not supported; "
+                                                                        "read metrics() instead"),
+                  doc="only empty: metric reporters are not supported (read metrics())"),
         ConfigDef("enable.metrics.push", "bool", True,
                   doc="accepted for compatibility; no effect (no KIP-714 push)"),
         # kafka-python keywords that are not Java settings, accepted so that kafka-python code
@@ -356,11 +392,15 @@ def common_client_defs() -> list[ConfigDef]:
         ConfigDef("receive.message.max.bytes", "int", 100_000_000, min=1,
                   doc="largest response accepted from a broker (a larger length prefix fails before allocating)"),
         ConfigDef("metrics.enabled", "bool", True, doc="accepted for compatibility; no effect"),
-        ConfigDef("socket.options", "object", None, doc="ignored"),
+        ConfigDef("socket.options", "object", None, validator=_nodelay_only,
+                  doc="only kafka-python's default (TCP_NODELAY on, which kclient always sets) or None"),
         ConfigDef("sock.chunk.bytes", "int", 4096, doc="ignored"),
         ConfigDef("sock.chunk.buffer.count", "int", 1000, doc="ignored"),
-        ConfigDef("selector", "object", None, doc="ignored"),
-        ConfigDef("kafka.client", "object", None, doc="ignored"),
+        ConfigDef("selector", "object", None, validator=_default_selector_only,
+                  doc="only None or selectors.DefaultSelector (kafka-python's default)"),
+        ConfigDef("kafka.client", "object", None, validator=_kafka_python_client_only,
+                  doc="only None or kafka-python's own client class (its default): kclient has its own "
+                      "network client, another cannot be plugged in"),
         ConfigDef("socks5.proxy", "str", None, nullable=True, validator=unsupported("proxies are not supported")),
         ConfigDef("proxy.url", "str", None, nullable=True, validator=unsupported("proxies are not supported")),
         # TLS/SASL in kafka-python's names: meaningful only with a security protocol other

@@ -290,3 +290,17 @@ def test_typed_settings_are_built_once_from_the_table():
         ConsumerConfig(session_timeout_ms=0)
     with pytest.raises(Errors.ConfigurationError, match="heartbeat.interval.ms.*session.timeout.ms"):
         KafkaConsumer(group_id="g", session_timeout_ms=1000, bootstrap_servers="127.0.0.1:1")
+
+
+def test_kafka_python_plumbing_settings_work_or_fail():
+    # Accepted only where kclient does the same thing; anything else would be dropped silently.
+    import selectors
+    import socket
+    assert ConsumerConfig(socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)])["socket.options"]
+    assert ConsumerConfig(selector=selectors.DefaultSelector)["selector"] is selectors.DefaultSelector
+    for kwargs, match in (({"socket_options": [(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)]}, "socket.options"),
+                          ({"selector": selectors.SelectSelector}, "selector"),
+                          ({"kafka_client": object}, "kafka.client"),
+                          ({"metric_reporters": ["x.Reporter"]}, "metric.reporters")):
+        with pytest.raises(Errors.ConfigurationError, match=match):
+            ConsumerConfig(**kwargs)
