@@ -45,6 +45,8 @@ class Member:
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         self._buf = b""
         self.lines: list[tuple[float, str]] = []
+        self.owned = 0      # from the last S line
+        self.unread = 0     # from the last S or R line
 
     def send(self, line: str) -> None:
         assert self.proc.stdin is not None
@@ -60,6 +62,11 @@ class Member:
                 raw, self._buf = self._buf.split(b"\n", 1)
                 line = raw.decode().strip()
                 self.lines.append((time.monotonic(), line))
+                fields = line.split()
+                if fields[0] == "S":
+                    self.owned, self.unread = int(fields[1]), int(fields[2])
+                elif fields[0] == "R":
+                    self.unread = int(fields[2])
                 if line.startswith("E "):
                     raise RuntimeError(f"member failed: {line[2:]}")
                 if pred(line):
@@ -135,6 +142,17 @@ def one_round(client: str, protocol: str, bootstrap: str, topic: str, java_cp: s
         t0 = time.monotonic()
         b.send("GO")
         t_join, _ = b.wait_for(lambda s: s.startswith("R "), 60, "B's first record")
+        # Settled: the two own everything and each has read from all it owns (an eager
+        # rebalance gives A fresh partitions too), so A's next R line is a reassignment.
+        settle = time.monotonic() + 60
+        while not (a.owned and b.owned and a.owned + b.owned == PARTITIONS and a.unread == 0 == b.unread):
+            if time.monotonic() > settle:
+                raise TimeoutError(f"the group did not settle: A {a.owned}/{a.unread}, B {b.owned}/{b.unread}")
+            for m in (a, b):
+                try:
+                    m.wait_for(lambda s: False, 0.05, "")
+                except TimeoutError:
+                    pass
         t1 = time.monotonic()
         b.send("STOP")
         t_leave, _ = a.wait_for(lambda s: s.startswith("R "), 60, "A's first record of a partition it got back")

@@ -2,8 +2,10 @@
 
 ``python -m bench.rebalance_member kclient|confluent BOOTSTRAP TOPIC GROUP PROTOCOL [KEY=VALUE...]``
 speaks the line protocol of bench/java/JavaRebalanceMember.java: READY once the client is
-imported and built; GO subscribes; ``R <partition>`` for the first record of a partition since
-it was (re)assigned; STOP closes the consumer (leaving the group) and prints CLOSED.
+imported and built; GO subscribes; ``S <owned> <unread>`` after every assignment change (how
+many partitions it owns, how many of those it has not read from since they came);
+``R <partition> <unread>`` for the first record of a partition since it was (re)assigned; STOP
+closes the consumer (leaving the group) and prints CLOSED.
 """
 from __future__ import annotations
 
@@ -32,13 +34,18 @@ def run_kclient(bootstrap: str, topic: str, group: str, protocol: str, extra: di
         settings.update(session_timeout_ms=6000, heartbeat_interval_ms=500)
     settings.update(extra)
     fresh: set[int] = set()
+    owned: set[int] = set()
 
     class Listener:
         def on_partitions_revoked(self, parts):
             fresh.difference_update(tp.partition for tp in parts)
+            owned.difference_update(tp.partition for tp in parts)
+            _say(f"S {len(owned)} {len(fresh)}")
 
         def on_partitions_assigned(self, parts):
             fresh.update(tp.partition for tp in parts)
+            owned.update(tp.partition for tp in parts)
+            _say(f"S {len(owned)} {len(fresh)}")
 
         def on_partitions_lost(self, parts):
             self.on_partitions_revoked(parts)
@@ -52,7 +59,7 @@ def run_kclient(bootstrap: str, topic: str, group: str, protocol: str, extra: di
         for tp, records in consumer.poll(timeout_ms=100).items():
             if records and tp.partition in fresh:
                 fresh.discard(tp.partition)
-                _say(f"R {tp.partition}")
+                _say(f"R {tp.partition} {len(fresh)}")
     consumer.close()
     _say("CLOSED")
 
@@ -65,12 +72,17 @@ def run_confluent(bootstrap: str, topic: str, group: str, protocol: str, extra: 
         conf.update({"session.timeout.ms": 6000, "heartbeat.interval.ms": 500})
     conf.update(extra)
     fresh: set[int] = set()
+    owned: set[int] = set()
 
     def on_assign(_consumer, parts):
         fresh.update(tp.partition for tp in parts)
+        owned.update(tp.partition for tp in parts)
+        _say(f"S {len(owned)} {len(fresh)}")
 
     def on_revoke(_consumer, parts):
         fresh.difference_update(tp.partition for tp in parts)
+        owned.difference_update(tp.partition for tp in parts)
+        _say(f"S {len(owned)} {len(fresh)}")
 
     consumer = Consumer(conf)
     _say("READY")
@@ -83,7 +95,7 @@ def run_confluent(bootstrap: str, topic: str, group: str, protocol: str, extra: 
             continue
         if msg.partition() in fresh:
             fresh.discard(msg.partition())
-            _say(f"R {msg.partition()}")
+            _say(f"R {msg.partition()} {len(fresh)}")
     consumer.close()
     _say("CLOSED")
 

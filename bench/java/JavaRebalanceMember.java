@@ -3,7 +3,8 @@
 // Protocol on stdin/stdout, one line each (the same as bench/rebalance_member.py):
 //   -> READY          the JVM is up and the client classes are loaded
 //   <- GO             subscribe and poll
-//   -> R <partition>  the first record of a partition since it was (re)assigned to this member
+//   -> S <owned> <unread>  after every assignment change: partitions owned, and not yet read from
+//   -> R <partition> <unread>  the first record of a partition since it was (re)assigned
 //   <- STOP           close the consumer (leaving the group), print CLOSED and exit
 //   -> E <exception>  the client failed
 // End of input halts the JVM at once: it must not outlive the run.
@@ -62,14 +63,23 @@ public final class JavaRebalanceMember {
         reader.setDaemon(true);
         reader.start();
         Set<Integer> fresh = new HashSet<>();
+        Set<Integer> owned = new HashSet<>();
         try {
             consumer.subscribe(Collections.singletonList(args[1]), new ConsumerRebalanceListener() {
                 public void onPartitionsRevoked(Collection<TopicPartition> parts) {
-                    for (TopicPartition tp : parts) fresh.remove(tp.partition());
+                    for (TopicPartition tp : parts) {
+                        fresh.remove(tp.partition());
+                        owned.remove(tp.partition());
+                    }
+                    out.println("S " + owned.size() + " " + fresh.size());
                 }
 
                 public void onPartitionsAssigned(Collection<TopicPartition> parts) {
-                    for (TopicPartition tp : parts) fresh.add(tp.partition());
+                    for (TopicPartition tp : parts) {
+                        fresh.add(tp.partition());
+                        owned.add(tp.partition());
+                    }
+                    out.println("S " + owned.size() + " " + fresh.size());
                 }
 
                 public void onPartitionsLost(Collection<TopicPartition> parts) {
@@ -85,7 +95,7 @@ public final class JavaRebalanceMember {
                 }
                 for (ConsumerRecord<byte[], byte[]> r : records) {
                     if (fresh.remove(r.partition())) {
-                        out.println("R " + r.partition());
+                        out.println("R " + r.partition() + " " + fresh.size());
                     }
                 }
             }
