@@ -60,6 +60,8 @@ def test_fencing_loses_the_partitions_and_rejoins_at_epoch_zero():
         err = m.on_response(answer(0, error=code))
         assert err is not None and err.errno == code
         assert m.state is MemberState.FENCED and not m.in_group()
+        # A late answer to a heartbeat sent before the fencing must not bring the old epoch back.
+        assert m.on_response(answer(5, {T1: [0]})) is None and m.state is MemberState.FENCED
         m.rejoin()
         assert (m.state, m.member_epoch, m.owned, m.member_id) == (MemberState.JOINING, 0, {}, member_id)
 

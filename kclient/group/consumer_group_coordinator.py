@@ -65,9 +65,11 @@ class ConsumerGroupCoordinator(ConsumerCoordinator):
             m = self.membership
             return Generation(m.member_epoch, m.member_id, None) if m.in_group() else None
 
-    def generation(self) -> Generation:
+    def _mirror_epoch(self) -> None:
+        """Mirror the member epoch into the classic ``_generation`` (holding ``_lock``): the
+        shared commit code compares it with the generation a commit was sent in."""
         m = self.membership
-        return Generation(m.member_epoch, m.member_id, None)
+        self._generation = Generation(m.member_epoch, m.member_id, None)
 
     @property
     def member_id(self) -> str:
@@ -98,6 +100,16 @@ class ConsumerGroupCoordinator(ConsumerCoordinator):
         if self.auto_commit_enabled:
             wait = min(wait, max(self._next_auto_commit_deadline - now_ms, 0))
         return wait
+
+    def reset_generation_on_response_error(self, api: str, error: BaseException) -> None:
+        """A commit found the member unknown or fenced: the next poll reports its partitions lost
+        and rejoins at epoch 0 (the classic generation reset does not apply here)."""
+        with self._lock:
+            if self.membership.state in HEARTBEATING:
+                log.warning("member %s of group %s: %s answered %s; its partitions are lost, it rejoins",
+                            self.membership.member_id, self.group_id, api, type(error).__name__)
+                self.membership.fenced(f"{type(error).__name__} from {api}")
+                self._mirror_epoch()
 
     # ------------------------------------------------------------------ poll (application thread)
     def poll(self, timeout_ms: int | None) -> bool:
@@ -139,6 +151,7 @@ class ConsumerGroupCoordinator(ConsumerCoordinator):
         subs.assign_from_subscribed([])
         with self._lock:
             self.membership.rejoin()
+            self._mirror_epoch()
             self._next_heartbeat_ms = 0
         if error is not None:
             raise error
@@ -258,6 +271,7 @@ class ConsumerGroupCoordinator(ConsumerCoordinator):
                 self._cond.notify_all()
                 return
             err = m.on_response(outcome)
+            self._mirror_epoch()
             if err is not None:
                 if isinstance(err, _COORDINATOR_ERRORS):
                     self.mark_coordinator_unknown(repr(err), node=node)
@@ -319,6 +333,7 @@ class ConsumerGroupCoordinator(ConsumerCoordinator):
             future = self._send_heartbeat(node, leaving=True)
             m.member_epoch = 0
             m.owned = {}
+            self._mirror_epoch()
             self._leave_future = future
         self._poll_network_nowait(0)
         return future

@@ -149,8 +149,11 @@ class ConsumerMembership:
     def on_response(self, response: dict) -> BaseException | None:
         """Digest an answer; returns the error to act on (None: nothing to do)."""
         code = response.get("error_code", 0)
-        if self.state in (MemberState.UNSUBSCRIBED, MemberState.PREPARE_LEAVING, MemberState.LEAVING):
-            return None   # an answer to a heartbeat from before the member left
+        if self.state in (MemberState.UNSUBSCRIBED, MemberState.PREPARE_LEAVING, MemberState.LEAVING,
+                          MemberState.FENCED, MemberState.FATAL):
+            # An answer to a heartbeat sent before the member left or was fenced: acting on it
+            # would resurrect an epoch the member has given up (its partitions are to be lost).
+            return None
         if code:
             cls = Errors.error_class(code)
             message = response.get("error_message")
