@@ -57,3 +57,58 @@ def test_two_members_join_when_the_broker_hangs_up_on_flexible_group_requests(
     finally:
         for m in members:
             m.close()
+
+
+# ---------------------------------------------------------------------- the rule, one layer
+class _SentRequest:
+    def __init__(self, version: int) -> None:
+        self.api_version = version
+        self.send_ms = 0
+
+
+class _Client:
+    """Stands in for ConsumerNetworkClient.send: records the cap and hands back a future."""
+
+    def __init__(self, broker_max: int, broker_min: int = 0) -> None:
+        self.broker_max, self.broker_min = broker_max, broker_min
+        self.futures = []
+
+    def send(self, node, api_key, body, max_version=None, **_):
+        from kclient.network.future import RequestFuture
+
+        class Sent(RequestFuture):   # like RequestFutureCompletionHandler: knows its request
+            pass
+        f = Sent()
+        f.request = _SentRequest(min(self.broker_max, max_version if max_version is not None else 99))
+        f.api_version = f.request.api_version
+        self.futures.append(f)
+        return f
+
+    def broker_api_ranges(self, node):
+        return {JOIN_GROUP: (self.broker_min, self.broker_max)}
+
+
+def test_the_cap_drops_after_two_hang_ups_and_not_for_timeouts_or_answers():
+    from kclient import errors as Errors
+    from kclient.group.version_fallback import GroupVersionFallback
+    from kclient.network.metadata import Node
+    node = Node(1, "h", 1)
+    client = _Client(broker_max=6, broker_min=5)
+    sender = GroupVersionFallback(client, "g")
+
+    def attempt(outcome):
+        f = sender.send(node, JOIN_GROUP, {})
+        if isinstance(outcome, BaseException):
+            f.raise_(outcome)
+        else:
+            f.complete(outcome)
+        return f.api_version
+
+    hang_up = Errors.KafkaConnectionError("closed by the peer")
+    assert attempt(hang_up) == 6 and sender.cap(node, JOIN_GROUP) is None
+    assert attempt({"error_code": 0}) == 6                      # an answer clears the strike
+    assert attempt(hang_up) == 6 and sender.cap(node, JOIN_GROUP) is None
+    assert attempt(Errors.KafkaTimeoutError("slow")) == 6       # a timeout is no strike
+    assert attempt(hang_up) == 6 and sender.cap(node, JOIN_GROUP) == 5
+    assert attempt(hang_up) == 5 and attempt(hang_up) == 5      # never below the broker's minimum
+    assert sender.cap(node, JOIN_GROUP) == 5
