@@ -91,3 +91,29 @@ def test_member_that_stops_polling_leaves_then_rejoins_with_its_partitions_lost(
         assert rec.events[-2:] == [("lost", frozenset(everything)), ("assigned", frozenset(everything))]
     finally:
         a.close()
+
+
+def test_server_assignor_is_used_and_an_unknown_one_fails_loudly(kafka, create_topic, topic_name, group_id):
+    import pytest
+
+    from kclient import errors as Errors
+    create_topic(kafka, topic_name, 4)
+    everything = {TopicPartition(topic_name, p) for p in range(4)}
+    a = member(kafka, group_id, topic_name, group_remote_assignor="range")
+    b = member(kafka, group_id, topic_name, group_remote_assignor="range")
+    try:
+        poll_until([a, b], lambda: a.assignment() and b.assignment()
+                   and a.assignment() | b.assignment() == everything, 60, "two members to split with range")
+        # The range assignor gives each member a contiguous block of partitions.
+        assert sorted({tp.partition for tp in a.assignment()} | {tp.partition for tp in b.assignment()}) == [0, 1, 2, 3]
+        assert {frozenset(tp.partition for tp in c.assignment()) for c in (a, b)} == {frozenset({0, 1}),
+                                                                                       frozenset({2, 3})}
+    finally:
+        a.close()
+        b.close()
+    bad = member(kafka, group_id + "-bad", topic_name, group_remote_assignor="no-such-assignor")
+    try:
+        with pytest.raises(Errors.UnsupportedAssignorError):
+            poll_until([bad], lambda: False, 30, "UNSUPPORTED_ASSIGNOR to be raised")
+    finally:
+        bad.close()
