@@ -170,6 +170,7 @@ def analyse(res: dict, requests: list, job: MemberJob) -> dict:
     silence = max((b - a for a, b in zip(points, points[1:]) if a < s1 and b > s0), default=0.0)
     during = [t for t in hb if s0 <= t <= s1]
     normal = [g for g, a, b in gaps if b < s0 or a > s1 + 1.0]
+    in_stall = [g for g, a, b in gaps if a >= s0 and b <= s1]
     interval = job.heartbeat_interval_ms / 1000
     kept = not joins_after and not lost_or_revoked
     return {
@@ -188,6 +189,8 @@ def analyse(res: dict, requests: list, job: MemberJob) -> dict:
         "normal_interval_stdev_ms": round(statistics.pstdev(normal) * 1000, 2) if len(normal) > 1 else None,
         "normal_interval_max_dev_ms": round(max(abs(g - interval) for g in normal) * 1000, 1) if normal else None,
         "normal_intervals": len(normal),
+        "stall_interval_max_dev_ms": (round(max(abs(g - interval) for g in in_stall) * 1000, 1)
+                                      if in_stall else None),
         "callbacks_after_stable": callbacks_after,
         "records": res.get("records"),
         "label": res.get("label"), "version": res.get("version"),
@@ -297,12 +300,13 @@ def markdown(report: dict) -> str:
         "",
         "| client | stall | kept its partitions | JoinGroup after the stall | heartbeats sent during the stall "
         "| longest heartbeat silence (s) | heartbeat interval otherwise: median (s), stdev (ms), max deviation (ms) "
+        "| heartbeat interval during the stall: max deviation (ms) "
         "| rebalance callbacks after it was stable (s after stall start) |",
-        "|---|---|---|---:|---:|---:|---|---|",
+        "|---|---|---|---:|---:|---:|---|---:|---|",
     ]
     for r in report["results"]:
         if not r["ok"]:
-            lines.append(f"| {r['client']} | {r['scenario']} | failed: {r['error']} | | | | | |")
+            lines.append(f"| {r['client']} | {r['scenario']} | failed: {r['error']} | | | | | | |")
             continue
         label = f"{r['label']} {r['version']}"
         stall = f"{r['scenario']} {r['stall_s']:.0f} s"
@@ -311,9 +315,10 @@ def markdown(report: dict) -> str:
             joins += f" (first at +{r['first_rejoin_after_stall_s']:.1f} s)"
         normal = (f"{r['normal_interval_median_s']}, {r['normal_interval_stdev_ms']}, {r['normal_interval_max_dev_ms']}"
                   if r["normal_interval_median_s"] is not None else "–")
+        stall_dev = "–" if r.get("stall_interval_max_dev_ms") is None else f"{r['stall_interval_max_dev_ms']}"
         cbs = "; ".join(f"{t:+.1f} {kind} {parts}" for t, kind, parts in r["callbacks_after_stable"]) or "none"
         lines.append(f"| {label} | {stall} | {'yes' if r['kept_partitions'] else '**no**'} | {joins} "
-                     f"| {r['heartbeats_during_stall']} | {r['longest_heartbeat_silence_s']:.2f} | {normal} | {cbs} |")
+                     f"| {r['heartbeats_during_stall']} | {r['longest_heartbeat_silence_s']:.2f} | {normal} | {stall_dev} | {cbs} |")
     lines.append("")
     return "\n".join(lines)
 

@@ -86,7 +86,8 @@ def _broker(report: dict) -> str:
     if b.get("kind") == "tansu":
         return f"embedded Tansu ({b.get('version') or 'version unknown'}), in-memory storage"
     if b.get("kind") == "kafka":
-        return f"Apache Kafka {b.get('version')} (one KRaft node on loopback, 1 GB heap)"
+        tls = f", read over {b['tls']} (TLS 1.3{', SCRAM-SHA-512' if b['tls'] == 'SASL_SSL' else ''})" if b.get("tls") else ""
+        return f"Apache Kafka {b.get('version')} (one KRaft node on loopback, 1 GB heap{tls})"
     if b.get("kind") == "mock":
         return "librdkafka's mock cluster (one broker, in memory; a stand-in, not the reference)"
     return f"external cluster {b.get('bootstrap')}"

@@ -346,8 +346,8 @@ def start_broker(args):
         return MockCluster(n_brokers=1), {"kind": "mock"}
     if broker == "kafka":
         # The reference broker, with the full JIT and a 1 GB heap: it must not be the bottleneck.
-        cluster = KafkaCluster(profile="throughput")
-        return cluster, {"kind": "kafka", "version": cluster.version}
+        cluster = KafkaCluster(profile="throughput", security=bool(args.tls))
+        return cluster, {"kind": "kafka", "version": cluster.version, "tls": args.tls}
     return ExternalCluster(broker), {"kind": "external", "bootstrap": broker}
 
 
@@ -400,6 +400,10 @@ def run_suite(args) -> dict:
               "loadavg_start": os.getloadavg(), "repeat": args.repeat, "group_repeat": args.group_repeat,
               "drivers": drivers, "broker": broker, "configs": []}
     skipped = check_drivers(drivers)
+    if args.tls:
+        for name in drivers:
+            if name not in TLS_DRIVERS:
+                skipped.setdefault(name, f"not measured over TLS (--tls {args.tls})")
     report["skipped"] = skipped
     log(f"bench: {len(configs)} configuration(s) x {len(drivers) - len(skipped)} driver(s), repeat {args.repeat}; "
         f"load average {os.getloadavg()[0]:.2f}")
@@ -412,6 +416,25 @@ def run_suite(args) -> dict:
                                                 f"[{ci}/{len(configs)}]"))
     report["loadavg_end"] = os.getloadavg()
     return report
+
+
+# Drivers that can read over TLS, and how each is told to (--tls): the client settings that
+# trust the harness's CA. The others are skipped with that reason.
+def tls_settings(ca: str, protocol: str, user: tuple[str, str]) -> dict[str, dict]:
+    sasl = protocol == "SASL_SSL"
+    kclient = {"security.protocol": protocol, "ssl.cafile": ca}
+    java = {"security.protocol": protocol, "ssl.truststore.type": "PEM", "ssl.truststore.location": ca}
+    confluent = {"security.protocol": protocol.lower(), "ssl.ca.location": ca}
+    if sasl:
+        kclient |= {"sasl.mechanism": "SCRAM-SHA-512", "sasl.plain.username": user[0], "sasl.plain.password": user[1]}
+        java |= {"sasl.mechanism": "SCRAM-SHA-512", "sasl.jaas.config":
+                 f'org.apache.kafka.common.security.scram.ScramLoginModule required username="{user[0]}" '
+                 f'password="{user[1]}";'}
+        confluent |= {"sasl.mechanism": "SCRAM-SHA-512", "sasl.username": user[0], "sasl.password": user[1]}
+    return {"kclient": kclient, "java": java, "confluent": confluent}
+
+
+TLS_DRIVERS = {"kclient-records", "kclient-columnar", "java", "confluent-tuned", "confluent-default"}
 
 
 def run_config(cluster, broker_pid, cfg: Config, all_drivers: list[str], skipped: dict[str, str],
@@ -427,6 +450,13 @@ def run_config(cluster, broker_pid, cfg: Config, all_drivers: list[str], skipped
     produced = produce(cluster.bootstrap, topic, cfg)
     log(f"{tag} produced {cfg.records:,} records in {produced['seconds']:.1f} s")
     timeout = timeout_for(cfg, args)
+    bootstrap = cluster.bootstrap
+    extra: dict = {"kclient": dict(args.kclient_setting)}
+    if args.tls:
+        from kclient.testing.pki import SCRAM_USER
+        bootstrap = cluster.bootstrap_for(args.tls)
+        secured = tls_settings(str(cluster.pki.ca_file), args.tls, SCRAM_USER)
+        extra = {k: {**v, **extra.get(k, {})} for k, v in secured.items()}
     runs: dict[str, list[dict]] = {d: [] for d in drivers}
     group_runs: dict[str, list[dict]] = {d: [] for d in drivers}
     group_capable = [d for d in drivers if getattr(load(d), "GROUP_MODE", False)]
@@ -434,10 +464,10 @@ def run_config(cluster, broker_pid, cfg: Config, all_drivers: list[str], skipped
         for rep in range(args.repeat):
             order = drivers[rep % len(drivers):] + drivers[:rep % len(drivers)]
             for name in order:
-                job = Job(driver=name, bootstrap=cluster.bootstrap, topic=topic, partitions=cfg.partitions,
+                job = Job(driver=name, bootstrap=bootstrap, topic=topic, partitions=cfg.partitions,
                           records=cfg.records, record_size=cfg.record_size, mode="assign",
                           timeout_s=timeout, broker_pid=broker_pid, progress=not args.quiet,
-                          extra={"kclient": dict(args.kclient_setting)})
+                          extra=extra)
                 log(f"{tag} run {rep + 1}/{args.repeat} {name}: assign mode, {cfg.records:,} records "
                     f"(load {os.getloadavg()[0]:.2f})")
                 result = derive(run_child(job), cfg)
@@ -445,11 +475,11 @@ def run_config(cluster, broker_pid, cfg: Config, all_drivers: list[str], skipped
                 log(f"{tag}   {name}: {_one_line(result)}")
         for rep in range(args.group_repeat):
             for name in group_capable:
-                job = Job(driver=name, bootstrap=cluster.bootstrap, topic=topic, partitions=cfg.partitions,
+                job = Job(driver=name, bootstrap=bootstrap, topic=topic, partitions=cfg.partitions,
                           records=cfg.records, record_size=cfg.record_size, mode="group",
                           group_id=f"bench-{name}-{uuid.uuid4().hex[:8]}", timeout_s=60.0,
                           session_timeout_ms=args.group_session_timeout_ms,
-                          extra={"kclient": dict(args.kclient_setting)},
+                          extra=extra,
                           broker_pid=broker_pid, progress=not args.quiet)
                 log(f"{tag} group run {rep + 1}/{args.group_repeat} {name}: time to first record")
                 result = run_child(job)
@@ -548,6 +578,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     t.add_argument("--group-session-timeout-ms", type=int, default=10_000,
                    help="session.timeout.ms of every client in group mode (Tansu completes a first "
                         "join after about half of it; default 10000)")
+    t.add_argument("--tls", choices=("SSL", "SASL_SSL"), default=None,
+                   help="read over TLS (SASL_SSL: with SCRAM-SHA-512) from the harness's Kafka; the "
+                        "data is produced in plaintext; drivers without TLS settings here are skipped")
     t.add_argument("--kclient-setting", action="append", default=[], type=_setting, metavar="KEY=VALUE",
                    help="a consumer setting for the kclient drivers only (repeatable), e.g. "
                         "fetch.max.in.flight.per.broker=2; the report lists it")

@@ -353,24 +353,37 @@ def common_client_defs() -> list[ConfigDef]:
         # consumer documents it with 5, as Java's producer does.
         ConfigDef("max.in.flight.requests.per.connection", "int", 5, min=1,
                   doc="requests sent to one broker without an answer yet"),
-        # All four are accepted here; the network layer refuses what it does not implement yet
-        # (only PLAINTEXT), so there is one place to lift that limit.
         ConfigDef("security.protocol", "str", "PLAINTEXT",
                   validator=upper_choice("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"),
-                  doc="only PLAINTEXT is implemented so far; SSL, SASL_PLAINTEXT and SASL_SSL fail "
-                      "when the client is built"),
+                  doc="PLAINTEXT, SSL (TLS), SASL_PLAINTEXT or SASL_SSL (SASL over TLS)"),
         ConfigDef("sasl.mechanism", "str", "GSSAPI",
-                  doc="no effect yet: SASL is not implemented (any security.protocol but PLAINTEXT fails)"),
+                  doc="with SASL_*: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (GSSAPI, the default, "
+                      "and OAUTHBEARER fail with a message: not supported)"),
         ConfigDef("sasl.jaas.config", "str", None, nullable=True,
-                  doc="no effect yet: SASL is not implemented"),
+                  doc="credentials as Kafka's PlainLoginModule / ScramLoginModule entry (never logged)"),
         ConfigDef("ssl.endpoint.identification.algorithm", "str", "https",
-                  doc="no effect yet: TLS is not implemented"),
+                  doc="https: check the broker certificate's host name; empty: do not"),
+        ConfigDef("ssl.truststore.type", "str", "JKS",
+                  doc="PEM or PKCS12 (PKCS12 needs the cryptography package); JKS fails with how to "
+                      "convert it, when a truststore location is given"),
         ConfigDef("ssl.truststore.location", "str", None, nullable=True,
-                  doc="no effect yet: TLS is not implemented"),
+                  doc="CA certificates to trust (default: the system's)"),
+        ConfigDef("ssl.truststore.certificates", "str", None, nullable=True,
+                  doc="CA certificates to trust, as PEM text"),
+        ConfigDef("ssl.truststore.password", "str", None, nullable=True,
+                  doc="password of a PKCS12 truststore (never logged)"),
+        ConfigDef("ssl.keystore.type", "str", "JKS",
+                  doc="PEM or PKCS12 for ssl.keystore.location (JKS fails with how to convert it)"),
         ConfigDef("ssl.keystore.location", "str", None, nullable=True,
-                  doc="no effect yet: TLS is not implemented"),
+                  doc="client key and certificate chain (mTLS)"),
+        ConfigDef("ssl.keystore.key", "str", None, nullable=True,
+                  doc="client private key as PEM text (with ssl.keystore.certificate.chain; never logged)"),
+        ConfigDef("ssl.keystore.certificate.chain", "str", None, nullable=True,
+                  doc="client certificate chain as PEM text"),
+        ConfigDef("ssl.keystore.password", "str", None, nullable=True,
+                  doc="password of a PKCS12 keystore (never logged)"),
         ConfigDef("ssl.key.password", "str", None, nullable=True,
-                  doc="no effect yet: TLS is not implemented (never logged)"),
+                  doc="password of the client's private key (never logged)"),
         ConfigDef("metrics.num.samples", "int", 2, min=1,
                   doc="accepted for compatibility; no effect (metrics() counts, it does not sample)"),
         ConfigDef("metrics.sample.window.ms", "long", 30000, min=0,
@@ -403,36 +416,32 @@ def common_client_defs() -> list[ConfigDef]:
                       "network client, another cannot be plugged in"),
         ConfigDef("socks5.proxy", "str", None, nullable=True, validator=unsupported("proxies are not supported")),
         ConfigDef("proxy.url", "str", None, nullable=True, validator=unsupported("proxies are not supported")),
-        # TLS/SASL in kafka-python's names: meaningful only with a security protocol other
-        # than PLAINTEXT, which the network layer refuses for now.
+        # TLS/SASL in kafka-python's names.
         ConfigDef("ssl.context", "object", None,
-                  doc="kafka-python: no effect yet (TLS is not implemented)"),
+                  doc="kafka-python: an ssl.SSLContext used as it is (the other ssl settings are then unused)"),
         ConfigDef("ssl.check.hostname", "bool", True,
-                  doc="kafka-python: no effect yet (TLS is not implemented)"),
-        ConfigDef("ssl.cafile", "str", None, nullable=True,
-                  doc="kafka-python: no effect yet (TLS is not implemented)"),
-        ConfigDef("ssl.certfile", "str", None, nullable=True,
-                  doc="kafka-python: no effect yet (TLS is not implemented)"),
-        ConfigDef("ssl.keyfile", "str", None, nullable=True,
-                  doc="kafka-python: no effect yet (TLS is not implemented)"),
+                  doc="kafka-python: false skips the host name check (as an empty endpoint algorithm)"),
+        ConfigDef("ssl.cafile", "str", None, nullable=True, doc="kafka-python: CA certificates to trust (PEM)"),
+        ConfigDef("ssl.certfile", "str", None, nullable=True, doc="kafka-python: client certificate (PEM)"),
+        ConfigDef("ssl.keyfile", "str", None, nullable=True, doc="kafka-python: client private key (PEM)"),
         ConfigDef("ssl.crlfile", "str", None, nullable=True,
-                  doc="kafka-python: no effect yet (TLS is not implemented)"),
+                  doc="kafka-python: certificate revocation list checked for the broker's certificate"),
         ConfigDef("ssl.password", "str", None, nullable=True,
-                  doc="kafka-python: no effect yet (TLS is not implemented; never logged)"),
-        ConfigDef("ssl.ciphers", "str", None, nullable=True,
-                  doc="kafka-python: no effect yet (TLS is not implemented)"),
+                  doc="kafka-python: password of the client's private key (never logged)"),
+        ConfigDef("ssl.ciphers", "str", None, nullable=True, doc="kafka-python: allowed ciphers (OpenSSL syntax)"),
         ConfigDef("sasl.plain.username", "str", None, nullable=True,
-                  doc="kafka-python: no effect yet (SASL is not implemented)"),
+                  doc="kafka-python: SASL user name (PLAIN and SCRAM)"),
         ConfigDef("sasl.plain.password", "str", None, nullable=True,
-                  doc="kafka-python: no effect yet (SASL is not implemented; never logged)"),
+                  doc="kafka-python: SASL password (PLAIN and SCRAM; never logged)"),
+        # GSSAPI and OAUTHBEARER are not implemented: their settings fail when given.
         ConfigDef("sasl.kerberos.name", "object", None,
-                  doc="kafka-python: no effect yet (SASL is not implemented)"),
+                  validator=unsupported("GSSAPI (Kerberos) is not supported by kclient")),
         ConfigDef("sasl.kerberos.service.name", "str", "kafka",
-                  doc="kafka-python: no effect yet (SASL is not implemented)"),
+                  doc="kafka-python: GSSAPI only, which kclient does not support (unused)"),
         ConfigDef("sasl.kerberos.domain.name", "str", None, nullable=True,
-                  doc="kafka-python: no effect yet (SASL is not implemented)"),
+                  validator=unsupported("GSSAPI (Kerberos) is not supported by kclient")),
         ConfigDef("sasl.oauth.token.provider", "object", None,
-                  doc="kafka-python: no effect yet (SASL is not implemented)"),
+                  validator=unsupported("OAUTHBEARER is not supported by kclient yet")),
     ]
 
 
@@ -464,7 +473,8 @@ _CONSUMER_DEFS = [
     ConfigDef("fetch.max.in.flight.per.broker", "int", 1, min=1, max=16,
               doc="kclient: Fetch streams kept in flight to one broker, each for a fixed share of its "
                   "partitions and of fetch.max.bytes (so buffered data stays bounded the same); 1 "
-                  "because 4 gained nothing measurable on loopback (README, Performance)"),
+                  "because more gained nothing per record on loopback and slowed poll_columnar "
+                  "(a broker serves one request per connection at a time)"),
     ConfigDef("max.poll.records", "int", 500, min=1,
               doc="records one poll() returns at most, across partitions"),
     ConfigDef("max.poll.interval.ms", "int", 300000, min=1, max=2147483647,
@@ -518,6 +528,11 @@ _BASE_AND_MAX = (("reconnect.backoff.ms", "reconnect.backoff.max.ms"),
 
 
 # ------------------------------------------------------------------ checked settings
+# Settings whose values never appear in a repr, a log line or an error message.
+SECRET_SETTINGS = ("ssl.key.password", "ssl.password", "ssl.keystore.password", "ssl.truststore.password",
+                   "ssl.keystore.key", "sasl.jaas.config", "sasl.plain.password")
+
+
 class ClientSettings(Mapping[str, Any]):
     """Checked settings of one client, from a table of definitions (a ConfigRegistry or a
     list of ConfigDef). Read with dotted keys (``cfg["request.timeout.ms"]``), keyword
@@ -590,7 +605,7 @@ class ClientSettings(Mapping[str, Any]):
 
     def __repr__(self) -> str:
         shown = {k: self._values[k] for k in sorted(self._given)}
-        for secret in ("ssl.key.password", "sasl.jaas.config", "ssl.password", "sasl.plain.password"):
+        for secret in SECRET_SETTINGS:
             if shown.get(secret) is not None:
                 shown[secret] = "[hidden]"
         return f"{type(self).__name__}({shown!r})"

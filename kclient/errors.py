@@ -90,6 +90,17 @@ class NoOffsetForPartitionError(KafkaError):
     partitions: set[TopicPartition]  # set on the raised instance: the partitions without one
 
 
+class AuthenticationFailedError(KafkaError):
+    """A broker refused this client's credentials (SASL), or the TLS handshake failed (an
+    untrusted or mismatched certificate, a client certificate required): fatal, the settings
+    must change. Raised from poll() and the other blocking calls."""
+
+
+class SslAuthenticationError(AuthenticationFailedError):
+    """The TLS handshake with a broker failed (the message says why: verification, host
+    name, a client certificate required)."""
+
+
 class RequestCancelledError(KafkaError):
     """The request was cancelled (connection closed or client shut down) before it completed."""
     retriable = True

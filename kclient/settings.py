@@ -14,7 +14,7 @@ the session timeout), so each rule exists once.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from kclient import errors as Errors
@@ -48,13 +48,30 @@ class NetworkClientConfig:
     retry_backoff_max_ms: int
     metadata_max_age_ms: int
     allow_auto_create_topics: bool
+    # TLS (SSL, SASL_SSL): the context, built and checked once; None for plaintext.
+    ssl_context: Any = None
+    # SASL (SASL_*): a fresh mechanism per connection (it holds the credentials; not shown).
+    sasl_mechanism: Any = field(default=None, repr=False)
 
     @classmethod
     def of(cls, config: Any) -> "NetworkClientConfig":
         if isinstance(config, cls):
             return config
         c = _checked(config)
+        protocol = c["security.protocol"]
+        ssl_context = sasl_mechanism = None
+        if protocol in ("SSL", "SASL_SSL"):
+            from kclient.network.tls import build_ssl_context
+            ssl_context = build_ssl_context(c)
+        if protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
+            from kclient.network.sasl import mechanism_from_config
+            mechanism_from_config(c)        # fail now, naming the setting, not at connect
+
+            def sasl_mechanism():
+                return mechanism_from_config(c)
         return cls(
+            ssl_context=ssl_context,
+            sasl_mechanism=sasl_mechanism,
             bootstrap_addresses=tuple(c.bootstrap_addresses),
             client_id=c["client.id"],
             security_protocol=c["security.protocol"],

@@ -2,9 +2,9 @@
 """C interface of kcore.timers: the delayed-task heap and the heartbeat timing state (mechanisms §3).
 
 The heartbeat functions take a plain C struct and never touch a Python object, so a thread
-that does not hold the GIL can drive heartbeat timing. They do no locking: every caller
-(Python or C) must hold the coordinator lock, which serialises the heartbeat thread and the
-application thread. Fields are plain int64 stores.
+that does not hold the GIL can drive heartbeat timing. They do no locking themselves:
+the ``Heartbeat`` object's mutex guards its struct (its Python methods take it; a nogil caller
+such as kcore.pacemaker takes it around every call). Fields are plain int64 stores.
 
 Time conventions (shared with kcore.queues):
 - all times are int64 milliseconds on one monotonic clock; they may be negative;
@@ -15,6 +15,7 @@ Time conventions (shared with kcore.queues):
   int64 input (computed as elapsed times), returned instants saturate at INT64_MAX.
 """
 from libc.stdint cimport int64_t, uint64_t
+from kcore.posixsys cimport pthread_mutex_t
 
 # last_heartbeat_send_ms / last_heartbeat_receive_ms hold HB_NEVER (INT64_MIN) until the
 # first heartbeat; the arithmetic needs no special case (max(x, INT64_MIN) == x).
@@ -73,6 +74,9 @@ cdef int64_t hb_next_wakeup_ms(const heartbeat_state* s, int64_t now) noexcept n
 
 cdef class Heartbeat:
     cdef heartbeat_state state
+    # Guards ``state``: every Python method takes it, and so does a nogil user (the pacemaker).
+    # Never held across I/O or while waiting for the GIL, so it cannot deadlock with the GIL.
+    cdef pthread_mutex_t mutex
     # For a Cython caller (e.g. a nogil heartbeat loop): valid while this object is alive.
     cdef heartbeat_state* state_ptr(self) noexcept
 

@@ -12,6 +12,7 @@ release/reacquire, and releasing it would only invite a GIL convoy with the I/O 
 """
 from cpython.mem cimport PyMem_Free, PyMem_Realloc
 from libc.stdint cimport INT64_MAX, INT64_MIN, int64_t, uint64_t
+from kcore.posixsys cimport pthread_mutex_destroy, pthread_mutex_init, pthread_mutex_lock, pthread_mutex_unlock
 from kcore.timemath cimport as_ms as _ms, sat_add as _sat_add, sat_sub as _sat_sub
 
 from kcore.errors import ConfigurationError, IllegalArgumentError
@@ -168,10 +169,17 @@ cdef inline int _check_stamp(int64_t now_ms) except -1:
 cdef class Heartbeat:
     """Heartbeat timing state of one group member (mechanisms §3). Every method takes ``now_ms``.
 
-    Not locked: the heartbeat thread and the application thread must both hold the
-    coordinator lock while calling it (each call is atomic under the GIL, but sequences of
-    calls such as "should_heartbeat then sent_heartbeat" are not).
+    Every method holds the object's mutex (``self.mutex``) while it touches the state, so
+    a thread that runs without the GIL (kcore.pacemaker) can share the struct: it takes the
+    same mutex. Sequences of calls such as "should_heartbeat then sent_heartbeat" are still
+    not atomic: Python callers also hold the coordinator lock.
     """
+
+    def __cinit__(self):
+        pthread_mutex_init(&self.mutex, NULL)
+
+    def __dealloc__(self):
+        pthread_mutex_destroy(&self.mutex)
 
     def __init__(self, session_timeout_ms, heartbeat_interval_ms, max_poll_interval_ms,
                  retry_backoff_ms, now_ms):
@@ -188,117 +196,195 @@ cdef class Heartbeat:
     # -- events
     def poll(self, now_ms):
         """The application thread called poll(): restart the max.poll.interval.ms clock."""
-        hb_poll(&self.state, _ms(now_ms))
+        cdef int64_t now_ = _ms(now_ms)
+        pthread_mutex_lock(&self.mutex)
+        hb_poll(&self.state, now_)
+        pthread_mutex_unlock(&self.mutex)
 
     def sent_heartbeat(self, now_ms):
         """A heartbeat was sent: the next one is due heartbeat.interval.ms later."""
         cdef int64_t now = _ms(now_ms)
         _check_stamp(now)
+        pthread_mutex_lock(&self.mutex)
         hb_sent_heartbeat(&self.state, now)
+        pthread_mutex_unlock(&self.mutex)
 
     def received_heartbeat(self, now_ms):
         """A successful (or REBALANCE_IN_PROGRESS) heartbeat response arrived: session alive."""
         cdef int64_t now = _ms(now_ms)
         _check_stamp(now)
+        pthread_mutex_lock(&self.mutex)
         hb_received_heartbeat(&self.state, now)
+        pthread_mutex_unlock(&self.mutex)
 
     def fail_heartbeat(self, now_ms):
         """A heartbeat failed: retry retry.backoff.ms after now_ms."""
-        hb_fail_heartbeat(&self.state, _ms(now_ms))
+        cdef int64_t now_ = _ms(now_ms)
+        pthread_mutex_lock(&self.mutex)
+        hb_fail_heartbeat(&self.state, now_)
+        pthread_mutex_unlock(&self.mutex)
 
     def reset_session_timeout(self, now_ms):
         """Restart the session clock only (heartbeat schedule and poll clock unchanged)."""
-        hb_reset_session_timeout(&self.state, _ms(now_ms))
+        cdef int64_t now_ = _ms(now_ms)
+        pthread_mutex_lock(&self.mutex)
+        hb_reset_session_timeout(&self.state, now_)
+        pthread_mutex_unlock(&self.mutex)
 
     def reset_timeouts(self, now_ms):
         """Restart session and poll clocks, clear a failure, next heartbeat one interval away."""
-        hb_reset_timeouts(&self.state, _ms(now_ms))
+        cdef int64_t now_ = _ms(now_ms)
+        pthread_mutex_lock(&self.mutex)
+        hb_reset_timeouts(&self.state, now_)
+        pthread_mutex_unlock(&self.mutex)
 
     # -- queries
     def time_to_next_heartbeat(self, now_ms):
         """Milliseconds until a heartbeat is due (0 when due now); never negative."""
-        return hb_time_to_next_heartbeat(&self.state, _ms(now_ms))
+        cdef int64_t now_ = _ms(now_ms)
+        pthread_mutex_lock(&self.mutex)
+        cdef int64_t r_ = hb_time_to_next_heartbeat(&self.state, now_)
+        pthread_mutex_unlock(&self.mutex)
+        return r_
 
     def should_heartbeat(self, now_ms):
-        return hb_should_heartbeat(&self.state, _ms(now_ms))
+        cdef int64_t now_ = _ms(now_ms)
+        pthread_mutex_lock(&self.mutex)
+        cdef bint r_ = hb_should_heartbeat(&self.state, now_)
+        pthread_mutex_unlock(&self.mutex)
+        return r_
 
     def session_timeout_expired(self, now_ms):
         """No successful response within session.timeout.ms of max(last reset, last receive)."""
-        return hb_session_timeout_expired(&self.state, _ms(now_ms))
+        cdef int64_t now_ = _ms(now_ms)
+        pthread_mutex_lock(&self.mutex)
+        cdef bint r_ = hb_session_timeout_expired(&self.state, now_)
+        pthread_mutex_unlock(&self.mutex)
+        return r_
 
     def poll_timeout_expired(self, now_ms):
         """now_ms - last poll > max.poll.interval.ms: the application stalled between polls."""
-        return hb_poll_timeout_expired(&self.state, _ms(now_ms))
+        cdef int64_t now_ = _ms(now_ms)
+        pthread_mutex_lock(&self.mutex)
+        cdef bint r_ = hb_poll_timeout_expired(&self.state, now_)
+        pthread_mutex_unlock(&self.mutex)
+        return r_
 
     def time_to_next_poll(self, now_ms):
         """Milliseconds the application may still take before its next poll(); never negative."""
-        return hb_time_to_next_poll(&self.state, _ms(now_ms))
+        cdef int64_t now_ = _ms(now_ms)
+        pthread_mutex_lock(&self.mutex)
+        cdef int64_t r_ = hb_time_to_next_poll(&self.state, now_)
+        pthread_mutex_unlock(&self.mutex)
+        return r_
 
     def next_wakeup_ms(self, now_ms):
         """Earliest of: next heartbeat due, session expiry, poll expiry (absolute ms).
 
         May be <= now_ms when something is due already; wait max(0, result - now_ms).
         """
-        return hb_next_wakeup_ms(&self.state, _ms(now_ms))
+        cdef int64_t now_ = _ms(now_ms)
+        pthread_mutex_lock(&self.mutex)
+        cdef int64_t r_ = hb_next_wakeup_ms(&self.state, now_)
+        pthread_mutex_unlock(&self.mutex)
+        return r_
 
     # -- read-only state
     @property
     def session_timeout_ms(self):
-        return self.state.session_timeout_ms
+        pthread_mutex_lock(&self.mutex)
+        cdef int64_t r_ = self.state.session_timeout_ms
+        pthread_mutex_unlock(&self.mutex)
+        return r_
 
     @property
     def heartbeat_interval_ms(self):
-        return self.state.heartbeat_interval_ms
+        pthread_mutex_lock(&self.mutex)
+        cdef int64_t r_ = self.state.heartbeat_interval_ms
+        pthread_mutex_unlock(&self.mutex)
+        return r_
 
     @property
     def max_poll_interval_ms(self):
-        return self.state.max_poll_interval_ms
+        pthread_mutex_lock(&self.mutex)
+        cdef int64_t r_ = self.state.max_poll_interval_ms
+        pthread_mutex_unlock(&self.mutex)
+        return r_
 
     @property
     def retry_backoff_ms(self):
-        return self.state.retry_backoff_ms
+        pthread_mutex_lock(&self.mutex)
+        cdef int64_t r_ = self.state.retry_backoff_ms
+        pthread_mutex_unlock(&self.mutex)
+        return r_
 
     @property
     def last_heartbeat_send_ms(self):
         """None until the first heartbeat is sent."""
-        v = self.state.last_heartbeat_send_ms
+        pthread_mutex_lock(&self.mutex)
+        cdef int64_t v = self.state.last_heartbeat_send_ms
+        pthread_mutex_unlock(&self.mutex)
         return None if v == HB_NEVER else v
 
     @property
     def last_heartbeat_receive_ms(self):
         """None until the first heartbeat response arrives."""
-        v = self.state.last_heartbeat_receive_ms
+        pthread_mutex_lock(&self.mutex)
+        cdef int64_t v = self.state.last_heartbeat_receive_ms
+        pthread_mutex_unlock(&self.mutex)
         return None if v == HB_NEVER else v
 
     @property
     def last_session_reset_ms(self):
-        return self.state.last_session_reset_ms
+        pthread_mutex_lock(&self.mutex)
+        cdef int64_t r_ = self.state.last_session_reset_ms
+        pthread_mutex_unlock(&self.mutex)
+        return r_
 
     @property
     def last_poll_time_ms(self):
-        return self.state.last_poll_ms
+        pthread_mutex_lock(&self.mutex)
+        cdef int64_t r_ = self.state.last_poll_ms
+        pthread_mutex_unlock(&self.mutex)
+        return r_
 
     @property
     def heartbeat_failed(self):
-        return bool(self.state.heartbeat_failed)
+        pthread_mutex_lock(&self.mutex)
+        cdef bint r_ = self.state.heartbeat_failed
+        pthread_mutex_unlock(&self.mutex)
+        return r_
 
     @property
     def next_heartbeat_ms(self):
         """First now_ms at which should_heartbeat() is true (saturates at INT64_MAX)."""
-        return hb_next_heartbeat_ms(&self.state)
+        pthread_mutex_lock(&self.mutex)
+        cdef int64_t r_ = hb_next_heartbeat_ms(&self.state)
+        pthread_mutex_unlock(&self.mutex)
+        return r_
 
     @property
     def session_expiry_ms(self):
         """First now_ms at which session_timeout_expired() is true (saturates at INT64_MAX)."""
-        return hb_session_expiry_ms(&self.state)
+        pthread_mutex_lock(&self.mutex)
+        cdef int64_t r_ = hb_session_expiry_ms(&self.state)
+        pthread_mutex_unlock(&self.mutex)
+        return r_
 
     @property
     def poll_expiry_ms(self):
         """First now_ms at which poll_timeout_expired() is true (saturates at INT64_MAX)."""
-        return hb_poll_expiry_ms(&self.state)
+        pthread_mutex_lock(&self.mutex)
+        cdef int64_t r_ = hb_poll_expiry_ms(&self.state)
+        pthread_mutex_unlock(&self.mutex)
+        return r_
 
     def __repr__(self):
-        s = &self.state
+        cdef heartbeat_state copy
+        cdef const heartbeat_state* s = &copy
+        pthread_mutex_lock(&self.mutex)
+        copy = self.state
+        pthread_mutex_unlock(&self.mutex)
         return (f"Heartbeat(session_timeout_ms={s.session_timeout_ms}, "
                 f"heartbeat_interval_ms={s.heartbeat_interval_ms}, "
                 f"max_poll_interval_ms={s.max_poll_interval_ms}, "

@@ -434,7 +434,7 @@ def test_wrong_bootstrap_fails_clearly_within_its_timeout():
 @pytest.mark.parametrize("kwargs, name", [
     ({"fetch_max_wait_ms": "soon"}, "fetch.max.wait.ms"), ({"max_poll_records": 0}, "max.poll.records"),
     ({"no_such_setting": 1}, "no_such_setting"), ({"auto_offset_reset": "middle"}, "auto.offset.reset"),
-    ({"security_protocol": "SASL_SSL"}, "security.protocol"), ({"enable_auto_commit": "maybe"}, "enable.auto.commit"),
+    ({"security_protocol": "SASL_SSL"}, "sasl.mechanism"), ({"enable_auto_commit": "maybe"}, "enable.auto.commit"),
     ({"isolation_level": "dirty"}, "isolation.level"), ({"value_deserializer": 5}, "value.deserializer"),
 ])
 def test_bad_settings_fail_at_construction_naming_them(kwargs, name):

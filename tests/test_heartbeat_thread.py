@@ -21,7 +21,7 @@ from kclient.group.coordinator import NO_GENERATION, MemberState
 from kclient.group.heartbeat_thread import EXIT, WAIT_FOR_EVENT
 
 from test_coordinator_unit import (  # noqa: E402  (the scripted peer lives there)
-    FIND_COORDINATOR, HEARTBEAT, LEAVE_GROUP, ScriptedBroker, Stack,
+    FIND_COORDINATOR, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP, ScriptedBroker, Stack,
 )
 
 SESSION, INTERVAL, MAX_POLL, BACKOFF = 10_000, 3_000, 60_000, 100
@@ -427,3 +427,31 @@ def test_heartbeats_flow_while_application_computes_in_pure_python(live, broker)
     assert s.coord.heartbeat.last_heartbeat_receive_ms is not None
     assert not s.coord.heartbeat.session_timeout_expired(s.clock.now_ms())
     assert s.coord.state is MemberState.STABLE and s.coord.generation().generation_id == 1
+
+
+# ---------------------------------------------------------------------- COMPLETING_REBALANCE
+def test_completing_rebalance_keeps_heartbeating(joined, broker):
+    # Between the JoinGroup response and SyncGroup the leader computes the assignment; the
+    # Java client heartbeats meanwhile (the broker expires silent members in that phase too).
+    s, hb = joined()
+    with s.coord._lock:
+        s.coord.state = MemberState.COMPLETING_REBALANCE
+    send_one_heartbeat(s, hb, broker)
+    assert hb.enabled
+
+
+def test_heartbeats_flow_while_sync_group_is_pending(live, broker):
+    s, hb = live()
+    broker.hold.add(SYNC_GROUP)
+    s.coord.request_rejoin("test")
+    assert not s.coord.poll(300)                 # JoinGroup answered, SyncGroup held
+    broker.wait_held(SYNC_GROUP)
+    assert s.coord.state is MemberState.COMPLETING_REBALANCE and hb.enabled
+    n = broker.count(HEARTBEAT)
+    deadline = time.monotonic() + 20
+    while broker.count(HEARTBEAT) < n + 2:
+        assert time.monotonic() < deadline, "no heartbeats while SyncGroup was pending"
+        time.sleep(0.02)
+    assert s.coord.state is MemberState.COMPLETING_REBALANCE
+    broker.release(SYNC_GROUP)
+    s.join()

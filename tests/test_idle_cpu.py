@@ -6,6 +6,7 @@ The mock cluster runs in a child process, so only the client's CPU is counted.
 """
 from __future__ import annotations
 
+import math
 import time
 
 import psutil
@@ -31,10 +32,11 @@ def test_idle_connected_client_uses_almost_no_cpu(mock_cluster):
         end = start + IDLE_SECONDS
         polls = 0
         while True:
-            remaining_ms = int((end - time.monotonic()) * 1000)
-            if remaining_ms <= 0:
+            remaining = end - time.monotonic()
+            if remaining <= 0:
                 break
-            cnc.poll(min(remaining_ms, 1000))   # the loop an application would run
+            # Rounded up: truncating 0.9 ms to 0 ended the loop just short of IDLE_SECONDS.
+            cnc.poll(min(math.ceil(remaining * 1000), 1000))   # the loop an application would run
             polls += 1
         after = proc.cpu_times()
         cpu = (after.user - before.user) + (after.system - before.system)

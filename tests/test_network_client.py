@@ -720,9 +720,13 @@ def test_connect_tries_each_resolved_address(monkeypatch):
         listener.close()
 
 
-def test_unsupported_security_protocol_is_refused_clearly():
-    with pytest.raises(Errors.ConfigurationError, match="security.protocol SSL"):
-        NetworkClient({"bootstrap.servers": "h:1", "security.protocol": "ssl"})
+def test_security_settings_that_cannot_work_are_refused_when_the_client_is_built():
+    with pytest.raises(Errors.ConfigurationError, match="sasl.mechanism GSSAPI"):
+        NetworkClient({"bootstrap.servers": "h:1", "security.protocol": "sasl_plaintext"})
+    with pytest.raises(Errors.ConfigurationError, match="needs a username and a password"):
+        NetworkClient({"bootstrap.servers": "h:1", "security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN"})
+    with pytest.raises(Errors.ConfigurationError, match="ssl.cafile.*no such file"):
+        NetworkClient({"bootstrap.servers": "h:1", "security.protocol": "SSL", "ssl_cafile": "/nonexistent/ca.pem"})
 
 
 # ---------------------------------------------------------------------- KIP-219 throttling

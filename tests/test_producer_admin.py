@@ -53,7 +53,8 @@ def test_default_partitioner_is_javas_positive_modulo():
 @pytest.mark.parametrize("kwargs, name", [
     ({"acks": 2}, "acks"), ({"compression_type": "brotli"}, "compression.type"),
     ({"linger_ms": "soon"}, "linger.ms"), ({"lingerms": 5}, "lingerms"),
-    ({"security_protocol": "SSL"}, "security.protocol"), ({"enable_idempotence": True}, "enable.idempotence"),
+    ({"security_protocol": "SSL", "ssl_cafile": "/nonexistent.pem"}, "ssl.cafile"),
+    ({"enable_idempotence": True}, "enable.idempotence"),
 ])
 def test_bad_producer_settings_fail_naming_the_setting(kwargs, name):
     with pytest.raises(Errors.ConfigurationError, match=name):

@@ -157,3 +157,34 @@ def test_unclean_election_truncation_is_detected_on_kafka(kafka3, unclean_electi
     finally:
         for c in (strict, lenient, member):
             c.close()
+
+
+@pytest.mark.parametrize("reset", ["none", "earliest"])
+def test_a_position_past_the_leaders_epoch_end_is_truncated_on_the_mock(mock_faults, create_topic, topic_name, reset):
+    """A committed position (offset and epoch) past where the leader's log for that epoch
+    ends, as after a truncation: the mock's own OffsetsForLeaderEpoch answer reveals it."""
+    create_topic(mock_faults, topic_name, 1, replication_factor=3)
+    tp = TopicPartition(topic_name, 0)
+    produce(mock_faults.bootstrap, topic_name, [b"a%d" % i for i in range(40)])
+    with KafkaConsumer(bootstrap_servers=mock_faults.bootstrap, auto_offset_reset=reset) as c:
+        c.assign([tp])
+        c.seek_to_beginning()
+        recs = read(c, 40)
+        epoch = recs[-1].leader_epoch
+        c.seek(tp, OffsetAndMetadata(60, "", epoch))            # beyond the log of that epoch
+        if reset == "none":
+            deadline = time.monotonic() + 30
+            with pytest.raises(Errors.LogTruncationError) as info:
+                while time.monotonic() < deadline:
+                    c.poll(200)
+            assert info.value.divergent_offsets[tp].offset == 40
+            assert info.value.partitions == {tp: 60}
+        else:
+            # The reset policy moves the position to where the epoch's log ends, by itself.
+            deadline = time.monotonic() + 30
+            while c._subscriptions.position(tp).offset != 40 and time.monotonic() < deadline:
+                assert c.poll(100) == {}
+            assert c.position(tp) == 40
+            produce(mock_faults.bootstrap, topic_name, [b"b%d" % i for i in range(5)])
+            more = read(c, 5)
+            assert [(r.offset, r.value) for r in more] == [(40 + i, b"b%d" % i) for i in range(5)]

@@ -10,6 +10,14 @@ import sys
 import traceback
 
 
+def _redacted(settings: dict) -> dict:
+    """Settings for the report, with credentials replaced (they are test credentials, but a
+    report is shared)."""
+    from kclient.config import SECRET_SETTINGS
+    secret = set(SECRET_SETTINGS) | {k.replace(".", "_") for k in SECRET_SETTINGS} | {"sasl.password"}
+    return {k: ("[hidden]" if k in secret else v) for k, v in settings.items()}
+
+
 def main(argv: list[str]) -> int:
     job_json, result_path = argv
     from bench.drivers import load
@@ -26,7 +34,7 @@ def main(argv: list[str]) -> int:
             module.prepare()
         tally = Tally(job)
         settings = module.consume(job, tally)
-        result["settings"] = settings or {}
+        result["settings"] = _redacted(settings or {})
         for check in tally.after_window:
             check()
         if not tally.done:

@@ -25,7 +25,8 @@ def run(job, tally, overrides: dict) -> dict:
     from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
 
     conf = {"bootstrap.servers": job.bootstrap, "group.id": job.group_id or f"bench-assign-{job.topic}",
-            "enable.auto.commit": False, "auto.offset.reset": "earliest", **overrides}
+            "enable.auto.commit": False, "auto.offset.reset": "earliest", **overrides,
+            **job.extra.get("confluent", {})}
     if job.mode == "group":
         conf["session.timeout.ms"] = job.session_timeout_ms
     add, check, timed_out = tally.add, tally.check, tally.timed_out

@@ -33,6 +33,7 @@ from kclient.settings import GroupRebalanceConfig
 from kclient.clock import SYSTEM_CLOCK, Clock
 from kclient.network.future import RequestFuture, RequestFutureAdapter
 from kclient.group.heartbeat_thread import HeartbeatThread
+from kclient.group.pacemaker import PacemakerLink, create_link
 from kclient.group.version_fallback import GroupVersionFallback
 from kclient.network.metadata import Node
 from kclient.protocol import ApiKey
@@ -153,6 +154,8 @@ class AbstractCoordinator(abc.ABC):
         self._cond = threading.Condition(self._lock)
         self._start_heartbeat_thread = start_heartbeat_thread
         self._heartbeat_thread: HeartbeatThread | None = None
+        # The GIL-free heartbeat sender (kclient.group.pacemaker); None: the Python thread heartbeats.
+        self._pacemaker: PacemakerLink | None = None
         self._coordinator: Node | None = None
         self._find_coordinator_future: RequestFuture | None = None
         self._generation = NO_GENERATION
@@ -224,6 +227,17 @@ class AbstractCoordinator(abc.ABC):
     def heartbeat_thread(self) -> HeartbeatThread | None:
         return self._heartbeat_thread
 
+    def _membership_changed(self) -> None:
+        """Tell the pacemaker (if any) the current member, generation, state and coordinator."""
+        if self._pacemaker is not None:
+            with self._lock:
+                self._pacemaker.sync()
+
+    def heartbeats_wanted(self) -> bool:
+        """Heartbeat while STABLE and while the leader computes the assignment
+        (COMPLETING_REBALANCE, between JoinGroup and SyncGroup), as the Java client does."""
+        return self.state in (MemberState.STABLE, MemberState.COMPLETING_REBALANCE)
+
     # ------------------------------------------------------------------ network helpers
     def _poll_network_nowait(self, timeout_ms: int) -> bool:
         """Poll without honouring wakeups if no other thread is polling; False if one is
@@ -282,6 +296,7 @@ class AbstractCoordinator(abc.ABC):
             log.info("group coordinator %s:%s (id %s) of group %s is unavailable or invalid (%s); "
                      "rediscovering", old.host, old.port, old.node_id, self.group_id, reason)
             self._coordinator = None
+            self._membership_changed()
         if not disconnected:
             # Fail requests still queued for it at once rather than at their timeout.
             self._client.disconnect_async(old)
@@ -365,14 +380,19 @@ class AbstractCoordinator(abc.ABC):
     def start_heartbeat_thread_if_needed(self) -> None:
         with self._lock:
             if self._heartbeat_thread is None and not self._closed:
+                if self._pacemaker is None and self._start_heartbeat_thread:
+                    self._pacemaker = create_link(self)
                 self._heartbeat_thread = HeartbeatThread(self)
                 if self._start_heartbeat_thread:
                     self._heartbeat_thread.start()
-                if self.state is MemberState.STABLE:
+                if self.heartbeats_wanted():
                     self._heartbeat_thread.enable()
+                self._membership_changed()
 
     def check_heartbeat_failure(self) -> None:
         """Raise (once) the error that ended the heartbeat thread; a new thread starts later."""
+        if self._pacemaker is not None:
+            self._pacemaker.drain()
         with self._lock:
             thread = self._heartbeat_thread
             if thread is None or thread.failure is None:
@@ -451,6 +471,7 @@ class AbstractCoordinator(abc.ABC):
             return RequestFuture.coordinator_not_available()
         with self._lock:
             self.state = MemberState.PREPARING_REBALANCE
+            self._membership_changed()
             generation = self._generation
             protocols = [{"name": name, "metadata": data} for name, data in self.metadata()]
             reason = self.last_rejoin_reason
@@ -523,6 +544,7 @@ class AbstractCoordinator(abc.ABC):
             self.last_reset_reason = reason
             self.rejoin_needed = True
             self.last_rejoin_reason = reason
+            self._membership_changed()
 
     def reset_generation_on_response_error(self, api: str, error: BaseException) -> None:
         """The coordinator no longer knows this member/generation: it was evicted (mechanisms §4)."""
@@ -597,6 +619,10 @@ class AbstractCoordinator(abc.ABC):
             if self._closed:
                 return
             thread = self._heartbeat_thread
+            pacemaker, self._pacemaker = self._pacemaker, None
+        if pacemaker is not None:   # before LeaveGroup: no heartbeat may follow it
+            remaining = timer.remaining_ms()
+            pacemaker.close(None if remaining is None else remaining / 1000.0)
         if thread is not None:
             thread.close()
             if thread.is_alive() and thread is not threading.current_thread():
@@ -634,6 +660,7 @@ class _FindCoordinatorHandler(_Handler):
                 c._coordinator = node
                 # A new coordinator has not seen us yet: give the session a fresh start.
                 c.heartbeat.reset_session_timeout(c._clock.now_ms())
+                c._membership_changed()
             log.info("discovered coordinator %s:%s (broker %d) for group %s", node.host, node.port,
                      entry["node_id"], c.group_id)
             # As the Java client does: start connecting now, so the connection is on its way
@@ -667,6 +694,12 @@ class _JoinGroupHandler(_Handler):
                                                response["protocol_name"])
                     c.state = MemberState.COMPLETING_REBALANCE
                     c.rejoin_needed = False     # mechanisms §5: a good JoinGroup response
+                    # Keep heartbeating while the leader assigns (the Java client does too).
+                    if c._heartbeat_thread is not None:
+                        c._heartbeat_thread.enable()
+                    else:
+                        c.heartbeat.reset_timeouts(c._clock.now_ms())
+                    c._membership_changed()
                     log.info("member %s joined group %s in generation %d (protocol %s)",
                              response["member_id"], c.group_id, response["generation_id"],
                              response["protocol_name"])
@@ -723,6 +756,7 @@ class _SyncGroupHandler(_Handler):
                         c._heartbeat_thread.enable()
                     else:
                         c.heartbeat.reset_timeouts(c._clock.now_ms())
+                    c._membership_changed()
             else:
                 err = _error_for(code)
                 c.request_rejoin(f"SyncGroup failed: {type(err).__name__}")   # mechanisms §5

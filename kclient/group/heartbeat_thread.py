@@ -39,13 +39,20 @@ from kclient import errors as Errors
 if TYPE_CHECKING:  # pragma: no cover
     from kclient.group.coordinator import AbstractCoordinator
 
-__all__ = ["HeartbeatThread", "EXIT", "WAIT_FOR_EVENT", "NETWORK_WAIT_MAX_MS"]
+__all__ = ["HeartbeatThread", "EXIT", "WAIT_FOR_EVENT", "WAIT_FOR_PACEMAKER", "NETWORK_WAIT_MAX_MS",
+           "PACEMAKER_WAIT_MAX_MS"]
 
 log = logging.getLogger(__name__)
 
 #: run_once() results other than a wait in ms (>= 0)
 EXIT = -1
 WAIT_FOR_EVENT = -2
+#: the GIL-free pacemaker heartbeats: wait for its events (kclient.group.pacemaker)
+WAIT_FOR_PACEMAKER = -3
+
+#: Longest wait for pacemaker events: bounds how late this thread notices its own work
+#: (close, a coordinator lookup) if no event and no wake() arrives.
+PACEMAKER_WAIT_MAX_MS = 1000
 
 #: Longest single network poll of this thread: bounds how long the application thread can wait
 #: for the network client's lock while this thread reads a response.
@@ -99,6 +106,9 @@ class HeartbeatThread(threading.Thread):
         with self._lock:
             self._closed = True
             self._cond.notify_all()
+            pacemaker = self._coordinator._pacemaker
+        if pacemaker is not None:
+            pacemaker.wake()
         self._coordinator._wake_network()
 
     def fail(self, exc: BaseException) -> None:
@@ -112,6 +122,7 @@ class HeartbeatThread(threading.Thread):
         log.debug("heartbeat thread of group %s started", self._coordinator.group_id)
         try:
             while True:
+                pacemaker = None
                 with self._lock:
                     action = self.run_once()
                     if action == EXIT:
@@ -119,10 +130,15 @@ class HeartbeatThread(threading.Thread):
                     if action == WAIT_FOR_EVENT:
                         self._cond.wait()
                         continue
-                    if action > 0 and not self._coordinator._has_pending_coordinator_requests():
+                    if action == WAIT_FOR_PACEMAKER:
+                        pacemaker = self._coordinator._pacemaker
+                    elif action > 0 and not self._coordinator._has_pending_coordinator_requests():
                         self._cond.wait(action / 1000.0)
                         continue
-                if action > 0:
+                if pacemaker is not None:
+                    # Outside the lock: the wait releases the GIL; events are applied under it.
+                    pacemaker.wait_and_drain(PACEMAKER_WAIT_MAX_MS)
+                elif action > 0:
                     self._wait_for_response(action)
         except BaseException as exc:  # mechanisms §2 step 8: end the thread, the next poll() raises it
             log.error("heartbeat thread of group %s failed: %r", self._coordinator.group_id, exc,
@@ -153,7 +169,7 @@ class HeartbeatThread(threading.Thread):
                 return EXIT
             if not self._enabled:
                 return WAIT_FOR_EVENT
-            if not c.is_stable():
+            if not c.heartbeats_wanted():
                 self.disable()
                 return 0
             # 2. poll the network without honouring wakeups (only if nobody else is polling)
@@ -174,6 +190,14 @@ class HeartbeatThread(threading.Thread):
                               future.exception)
                     return backoff
                 return 0
+            # The GIL-free pacemaker does steps 4-7 itself; this thread applies its events.
+            pacemaker = c._pacemaker
+            if pacemaker is not None:
+                pacemaker.drain()
+                # e.g. a new coordinator's Heartbeat version is known once a request reached it
+                pacemaker.sync()
+                if pacemaker.engaged:
+                    return WAIT_FOR_PACEMAKER
             # 4. no successful heartbeat within session.timeout.ms -> coordinator unknown
             if hb.session_timeout_expired(now):
                 c.mark_coordinator_unknown(

@@ -13,7 +13,7 @@ import logging
 import os
 import random
 import socket
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kclient.errors import KafkaConnectionError
 from kclient.network.metadata import Node
@@ -36,12 +36,18 @@ MAX_GATHER = 64
 class ConnectionState(enum.Enum):
     DISCONNECTED = "DISCONNECTED"
     CONNECTING = "CONNECTING"          # TCP connect in progress
-    API_VERSIONS = "API_VERSIONS"      # connected, ApiVersions handshake in flight
+    TLS_HANDSHAKE = "TLS_HANDSHAKE"    # connected, TLS handshake in progress (SSL, SASL_SSL)
+    API_VERSIONS = "API_VERSIONS"      # ApiVersions handshake in flight
+    AUTHENTICATING = "AUTHENTICATING"  # SaslHandshake / SaslAuthenticate in flight (SASL_*)
     READY = "READY"                    # versions negotiated, requests may flow
 
     @property
     def is_connected(self) -> bool:
-        return self in (ConnectionState.API_VERSIONS, ConnectionState.READY)
+        return self in (ConnectionState.API_VERSIONS, ConnectionState.AUTHENTICATING, ConnectionState.READY)
+
+
+_SETTING_UP = frozenset({ConnectionState.CONNECTING, ConnectionState.TLS_HANDSHAKE, ConnectionState.API_VERSIONS,
+                         ConnectionState.AUTHENTICATING})
 
 
 class ExponentialBackoff:
@@ -132,6 +138,8 @@ class BrokerConnection:
         # address rotation for hosts that resolve to several addresses
         self._addresses: list[tuple] = []
         self._address_index = 0
+        self._tls_raw: Any = None         # the SSLSocket during the TLS handshake
+        self.sasl: Any = None             # the SASL mechanism during authentication
 
     # ------------------------------------------------------------------ state
     @property
@@ -144,7 +152,7 @@ class BrokerConnection:
 
     @property
     def is_connecting(self) -> bool:
-        return self.state in (ConnectionState.CONNECTING, ConnectionState.API_VERSIONS)
+        return self.state in _SETTING_UP
 
     def can_connect(self, now_ms: int) -> bool:
         return (self.state is ConnectionState.DISCONNECTED
@@ -209,6 +217,29 @@ class BrokerConnection:
             raise OSError(err, os.strerror(err))
         self._address_index = 0  # this address works; start from it next time
 
+    def start_tls(self, ctx) -> None:
+        """Wrap the connected socket in TLS; the handshake is driven by ``tls_handshake``."""
+        from kclient.network.tls import wrap
+        assert self.sock is not None
+        self._tls_raw = wrap(self.sock, ctx, self.node.host)
+        self.sock = self._tls_raw
+        self._gather = False
+        self.state = ConnectionState.TLS_HANDSHAKE
+
+    def tls_handshake(self) -> str | None:
+        """One step of the TLS handshake: None when done, else "read"/"write" (what to wait
+        for). Raises ssl.SSLError / OSError when it fails."""
+        import ssl
+        from kclient.network.tls import TlsSocket
+        try:
+            self._tls_raw.do_handshake()
+        except ssl.SSLWantReadError:
+            return "read"
+        except ssl.SSLWantWriteError:
+            return "write"
+        self.sock = TlsSocket(self._tls_raw)   # type: ignore[assignment]  # socket-like: recv_into, send, fileno
+        return None
+
     def mark_ready(self, now_ms: int) -> None:
         self.state = ConnectionState.READY
         self.failed_attempts = 0
@@ -228,6 +259,8 @@ class BrokerConnection:
             except OSError:  # pragma: no cover - close on a dead socket
                 pass
         self.sock = None
+        self._tls_raw = None
+        self.sasl = None
         self._receiver = None
         self._send_queue.clear()
         self.api_versions = {}

@@ -176,6 +176,7 @@ class ConsumerNetworkClient:
             raise task_error
         if not disable_wakeup:
             self.metadata.maybe_raise_exception()
+            self.client.maybe_raise_authentication_error()
         return None
 
     def _poll_network(self, timeout_ms: int | None, now: int | None, execute_delayed_tasks: bool,

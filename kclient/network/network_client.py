@@ -76,6 +76,11 @@ class ClientRequest:
                 f"corr={self.correlation_id}>")
 
 
+def _is_tls_alert(exc: BaseException) -> bool:
+    import ssl
+    return isinstance(exc, ssl.SSLError) and not isinstance(exc, (ssl.SSLWantReadError, ssl.SSLWantWriteError))
+
+
 class NetworkClient:
     def __init__(self, config: NetworkClientConfig | ConsumerConfig | dict | None = None, *,
                  metadata: Metadata | None = None,
@@ -85,10 +90,10 @@ class NetworkClient:
                  **kwargs: Any):
         net = self.settings = (config if isinstance(config, NetworkClientConfig)
                                else NetworkClientConfig.of(as_config(config, **kwargs)))
-        if net.security_protocol != "PLAINTEXT":
-            raise Errors.ConfigurationError(
-                f"security.protocol {net.security_protocol} is not supported by this client yet "
-                "(only PLAINTEXT)")
+        self._ssl_context = net.ssl_context          # SSL, SASL_SSL
+        self._sasl_mechanism = net.sasl_mechanism    # SASL_*: a fresh mechanism per connection
+        # node id -> the authentication error of its last connection (raised from poll()).
+        self._auth_errors: dict[int, Errors.AuthenticationFailedError] = {}
         self._clock = clock or SYSTEM_CLOCK
         self.client_id: str = net.client_id
         self.request_timeout_ms: int = net.request_timeout_ms
@@ -619,13 +624,21 @@ class NetworkClient:
                     f"connection to node {conn.node_id} ({conn.address}) failed: {exc}"), reason=str(exc))
                 return
             assert conn.sock is not None  # finish_connect() succeeded on it
-            self._selector.modify(conn.sock, selectors.EVENT_READ, conn)
             log.debug("connected to node %d (%s)", conn.node_id, conn.address)
-            conn.state = ConnectionState.API_VERSIONS
             conn.last_activity_ms = now_ms
-            self._send_api_versions(conn, now_ms, protocol.CLIENT_VERSIONS[API_VERSIONS_KEY][1])
+            if self._ssl_context is not None:
+                self._selector.unregister(conn.sock)   # the TLS socket replaces it
+                conn.start_tls(self._ssl_context)
+                self._selector.register(conn.sock, selectors.EVENT_READ | selectors.EVENT_WRITE, conn)
+                self._tls_step(conn, now_ms)
+                return
+            self._selector.modify(conn.sock, selectors.EVENT_READ, conn)
+            self._start_api_versions(conn, now_ms)
             if conn.state is ConnectionState.DISCONNECTED:
                 return
+        elif conn.state is ConnectionState.TLS_HANDSHAKE:
+            self._tls_step(conn, now_ms)
+            return
         if mask & selectors.EVENT_WRITE and conn.wants_write:
             self._write(conn, now_ms)
             if conn.state is ConnectionState.DISCONNECTED:
@@ -643,6 +656,13 @@ class NetworkClient:
                 self._close(conn, now_ms, exc)
                 return
             except OSError as exc:
+                if self._ssl_context is not None and _is_tls_alert(exc) and not conn.is_ready:
+                    # TLS 1.3 reports a refused client certificate after the handshake, on
+                    # the first read: still a handshake failure, fatal like the others.
+                    from kclient.network.tls import describe_tls_error
+                    self._authentication_failed(conn, now_ms, Errors.SslAuthenticationError(
+                        f"node {conn.node_id} ({conn.address}): {describe_tls_error(exc)}"))
+                    return
                 self._close(conn, now_ms, Errors.KafkaConnectionError(
                     f"connection to node {conn.node_id} ({conn.address}) failed: {exc}"))
                 return
@@ -650,6 +670,122 @@ class NetworkClient:
                 self._handle_response(conn, frame, now_ms)
                 if conn.state is ConnectionState.DISCONNECTED:
                     return
+
+    # ------------------------------------------------------------------ TLS and SASL
+    def _start_api_versions(self, conn: BrokerConnection, now_ms: int) -> None:
+        conn.state = ConnectionState.API_VERSIONS
+        self._send_api_versions(conn, now_ms, protocol.CLIENT_VERSIONS[API_VERSIONS_KEY][1])
+
+    def _tls_step(self, conn: BrokerConnection, now_ms: int) -> None:
+        import ssl
+        from kclient.network.tls import describe_tls_error
+        try:
+            wait = conn.tls_handshake()
+        except (ssl.SSLError, OSError) as exc:
+            self._authentication_failed(conn, now_ms, Errors.SslAuthenticationError(
+                f"node {conn.node_id} ({conn.address}): {describe_tls_error(exc)}"))
+            return
+        sock: Any = conn.sock
+        if wait is not None:
+            events = selectors.EVENT_READ if wait == "read" else selectors.EVENT_WRITE
+            self._selector.modify(sock, events, conn)
+            return
+        self._selector.unregister(self._tls_fileobj(conn))
+        self._selector.register(sock, selectors.EVENT_READ, conn)
+        log.debug("TLS established with node %d (%s): %s", conn.node_id, conn.address, sock.version())
+        self._start_api_versions(conn, now_ms)
+
+    def _tls_fileobj(self, conn: BrokerConnection):
+        """What the selector has registered for conn's socket (the SSLSocket until the
+        handshake finished)."""
+        sock: Any = conn.sock
+        return self._selector.get_map()[sock.fileno()].fileobj
+
+    def _start_sasl(self, conn: BrokerConnection, now_ms: int) -> None:
+        conn.state = ConnectionState.AUTHENTICATING
+        try:
+            conn.sasl = self._sasl_mechanism()
+        except Errors.KafkaError as exc:
+            self._authentication_failed(conn, now_ms, Errors.AuthenticationFailedError(str(exc)))
+            return
+        if conn.api_versions.get(int(ApiKey.SASL_HANDSHAKE), -1) < 1 or int(ApiKey.SASL_AUTHENTICATE) not in conn.api_versions:
+            self._authentication_failed(conn, now_ms, Errors.AuthenticationFailedError(
+                f"node {conn.node_id} ({conn.address}) offers no SaslHandshake v1 / SaslAuthenticate: "
+                "is its listener SASL?"))
+            return
+        self._send_internal(conn, int(ApiKey.SASL_HANDSHAKE), 1, {"mechanism": conn.sasl.name}, "sasl_handshake", now_ms)
+
+    def _handle_sasl_handshake(self, conn: BrokerConnection, response: dict, now_ms: int) -> None:
+        code = response.get("error_code", 0)
+        if code:
+            offered = response.get("mechanisms") or []
+            self._authentication_failed(conn, now_ms, Errors.AuthenticationFailedError(
+                f"node {conn.node_id} ({conn.address}) refused SASL mechanism {conn.sasl.name} "
+                f"({Errors.error_class(code).__name__}); it offers {offered}"))
+            return
+        self._send_sasl_token(conn, conn.sasl.first(), now_ms)
+
+    def _send_sasl_token(self, conn: BrokerConnection, token: bytes, now_ms: int) -> None:
+        version = conn.api_versions[int(ApiKey.SASL_AUTHENTICATE)]
+        self._send_internal(conn, int(ApiKey.SASL_AUTHENTICATE), version, {"auth_bytes": token},
+                            "sasl_authenticate", now_ms)
+
+    def _handle_sasl_authenticate(self, conn: BrokerConnection, response: dict, now_ms: int) -> None:
+        mech = conn.sasl
+        code = response.get("error_code", 0)
+        if code:
+            detail = response.get("error_message") or Errors.error_class(code).__name__
+            self._authentication_failed(conn, now_ms, Errors.AuthenticationFailedError(
+                f"node {conn.node_id} ({conn.address}): {mech.name} authentication of user "
+                f"{getattr(mech, 'username', '?')!r} failed: {detail}"))
+            return
+        try:
+            token = mech.step(bytes(response.get("auth_bytes") or b""))
+        except Errors.AuthenticationFailedError as exc:
+            self._authentication_failed(conn, now_ms, Errors.AuthenticationFailedError(
+                f"node {conn.node_id} ({conn.address}): {exc}"))
+            return
+        if token is not None:
+            self._send_sasl_token(conn, token, now_ms)
+            return
+        if not mech.complete:
+            self._authentication_failed(conn, now_ms, Errors.AuthenticationFailedError(
+                f"node {conn.node_id} ({conn.address}): {mech.name} ended before it completed"))
+            return
+        conn.sasl = None
+        self._auth_errors.pop(conn.node_id, None)
+        conn.mark_ready(now_ms)
+        log.debug("node %d (%s) authenticated with %s; ready", conn.node_id, conn.address, mech.name)
+
+    def _send_internal(self, conn: BrokerConnection, api_key: int, version: int, body: dict, internal: str,
+                       now_ms: int) -> None:
+        """A request of the connection's own set-up, bounded by the setup deadline."""
+        req = ClientRequest(conn.node_id, api_key, body, api_version=version, internal=internal, created_ms=now_ms)
+        corr = self._next_correlation_id()
+        frame = protocol.encode_request(api_key, version, corr, self.client_id, body)
+        req.correlation_id = corr
+        req.send_ms = now_ms
+        req.timeout_ms = max(conn.setup_deadline_ms - now_ms, 1)
+        self._in_flight.add(conn.node_id, corr, req, now_ms, req.timeout_ms)
+        conn.enqueue(frame)
+        self._write(conn, now_ms)
+
+    def _authentication_failed(self, conn: BrokerConnection, now_ms: int, exc: Errors.AuthenticationFailedError) -> None:
+        """Fatal until the settings change: raise from poll(), and retry no sooner than the
+        longest reconnect backoff (no storm of failing handshakes)."""
+        log.error("%s", exc)
+        self._auth_errors[conn.node_id] = exc
+        self._close(conn, now_ms, exc, reason=str(exc))
+        conn.backoff_ms = max(conn.backoff_ms, self._reconnect_backoff.max_ms)
+
+    def authentication_error(self, node: Node | int) -> Errors.AuthenticationFailedError | None:
+        return self._auth_errors.get(self._node_id(node))
+
+    def maybe_raise_authentication_error(self) -> None:
+        """Raise (once) the authentication error of a connection that failed since the last call."""
+        if self._auth_errors:
+            node_id = next(iter(self._auth_errors))
+            raise self._auth_errors.pop(node_id)
 
     def _handle_response(self, conn: BrokerConnection, frame, now_ms: int) -> None:
         if len(frame) < 4:
@@ -672,7 +808,7 @@ class NetworkClient:
         try:
             response = protocol.decode_response(req.api_key, req.api_version, frame)
         except Exception as exc:
-            if req.internal == "api_versions":
+            if req.internal in ("api_versions", "sasl_handshake", "sasl_authenticate"):
                 self._close(conn, now_ms, exc)
                 return
             log.warning("cannot decode response to %r from node %d: %s", req, conn.node_id, exc)
@@ -683,6 +819,10 @@ class NetworkClient:
             self._throttle(conn.node_id, req, throttle, now_ms)
         if req.internal == "api_versions":
             self._handle_api_versions_response(conn, req, response, now_ms)
+        elif req.internal == "sasl_handshake":
+            self._handle_sasl_handshake(conn, response, now_ms)
+        elif req.internal == "sasl_authenticate":
+            self._handle_sasl_authenticate(conn, response, now_ms)
         elif req.internal == "metadata":
             self._handle_metadata_response(conn, response, now_ms)
         else:
@@ -705,7 +845,8 @@ class NetworkClient:
     def _handle_timeouts(self, now_ms: int) -> None:
         for conn in list(self._conns.values()):
             if conn.is_connecting and now_ms >= conn.setup_deadline_ms:
-                what = "connect" if conn.state is ConnectionState.CONNECTING else "ApiVersions handshake"
+                what = {ConnectionState.CONNECTING: "connect", ConnectionState.TLS_HANDSHAKE: "TLS handshake",
+                        ConnectionState.AUTHENTICATING: "SASL authentication"}.get(conn.state, "ApiVersions handshake")
                 self._close(conn, now_ms, Errors.KafkaConnectionError(
                     f"{what} to node {conn.node_id} ({conn.address}) timed out after "
                     f"{now_ms - conn.last_attempt_ms} ms"), setup_timed_out=True)
@@ -768,6 +909,9 @@ class NetworkClient:
             return
         conn.broker_api_ranges = ranges
         conn.api_versions = protocol.negotiate(ranges)
+        if self._sasl_mechanism is not None:
+            self._start_sasl(conn, now_ms)
+            return
         conn.mark_ready(now_ms)
         log.debug("node %d (%s) ready; negotiated versions %s", conn.node_id, conn.address, conn.api_versions)
 

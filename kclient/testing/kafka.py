@@ -30,6 +30,9 @@ from pathlib import Path
 from kclient.testing import _wire, reaper
 from kclient.testing._base import BrokerStartError, ClusterBase, HarnessError, free_port, log_tail
 from kclient.testing.maven import MavenError, find_java, java_major_version, resolve_jars
+from kclient.testing.pki import PLAIN_USER, SCRAM_MECHANISMS, SCRAM_USER, TestPki
+
+_SECURE_LISTENERS = ("SSL", "SASL_PLAINTEXT", "SASL_SSL", "MTLS")
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +87,7 @@ class _Node:
     record: Path | None = None
     log_path: Path | None = None
     extra: dict[str, str] = field(default_factory=dict)
+    listener_ports: dict[str, int] = field(default_factory=dict)   # secured listeners (security=True)
 
     @property
     def running(self) -> bool:
@@ -104,7 +108,7 @@ class KafkaCluster(ClusterBase):
 
     def __init__(self, brokers: int = 1, *, host: str = "127.0.0.1", version: str | None = None,
                  broker_config: dict[str, str] | None = None, racks: list[str] | None = None,
-                 profile: str = "test",
+                 security: bool = False, profile: str = "test",
                  startup_timeout: float = 120.0, die_with_parent: bool = True,
                  log_level: str = "WARN") -> None:
         if brokers < 1:
@@ -118,6 +122,11 @@ class KafkaCluster(ClusterBase):
         if racks is not None and len(racks) != brokers:
             raise ValueError(f"racks names one rack per broker: {brokers} brokers, {len(racks)} racks")
         self.racks = list(racks) if racks is not None else None
+        # security=True: SSL, SASL_PLAINTEXT, SASL_SSL and MTLS (SSL, client certificate
+        # required) listeners besides PLAINTEXT, test certificates in ``pki``, the PLAIN user
+        # and the SCRAM user of kclient.testing.pki.
+        self.security = security
+        self.pki: TestPki | None = None
         self.profile = profile
         self.startup_timeout = startup_timeout
         self.die_with_parent = die_with_parent
@@ -136,6 +145,12 @@ class KafkaCluster(ClusterBase):
         if not self.nodes:
             raise RuntimeError("Kafka cluster not started")
         return ",".join(f"{self.host}:{n.port}" for n in self.nodes)
+
+    def bootstrap_for(self, listener: str) -> str:
+        """Bootstrap servers of a secured listener: SSL, SASL_PLAINTEXT, SASL_SSL or MTLS."""
+        if not self.security:
+            raise HarnessError("this cluster was started without security=True: only PLAINTEXT")
+        return ",".join(f"{self.host}:{n.listener_ports[listener]}" for n in self.nodes)
 
     def node_bootstrap(self, node_id: int) -> str:
         return f"{self.host}:{self._node(node_id).port}"
@@ -170,6 +185,8 @@ class KafkaCluster(ClusterBase):
         self._classpath = os.pathsep.join(str(j) for j in kafka_jars(self.version))
         reaper.reap()
         self._root = Path(tempfile.mkdtemp(prefix="kclient-kafka-", dir=reaper.state_dir()))
+        if self.security:
+            self.pki = TestPki.create(self._root / "pki", self.host)
         self._plan_nodes()
         try:
             self._format_all()
@@ -201,7 +218,10 @@ class KafkaCluster(ClusterBase):
         for node_id in range(1, self.brokers + 1):
             node_dir = root / f"node-{node_id}"
             node_dir.mkdir()
-            self.nodes.append(_Node(node_id, port(), port(), node_dir))
+            node = _Node(node_id, port(), port(), node_dir)
+            if self.security:
+                node.listener_ports = {name: port() for name in _SECURE_LISTENERS}
+            self.nodes.append(node)
 
     def _properties(self, node: _Node) -> dict[str, str]:
         voters = ",".join(f"{n.node_id}@{self.host}:{n.controller_port}" for n in self.nodes)
@@ -252,12 +272,39 @@ class KafkaCluster(ClusterBase):
             # in-sync replica, not after the 5-minute default (truncation tests, KIP-320).
             "unclean.leader.election.interval.ms": "500",
         }
+        if self.security:
+            props.update(self._security_properties(node))
         if self.racks is not None:
             # Rack-aware: followers serve consumers in their rack (KIP-392).
             props["broker.rack"] = self.racks[node.node_id - 1]
             props["replica.selector.class"] = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
         props.update(self.broker_config)
         props.update(node.extra)
+        return props
+
+    def _security_properties(self, node: _Node) -> dict[str, str]:
+        assert self.pki is not None  # made by start() before the nodes are planned
+        extra = ",".join(f"{name}://{self.host}:{port}" for name, port in node.listener_ports.items())
+        plain_user, plain_password = PLAIN_USER
+        props = {
+            "listeners": f"PLAINTEXT://{self.host}:{node.port},CONTROLLER://{self.host}:{node.controller_port},{extra}",
+            "advertised.listeners": f"PLAINTEXT://{self.host}:{node.port},{extra}",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SSL:SSL,"
+                                              "SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL,MTLS:SSL",
+            "ssl.keystore.type": "PEM",
+            "ssl.keystore.location": str(self.pki.broker_pem),
+            "ssl.truststore.type": "PEM",
+            "ssl.truststore.location": str(self.pki.ca_file),
+            "listener.name.mtls.ssl.client.auth": "required",
+            "sasl.enabled.mechanisms": "PLAIN," + ",".join(SCRAM_MECHANISMS),
+        }
+        for listener in ("sasl_plaintext", "sasl_ssl"):
+            props[f"listener.name.{listener}.plain.sasl.jaas.config"] = (
+                "org.apache.kafka.common.security.plain.PlainLoginModule required "
+                f'user_{plain_user}="{plain_password}";')
+            for mechanism in SCRAM_MECHANISMS:
+                props[f"listener.name.{listener}.{mechanism.lower()}.sasl.jaas.config"] = (
+                    "org.apache.kafka.common.security.scram.ScramLoginModule required;")
         return props
 
     def _write_config(self, node: _Node) -> Path:
@@ -280,6 +327,10 @@ class KafkaCluster(ClusterBase):
             # "=": about one random id in 64 starts with "-", which argparse4j would take for a flag.
             cmd = self._java_cmd(node, "kafka.tools.StorageTool", "format", f"--cluster-id={self.cluster_id}",
                                  "-c", str(config), "--ignore-formatted")
+            if self.security:   # SCRAM users live in the metadata log: created at format time
+                user, password = SCRAM_USER
+                for mechanism in SCRAM_MECHANISMS:
+                    cmd += ["--add-scram", f"{mechanism}=[name={user},password={password}]"]
             done = subprocess.run(cmd, capture_output=True, text=True, timeout=120,
                                   stdin=subprocess.DEVNULL)
             if done.returncode != 0:

@@ -1,0 +1,185 @@
+"""SASL authentication of broker connections: the mechanisms and their credentials.
+
+The exchange (KIP-43, KIP-152) runs on every new connection after ApiVersions:
+SaslHandshake names the mechanism, then SaslAuthenticate requests carry the mechanism's
+messages until it completes. This module holds only the mechanisms (pure functions of the
+bytes they see); ``NetworkClient`` sends the requests.
+
+* PLAIN (RFC 4616): one message, ``\\0user\\0password``.
+* SCRAM-SHA-256 / SCRAM-SHA-512 (RFC 5802, RFC 7677): client-first with a random nonce,
+  server-first checked (our nonce must prefix the server's; at least 4096 iterations, Kafka's
+  minimum), client-final with the proof, and the server's signature verified before the
+  connection is trusted.
+
+Credentials: ``sasl.plain.username`` / ``sasl.plain.password`` (kafka-python's names, used by
+both mechanisms), or ``sasl.jaas.config`` with Kafka's PlainLoginModule / ScramLoginModule.
+GSSAPI and OAUTHBEARER are refused with a message saying so.
+
+Secrets stay inside the mechanism objects: their reprs and every error name the user and the
+mechanism only.
+"""
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import re
+import secrets
+from typing import Any
+
+from kclient.errors import AuthenticationFailedError, ConfigurationError
+
+__all__ = ["SaslMechanism", "PlainMechanism", "ScramMechanism", "mechanism_from_config", "parse_jaas_config"]
+
+SCRAM_MIN_ITERATIONS = 4096
+_SCRAM_HASHES = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
+_LOGIN_MODULES = {
+    "org.apache.kafka.common.security.plain.PlainLoginModule": {"PLAIN"},
+    "org.apache.kafka.common.security.scram.ScramLoginModule": {"SCRAM-SHA-256", "SCRAM-SHA-512"},
+    "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule": {"OAUTHBEARER"},
+}
+_JAAS = re.compile(r'^\s*(?P<module>[\w.$]+)\s+(?P<flag>required|requisite|sufficient|optional)'
+                   r'(?P<options>(?:\s+[\w.$-]+\s*=\s*(?:"(?:[^"\\]|\\.)*"|[^\s;"]+))*)\s*;\s*$', re.S)
+_JAAS_OPTION = re.compile(r'([\w.$-]+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s;"]+))')
+
+
+class SaslMechanism:
+    """One authentication exchange: ``first()``, then ``step(challenge)`` for each answer
+    until ``complete``."""
+
+    name = ""
+    complete = False
+
+    def first(self) -> bytes:
+        raise NotImplementedError
+
+    def step(self, challenge: bytes) -> bytes | None:
+        """The next message for the server's ``challenge`` (None: nothing more to send)."""
+        raise NotImplementedError
+
+
+class PlainMechanism(SaslMechanism):
+    name = "PLAIN"
+
+    def __init__(self, username: str, password: str):
+        self.username = username
+        self._password = password
+
+    def first(self) -> bytes:
+        return b"\0" + self.username.encode() + b"\0" + self._password.encode()
+
+    def step(self, challenge: bytes) -> bytes | None:
+        self.complete = True     # the server's answer to PLAIN is empty; success is its error code
+        return None
+
+    def __repr__(self) -> str:
+        return f"PlainMechanism(username={self.username!r})"
+
+
+def _saslname(name: str) -> str:
+    return name.replace("=", "=3D").replace(",", "=2C")
+
+
+class ScramMechanism(SaslMechanism):
+    def __init__(self, mechanism: str, username: str, password: str, *, nonce: str | None = None):
+        if mechanism not in _SCRAM_HASHES:
+            raise ConfigurationError(f"unknown SCRAM mechanism {mechanism!r}")
+        self.name = mechanism
+        self.username = username
+        self._password = password
+        self._hash = _SCRAM_HASHES[mechanism]
+        self._nonce = nonce or base64.b64encode(secrets.token_bytes(24)).decode()
+        self._first_bare = f"n={_saslname(username)},r={self._nonce}"
+        self._server_signature: bytes | None = None
+        self._state = "first"
+
+    def first(self) -> bytes:
+        self._state = "server-first"
+        return ("n,," + self._first_bare).encode()
+
+    def _hmac(self, key: bytes, msg: bytes) -> bytes:
+        return hmac.new(key, msg, self._hash).digest()
+
+    def step(self, challenge: bytes) -> bytes | None:
+        text = challenge.decode("utf-8", "replace")
+        attrs = dict(part.split("=", 1) for part in text.split(",") if "=" in part)
+        if "e" in attrs:
+            raise AuthenticationFailedError(f"{self.name} authentication of user {self.username!r} failed: "
+                                            f"the broker said {attrs['e']!r}")
+        if self._state == "server-first":
+            nonce, salt, iterations = attrs.get("r", ""), attrs.get("s"), attrs.get("i", "")
+            if not nonce.startswith(self._nonce) or len(nonce) == len(self._nonce):
+                raise AuthenticationFailedError(f"{self.name}: the broker's nonce does not extend ours")
+            if salt is None or not iterations.isdigit():
+                raise AuthenticationFailedError(f"{self.name}: malformed server-first message")
+            if int(iterations) < SCRAM_MIN_ITERATIONS:
+                raise AuthenticationFailedError(
+                    f"{self.name}: the broker asked for {iterations} iterations, fewer than {SCRAM_MIN_ITERATIONS}")
+            salted = hashlib.pbkdf2_hmac(self._hash, self._password.encode(), base64.b64decode(salt),
+                                         int(iterations))
+            client_key = self._hmac(salted, b"Client Key")
+            stored_key = hashlib.new(self._hash, client_key).digest()
+            final_without_proof = f"c=biws,r={nonce}"
+            auth_message = f"{self._first_bare},{text},{final_without_proof}".encode()
+            signature = self._hmac(stored_key, auth_message)
+            proof = bytes(a ^ b for a, b in zip(client_key, signature))
+            self._server_signature = self._hmac(self._hmac(salted, b"Server Key"), auth_message)
+            self._state = "server-final"
+            return f"{final_without_proof},p={base64.b64encode(proof).decode()}".encode()
+        if self._state == "server-final":
+            verifier = attrs.get("v")
+            assert self._server_signature is not None  # set by the server-first step
+            if verifier is None or not hmac.compare_digest(base64.b64decode(verifier), self._server_signature):
+                raise AuthenticationFailedError(
+                    f"{self.name}: the broker's signature is wrong: it does not know the password "
+                    "(a server impersonating the broker?)")
+            self._state = "done"
+            self.complete = True
+            return None
+        raise AuthenticationFailedError(f"{self.name}: unexpected message after the exchange completed")
+
+    def __repr__(self) -> str:
+        return f"ScramMechanism({self.name!r}, username={self.username!r})"
+
+
+def parse_jaas_config(text: str) -> tuple[str, dict[str, str]]:
+    """(login module class, options) of one ``sasl.jaas.config`` entry."""
+    m = _JAAS.match(text or "")
+    if m is None:
+        raise ConfigurationError(
+            "setting 'sasl.jaas.config' is not '<LoginModule> required key=\"value\" ...;' "
+            "(one login module, ending with a semicolon)")
+    options = {}
+    for key, quoted, bare in _JAAS_OPTION.findall(m.group("options")):
+        options[key] = re.sub(r"\\(.)", r"\1", quoted) if quoted or not bare else bare
+    return m.group("module"), options
+
+
+def mechanism_from_config(c: Any) -> SaslMechanism:
+    """A fresh mechanism for one connection, from checked settings (sasl.mechanism and the
+    credentials)."""
+    name = (c["sasl.mechanism"] or "").upper()
+    if name == "GSSAPI":
+        raise ConfigurationError("sasl.mechanism GSSAPI (Kerberos) is not supported by kclient; "
+                                 "use PLAIN or SCRAM-SHA-256/512")
+    if name == "OAUTHBEARER":
+        raise ConfigurationError("sasl.mechanism OAUTHBEARER is not supported by kclient yet; "
+                                 "use PLAIN or SCRAM-SHA-256/512")
+    if name != "PLAIN" and name not in _SCRAM_HASHES:
+        raise ConfigurationError(f"sasl.mechanism {c['sasl.mechanism']!r} is not one of PLAIN, "
+                                 "SCRAM-SHA-256, SCRAM-SHA-512")
+    username, password = c["sasl.plain.username"], c["sasl.plain.password"]
+    jaas = c["sasl.jaas.config"]
+    if jaas:
+        module, options = parse_jaas_config(jaas)
+        allowed = _LOGIN_MODULES.get(module)
+        if allowed is None or name not in allowed:
+            raise ConfigurationError(f"setting 'sasl.jaas.config': login module {module} does not "
+                                     f"provide sasl.mechanism {name}")
+        username, password = options.get("username"), options.get("password")
+    if not username or password is None:
+        raise ConfigurationError(f"sasl.mechanism {name} needs a username and a password "
+                                 "(sasl_plain_username / sasl_plain_password, or sasl.jaas.config)")
+    if name == "PLAIN":
+        return PlainMechanism(username, password)
+    return ScramMechanism(name, username, password)

@@ -1,0 +1,21 @@
+"""Typed public API of kcore.groupcodec: Heartbeat / LeaveGroup codec in C (for the GIL-free loop)."""
+from typing import Any
+
+__all__ = ["encode_heartbeat_request", "encode_leave_group_request", "decode_heartbeat_response",
+           "decode_leave_group_response", "MAX_HEARTBEAT_VERSION", "MAX_LEAVE_GROUP_VERSION"]
+
+MAX_HEARTBEAT_VERSION: int
+MAX_LEAVE_GROUP_VERSION: int
+
+def encode_heartbeat_request(version: int, correlation_id: int, client_id: str | None, group_id: str,
+                             generation_id: int, member_id: str,
+                             group_instance_id: str | None = None) -> bytes:
+    """Whole request frame, size prefix included."""
+def encode_leave_group_request(version: int, correlation_id: int, client_id: str | None, group_id: str,
+                               member_id: str, group_instance_id: str | None = None,
+                               reason: str | None = None) -> bytes: ...
+def decode_heartbeat_response(version: int, frame: Any) -> tuple[int, int, int]:
+    """(correlation_id, throttle_time_ms, error_code) of a frame without its size prefix;
+    ValueError names what is wrong (truncated, malformed, trailing bytes, version)."""
+def decode_leave_group_response(version: int, frame: Any) -> tuple[int, int]:
+    """(correlation_id, error_code): the top-level error, else the first member's."""

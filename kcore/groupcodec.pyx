@@ -1,0 +1,431 @@
+# cython: language_level=3
+"""Heartbeat and LeaveGroup (classic group protocol) encoded and decoded in C.
+
+Why a codec of its own when kcore.messages encodes every message: that codec builds and
+reads Python dicts, so it needs the GIL. The GIL-free heartbeat loop (kcore.pacemaker)
+needs these two requests and their responses as plain C: Heartbeat versions 0-4 and
+LeaveGroup 0-5 (flexible from v4: compact strings, tagged fields, request header v2). The
+Python functions below wrap the C ones for tests and tools; tests check them byte for byte
+against the schema-driven codec.
+"""
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
+from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t
+from libc.stdlib cimport free, malloc
+from libc.string cimport memcpy
+
+from kcore.wire cimport load_be16, load_be32, read_uvarint32_ptr, store_be16, store_be32, write_uvarint_ptr
+
+__all__ = ["encode_heartbeat_request", "encode_leave_group_request", "decode_heartbeat_response",
+           "decode_leave_group_response", "MAX_HEARTBEAT_VERSION", "MAX_LEAVE_GROUP_VERSION"]
+
+MAX_HEARTBEAT_VERSION = 4
+MAX_LEAVE_GROUP_VERSION = 5
+
+cdef enum:
+    _HEARTBEAT = 12
+    _LEAVE_GROUP = 13
+
+
+# ---------------------------------------------------------------- encoding (nogil)
+cdef inline void _w_raw(pm_wbuf* b, const void* src, Py_ssize_t n) noexcept nogil:
+    if b.overflow or n > b.cap - b.n:
+        b.overflow = 1
+        return
+    if n:
+        memcpy(b.p + b.n, src, n)
+    b.n += n
+
+cdef inline void _w_i16(pm_wbuf* b, int16_t v) noexcept nogil:
+    cdef uint8_t tmp[2]
+    store_be16(tmp, <uint16_t>v)
+    _w_raw(b, tmp, 2)
+
+cdef inline void _w_i32(pm_wbuf* b, int32_t v) noexcept nogil:
+    cdef uint8_t tmp[4]
+    store_be32(tmp, <uint32_t>v)
+    _w_raw(b, tmp, 4)
+
+cdef inline void _w_uvarint(pm_wbuf* b, uint32_t v) noexcept nogil:
+    cdef uint8_t tmp[10]
+    cdef int n = write_uvarint_ptr(tmp, v)
+    _w_raw(b, tmp, n)
+
+cdef inline void _w_str(pm_wbuf* b, const char* s, Py_ssize_t n, bint compact) noexcept nogil:
+    # n == -1 writes null (a nullable string); callers bound n to PM_MAX_STRING.
+    if n < 0:
+        if compact:
+            _w_uvarint(b, 0)
+        else:
+            _w_i16(b, -1)
+        return
+    if compact:
+        _w_uvarint(b, <uint32_t>(n + 1))
+    else:
+        _w_i16(b, <int16_t>n)
+    _w_raw(b, s, n)
+
+cdef inline bint _strings_ok(Py_ssize_t a, Py_ssize_t b, Py_ssize_t c, Py_ssize_t d) noexcept nogil:
+    return a <= PM_MAX_STRING and b <= PM_MAX_STRING and c <= PM_MAX_STRING and d <= PM_MAX_STRING
+
+cdef inline void _w_header(pm_wbuf* b, int api_key, int version, int32_t correlation_id,
+                           const char* client_id, Py_ssize_t client_id_len, bint flexible) noexcept nogil:
+    _w_i32(b, 0)                     # size, patched by _finish
+    _w_i16(b, <int16_t>api_key)
+    _w_i16(b, <int16_t>version)
+    _w_i32(b, correlation_id)
+    _w_str(b, client_id, client_id_len, False)   # the header's client id is never compact
+    if flexible:
+        _w_uvarint(b, 0)             # request header v2: no tagged fields
+
+cdef inline Py_ssize_t _finish(pm_wbuf* b) noexcept nogil:
+    if b.overflow:
+        return PM_OVERFLOW
+    store_be32(b.p, <uint32_t>(b.n - 4))
+    return b.n
+
+cdef Py_ssize_t pm_encode_heartbeat(uint8_t* out, Py_ssize_t cap, int version, int32_t correlation_id,
+                                    const char* client_id, Py_ssize_t client_id_len,
+                                    const char* group_id, Py_ssize_t group_id_len, int32_t generation_id,
+                                    const char* member_id, Py_ssize_t member_id_len,
+                                    const char* instance_id, Py_ssize_t instance_id_len) noexcept nogil:
+    """Heartbeat request frame (size prefix included) into out; its length or a PM_* error."""
+    cdef pm_wbuf b
+    cdef bint flex = version >= 4
+    if version < 0 or version > 4:
+        return PM_BAD_VERSION
+    if group_id_len < 0 or member_id_len < 0 or not _strings_ok(client_id_len, group_id_len,
+                                                                member_id_len, instance_id_len):
+        return PM_OVERFLOW
+    b.p = out
+    b.cap = cap
+    b.n = 0
+    b.overflow = 0
+    _w_header(&b, _HEARTBEAT, version, correlation_id, client_id, client_id_len, flex)
+    _w_str(&b, group_id, group_id_len, flex)
+    _w_i32(&b, generation_id)
+    _w_str(&b, member_id, member_id_len, flex)
+    if version >= 3:
+        _w_str(&b, instance_id, instance_id_len, flex)
+    if flex:
+        _w_uvarint(&b, 0)
+    return _finish(&b)
+
+cdef Py_ssize_t pm_encode_leave_group(uint8_t* out, Py_ssize_t cap, int version, int32_t correlation_id,
+                                      const char* client_id, Py_ssize_t client_id_len,
+                                      const char* group_id, Py_ssize_t group_id_len,
+                                      const char* member_id, Py_ssize_t member_id_len,
+                                      const char* instance_id, Py_ssize_t instance_id_len,
+                                      const char* reason, Py_ssize_t reason_len) noexcept nogil:
+    """LeaveGroup request frame for one member; its length or a PM_* error."""
+    cdef pm_wbuf b
+    cdef bint flex = version >= 4
+    if version < 0 or version > 5:
+        return PM_BAD_VERSION
+    if group_id_len < 0 or member_id_len < 0 or reason_len > PM_MAX_STRING or not _strings_ok(
+            client_id_len, group_id_len, member_id_len, instance_id_len):
+        return PM_OVERFLOW
+    b.p = out
+    b.cap = cap
+    b.n = 0
+    b.overflow = 0
+    _w_header(&b, _LEAVE_GROUP, version, correlation_id, client_id, client_id_len, flex)
+    _w_str(&b, group_id, group_id_len, flex)
+    if version < 3:
+        _w_str(&b, member_id, member_id_len, False)
+    else:
+        if flex:
+            _w_uvarint(&b, 2)        # compact array of one member
+        else:
+            _w_i32(&b, 1)
+        _w_str(&b, member_id, member_id_len, flex)
+        _w_str(&b, instance_id, instance_id_len, flex)
+        if version >= 5:
+            _w_str(&b, reason, reason_len, flex)
+        if flex:
+            _w_uvarint(&b, 0)        # member's tagged fields
+    if flex:
+        _w_uvarint(&b, 0)
+    return _finish(&b)
+
+
+# ---------------------------------------------------------------- decoding (nogil)
+cdef inline int _r_tagged(const uint8_t** pp, const uint8_t* end) noexcept nogil:
+    """Skip a tagged-field section."""
+    cdef uint32_t count, tag, size
+    cdef int k
+    cdef const uint8_t* p = pp[0]
+    k = read_uvarint32_ptr(p, end, &count)
+    if k <= 0:
+        return PM_TRUNCATED if p >= end else PM_MALFORMED
+    p += k
+    while count > 0:
+        k = read_uvarint32_ptr(p, end, &tag)
+        if k <= 0:
+            return PM_TRUNCATED if p >= end else PM_MALFORMED
+        p += k
+        k = read_uvarint32_ptr(p, end, &size)
+        if k <= 0:
+            return PM_TRUNCATED if p >= end else PM_MALFORMED
+        p += k
+        if size > <uint32_t>(end - p):
+            return PM_TRUNCATED
+        p += size
+        count -= 1
+    pp[0] = p
+    return PM_OK
+
+cdef inline int _r_skip_str(const uint8_t** pp, const uint8_t* end, bint compact, bint nullable) noexcept nogil:
+    cdef const uint8_t* p = pp[0]
+    cdef uint32_t u
+    cdef int16_t n16
+    cdef Py_ssize_t n
+    cdef int k
+    if compact:
+        k = read_uvarint32_ptr(p, end, &u)
+        if k <= 0:
+            return PM_TRUNCATED if p >= end else PM_MALFORMED
+        p += k
+        if u == 0:
+            if not nullable:
+                return PM_MALFORMED
+            pp[0] = p
+            return PM_OK
+        n = <Py_ssize_t>u - 1
+    else:
+        if end - p < 2:
+            return PM_TRUNCATED
+        n16 = <int16_t>load_be16(p)
+        p += 2
+        if n16 < 0:
+            if n16 == -1 and nullable:
+                pp[0] = p
+                return PM_OK
+            return PM_MALFORMED
+        n = n16
+    if n > end - p:
+        return PM_TRUNCATED
+    pp[0] = p + n
+    return PM_OK
+
+cdef inline int _r_response_header(const uint8_t** pp, const uint8_t* end, bint flex,
+                                   int32_t* correlation_id) noexcept nogil:
+    if end - pp[0] < 4:
+        return PM_TRUNCATED
+    correlation_id[0] = <int32_t>load_be32(pp[0])
+    pp[0] += 4
+    if flex:
+        return _r_tagged(pp, end)
+    return PM_OK
+
+cdef int pm_decode_heartbeat_response(const uint8_t* p, Py_ssize_t n, int version, int32_t* correlation_id,
+                                      int32_t* throttle_ms, int16_t* error_code) noexcept nogil:
+    """Heartbeat response (frame without its size prefix): PM_OK or a PM_* error."""
+    cdef const uint8_t* end = p + n
+    cdef bint flex = version >= 4
+    cdef int rc
+    if version < 0 or version > 4:
+        return PM_BAD_VERSION
+    if n < 0:
+        return PM_TRUNCATED
+    rc = _r_response_header(&p, end, flex, correlation_id)
+    if rc != PM_OK:
+        return rc
+    throttle_ms[0] = 0
+    if version >= 1:
+        if end - p < 4:
+            return PM_TRUNCATED
+        throttle_ms[0] = <int32_t>load_be32(p)
+        p += 4
+    if end - p < 2:
+        return PM_TRUNCATED
+    error_code[0] = <int16_t>load_be16(p)
+    p += 2
+    if flex:
+        rc = _r_tagged(&p, end)
+        if rc != PM_OK:
+            return rc
+    return PM_OK if p == end else PM_TRAILING
+
+cdef int pm_decode_leave_group_response(const uint8_t* p, Py_ssize_t n, int version, int32_t* correlation_id,
+                                        int16_t* error_code) noexcept nogil:
+    """LeaveGroup response: the top-level error, else the first member's non-zero error."""
+    cdef const uint8_t* end = p + n
+    cdef bint flex = version >= 4
+    cdef int rc, k
+    cdef int64_t count
+    cdef uint32_t u
+    cdef int16_t member_error
+    if version < 0 or version > 5:
+        return PM_BAD_VERSION
+    if n < 0:
+        return PM_TRUNCATED
+    rc = _r_response_header(&p, end, flex, correlation_id)
+    if rc != PM_OK:
+        return rc
+    if version >= 1:
+        if end - p < 4:
+            return PM_TRUNCATED
+        p += 4                               # throttle_time_ms
+    if end - p < 2:
+        return PM_TRUNCATED
+    error_code[0] = <int16_t>load_be16(p)
+    p += 2
+    if version >= 3:
+        if flex:
+            k = read_uvarint32_ptr(p, end, &u)
+            if k <= 0:
+                return PM_TRUNCATED if p >= end else PM_MALFORMED
+            p += k
+            if u == 0:
+                return PM_MALFORMED          # members is not nullable
+            count = <int64_t>u - 1
+        else:
+            if end - p < 4:
+                return PM_TRUNCATED
+            count = <int32_t>load_be32(p)
+            p += 4
+            if count < 0:
+                return PM_MALFORMED
+        # every member takes at least 4 bytes: a huge count in a short frame is truncated
+        if count > (end - p) // 4 + 1:
+            return PM_TRUNCATED
+        while count > 0:
+            rc = _r_skip_str(&p, end, flex, False)          # member_id
+            if rc != PM_OK:
+                return rc
+            rc = _r_skip_str(&p, end, flex, True)           # group_instance_id
+            if rc != PM_OK:
+                return rc
+            if end - p < 2:
+                return PM_TRUNCATED
+            member_error = <int16_t>load_be16(p)
+            p += 2
+            if error_code[0] == 0 and member_error != 0:
+                error_code[0] = member_error
+            if flex:
+                rc = _r_tagged(&p, end)
+                if rc != PM_OK:
+                    return rc
+            count -= 1
+    if flex:
+        rc = _r_tagged(&p, end)
+        if rc != PM_OK:
+            return rc
+    return PM_OK if p == end else PM_TRAILING
+
+
+# ---------------------------------------------------------------- Python wrappers of the codec
+_CODEC_ERRORS = {
+    PM_TRUNCATED: "truncated response: the frame ends before the message does",
+    PM_MALFORMED: "malformed response: a negative length, null non-nullable field or bad varint",
+    PM_TRAILING: "malformed response: bytes left after the message",
+    PM_BAD_VERSION: "unsupported version",
+    PM_OVERFLOW: "a string is longer than 32767 bytes (a Kafka STRING's limit)",
+}
+
+
+cdef bytes utf8_arg(object s, str what, bint nullable):
+    if s is None:
+        if nullable:
+            return None
+        raise TypeError(f"{what} must be a str, not None")
+    if not isinstance(s, str):
+        raise TypeError(f"{what} must be a str, not {type(s).__name__}")
+    b = (<str>s).encode("utf-8")
+    if len(b) > PM_MAX_STRING:
+        raise ValueError(f"{what} is {len(b)} bytes long; a Kafka STRING holds at most 32767")
+    return b
+
+
+cdef inline const char* _ptr(bytes b) noexcept:
+    return NULL if b is None else PyBytes_AS_STRING(b)
+
+
+cdef inline Py_ssize_t _len(bytes b) noexcept:
+    return -1 if b is None else len(b)
+
+
+cdef int check_version(object version, int top, str api) except -1:
+    if not isinstance(version, int) or version < 0 or version > top:
+        raise ValueError(f"{api} version {version!r} is not supported (0..{top})")
+    return 0
+
+
+def encode_heartbeat_request(version, correlation_id, client_id, group_id, generation_id, member_id,
+                             group_instance_id=None):
+    """Whole Heartbeat request frame (size prefix included), encoded by the C encoder."""
+    check_version(version, 4, "Heartbeat")
+    cdef bytes cid = utf8_arg(client_id, "client_id", True)
+    cdef bytes g = utf8_arg(group_id, "group_id", False)
+    cdef bytes m = utf8_arg(member_id, "member_id", False)
+    cdef bytes i = utf8_arg(group_instance_id, "group_instance_id", True)
+    cdef int32_t corr = correlation_id
+    cdef int32_t gen = generation_id
+    cdef uint8_t* buf = <uint8_t*>malloc(PM_SBUF_CAP)
+    if buf == NULL:
+        raise MemoryError()
+    try:
+        n = pm_encode_heartbeat(buf, PM_SBUF_CAP, version, corr, _ptr(cid), _len(cid), _ptr(g), _len(g), gen,
+                                _ptr(m), _len(m), _ptr(i), _len(i))
+        if n < 0:
+            raise ValueError(_CODEC_ERRORS[n])
+        return PyBytes_FromStringAndSize(<char*>buf, n)
+    finally:
+        free(buf)
+
+
+def encode_leave_group_request(version, correlation_id, client_id, group_id, member_id,
+                               group_instance_id=None, reason=None):
+    """Whole LeaveGroup request frame for one member, encoded by the C encoder."""
+    check_version(version, 5, "LeaveGroup")
+    cdef bytes cid = utf8_arg(client_id, "client_id", True)
+    cdef bytes g = utf8_arg(group_id, "group_id", False)
+    cdef bytes m = utf8_arg(member_id, "member_id", False)
+    cdef bytes i = utf8_arg(group_instance_id, "group_instance_id", True)
+    cdef bytes r = utf8_arg(reason, "reason", True)
+    cdef int32_t corr = correlation_id
+    cdef uint8_t* buf = <uint8_t*>malloc(PM_SBUF_CAP)
+    if buf == NULL:
+        raise MemoryError()
+    try:
+        n = pm_encode_leave_group(buf, PM_SBUF_CAP, version, corr, _ptr(cid), _len(cid), _ptr(g), _len(g),
+                                  _ptr(m), _len(m), _ptr(i), _len(i), _ptr(r), _len(r))
+        if n < 0:
+            raise ValueError(_CODEC_ERRORS[n])
+        return PyBytes_FromStringAndSize(<char*>buf, n)
+    finally:
+        free(buf)
+
+
+def decode_heartbeat_response(version, frame):
+    """(correlation_id, throttle_time_ms, error_code) of a Heartbeat response frame (no size prefix)."""
+    check_version(version, 4, "Heartbeat")
+    cdef const uint8_t[::1] v = frame
+    cdef int32_t corr = 0, throttle = 0
+    cdef int16_t err = 0
+    cdef uint8_t dummy = 0
+    cdef const uint8_t* ptr = &dummy
+    if v.shape[0]:
+        ptr = &v[0]
+    cdef int rc = pm_decode_heartbeat_response(ptr, v.shape[0], version,
+                                               &corr, &throttle, &err)
+    if rc != PM_OK:
+        raise ValueError(f"Heartbeat v{version} {_CODEC_ERRORS[rc]}")
+    return corr, throttle, err
+
+
+def decode_leave_group_response(version, frame):
+    """(correlation_id, error_code) of a LeaveGroup response frame (no size prefix)."""
+    check_version(version, 5, "LeaveGroup")
+    cdef const uint8_t[::1] v = frame
+    cdef int32_t corr = 0
+    cdef int16_t err = 0
+    cdef uint8_t dummy = 0
+    cdef const uint8_t* ptr = &dummy
+    if v.shape[0]:
+        ptr = &v[0]
+    cdef int rc = pm_decode_leave_group_response(ptr, v.shape[0], version,
+                                                 &corr, &err)
+    if rc != PM_OK:
+        raise ValueError(f"LeaveGroup v{version} {_CODEC_ERRORS[rc]}")
+    return corr, err

@@ -1,0 +1,40 @@
+"""Typed public API of kcore.pacemaker: the GIL-free heartbeat loop (issue 14)."""
+from kcore.timers import Heartbeat
+
+__all__ = [
+    "Pacemaker", "MAX_HEARTBEAT_VERSION", "MAX_LEAVE_GROUP_VERSION", "EV_HEARTBEAT_ERROR",
+    "EV_COORDINATOR_LOST", "EV_POLL_TIMEOUT", "EV_DISCONNECTED",
+    "CODE_SESSION_EXPIRED", "CODE_NOT_SENT", "CODE_CONNECT_FAILED",
+]
+
+MAX_HEARTBEAT_VERSION: int
+MAX_LEAVE_GROUP_VERSION: int
+EV_HEARTBEAT_ERROR: int
+EV_COORDINATOR_LOST: int
+EV_POLL_TIMEOUT: int
+EV_DISCONNECTED: int
+CODE_SESSION_EXPIRED: int
+CODE_NOT_SENT: int
+CODE_CONNECT_FAILED: int
+
+#: (kind, code, epoch, generation, at_ms, detail)
+Event = tuple[int, int, int, int, int, int]
+
+class Pacemaker:
+    epoch: int
+    def __init__(self, heartbeat: Heartbeat, client_id: str | None = None) -> None: ...
+    def configure(self, *, host: str, port: int, group_id: str, member_id: str, generation_id: int,
+                  group_instance_id: str | None = None, heartbeat_version: int,
+                  leave_group_version: int | None = None, request_timeout_ms: int = 30000) -> int: ...
+    def deactivate(self) -> int: ...
+    def close(self) -> None: ...
+    def wake(self) -> None: ...
+    def run(self) -> None: ...
+    def take_events(self) -> list[Event]: ...
+    def wait_events(self, timeout_ms: int) -> list[Event]: ...
+    @property
+    def is_running(self) -> bool: ...
+    @property
+    def is_active(self) -> bool: ...
+    def stats(self) -> dict[str, int]: ...
+    def send_times_ms(self) -> list[int]: ...

@@ -1,0 +1,703 @@
+# cython: language_level=3
+"""A heartbeat sender that runs without the GIL (issue 14; mechanisms §2).
+
+Why: a Python heartbeat thread cannot run while the application holds the GIL (a long C
+call), so a member whose C call outlasts session.timeout.ms is evicted. ``Pacemaker.run()``
+releases the GIL for its whole life and keeps the member alive with its own coordinator
+connection. It speaks the classic protocol's Heartbeat (versions 0-4) and LeaveGroup
+(0-5) in C (kcore.groupcodec); the version is the one the main client negotiated with the
+coordinator.
+
+Division of labour. The caller (the group coordinator) decides *whether* to heartbeat and
+with which identity: ``configure()`` (coordinator address, member id, generation, group
+instance id, versions) and ``deactivate()``. The loop decides *when*, from the shared
+``kcore.timers.Heartbeat`` struct (the one the Python coordinator reads), and does the
+I/O. Whatever needs the coordinator's Python state (a rejoin, a generation reset, a
+coordinator lookup) is posted as an event; Python drains them with ``wait_events`` (a
+thread parked without the GIL) or ``take_events`` (the application's next poll).
+
+The loop halts itself (no more heartbeats until the next ``configure``) when the member is
+out of the group (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, FENCED_INSTANCE_ID, fatal errors),
+when the coordinator is wrong or lost (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE,
+session.timeout.ms without a response), and after max.poll.interval.ms expired (it then
+sends LeaveGroup itself for a dynamic member, as mechanisms §2 step 5 says). A broken connection
+is not a halt: it reconnects to the same address after retry.backoff.ms.
+
+Locks: ``mu`` guards this object's fields, ``Heartbeat.mutex`` the timing struct; the order
+is always mu then hb mutex. Neither is held during I/O, and the loop never takes the GIL.
+"""
+from cpython.bytes cimport PyBytes_AS_STRING
+from libc.stdint cimport INT32_MAX, int16_t, int32_t, int64_t, uint8_t
+from libc.stdio cimport snprintf
+from libc.stdlib cimport free, malloc
+from libc.string cimport memcpy, memset, strlen
+
+from kcore.posixsys cimport (
+    AF_UNSPEC, AI_NUMERICSERV, CLOCK_MONOTONIC, EAGAIN, EINPROGRESS, EINTR, EWOULDBLOCK, F_GETFL,
+    F_SETFD, F_SETFL, FD_CLOEXEC, IPPROTO_TCP, MSG_NOSIGNAL, O_NONBLOCK, POLLERR, POLLHUP, POLLIN,
+    POLLNVAL, POLLOUT, SO_ERROR, SOCK_STREAM, SOL_SOCKET, TCP_NODELAY, addrinfo, clock_gettime,
+    close, connect, errno, fcntl, freeaddrinfo, getaddrinfo, getsockopt, monotonic_ms, pipe, poll,
+    pollfd, pthread_cond_broadcast, pthread_cond_destroy, pthread_cond_init, pthread_cond_timedwait,
+    pthread_condattr_destroy, pthread_condattr_init, pthread_condattr_setclock, pthread_condattr_t,
+    pthread_mutex_destroy, pthread_mutex_init, pthread_mutex_lock, pthread_mutex_unlock, read, recv,
+    send, setsockopt, socket, socklen_t, ssize_t, timespec, write)
+from kcore.timers cimport (
+    Heartbeat, hb_fail_heartbeat, hb_next_wakeup_ms, hb_poll_timeout_expired, hb_received_heartbeat,
+    hb_sent_heartbeat, hb_session_expiry_ms, hb_session_timeout_expired, hb_should_heartbeat, heartbeat_state)
+from kcore.groupcodec cimport (
+    PM_ABANDONED, PM_CONNECT_FAILED, PM_CORRELATION, PM_IO, PM_OK, PM_OVERFLOW, PM_SBUF_CAP,
+    PM_TIMEOUT, PM_TOO_BIG, check_version, pm_decode_heartbeat_response, pm_decode_leave_group_response,
+    pm_encode_heartbeat, pm_encode_leave_group, utf8_arg)
+from kcore.wire cimport load_be32
+
+__all__ = [
+    "Pacemaker", "MAX_HEARTBEAT_VERSION", "MAX_LEAVE_GROUP_VERSION", "EV_HEARTBEAT_ERROR", "EV_COORDINATOR_LOST", "EV_POLL_TIMEOUT", "EV_DISCONNECTED",
+    "CODE_SESSION_EXPIRED", "CODE_NOT_SENT", "CODE_CONNECT_FAILED",
+]
+
+# The versions the loop speaks (those of kcore.groupcodec).
+MAX_HEARTBEAT_VERSION = 4
+MAX_LEAVE_GROUP_VERSION = 5
+
+# Event kinds (tuple field 0 of wait_events / take_events).
+cdef enum:
+    _EV_HEARTBEAT_ERROR = 1     # code: the Kafka error code a Heartbeat answered (not 0)
+    _EV_COORDINATOR_LOST = 2    # code: NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE, or CODE_SESSION_EXPIRED
+    _EV_POLL_TIMEOUT = 3        # code: LeaveGroup's error code (0 = left), or CODE_NOT_SENT; detail: ms since poll
+    _EV_DISCONNECTED = 4        # code: a PM_* I/O result; detail: errno (informational: the loop reconnects)
+    _CODE_SESSION_EXPIRED = -1
+    _CODE_NOT_SENT = -2
+
+EV_HEARTBEAT_ERROR = _EV_HEARTBEAT_ERROR
+EV_COORDINATOR_LOST = _EV_COORDINATOR_LOST
+EV_POLL_TIMEOUT = _EV_POLL_TIMEOUT
+EV_DISCONNECTED = _EV_DISCONNECTED
+CODE_SESSION_EXPIRED = _CODE_SESSION_EXPIRED
+CODE_NOT_SENT = _CODE_NOT_SENT
+CODE_CONNECT_FAILED = PM_CONNECT_FAILED    # EV_DISCONNECTED: could not connect (detail: errno)
+
+cdef enum:
+    # Kafka error codes the loop acts on
+    _E_COORDINATOR_LOAD_IN_PROGRESS = 14
+    _E_COORDINATOR_NOT_AVAILABLE = 15
+    _E_NOT_COORDINATOR = 16
+    _E_ILLEGAL_GENERATION = 22
+    _E_UNKNOWN_MEMBER_ID = 25
+    _E_REBALANCE_IN_PROGRESS = 27
+    _E_GROUP_AUTHORIZATION_FAILED = 30
+    _E_UNSUPPORTED_VERSION = 35
+    _E_FENCED_INSTANCE_ID = 82
+
+cdef const char* _LEAVE_REASON = b"max.poll.interval.ms expired: the application did not call poll() in time"
+
+
+cdef char* _dup(bytes b, Py_ssize_t* n_out) except? NULL:
+    """malloc'ed copy of b (NULL and length -1 for None)."""
+    cdef char* p
+    if b is None:
+        n_out[0] = -1
+        return NULL
+    n_out[0] = len(b)
+    p = <char*>malloc(len(b) + 1)
+    if p == NULL:
+        raise MemoryError()
+    memcpy(p, PyBytes_AS_STRING(b), len(b))
+    p[len(b)] = 0
+    return p
+
+
+cdef inline int memcmp_(const char* a, const char* b, Py_ssize_t n) noexcept:
+    cdef Py_ssize_t k
+    for k in range(n):
+        if a[k] != b[k]:
+            return 1
+    return 0
+
+
+# ---------------------------------------------------------------- socket helpers (nogil)
+cdef inline int _set_nonblocking(int fd) noexcept nogil:
+    cdef int fl = fcntl(fd, F_GETFL, 0)
+    if fl < 0:
+        return -1
+    fcntl(fd, F_SETFD, FD_CLOEXEC)
+    return fcntl(fd, F_SETFL, fl | O_NONBLOCK)
+
+
+cdef inline int _remaining(int64_t deadline) noexcept nogil:
+    cdef int64_t left = deadline - monotonic_ms()
+    if left <= 0:
+        return 0
+    return <int>(left if left < INT32_MAX else INT32_MAX)
+
+
+cdef int _send_all(int fd, const uint8_t* p, Py_ssize_t n, int64_t deadline) noexcept nogil:
+    cdef pollfd pfd
+    cdef ssize_t k
+    while n > 0:
+        k = send(fd, p, <size_t>n, MSG_NOSIGNAL)
+        if k > 0:
+            p += k
+            n -= k
+            continue
+        if k < 0 and (errno == EAGAIN or errno == EWOULDBLOCK or errno == EINTR):
+            pfd.fd = fd
+            pfd.events = POLLOUT
+            pfd.revents = 0
+            if _remaining(deadline) == 0:
+                return PM_TIMEOUT
+            if poll(&pfd, 1, _remaining(deadline)) < 0 and errno != EINTR:
+                return PM_IO
+            if pfd.revents & (POLLERR | POLLHUP | POLLNVAL):
+                return PM_IO
+            continue
+        return PM_IO
+    return PM_OK
+
+
+cdef class Pacemaker:
+    """GIL-free heartbeat loop for one group member; see the module docstring.
+
+    ``Pacemaker(heartbeat, client_id)``: ``heartbeat`` is the coordinator's
+    ``kcore.timers.Heartbeat`` (shared, not copied). Start ``run()`` in a dedicated thread.
+    """
+
+    def __cinit__(self, *args, **kwargs):
+        # The mutex exists from allocation on, so no method can touch an uninitialised one.
+        cdef pthread_condattr_t attr
+        self.wake_r = -1
+        self.wake_w = -1
+        self.instance_id_len = -1
+        self.client_id_len = -1
+        self.leave_version = -1
+        self.port = 0
+        self.host[0] = 0
+        self.request_timeout_ms = 30000
+        pthread_mutex_init(&self.mu, NULL)
+        pthread_condattr_init(&attr)
+        pthread_condattr_setclock(&attr, CLOCK_MONOTONIC)
+        pthread_cond_init(&self.ev_cond, &attr)
+        pthread_condattr_destroy(&attr)
+        self.mu_ready = True
+
+    def __init__(self, Heartbeat heartbeat not None, client_id=None):
+        cdef int fds[2]
+        cdef bytes cid = utf8_arg(client_id, "client_id", True)
+        if self.hb is not None:
+            raise RuntimeError("Pacemaker is already initialised")
+        self.sbuf = <uint8_t*>malloc(PM_SBUF_CAP)
+        self.rbuf = <uint8_t*>malloc(PM_RECV_CAP)
+        if self.sbuf == NULL or self.rbuf == NULL:
+            raise MemoryError()
+        if pipe(fds) != 0:
+            raise OSError(errno, "pipe() failed for the pacemaker's wake-up channel")
+        self.wake_r = fds[0]
+        self.wake_w = fds[1]
+        _set_nonblocking(self.wake_r)
+        _set_nonblocking(self.wake_w)
+        self.client_id = _dup(cid, &self.client_id_len)
+        self.hs = heartbeat.state_ptr()
+        self.hmu = &heartbeat.mutex
+        self.hb = heartbeat              # last: "initialised" means every resource above exists
+
+    def __dealloc__(self):
+        # run() holds a reference to self, so the loop has ended by now.
+        if self.mu_ready:
+            pthread_mutex_destroy(&self.mu)
+            pthread_cond_destroy(&self.ev_cond)
+        if self.wake_r >= 0:
+            close(self.wake_r)
+        if self.wake_w >= 0:
+            close(self.wake_w)
+        free(self.client_id)
+        free(self.group_id)
+        free(self.member_id)
+        free(self.instance_id)
+        free(self.sbuf)
+        free(self.rbuf)
+
+    # ------------------------------------------------------------ control (Python side)
+    def configure(self, *, host, port, group_id, member_id, generation_id, group_instance_id=None,
+                  heartbeat_version, leave_group_version=None, request_timeout_ms=30000):
+        """Heartbeat as this member to this coordinator from now on; returns the new epoch.
+
+        Events carry the epoch they belong to, so the caller can drop events of an older
+        configuration. A changed address closes the connection and opens a new one.
+        ``leave_group_version`` None: never send LeaveGroup (static members, or no version).
+        """
+        if self.hb is None:
+            raise RuntimeError("Pacemaker.__init__ was not called")
+        check_version(heartbeat_version, 4, "Heartbeat")
+        if leave_group_version is not None:
+            check_version(leave_group_version, 5, "LeaveGroup")
+        if not isinstance(port, int) or not 0 < port < 65536:
+            raise ValueError(f"coordinator port must be 1..65535 (got {port!r})")
+        cdef bytes h = utf8_arg(host, "host", False)
+        if len(h) == 0 or len(h) > PM_MAX_HOST or b"\0" in h:
+            raise ValueError(f"coordinator host {host!r} is not a valid host name")
+        cdef bytes g = utf8_arg(group_id, "group_id", False)
+        cdef bytes m = utf8_arg(member_id, "member_id", False)
+        cdef bytes i = utf8_arg(group_instance_id, "group_instance_id", True)
+        cdef int32_t gen = generation_id
+        if request_timeout_ms is None or request_timeout_ms < 1:
+            raise ValueError(f"request_timeout_ms must be >= 1 (got {request_timeout_ms!r})")
+        cdef int64_t rto = request_timeout_ms
+        cdef Py_ssize_t glen = 0, mlen = 0, ilen = -1
+        cdef char* gp = _dup(g, &glen)
+        cdef char* mp = _dup(m, &mlen)
+        cdef char* ip = _dup(i, &ilen)
+        cdef int64_t epoch
+        # Held with the GIL: the loop never waits for the GIL while holding mu.
+        pthread_mutex_lock(&self.mu)
+        free(self.group_id)
+        free(self.member_id)
+        free(self.instance_id)
+        self.group_id, self.group_id_len = gp, glen
+        self.member_id, self.member_id_len = mp, mlen
+        self.instance_id, self.instance_id_len = ip, ilen
+        if <size_t>len(h) != strlen(self.host) or memcmp_(self.host, PyBytes_AS_STRING(h), len(h)) or self.port != port:
+            memcpy(self.host, PyBytes_AS_STRING(h), len(h))
+            self.host[len(h)] = 0
+            self.port = port
+            self.addr_gen += 1
+        self.generation = gen
+        self.hb_version = heartbeat_version
+        self.leave_version = -1 if leave_group_version is None else leave_group_version
+        self.request_timeout_ms = rto
+        self.epoch += 1
+        epoch = self.epoch
+        self.active = True
+        self.halted = False
+        pthread_mutex_unlock(&self.mu)
+        self._wake_loop()
+        return epoch
+
+    def deactivate(self):
+        """Stop heartbeating (the member left or is rejoining); closes the connection. Returns the epoch."""
+        cdef int64_t epoch
+        with nogil:
+            pthread_mutex_lock(&self.mu)
+            self.active = False
+            self.epoch += 1
+            epoch = self.epoch
+            pthread_mutex_unlock(&self.mu)
+            self._wake_loop()
+        return epoch
+
+    def close(self):
+        """End run() (idempotent); wakes every waiter."""
+        with nogil:
+            pthread_mutex_lock(&self.mu)
+            self.stop = True
+            self.active = False
+            pthread_cond_broadcast(&self.ev_cond)
+            pthread_mutex_unlock(&self.mu)
+            self._wake_loop()
+
+    def wake(self):
+        """Make a wait_events() in progress return now (with whatever events there are)."""
+        with nogil:
+            pthread_mutex_lock(&self.mu)
+            self.waiter_wakes += 1
+            pthread_cond_broadcast(&self.ev_cond)
+            pthread_mutex_unlock(&self.mu)
+
+    def run(self):
+        """The loop: returns after close(). Call it from a dedicated (daemon) thread."""
+        if self.hb is None:
+            raise RuntimeError("Pacemaker.__init__ was not called")
+        with nogil:
+            pthread_mutex_lock(&self.mu)
+            if self.running or self.stop:
+                pthread_mutex_unlock(&self.mu)
+                with gil:
+                    raise RuntimeError("Pacemaker.run() is already running or the pacemaker is closed")
+            self.running = True
+            pthread_mutex_unlock(&self.mu)
+            self._loop()
+
+    # ------------------------------------------------------------ events
+    def take_events(self):
+        """Drain posted events: a list of (kind, code, epoch, generation, at_ms, detail)."""
+        return self._drain(0, False)
+
+    def wait_events(self, timeout_ms):
+        """Wait (without the GIL) until an event is posted, wake()/close() is called, or timeout_ms
+        passes; then drain the events as take_events() does."""
+        if timeout_ms < 0:
+            raise ValueError(f"timeout_ms must be >= 0 (got {timeout_ms})")
+        return self._drain(timeout_ms, True)
+
+    def _drain(self, int64_t timeout_ms, bint wait):
+        cdef pm_event out[64]
+        cdef int n = 0, k
+        cdef int64_t deadline, wakes
+        cdef timespec ts
+        with nogil:
+            pthread_mutex_lock(&self.mu)
+            if wait:
+                wakes = self.waiter_wakes
+                deadline = monotonic_ms() + timeout_ms
+                while self.ev_count == 0 and not self.stop and self.waiter_wakes == wakes:
+                    if monotonic_ms() >= deadline:
+                        break
+                    ts.tv_sec = deadline // 1000
+                    ts.tv_nsec = (deadline % 1000) * 1000000
+                    pthread_cond_timedwait(&self.ev_cond, &self.mu, &ts)
+            while self.ev_count > 0:
+                out[n] = self.events[self.ev_head]
+                self.ev_head = (self.ev_head + 1) % PM_EVENT_CAP
+                self.ev_count -= 1
+                n += 1
+            pthread_mutex_unlock(&self.mu)
+        return [(out[k].kind, out[k].code, out[k].epoch, out[k].generation, out[k].at_ms, out[k].detail)
+                for k in range(n)]
+
+    # ------------------------------------------------------------ introspection
+    @property
+    def is_running(self):
+        return bool(self.running)
+
+    @property
+    def is_active(self):
+        """Heartbeating (configured, not deactivated, not halted by the loop)."""
+        pthread_mutex_lock(&self.mu)
+        cdef bint r = self.active and not self.halted and not self.stop
+        pthread_mutex_unlock(&self.mu)
+        return r
+
+    def stats(self):
+        """Counters: sent, received, failed, connects, events_dropped."""
+        pthread_mutex_lock(&self.mu)
+        d = (self.n_sent, self.n_received, self.n_failed, self.n_connects, self.ev_dropped)
+        pthread_mutex_unlock(&self.mu)
+        return dict(zip(("sent", "received", "failed", "connects", "events_dropped"), d))
+
+    def send_times_ms(self):
+        """Monotonic instants of the most recent heartbeats sent (up to 256, oldest first)."""
+        cdef int64_t copy[256]
+        cdef int64_t n, k, start
+        pthread_mutex_lock(&self.mu)
+        n = self.n_send_times if self.n_send_times < PM_SEND_TIMES else PM_SEND_TIMES
+        start = self.n_send_times - n
+        for k in range(n):
+            copy[k] = self.send_times[(start + k) % PM_SEND_TIMES]
+        pthread_mutex_unlock(&self.mu)
+        return [copy[k] for k in range(n)]
+
+    # ------------------------------------------------------------ loop internals (nogil)
+    cdef void _post(self, int kind, int code, int32_t generation, int64_t at_ms, int64_t detail) noexcept nogil:
+        # caller holds mu
+        cdef int slot
+        if self.ev_count == PM_EVENT_CAP:   # keep the newest: drop the oldest
+            self.ev_head = (self.ev_head + 1) % PM_EVENT_CAP
+            self.ev_count -= 1
+            self.ev_dropped += 1
+        slot = (self.ev_head + self.ev_count) % PM_EVENT_CAP
+        self.events[slot].kind = kind
+        self.events[slot].code = code
+        self.events[slot].epoch = self.epoch
+        self.events[slot].generation = generation
+        self.events[slot].at_ms = at_ms
+        self.events[slot].detail = detail
+        self.ev_count += 1
+        pthread_cond_broadcast(&self.ev_cond)
+
+    cdef void _wake_loop(self) noexcept nogil:
+        cdef char c = 1
+        if self.wake_w >= 0:
+            write(self.wake_w, &c, 1)    # a full pipe already means "wake up"
+
+    cdef void _idle_wait(self, int64_t ms) noexcept nogil:
+        cdef pollfd pfd
+        cdef char drain[64]
+        pfd.fd = self.wake_r
+        pfd.events = POLLIN
+        pfd.revents = 0
+        if ms > INT32_MAX:
+            ms = INT32_MAX
+        poll(&pfd, 1, <int>ms)        # ms < 0: until woken
+        if pfd.revents & POLLIN:
+            while read(self.wake_r, drain, 64) > 0:
+                pass
+
+    cdef int _recv_frame(self, int fd, Py_ssize_t* n_out, int64_t deadline, int64_t epoch0) noexcept nogil:
+        """Read one response frame into rbuf (without its size prefix)."""
+        cdef uint8_t head[4]
+        cdef Py_ssize_t want = 4, got = 0, size = -1
+        cdef pollfd pfds[2]
+        cdef ssize_t k
+        cdef char drain[64]
+        cdef bint changed
+        while True:
+            if size < 0:
+                k = recv(fd, head + got, <size_t>(want - got), 0)
+            else:
+                k = recv(fd, self.rbuf + got, <size_t>(want - got), 0)
+            if k > 0:
+                got += k
+                if got < want:
+                    continue
+                if size >= 0:
+                    n_out[0] = size
+                    return PM_OK
+                size = <int32_t>load_be32(head)
+                if size < 0:
+                    return PM_IO
+                if size > PM_RECV_CAP:
+                    return PM_TOO_BIG
+                want = size
+                got = 0
+                if size == 0:
+                    n_out[0] = 0
+                    return PM_OK
+                continue
+            if k == 0:
+                return PM_IO                 # the coordinator closed the connection
+            if errno != EAGAIN and errno != EWOULDBLOCK and errno != EINTR:
+                return PM_IO
+            if _remaining(deadline) == 0:
+                return PM_TIMEOUT
+            pfds[0].fd = fd
+            pfds[0].events = POLLIN
+            pfds[0].revents = 0
+            pfds[1].fd = self.wake_r
+            pfds[1].events = POLLIN
+            pfds[1].revents = 0
+            if poll(pfds, 2, _remaining(deadline)) < 0 and errno != EINTR:
+                return PM_IO
+            if pfds[1].revents & POLLIN:
+                while read(self.wake_r, drain, 64) > 0:
+                    pass
+                pthread_mutex_lock(&self.mu)
+                changed = self.stop or self.epoch != epoch0
+                pthread_mutex_unlock(&self.mu)
+                if changed:
+                    return PM_ABANDONED
+            if pfds[0].revents & (POLLERR | POLLNVAL):
+                return PM_IO
+
+    cdef int _exchange(self, int fd, Py_ssize_t n, Py_ssize_t* rn, int64_t deadline, int64_t epoch0) noexcept nogil:
+        cdef int rc = _send_all(fd, self.sbuf, n, deadline)
+        if rc != PM_OK:
+            return rc
+        return self._recv_frame(fd, rn, deadline, epoch0)
+
+    cdef int _connect(self, int64_t timeout_ms, int* err) noexcept nogil:
+        """Connect to the configured address (copied under mu); a non-blocking fd or -1."""
+        cdef char host[256]
+        cdef char port[16]
+        cdef addrinfo hints
+        cdef addrinfo* res = NULL
+        cdef addrinfo* ai
+        cdef int fd = -1, rc, one = 1, soerr = 0
+        cdef socklen_t slen
+        cdef pollfd pfd
+        cdef int64_t deadline = monotonic_ms() + timeout_ms
+        pthread_mutex_lock(&self.mu)
+        memcpy(host, self.host, 256)
+        snprintf(port, 16, "%d", self.port)
+        pthread_mutex_unlock(&self.mu)
+        memset(&hints, 0, sizeof(hints))
+        hints.ai_family = AF_UNSPEC
+        hints.ai_socktype = SOCK_STREAM
+        hints.ai_flags = AI_NUMERICSERV
+        err[0] = 0
+        if getaddrinfo(host, port, &hints, &res) != 0 or res == NULL:
+            err[0] = errno
+            return -1
+        ai = res
+        while ai != NULL:
+            fd = socket(ai.ai_family, ai.ai_socktype, ai.ai_protocol)
+            if fd >= 0:
+                _set_nonblocking(fd)
+                rc = connect(fd, ai.ai_addr, ai.ai_addrlen)
+                if rc != 0 and errno == EINPROGRESS:
+                    pfd.fd = fd
+                    pfd.events = POLLOUT
+                    pfd.revents = 0
+                    if poll(&pfd, 1, _remaining(deadline)) == 1:
+                        slen = sizeof(soerr)
+                        getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &slen)
+                        rc = 0 if soerr == 0 else -1
+                        err[0] = soerr
+                    else:
+                        rc = -1
+                elif rc != 0:
+                    err[0] = errno
+                if rc == 0:
+                    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one))
+                    break
+                close(fd)
+                fd = -1
+            ai = ai.ai_next
+        freeaddrinfo(res)
+        return fd
+
+    cdef void _loop(self) noexcept nogil:
+        cdef int fd = -1, rc, err = 0
+        cdef int64_t cur_addr = -1, next_connect = 0, now, wake_at, epoch0, since_poll = 0, backoff, rto, connect_timeout, reply_deadline
+        cdef int32_t corr = 0, gen0, rcorr = 0, throttle = 0
+        cdef int16_t code = 0
+        cdef int version0
+        cdef Py_ssize_t n, rn = 0
+        cdef bint poll_expired, session_expired, due
+        pthread_mutex_lock(&self.mu)
+        while not self.stop:
+            if not self.active or self.halted:
+                if fd >= 0:
+                    close(fd)
+                    fd = -1
+                pthread_mutex_unlock(&self.mu)
+                self._idle_wait(-1)
+                pthread_mutex_lock(&self.mu)
+                continue
+            if fd >= 0 and cur_addr != self.addr_gen:
+                close(fd)
+                fd = -1
+                next_connect = 0
+            now = monotonic_ms()
+            pthread_mutex_lock(self.hmu)
+            poll_expired = hb_poll_timeout_expired(self.hs, now)
+            session_expired = hb_session_timeout_expired(self.hs, now)
+            due = hb_should_heartbeat(self.hs, now)
+            wake_at = hb_next_wakeup_ms(self.hs, now)
+            since_poll = now - self.hs.last_poll_ms
+            backoff = self.hs.retry_backoff_ms
+            pthread_mutex_unlock(self.hmu)
+            rto = self.request_timeout_ms
+            # A connect that hangs must not outlive the session: the member would be evicted
+            # while we wait (and the Python side could not take over).
+            connect_timeout = self.hs.session_timeout_ms // 2 if self.hs.session_timeout_ms // 2 < rto else rto
+            gen0 = self.generation
+            epoch0 = self.epoch
+            if poll_expired:
+                # mechanisms §2 step 5: the application stalled; leave so the partitions move on.
+                code = _CODE_NOT_SENT
+                if self.leave_version >= 0 and self.instance_id_len < 0 and self.member_id_len > 0:
+                    corr += 1
+                    version0 = self.leave_version
+                    n = pm_encode_leave_group(self.sbuf, PM_SBUF_CAP, version0, corr, self.client_id,
+                                              self.client_id_len, self.group_id, self.group_id_len,
+                                              self.member_id, self.member_id_len, self.instance_id,
+                                              self.instance_id_len, _LEAVE_REASON, strlen(_LEAVE_REASON))
+                    rcorr = -1
+                    rc = PM_OVERFLOW
+                    pthread_mutex_unlock(&self.mu)
+                    if n > 0:
+                        if fd < 0:
+                            fd = self._connect(connect_timeout, &err)
+                        if fd >= 0:
+                            rc = self._exchange(fd, n, &rn, now + rto, epoch0)
+                            if rc == PM_OK:
+                                rc = pm_decode_leave_group_response(self.rbuf, rn, version0, &rcorr, &code)
+                    pthread_mutex_lock(&self.mu)
+                    if rc != PM_OK or rcorr != corr:
+                        code = _CODE_NOT_SENT
+                if self.epoch == epoch0:
+                    self.halted = True
+                    self._post(_EV_POLL_TIMEOUT, code, gen0, now, since_poll)
+                continue
+            if session_expired:
+                self.halted = True
+                self._post(_EV_COORDINATOR_LOST, _CODE_SESSION_EXPIRED, gen0, now, 0)
+                continue
+            if fd < 0:
+                if now < next_connect:
+                    pthread_mutex_unlock(&self.mu)
+                    self._idle_wait((next_connect if next_connect < wake_at else wake_at) - now)
+                    pthread_mutex_lock(&self.mu)
+                    continue
+                cur_addr = self.addr_gen
+                pthread_mutex_unlock(&self.mu)
+                fd = self._connect(connect_timeout, &err)
+                pthread_mutex_lock(&self.mu)
+                if fd < 0:
+                    next_connect = monotonic_ms() + (backoff if backoff > 50 else 50)
+                    self._post(_EV_DISCONNECTED, PM_CONNECT_FAILED, gen0, now, err)
+                else:
+                    self.n_connects += 1
+                continue
+            if not due:
+                pthread_mutex_unlock(&self.mu)
+                self._idle_wait(wake_at - now if wake_at > now else 1)
+                pthread_mutex_lock(&self.mu)
+                continue
+            # mechanisms §2 step 7: send a heartbeat and wait for its answer
+            corr += 1
+            version0 = self.hb_version
+            n = pm_encode_heartbeat(self.sbuf, PM_SBUF_CAP, version0, corr, self.client_id, self.client_id_len,
+                                    self.group_id, self.group_id_len, gen0, self.member_id, self.member_id_len,
+                                    self.instance_id, self.instance_id_len)
+            if n < 0:   # cannot happen: configure() validated every length and version
+                self.halted = True
+                self._post(_EV_HEARTBEAT_ERROR, _E_UNSUPPORTED_VERSION, gen0, now, n)
+                continue
+            pthread_mutex_lock(self.hmu)
+            hb_sent_heartbeat(self.hs, now)
+            # Wait for the answer no longer than the session lasts: a silent coordinator
+            # must be noticed (mechanisms §2 step 4) even when request.timeout.ms is longer.
+            reply_deadline = hb_session_expiry_ms(self.hs)
+            pthread_mutex_unlock(self.hmu)
+            if reply_deadline > now + rto:
+                reply_deadline = now + rto
+            self.send_times[self.n_send_times % PM_SEND_TIMES] = now
+            self.n_send_times += 1
+            self.n_sent += 1
+            pthread_mutex_unlock(&self.mu)
+            rc = self._exchange(fd, n, &rn, reply_deadline, epoch0)
+            if rc == PM_OK:
+                rc = pm_decode_heartbeat_response(self.rbuf, rn, version0, &rcorr, &throttle, &code)
+                if rc == PM_OK and rcorr != corr:
+                    rc = PM_CORRELATION
+            pthread_mutex_lock(&self.mu)
+            now = monotonic_ms()
+            if rc != PM_OK:
+                close(fd)
+                fd = -1
+                if rc == PM_ABANDONED:
+                    continue
+                self.n_failed += 1
+                pthread_mutex_lock(self.hmu)
+                hb_fail_heartbeat(self.hs, now)
+                pthread_mutex_unlock(self.hmu)
+                self._post(_EV_DISCONNECTED, rc, gen0, now, errno)
+                continue
+            if self.epoch != epoch0:
+                continue     # answers a configuration that is gone
+            self._handle_heartbeat_error(code, gen0, now)
+            if code == _E_NOT_COORDINATOR or code == _E_COORDINATOR_NOT_AVAILABLE:
+                close(fd)
+                fd = -1
+        if fd >= 0:
+            close(fd)
+        self.running = False
+        pthread_cond_broadcast(&self.ev_cond)
+        pthread_mutex_unlock(&self.mu)
+
+    cdef void _handle_heartbeat_error(self, int16_t code, int32_t gen0, int64_t now) noexcept nogil:
+        # caller holds mu; mechanisms §2 step 7
+        pthread_mutex_lock(self.hmu)
+        if code == 0 or code == _E_REBALANCE_IN_PROGRESS:
+            # REBALANCE_IN_PROGRESS: the coordinator still knows us; keep the session until rejoin
+            hb_received_heartbeat(self.hs, now)
+        else:
+            hb_fail_heartbeat(self.hs, now)
+        pthread_mutex_unlock(self.hmu)
+        if code == 0:
+            self.n_received += 1
+            return
+        if code == _E_REBALANCE_IN_PROGRESS:
+            self.n_received += 1
+            self._post(_EV_HEARTBEAT_ERROR, code, gen0, now, 0)
+            return
+        self.n_failed += 1
+        if code == _E_NOT_COORDINATOR or code == _E_COORDINATOR_NOT_AVAILABLE:
+            self.halted = True
+            self._post(_EV_COORDINATOR_LOST, code, gen0, now, 0)
+        elif (code == _E_UNKNOWN_MEMBER_ID or code == _E_ILLEGAL_GENERATION or code == _E_FENCED_INSTANCE_ID
+              or code == _E_GROUP_AUTHORIZATION_FAILED or code == _E_UNSUPPORTED_VERSION):
+            self.halted = True    # out of the group, or it will not get better by retrying
+            self._post(_EV_HEARTBEAT_ERROR, code, gen0, now, 0)
+        else:
+            # e.g. COORDINATOR_LOAD_IN_PROGRESS: retried after retry.backoff.ms
+            self._post(_EV_HEARTBEAT_ERROR, code, gen0, now, 0)
