@@ -1,6 +1,12 @@
 """``python -m bench [throughput|liveness] [options]``: see bench/runner.py and bench/liveness.py.
-``python -m bench parallel [options]``: ParallelConsumer vs a plain poll loop, see bench/parallel.py."""
+``python -m bench parallel [options]``: ParallelConsumer vs a plain poll loop, see bench/parallel.py.
+``python -m bench rebalance [options]``: rebalance times per client and group protocol, see bench/rebalance.py."""
 import sys
+
+if sys.argv[1:2] == ["rebalance"]:
+    from bench.rebalance import main as rebalance_main
+
+    sys.exit(rebalance_main(sys.argv[2:]))
 
 if sys.argv[1:2] == ["parallel"]:
     from bench.parallel import main as parallel_main

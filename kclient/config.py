@@ -254,6 +254,40 @@ def unsupported(reason: str) -> Callable[[str, Any], Any]:
     return check
 
 
+def _only_empty(reason: str) -> Callable[[str, Any], Any]:
+    def check(name: str, value: Any) -> Any:
+        if value:
+            raise ConfigurationError(f"setting {name!r}: {reason}")
+        return value
+    return check
+
+
+def _nodelay_only(name: str, value: Any) -> Any:
+    """kafka-python code passes its default [(IPPROTO_TCP, TCP_NODELAY, 1)]; kclient sets exactly
+    that on every socket. Any other option would be silently dropped, so it fails."""
+    import socket
+    if value is None or [tuple(o) for o in value] == [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]:
+        return value
+    raise ConfigurationError(f"setting {name!r}: only TCP_NODELAY=1 (always set) is supported, got {value!r}")
+
+
+def _kafka_python_client_only(name: str, value: Any) -> Any:
+    """kafka-python's DEFAULT_CONFIG holds its client class (KafkaClient, KafkaNetClient): that default means "the
+    library's own client", which kclient honours with its own; anything else is refused."""
+    if value is None or (str(getattr(value, "__name__", "")).endswith("Client")
+                         and str(getattr(value, "__module__", "")).startswith("kafka.")):
+        return value
+    raise ConfigurationError(f"setting {name!r}: kclient has its own network client; {value!r} cannot be "
+                             "plugged in")
+
+
+def _default_selector_only(name: str, value: Any) -> Any:
+    import selectors
+    if value is None or value is selectors.DefaultSelector:
+        return value
+    raise ConfigurationError(f"setting {name!r}: kclient uses its own selector; got {value!r}")
+
+
 def upper_choice(*choices: str) -> Callable[[str, Any], Any]:
     """A validator for upper-case enumerations given in any case (security.protocol)."""
     def check(name: str, value: str) -> str:
@@ -356,7 +390,9 @@ def common_client_defs() -> list[ConfigDef]:
                   doc="length of one metrics window (rates cover num.samples of them)"),
         ConfigDef("metrics.recording.level", "str", "INFO", validator=upper_choice("INFO", "DEBUG", "TRACE"),
                   doc="accepted for compatibility; no effect"),
-        ConfigDef("metric.reporters", "list", [], doc="accepted for compatibility; no effect"),
+        ConfigDef("metric.reporters", "list", [], validator=_only_empty("metric reporters are not supported; "
+                                                                        "read metrics() instead"),
+                  doc="only empty: metric reporters are not supported (read metrics())"),
         ConfigDef("enable.metrics.push", "bool", True,
                   doc="accepted for compatibility; no effect (no KIP-714 push)"),
         # kafka-python keywords that are not Java settings, accepted so that kafka-python code
@@ -369,11 +405,15 @@ def common_client_defs() -> list[ConfigDef]:
         ConfigDef("receive.message.max.bytes", "int", 100_000_000, min=1,
                   doc="largest response accepted from a broker (a larger length prefix fails before allocating)"),
         ConfigDef("metrics.enabled", "bool", True, doc="accepted for compatibility; no effect"),
-        ConfigDef("socket.options", "object", None, doc="ignored"),
+        ConfigDef("socket.options", "object", None, validator=_nodelay_only,
+                  doc="only kafka-python's default (TCP_NODELAY on, which kclient always sets) or None"),
         ConfigDef("sock.chunk.bytes", "int", 4096, doc="ignored"),
         ConfigDef("sock.chunk.buffer.count", "int", 1000, doc="ignored"),
-        ConfigDef("selector", "object", None, doc="ignored"),
-        ConfigDef("kafka.client", "object", None, doc="ignored"),
+        ConfigDef("selector", "object", None, validator=_default_selector_only,
+                  doc="only None or selectors.DefaultSelector (kafka-python's default)"),
+        ConfigDef("kafka.client", "object", None, validator=_kafka_python_client_only,
+                  doc="only None or kafka-python's own client class (its default): kclient has its own "
+                      "network client, another cannot be plugged in"),
         ConfigDef("socks5.proxy", "str", None, nullable=True, validator=unsupported("proxies are not supported")),
         ConfigDef("proxy.url", "str", None, nullable=True, validator=unsupported("proxies are not supported")),
         # TLS/SASL in kafka-python's names.
@@ -406,27 +446,18 @@ def common_client_defs() -> list[ConfigDef]:
 
 
 # Names, types and defaults as documented for the Kafka consumer (Kafka 3.x/4.x).
-def _classic_only(name: str, value: str) -> str:
-    # Accepting "consumer" and joining with the classic protocol anyway would silently give the
-    # user other rebalance behaviour than the one they asked for.
-    if str(value).lower() == "consumer":
-        raise ConfigurationError(f"setting {name!r}: the consumer group protocol (KIP-848) is not "
-                                 "implemented yet; use 'classic' (the default)")
-    return str(value).lower()
-
-
 _CONSUMER_DEFS = [
     ConfigDef("client.rack", "str", "", doc="rack of the client, for fetching from the closest replica"),
     ConfigDef("group.id", "str", None, nullable=True,
               doc="the consumer group; without it there is no membership and no committed offsets"),
     ConfigDef("group.instance.id", "str", None, nullable=True,
               doc="static membership: a restart within session.timeout.ms keeps the partitions"),
-    ConfigDef("group.protocol", "str", "classic", choices=("classic", "consumer"), validator=_classic_only,
-              doc="the group membership protocol; only the classic one is implemented so far"),
+    ConfigDef("group.protocol", "str", "classic", choices=("classic", "consumer"),
+              doc="the group membership protocol: classic (JoinGroup/SyncGroup, client-side assignors) "
+                  "or consumer (KIP-848, Kafka 4: ConsumerGroupHeartbeat, broker-side assignors)"),
     ConfigDef("group.remote.assignor", "str", None, nullable=True,
-              validator=unsupported("it applies to group.protocol=consumer (KIP-848), which this "
-                                    "client does not implement yet"),
-              doc="the broker-side assignor of the consumer group protocol"),
+              doc="with group.protocol=consumer: the broker-side assignor (e.g. uniform, range); "
+                  "None: the broker's default"),
     ConfigDef("key.deserializer", "object", None, validator=plugin("deserialize", "topic, data"),
               doc="bytes -> object, applied to every record's key (None: bytes)"),
     ConfigDef("value.deserializer", "object", None, validator=plugin("deserialize", "topic, data"),

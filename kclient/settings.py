@@ -180,12 +180,15 @@ class ConsumerCoordinatorConfig:
     default_api_timeout_ms: int
     enable_auto_commit: bool
     auto_commit_interval_ms: int
+    group_protocol: str = "classic"
+    remote_assignor: str | None = None
 
     @classmethod
     def of(cls, config: Any) -> "ConsumerCoordinatorConfig":
         if isinstance(config, cls):
             return config
         c = _checked(config)
+        _check_group_protocol(c)
         return cls(
             assignment_strategy=tuple(c["partition.assignment.strategy"]),
             exclude_internal_topics=c["exclude.internal.topics"],
@@ -193,7 +196,34 @@ class ConsumerCoordinatorConfig:
             default_api_timeout_ms=c["default.api.timeout.ms"],
             enable_auto_commit=c["enable.auto.commit"] and c["group.id"] is not None,
             auto_commit_interval_ms=c["auto.commit.interval.ms"],
+            group_protocol=c["group.protocol"],
+            remote_assignor=c["group.remote.assignor"],
         )
+
+
+#: Classic-protocol settings that the consumer protocol moves to the broker (as the Java client
+#: rejects them): the broker's group.consumer.* configs or the group's own configs take over.
+_CLASSIC_ONLY = {
+    "partition.assignment.strategy": "the broker assigns partitions; choose its assignor with group.remote.assignor",
+    "session.timeout.ms": "the broker sets it (group.consumer.session.timeout.ms, or the group config "
+                          "consumer.session.timeout.ms)",
+    "heartbeat.interval.ms": "the broker sets it (group.consumer.heartbeat.interval.ms, or the group config "
+                             "consumer.heartbeat.interval.ms)",
+}
+
+
+def _check_group_protocol(c: Any) -> None:
+    """Settings that belong to the other group protocol fail instead of being ignored."""
+    protocol = c["group.protocol"]
+    if protocol == "consumer":
+        for name, why in _CLASSIC_ONLY.items():
+            if c.is_set(name):
+                raise Errors.ConfigurationError(
+                    f"setting {name!r} does not apply to group.protocol=consumer: {why}")
+    elif c["group.remote.assignor"] is not None:
+        raise Errors.ConfigurationError(
+            "setting 'group.remote.assignor' applies only to group.protocol=consumer (the classic "
+            "protocol assigns in the client: use partition.assignment.strategy)")
 
 
 @dataclass(frozen=True, slots=True)

@@ -256,12 +256,22 @@ def test_repr_hides_secrets():
     assert "hunter2" not in repr(cfg) and "'me'" in repr(cfg)
 
 
-def test_consumer_group_protocol_is_refused_until_it_is_implemented():
-    # Accepted and ignored, it would join with the classic protocol behind the user's back.
-    with pytest.raises(Errors.ConfigurationError, match="group.protocol.*KIP-848.*classic"):
-        ConsumerConfig(group_protocol="consumer")
-    with pytest.raises(Errors.ConfigurationError, match="group.remote.assignor.*group.protocol=consumer"):
-        ConsumerConfig({"group.remote.assignor": "uniform"})
+def test_group_protocol_settings_of_the_other_protocol_are_refused():
+    # As the Java client does: a setting the chosen protocol does not use is an error, not a no-op.
+    from kclient.settings import ConsumerSettings
+    s = ConsumerSettings.of(ConsumerConfig(group_id="g", group_protocol="CONSUMER", group_remote_assignor="range"))
+    assert (s.coordinator.group_protocol, s.coordinator.remote_assignor) == ("consumer", "range")
+    for name, value in (("partition.assignment.strategy", ["range"]), ("session.timeout.ms", 10000),
+                        ("heartbeat.interval.ms", 1000)):
+        with pytest.raises(Errors.ConfigurationError, match=f"{name}.*does not apply to group.protocol=consumer"):
+            ConsumerSettings.of(ConsumerConfig({"group.protocol": "consumer", name: value}))
+        with pytest.raises(Errors.ConfigurationError, match=f"{name}.*does not apply"):
+            KafkaConsumer(group_id="g", group_protocol="consumer", bootstrap_servers="127.0.0.1:1",
+                          **{name.replace(".", "_"): value})
+    with pytest.raises(Errors.ConfigurationError, match="group.remote.assignor.*only to group.protocol=consumer"):
+        ConsumerSettings.of(ConsumerConfig({"group.remote.assignor": "uniform"}))
+    with pytest.raises(Errors.ConfigurationError, match="group.protocol"):
+        ConsumerConfig(group_protocol="streams")
     assert ConsumerConfig(group_protocol="CLASSIC")["group.protocol"] == "classic"
 
 
@@ -279,3 +289,17 @@ def test_typed_settings_are_built_once_from_the_table():
         ConsumerConfig(session_timeout_ms=0)
     with pytest.raises(Errors.ConfigurationError, match="heartbeat.interval.ms.*session.timeout.ms"):
         KafkaConsumer(group_id="g", session_timeout_ms=1000, bootstrap_servers="127.0.0.1:1")
+
+
+def test_kafka_python_plumbing_settings_work_or_fail():
+    # Accepted only where kclient does the same thing; anything else would be dropped silently.
+    import selectors
+    import socket
+    assert ConsumerConfig(socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)])["socket.options"]
+    assert ConsumerConfig(selector=selectors.DefaultSelector)["selector"] is selectors.DefaultSelector
+    for kwargs, match in (({"socket_options": [(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)]}, "socket.options"),
+                          ({"selector": selectors.SelectSelector}, "selector"),
+                          ({"kafka_client": object}, "kafka.client"),
+                          ({"metric_reporters": ["x.Reporter"]}, "metric.reporters")):
+        with pytest.raises(Errors.ConfigurationError, match=match):
+            ConsumerConfig(**kwargs)

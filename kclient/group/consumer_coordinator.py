@@ -839,7 +839,14 @@ class _OffsetCommitHandler(_Handler):
                         "the group is rebalancing: poll() to complete the rebalance, then commit "
                         "again (the partitions may have moved to another member)"))
                     return
-                if isinstance(err, (Errors.UnknownMemberIdError, Errors.IllegalGenerationError)):
+                if isinstance(err, Errors.StaleMemberEpochError):
+                    # group.protocol=consumer: the commit carried an older member epoch than the
+                    # broker's; the next heartbeat brings the current one, then it is retried.
+                    future.raise_(Errors.RetriableCommitFailedError(
+                        f"the member epoch of the commit is stale ({err}); retry with the current one"))
+                    return
+                if isinstance(err, (Errors.UnknownMemberIdError, Errors.IllegalGenerationError,
+                                    Errors.FencedMemberEpochError)):
                     with c._lock:
                         unchanged = self.generation_unchanged()
                     if unchanged and self.generation.generation_id >= 0:

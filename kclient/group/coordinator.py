@@ -34,6 +34,7 @@ from kclient.clock import SYSTEM_CLOCK, Clock
 from kclient.network.future import RequestFuture, RequestFutureAdapter
 from kclient.group.heartbeat_thread import HeartbeatThread
 from kclient.group.pacemaker import PacemakerLink, create_link
+from kclient.group.version_fallback import GroupVersionFallback
 from kclient.network.metadata import Node
 from kclient.protocol import ApiKey
 
@@ -136,6 +137,9 @@ class AbstractCoordinator(abc.ABC):
                  clock: Clock = SYSTEM_CLOCK, start_heartbeat_thread: bool = True):
         rc = self.rebalance_config = rebalance_config
         self._client = client
+        # Group requests go through here: a coordinator that hangs up on a version it
+        # advertises gets one version lower (see kclient.group.version_fallback).
+        self._group_sender = GroupVersionFallback(client, rebalance_config.group_id or "")
         self._clock = clock
         self.group_id = rc.group_id
         self.group_instance_id = rc.group_instance_id
@@ -498,7 +502,7 @@ class AbstractCoordinator(abc.ABC):
 
         # The broker holds JoinGroup until every member joined (up to the rebalance timeout).
         timeout = max(self.request_timeout_ms, rebalance_timeout + JOIN_GROUP_TIMEOUT_LAPSE_MS)
-        return self._client.send(node, JOIN_GROUP, body, timeout_ms=timeout).compose(
+        return self._group_sender.send(node, JOIN_GROUP, body, timeout_ms=timeout).compose(
             _JoinGroupHandler(self, generation, node))
 
     def _send_sync_group_request(self, join_response: dict) -> RequestFuture:
@@ -534,7 +538,7 @@ class AbstractCoordinator(abc.ABC):
                 b["protocol_name"] = generation.protocol_name
             return b
 
-        return self._client.send(node, SYNC_GROUP, body).compose(_SyncGroupHandler(self, generation, node))
+        return self._group_sender.send(node, SYNC_GROUP, body).compose(_SyncGroupHandler(self, generation, node))
 
     # ------------------------------------------------------------------ generation resets
     def reset_state_and_generation(self, reason: str, reset_member_id: bool) -> None:
@@ -577,7 +581,7 @@ class AbstractCoordinator(abc.ABC):
                   generation.generation_id, node.node_id)
         body = {"group_id": self.group_id, "generation_id": generation.generation_id,
                 "member_id": generation.member_id, "group_instance_id": self.group_instance_id}
-        return self._client.send(node, HEARTBEAT, body).compose(_HeartbeatHandler(self, generation, node))
+        return self._group_sender.send(node, HEARTBEAT, body).compose(_HeartbeatHandler(self, generation, node))
 
     def _on_poll_timeout(self, now_ms: int) -> None:
         """Heartbeat thread: the application stalled between polls (mechanisms §2 step 5)."""
@@ -611,7 +615,7 @@ class AbstractCoordinator(abc.ABC):
                         return {"group_id": group_id, "members": [member]}
                     return {"group_id": group_id, "member_id": generation.member_id}
 
-                future = self._client.send(node, LEAVE_GROUP, body).compose(_LeaveGroupHandler(self, None, node))
+                future = self._group_sender.send(node, LEAVE_GROUP, body).compose(_LeaveGroupHandler(self, None, node))
             self.reset_state_and_generation(f"left the group: {reason}", reset_member_id=True)
         if future is not None:
             # Push it out now: the heartbeat thread parks itself next, the application may be slow.

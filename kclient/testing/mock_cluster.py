@@ -184,7 +184,10 @@ class MockCluster(ClusterBase):
         # mis-parse (they read the request in an older layout and drop the connection):
         # SyncGroup v4+ (the assignments count as an int32), JoinGroup v6+ and LeaveGroup v3+.
         # Cap each at the last version it parses, so clients negotiate one it implements. A
-        # broker bug, so the fix lives here, not in the client.
+        # broker bug (its JoinGroup handler reads the flexible v6 protocols array as an int32
+        # count, e.g. 0x02067261, rejects it and closes the connection); kclient also copes
+        # without the caps by stepping down a version (kclient.group.version_fallback,
+        # tests/test_group_version_fallback.py), but the caps keep the tests' joins fast.
         if "set_apiversion" in self.ops:
             for api_key, max_version in _MOCK_VERSION_CAPS.items():
                 self.set_apiversion(api_key, 0, max_version)
