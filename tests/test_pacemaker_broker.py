@@ -96,7 +96,7 @@ c.close()
 class ChildMember:
     def __init__(self, bootstrap, topic, group, max_poll_ms):
         cfg = {"bootstrap": bootstrap, "topic": topic, "group": group, "session": SESSION_MS,
-               "interval": 1000, "max_poll": max_poll_ms, "stall": STALL_S, "after": 6}
+               "interval": 1000, "max_poll": max_poll_ms, "stall": STALL_S, "after": 4}
         env = dict(os.environ, PYTHONPATH=os.pathsep.join([REPO, os.environ.get("PYTHONPATH", "")]))
         self.proc = subprocess.Popen([sys.executable, "-c", CHILD, json.dumps(cfg)], cwd=REPO, env=env,
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)

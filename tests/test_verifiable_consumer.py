@@ -36,7 +36,8 @@ def test_events_for_a_bounded_run_with_commits(kafka, create_topic, topic_name, 
     assert names[0] == "startup_complete" and names[-1] == "shutdown_complete"
     assert all(isinstance(e["timestamp"], int) for e in events)
     assigned = [e for e in events if e["name"] == "partitions_assigned"]
-    assert assigned and sorted((p["topic"], p["partition"]) for p in assigned[0]["partitions"]) == \
+    # The group may settle over more than one rebalance (a first, empty assignment included).
+    assert assigned and sorted((p["topic"], p["partition"]) for p in assigned[-1]["partitions"]) == \
         [(topic_name, 0), (topic_name, 1)]
     consumed = [e for e in events if e["name"] == "records_consumed"]
     assert sum(e["count"] for e in consumed) == 100

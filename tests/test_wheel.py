@@ -69,7 +69,9 @@ def dist(tmp_path_factory) -> Path:
         target = src / name
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(REPO / name, target)
-    _run([sys.executable, "-m", "build", "--sdist", "--wheel", "--outdir", str(out), str(src)])
+    # Unoptimised C: this test checks what the artefacts contain and that they work.
+    _run([sys.executable, "-m", "build", "--sdist", "--wheel", "--outdir", str(out), str(src)],
+         env=dict(os.environ, KCORE_OPT="-O0"))
     return out
 
 

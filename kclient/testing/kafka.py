@@ -356,9 +356,10 @@ class KafkaCluster(ClusterBase):
                                       str(node.log_path))
 
     def _wait_ready(self, deadline: float, nodes: list[_Node] | None = None) -> None:
-        """Ready: every node answers ApiVersions and Metadata lists every node as a broker."""
+        """Ready: every node answers ApiVersions and Metadata lists every running node as a
+        broker (a node stopped or killed by a test is not waited for)."""
         nodes = nodes or self.nodes
-        want = {n.node_id for n in self.nodes}
+        want = {n.node_id for n in self.nodes if n.running}
         last_error: Exception | str | None = None
         pending = list(nodes)
         while pending:
