@@ -759,10 +759,15 @@ class NetworkClient:
 
     def _send_internal(self, conn: BrokerConnection, api_key: int, version: int, body: dict, internal: str,
                        now_ms: int) -> None:
-        """A request of the connection's own set-up, bounded by the setup deadline."""
+        """A request of the connection's own set-up (ApiVersions, SASL), bounded by the
+        connection setup deadline rather than request.timeout.ms."""
         req = ClientRequest(conn.node_id, api_key, body, api_version=version, internal=internal, created_ms=now_ms)
         corr = self._next_correlation_id()
-        frame = protocol.encode_request(api_key, version, corr, self.client_id, body)
+        try:
+            frame = protocol.encode_request(api_key, version, corr, self.client_id, body)
+        except Exception as exc:  # pragma: no cover - our own request must encode
+            self._close(conn, now_ms, exc)
+            return
         req.correlation_id = corr
         req.send_ms = now_ms
         req.timeout_ms = max(conn.setup_deadline_ms - now_ms, 1)
@@ -870,22 +875,9 @@ class NetworkClient:
     def _send_api_versions(self, conn: BrokerConnection, now_ms: int, version: int) -> None:
         conn.api_versions_request_version = version
         name, sw_version = self._software
-        req = ClientRequest(conn.node_id, API_VERSIONS_KEY,
+        self._send_internal(conn, API_VERSIONS_KEY, version,
                             {"client_software_name": name, "client_software_version": sw_version},
-                            api_version=version, internal="api_versions", created_ms=now_ms)
-        corr = self._next_correlation_id()
-        try:
-            frame = protocol.encode_request(API_VERSIONS_KEY, version, corr, self.client_id, req.body)
-        except Exception as exc:  # pragma: no cover - our own request must encode
-            self._close(conn, now_ms, exc)
-            return
-        req.correlation_id = corr
-        req.send_ms = now_ms
-        # The handshake is bounded by the connection setup deadline, not request.timeout.ms.
-        req.timeout_ms = max(conn.setup_deadline_ms - now_ms, 1)
-        self._in_flight.add(conn.node_id, corr, req, now_ms, req.timeout_ms)
-        conn.enqueue(frame)
-        self._write(conn, now_ms)
+                            "api_versions", now_ms)
 
     def _handle_api_versions_response(self, conn: BrokerConnection, req: ClientRequest,
                                       response: dict, now_ms: int) -> None:
