@@ -314,6 +314,13 @@ def isolation_level(name: str, value: Any) -> str:
         f"setting {name!r} must be 'read_uncommitted' or 'read_committed' (or IsolationLevel), got {value!r}")
 
 
+def _token_provider(name: str, value: Any) -> Any:
+    if value is not None and not callable(getattr(value, "token", None)):
+        raise ConfigurationError(f"setting {name!r} must have a token() method (kafka-python's "
+                                 f"AbstractTokenProvider), got {type(value).__name__}")
+    return value
+
+
 def _bootstrap_validator(name: str, value: list) -> list:
     parse_bootstrap_servers(value, name)
     return value
@@ -357,8 +364,8 @@ def common_client_defs() -> list[ConfigDef]:
                   validator=upper_choice("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"),
                   doc="PLAINTEXT, SSL (TLS), SASL_PLAINTEXT or SASL_SSL (SASL over TLS)"),
         ConfigDef("sasl.mechanism", "str", "GSSAPI",
-                  doc="with SASL_*: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (GSSAPI, the default, "
-                      "and OAUTHBEARER fail with a message: not supported)"),
+                  doc="with SASL_*: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER (GSSAPI, the "
+                      "default, fails with a message: not supported)"),
         ConfigDef("sasl.jaas.config", "str", None, nullable=True,
                   doc="credentials as Kafka's PlainLoginModule / ScramLoginModule entry (never logged)"),
         ConfigDef("ssl.endpoint.identification.algorithm", "str", "https",
@@ -433,15 +440,16 @@ def common_client_defs() -> list[ConfigDef]:
                   doc="kafka-python: SASL user name (PLAIN and SCRAM)"),
         ConfigDef("sasl.plain.password", "str", None, nullable=True,
                   doc="kafka-python: SASL password (PLAIN and SCRAM; never logged)"),
-        # GSSAPI and OAUTHBEARER are not implemented: their settings fail when given.
+        # GSSAPI is not implemented: its settings fail when given.
         ConfigDef("sasl.kerberos.name", "object", None,
                   validator=unsupported("GSSAPI (Kerberos) is not supported by kclient")),
         ConfigDef("sasl.kerberos.service.name", "str", "kafka",
                   doc="kafka-python: GSSAPI only, which kclient does not support (unused)"),
         ConfigDef("sasl.kerberos.domain.name", "str", None, nullable=True,
                   validator=unsupported("GSSAPI (Kerberos) is not supported by kclient")),
-        ConfigDef("sasl.oauth.token.provider", "object", None,
-                  validator=unsupported("OAUTHBEARER is not supported by kclient yet")),
+        ConfigDef("sasl.oauth.token.provider", "object", None, validator=_token_provider,
+                  doc="kafka-python: OAUTHBEARER token source, an object with token() (and optionally "
+                      "extensions()), asked once per new connection"),
     ]
 
 

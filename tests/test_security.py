@@ -246,7 +246,6 @@ def test_jaas_config_parsing():
 
 @pytest.mark.parametrize("settings, message", [
     ({"security.protocol": "SASL_SSL"}, "GSSAPI"),
-    ({"security.protocol": "SASL_SSL", "sasl.mechanism": "OAUTHBEARER"}, "OAUTHBEARER"),
     ({"security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN"}, "username and a password"),
     ({"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-1", "sasl_plain_username": "u",
       "sasl_plain_password": "p"}, "SCRAM-SHA-1"),
@@ -302,3 +301,50 @@ def test_the_console_consumer_reads_over_sasl_ssl(secure):
     done = subprocess.run(cmd, capture_output=True, timeout=120, stdin=subprocess.DEVNULL)
     assert done.returncode == 0, done.stderr.decode()[-2000:]
     assert b"for-the-console" in done.stdout
+
+
+# ---------------------------------------------------------------------- OAUTHBEARER
+class CountingProvider:
+    """kafka-python's AbstractTokenProvider shape: token() per new connection."""
+
+    def __init__(self, lifetime_s: float = 3600, now_offset: float = 0):
+        self.calls = 0
+        self.lifetime_s, self.now_offset = lifetime_s, now_offset
+
+    def token(self) -> str:
+        from kclient.network.sasl import unsecured_jws
+        self.calls += 1
+        return unsecured_jws("oauth-user", self.lifetime_s, now=time.time() + self.now_offset)
+
+
+@pytest.mark.parametrize("listener", ["SASL_PLAINTEXT", "SASL_SSL"])
+def test_oauthbearer_with_a_token_provider_produces_and_consumes(secure, listener):
+    provider = CountingProvider()
+    settings = {"security_protocol": listener, "sasl_mechanism": "OAUTHBEARER", "sasl_oauth_token_provider": provider}
+    if listener == "SASL_SSL":
+        settings.update(tls(secure))
+    round_trip(secure, listener, settings, f"oauth-{listener}".encode())
+    assert provider.calls >= 2                  # one token per connection, producer and consumer
+
+
+def test_oauthbearer_with_the_unsecured_jaas_login(secure):
+    settings = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "OAUTHBEARER",
+                "sasl.jaas.config": "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required "
+                                    'unsecuredLoginStringClaim_sub="jaas-user";'}
+    round_trip(secure, "SASL_PLAINTEXT", settings, b"oauth-jaas")
+
+
+def test_an_expired_token_is_refused_and_a_fresh_one_accepted(secure):
+    expired = CountingProvider(lifetime_s=60, now_offset=-3600)      # expired an hour ago
+    exc = first_error(secure.bootstrap_for("SASL_PLAINTEXT"), {
+        "security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "OAUTHBEARER", "sasl_oauth_token_provider": expired})
+    assert isinstance(exc, Errors.AuthenticationFailedError) and "OAUTHBEARER" in str(exc)
+    round_trip(secure, "SASL_PLAINTEXT", {"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "OAUTHBEARER",
+                                          "sasl_oauth_token_provider": CountingProvider()}, b"oauth-fresh")
+
+
+def test_oauthbearer_settings_that_cannot_work_fail_naming_the_problem():
+    with pytest.raises(Errors.ConfigurationError, match="sasl_oauth_token_provider"):
+        mechanism_from_config(ConsumerConfig({"security.protocol": "SASL_SSL", "sasl.mechanism": "OAUTHBEARER"}))
+    with pytest.raises(Errors.ConfigurationError, match="token"):
+        ConsumerConfig({"sasl_oauth_token_provider": object()})

@@ -29,7 +29,8 @@ from typing import Any
 
 from kclient.errors import AuthenticationFailedError, ConfigurationError
 
-__all__ = ["SaslMechanism", "PlainMechanism", "ScramMechanism", "mechanism_from_config", "parse_jaas_config"]
+__all__ = ["SaslMechanism", "PlainMechanism", "ScramMechanism", "OAuthBearerMechanism", "mechanism_from_config",
+           "parse_jaas_config", "unsecured_jws"]
 
 SCRAM_MIN_ITERATIONS = 4096
 _SCRAM_HASHES = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
@@ -142,6 +143,66 @@ class ScramMechanism(SaslMechanism):
         return f"ScramMechanism({self.name!r}, username={self.username!r})"
 
 
+class OAuthBearerMechanism(SaslMechanism):
+    """OAUTHBEARER (RFC 7628, KIP-255): the client's first message carries the bearer token
+    (and any SASL extensions); a failure comes back as a JSON challenge, answered with the
+    single byte 0x01, after which the broker reports the error. The token comes from the
+    provider for each new connection, so a provider that refreshes its token before expiry
+    keeps new connections valid (a connection already open is not re-authenticated: KIP-368
+    is not implemented)."""
+
+    name = "OAUTHBEARER"
+
+    def __init__(self, provider: Any):
+        self._provider = provider
+        self.username = "(token)"
+
+    def first(self) -> bytes:
+        token = self._provider.token()
+        if callable(token):
+            token = token()
+        if not isinstance(token, str) or not token:
+            raise AuthenticationFailedError("sasl_oauth_token_provider.token() returned no token")
+        extensions = getattr(self._provider, "extensions", None)
+        ext = extensions() if callable(extensions) else {}
+        extra = "".join(f"\x01{k}={v}" for k, v in (ext or {}).items())
+        return f"n,,\x01auth=Bearer {token}{extra}\x01\x01".encode()
+
+    def step(self, challenge: bytes) -> bytes | None:
+        if challenge:
+            # The broker's error details: answer 0x01 and it fails the exchange with its error code.
+            return b"\x01"
+        self.complete = True
+        return None
+
+    def __repr__(self) -> str:
+        return "OAuthBearerMechanism()"
+
+
+def unsecured_jws(subject: str, lifetime_s: float = 3600, now: float | None = None) -> str:
+    """An unsecured (alg "none") JWS as Kafka's unsecured OAUTHBEARER login makes for tests
+    and development; brokers accept it only with the unsecured validator."""
+    import json
+    import time as _time
+    issued = _time.time() if now is None else now
+
+    def b64(obj: dict) -> str:
+        return base64.urlsafe_b64encode(json.dumps(obj, separators=(",", ":")).encode()).decode().rstrip("=")
+    # Whole seconds (RFC 7519 NumericDate), iat rounded down so it is never in the broker's future.
+    claims = {"sub": subject, "iat": int(issued), "exp": int(issued + lifetime_s)}
+    return f'{b64({"alg": "none"})}.{b64(claims)}.'
+
+
+class _UnsecuredTokenProvider:
+    """sasl.jaas.config's OAuthBearerLoginModule with unsecuredLoginStringClaim_sub."""
+
+    def __init__(self, subject: str, lifetime_s: float):
+        self._subject, self._lifetime = subject, lifetime_s
+
+    def token(self) -> str:
+        return unsecured_jws(self._subject, self._lifetime)
+
+
 def parse_jaas_config(text: str) -> tuple[str, dict[str, str]]:
     """(login module class, options) of one ``sasl.jaas.config`` entry."""
     m = _JAAS.match(text or "")
@@ -162,14 +223,12 @@ def mechanism_from_config(c: Any) -> SaslMechanism:
     if name == "GSSAPI":
         raise ConfigurationError("sasl.mechanism GSSAPI (Kerberos) is not supported by kclient; "
                                  "use PLAIN or SCRAM-SHA-256/512")
-    if name == "OAUTHBEARER":
-        raise ConfigurationError("sasl.mechanism OAUTHBEARER is not supported by kclient yet; "
-                                 "use PLAIN or SCRAM-SHA-256/512")
-    if name != "PLAIN" and name not in _SCRAM_HASHES:
+    if name != "PLAIN" and name not in _SCRAM_HASHES and name != "OAUTHBEARER":
         raise ConfigurationError(f"sasl.mechanism {c['sasl.mechanism']!r} is not one of PLAIN, "
-                                 "SCRAM-SHA-256, SCRAM-SHA-512")
+                                 "SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER")
     username, password = c["sasl.plain.username"], c["sasl.plain.password"]
     jaas = c["sasl.jaas.config"]
+    options: dict[str, str] = {}
     if jaas:
         module, options = parse_jaas_config(jaas)
         allowed = _LOGIN_MODULES.get(module)
@@ -177,6 +236,15 @@ def mechanism_from_config(c: Any) -> SaslMechanism:
             raise ConfigurationError(f"setting 'sasl.jaas.config': login module {module} does not "
                                      f"provide sasl.mechanism {name}")
         username, password = options.get("username"), options.get("password")
+    if name == "OAUTHBEARER":
+        provider = c["sasl.oauth.token.provider"]
+        if provider is None and options.get("unsecuredLoginStringClaim_sub"):
+            lifetime = float(options.get("unsecuredLoginLifetimeSeconds", 3600))
+            provider = _UnsecuredTokenProvider(options["unsecuredLoginStringClaim_sub"], lifetime)
+        if provider is None:
+            raise ConfigurationError("sasl.mechanism OAUTHBEARER needs sasl_oauth_token_provider (an object "
+                                     "with a token() method) or an unsecured OAuthBearerLoginModule jaas entry")
+        return OAuthBearerMechanism(provider)
     if not username or password is None:
         raise ConfigurationError(f"sasl.mechanism {name} needs a username and a password "
                                  "(sasl_plain_username / sasl_plain_password, or sasl.jaas.config)")

@@ -296,7 +296,7 @@ class KafkaCluster(ClusterBase):
             "ssl.truststore.type": "PEM",
             "ssl.truststore.location": str(self.pki.ca_file),
             "listener.name.mtls.ssl.client.auth": "required",
-            "sasl.enabled.mechanisms": "PLAIN," + ",".join(SCRAM_MECHANISMS),
+            "sasl.enabled.mechanisms": "PLAIN,OAUTHBEARER," + ",".join(SCRAM_MECHANISMS),
         }
         for listener in ("sasl_plaintext", "sasl_ssl"):
             props[f"listener.name.{listener}.plain.sasl.jaas.config"] = (
@@ -305,6 +305,11 @@ class KafkaCluster(ClusterBase):
             for mechanism in SCRAM_MECHANISMS:
                 props[f"listener.name.{listener}.{mechanism.lower()}.sasl.jaas.config"] = (
                     "org.apache.kafka.common.security.scram.ScramLoginModule required;")
+            # OAUTHBEARER with Kafka's unsecured validator (the default without a callback
+            # handler): accepts alg "none" tokens, checks their expiry. For tests only.
+            props[f"listener.name.{listener}.oauthbearer.sasl.jaas.config"] = (
+                "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required "
+                'unsecuredLoginStringClaim_sub="broker";')
         return props
 
     def _write_config(self, node: _Node) -> Path:
