@@ -413,7 +413,8 @@ def read_log(path) -> list[tuple[int, int]]:
         return []
 
 
-def test_sigkill_mid_run_then_restart_loses_nothing(cluster, topic_name, group_id, create_topic, tmp_path):
+def test_sigkill_mid_run_then_restart_loses_nothing(kafka, topic_name, group_id, create_topic, tmp_path):
+    cluster = kafka   # Apache Kafka only: the slowest of the module; Tansu runs the others
     n, parts, blocked = 2000, 4, 100
     create_topic(cluster, topic_name, parts)
     produce(cluster, topic_name, n, parts)
@@ -458,7 +459,8 @@ def test_sigkill_mid_run_then_restart_loses_nothing(cluster, topic_name, group_i
         checker.close()
 
 
-def test_a_rebalance_while_handlers_run_loses_nothing(cluster, topic_name, group_id, create_topic):
+def test_a_rebalance_while_handlers_run_loses_nothing(kafka, topic_name, group_id, create_topic):
+    cluster = kafka   # Apache Kafka only: the slowest of the module; Tansu runs the others
     n, parts = 2000, 4
     create_topic(cluster, topic_name, parts)
     produce(cluster, topic_name, n, parts)
