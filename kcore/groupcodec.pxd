@@ -44,6 +44,18 @@ cdef Py_ssize_t pm_encode_leave_group(uint8_t* out, Py_ssize_t cap, int version,
                                       const char* reason, Py_ssize_t reason_len) noexcept nogil
 cdef int pm_decode_heartbeat_response(const uint8_t* p, Py_ssize_t n, int version, int32_t* correlation_id,
                                       int32_t* throttle_ms, int16_t* error_code) noexcept nogil
+cdef Py_ssize_t pm_encode_consumer_group_heartbeat(uint8_t* out, Py_ssize_t cap, int version,
+                                                   int32_t correlation_id,
+                                                   const char* client_id, Py_ssize_t client_id_len,
+                                                   const char* group_id, Py_ssize_t group_id_len,
+                                                   const char* member_id, Py_ssize_t member_id_len,
+                                                   int32_t member_epoch,
+                                                   const char* instance_id, Py_ssize_t instance_id_len) noexcept nogil
+cdef int pm_decode_consumer_group_heartbeat_response(const uint8_t* p, Py_ssize_t n, int version,
+                                                     int32_t* correlation_id, int32_t* throttle_ms,
+                                                     int16_t* error_code, int32_t* member_epoch,
+                                                     int32_t* heartbeat_interval_ms,
+                                                     int* has_assignment) noexcept nogil
 cdef int pm_decode_leave_group_response(const uint8_t* p, Py_ssize_t n, int version, int32_t* correlation_id,
                                         int16_t* error_code) noexcept nogil
 

@@ -2,10 +2,13 @@
 from typing import Any
 
 __all__ = ["encode_heartbeat_request", "encode_leave_group_request", "decode_heartbeat_response",
-           "decode_leave_group_response", "MAX_HEARTBEAT_VERSION", "MAX_LEAVE_GROUP_VERSION"]
+           "decode_leave_group_response", "encode_consumer_group_heartbeat_request",
+           "decode_consumer_group_heartbeat_response", "MAX_HEARTBEAT_VERSION", "MAX_LEAVE_GROUP_VERSION",
+           "MAX_CONSUMER_GROUP_HEARTBEAT_VERSION"]
 
 MAX_HEARTBEAT_VERSION: int
 MAX_LEAVE_GROUP_VERSION: int
+MAX_CONSUMER_GROUP_HEARTBEAT_VERSION: int
 
 def encode_heartbeat_request(version: int, correlation_id: int, client_id: str | None, group_id: str,
                              generation_id: int, member_id: str,
@@ -19,3 +22,10 @@ def decode_heartbeat_response(version: int, frame: Any) -> tuple[int, int, int]:
     ValueError names what is wrong (truncated, malformed, trailing bytes, version)."""
 def decode_leave_group_response(version: int, frame: Any) -> tuple[int, int]:
     """(correlation_id, error_code): the top-level error, else the first member's."""
+def encode_consumer_group_heartbeat_request(version: int, correlation_id: int, client_id: str | None,
+                                            group_id: str, member_id: str, member_epoch: int,
+                                            instance_id: str | None = None) -> bytes:
+    """Short-form request frame (every field but group, member, epoch and instance id "unchanged")."""
+def decode_consumer_group_heartbeat_response(version: int, frame: Any) -> tuple[int, int, int, int, int, bool]:
+    """(correlation_id, throttle_time_ms, error_code, member_epoch, heartbeat_interval_ms,
+    has_assignment); the assignment is validated, not returned."""

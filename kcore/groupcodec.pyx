@@ -1,29 +1,37 @@
 # cython: language_level=3
-"""Heartbeat and LeaveGroup (classic group protocol) encoded and decoded in C.
+"""Heartbeat and LeaveGroup (classic group protocol) and ConsumerGroupHeartbeat (KIP-848) in C.
 
 Why a codec of its own when kcore.messages encodes every message: that codec builds and
 reads Python dicts, so it needs the GIL. The GIL-free heartbeat loop (kcore.pacemaker)
-needs these two requests and their responses as plain C: Heartbeat versions 0-4 and
-LeaveGroup 0-5 (flexible from v4: compact strings, tagged fields, request header v2). The
+needs these requests and their responses as plain C: Heartbeat versions 0-4 and
+LeaveGroup 0-5 (flexible from v4: compact strings, tagged fields, request header v2), and
+ConsumerGroupHeartbeat 0-1 (always flexible) in its short form: group, member, epoch and
+instance id, every other field null or -1, which KIP-848 defines as "unchanged since the
+last heartbeat" (a member's steady-state heartbeat, and its leave with epoch -1 / -2). The
 Python functions below wrap the C ones for tests and tools; tests check them byte for byte
 against the schema-driven codec.
 """
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
-from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t
+from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy
 
 from kcore.wire cimport load_be16, load_be32, read_uvarint32_ptr, store_be16, store_be32, write_uvarint_ptr
 
 __all__ = ["encode_heartbeat_request", "encode_leave_group_request", "decode_heartbeat_response",
-           "decode_leave_group_response", "MAX_HEARTBEAT_VERSION", "MAX_LEAVE_GROUP_VERSION"]
+           "decode_leave_group_response", "encode_consumer_group_heartbeat_request",
+           "decode_consumer_group_heartbeat_response", "MAX_HEARTBEAT_VERSION", "MAX_LEAVE_GROUP_VERSION",
+           "MAX_CONSUMER_GROUP_HEARTBEAT_VERSION"]
 
 MAX_HEARTBEAT_VERSION = 4
 MAX_LEAVE_GROUP_VERSION = 5
+MAX_CONSUMER_GROUP_HEARTBEAT_VERSION = 1
 
 cdef enum:
     _HEARTBEAT = 12
     _LEAVE_GROUP = 13
+    _CONSUMER_GROUP_HEARTBEAT = 68
+    _UUID_LEN = 16
 
 
 # ---------------------------------------------------------------- encoding (nogil)
@@ -145,6 +153,41 @@ cdef Py_ssize_t pm_encode_leave_group(uint8_t* out, Py_ssize_t cap, int version,
             _w_uvarint(&b, 0)        # member's tagged fields
     if flex:
         _w_uvarint(&b, 0)
+    return _finish(&b)
+
+
+cdef Py_ssize_t pm_encode_consumer_group_heartbeat(uint8_t* out, Py_ssize_t cap, int version,
+                                                   int32_t correlation_id,
+                                                   const char* client_id, Py_ssize_t client_id_len,
+                                                   const char* group_id, Py_ssize_t group_id_len,
+                                                   const char* member_id, Py_ssize_t member_id_len,
+                                                   int32_t member_epoch,
+                                                   const char* instance_id, Py_ssize_t instance_id_len) noexcept nogil:
+    """ConsumerGroupHeartbeat request frame in its short form (see the module doc); its length
+    or a PM_* error. member_epoch -1 / -2 makes it the member's leave."""
+    cdef pm_wbuf b
+    if version < 0 or version > 1:
+        return PM_BAD_VERSION
+    if group_id_len < 0 or member_id_len < 0 or not _strings_ok(client_id_len, group_id_len,
+                                                                member_id_len, instance_id_len):
+        return PM_OVERFLOW
+    b.p = out
+    b.cap = cap
+    b.n = 0
+    b.overflow = 0
+    _w_header(&b, _CONSUMER_GROUP_HEARTBEAT, version, correlation_id, client_id, client_id_len, True)
+    _w_str(&b, group_id, group_id_len, True)
+    _w_str(&b, member_id, member_id_len, True)
+    _w_i32(&b, member_epoch)
+    _w_str(&b, instance_id, instance_id_len, True)
+    _w_uvarint(&b, 0)                # rack_id: null (unchanged)
+    _w_i32(&b, -1)                   # rebalance_timeout_ms: -1 (unchanged)
+    _w_uvarint(&b, 0)                # subscribed_topic_names: null (unchanged)
+    if version >= 1:
+        _w_uvarint(&b, 0)            # subscribed_topic_regex: null (unchanged)
+    _w_uvarint(&b, 0)                # server_assignor: null (unchanged)
+    _w_uvarint(&b, 0)                # topic_partitions: null (unchanged)
+    _w_uvarint(&b, 0)                # tagged fields
     return _finish(&b)
 
 
@@ -314,6 +357,86 @@ cdef int pm_decode_leave_group_response(const uint8_t* p, Py_ssize_t n, int vers
     return PM_OK if p == end else PM_TRAILING
 
 
+cdef inline int _r_compact_count(const uint8_t** pp, const uint8_t* end, Py_ssize_t min_size,
+                                 int64_t* count) noexcept nogil:
+    """A non-nullable compact array's element count; each element takes at least min_size
+    bytes, so a count the rest of the frame cannot hold is truncation, not an allocation."""
+    cdef uint32_t u
+    cdef int k = read_uvarint32_ptr(pp[0], end, &u)
+    if k <= 0:
+        return PM_TRUNCATED if pp[0] >= end else PM_MALFORMED
+    pp[0] += k
+    if u == 0:
+        return PM_MALFORMED
+    count[0] = <int64_t>u - 1
+    if count[0] > (end - pp[0]) // min_size:
+        return PM_TRUNCATED
+    return PM_OK
+
+cdef int pm_decode_consumer_group_heartbeat_response(const uint8_t* p, Py_ssize_t n, int version,
+                                                     int32_t* correlation_id, int32_t* throttle_ms,
+                                                     int16_t* error_code, int32_t* member_epoch,
+                                                     int32_t* heartbeat_interval_ms,
+                                                     int* has_assignment) noexcept nogil:
+    """ConsumerGroupHeartbeat response: the scalars, and whether it carries an assignment
+    (validated, not returned: the caller keeps the frame for the schema-driven codec)."""
+    cdef const uint8_t* end = p + n
+    cdef int rc
+    cdef int64_t topics, parts
+    if version < 0 or version > 1:
+        return PM_BAD_VERSION
+    if n < 0:
+        return PM_TRUNCATED
+    rc = _r_response_header(&p, end, True, correlation_id)
+    if rc != PM_OK:
+        return rc
+    if end - p < 6:
+        return PM_TRUNCATED
+    throttle_ms[0] = <int32_t>load_be32(p)
+    error_code[0] = <int16_t>load_be16(p + 4)
+    p += 6
+    rc = _r_skip_str(&p, end, True, True)             # error_message
+    if rc != PM_OK:
+        return rc
+    rc = _r_skip_str(&p, end, True, True)             # member_id
+    if rc != PM_OK:
+        return rc
+    if end - p < 9:
+        return PM_TRUNCATED
+    member_epoch[0] = <int32_t>load_be32(p)
+    heartbeat_interval_ms[0] = <int32_t>load_be32(p + 4)
+    p += 8
+    # assignment: a nullable struct, int8 marker first (-1 null)
+    has_assignment[0] = 0
+    if <int8_t>p[0] >= 0:
+        has_assignment[0] = 1
+        p += 1
+        rc = _r_compact_count(&p, end, _UUID_LEN + 2, &topics)
+        if rc != PM_OK:
+            return rc
+        while topics > 0:
+            if end - p < _UUID_LEN:
+                return PM_TRUNCATED
+            p += _UUID_LEN
+            rc = _r_compact_count(&p, end, 4, &parts)
+            if rc != PM_OK:
+                return rc
+            p += 4 * parts
+            rc = _r_tagged(&p, end)
+            if rc != PM_OK:
+                return rc
+            topics -= 1
+        rc = _r_tagged(&p, end)                   # the assignment's tagged fields
+        if rc != PM_OK:
+            return rc
+    else:
+        p += 1
+    rc = _r_tagged(&p, end)
+    if rc != PM_OK:
+        return rc
+    return PM_OK if p == end else PM_TRAILING
+
+
 # ---------------------------------------------------------------- Python wrappers of the codec
 _CODEC_ERRORS = {
     PM_TRUNCATED: "truncated response: the frame ends before the message does",
@@ -429,3 +552,45 @@ def decode_leave_group_response(version, frame):
     if rc != PM_OK:
         raise ValueError(f"LeaveGroup v{version} {_CODEC_ERRORS[rc]}")
     return corr, err
+
+
+def encode_consumer_group_heartbeat_request(version, correlation_id, client_id, group_id, member_id,
+                                            member_epoch, instance_id=None):
+    """Whole ConsumerGroupHeartbeat request frame in its short form, encoded by the C encoder."""
+    check_version(version, 1, "ConsumerGroupHeartbeat")
+    cdef bytes cid = utf8_arg(client_id, "client_id", True)
+    cdef bytes g = utf8_arg(group_id, "group_id", False)
+    cdef bytes m = utf8_arg(member_id, "member_id", False)
+    cdef bytes i = utf8_arg(instance_id, "instance_id", True)
+    cdef int32_t corr = correlation_id
+    cdef int32_t epoch = member_epoch
+    cdef uint8_t* buf = <uint8_t*>malloc(PM_SBUF_CAP)
+    if buf == NULL:
+        raise MemoryError()
+    try:
+        n = pm_encode_consumer_group_heartbeat(buf, PM_SBUF_CAP, version, corr, _ptr(cid), _len(cid),
+                                               _ptr(g), _len(g), _ptr(m), _len(m), epoch, _ptr(i), _len(i))
+        if n < 0:
+            raise ValueError(_CODEC_ERRORS[n])
+        return PyBytes_FromStringAndSize(<char*>buf, n)
+    finally:
+        free(buf)
+
+
+def decode_consumer_group_heartbeat_response(version, frame):
+    """(correlation_id, throttle_time_ms, error_code, member_epoch, heartbeat_interval_ms,
+    has_assignment) of a ConsumerGroupHeartbeat response frame (no size prefix)."""
+    check_version(version, 1, "ConsumerGroupHeartbeat")
+    cdef const uint8_t[::1] v = frame
+    cdef int32_t corr = 0, throttle = 0, epoch = 0, interval = 0
+    cdef int16_t err = 0
+    cdef int has = 0
+    cdef uint8_t dummy = 0
+    cdef const uint8_t* ptr = &dummy
+    if v.shape[0]:
+        ptr = &v[0]
+    cdef int rc = pm_decode_consumer_group_heartbeat_response(ptr, v.shape[0], version, &corr, &throttle,
+                                                              &err, &epoch, &interval, &has)
+    if rc != PM_OK:
+        raise ValueError(f"ConsumerGroupHeartbeat v{version} {_CODEC_ERRORS[rc]}")
+    return corr, throttle, err, epoch, interval, bool(has)

@@ -3,7 +3,8 @@
 
 The run loop (``Pacemaker._loop``) runs entirely without the GIL: it owns one TCP connection
 to the group coordinator, encodes Heartbeat (and, when max.poll.interval.ms expires,
-LeaveGroup) requests and decodes the responses with kcore.groupcodec, and drives the shared ``kcore.timers.Heartbeat``
+LeaveGroup) requests, or KIP-848 ConsumerGroupHeartbeat ones, and decodes the responses with
+kcore.groupcodec, and drives the shared ``kcore.timers.Heartbeat``
 struct under that object's mutex. It never calls into Python; it reports what happened as
 small events that Python code drains (``wait_events`` / ``take_events``).
 """
@@ -50,6 +51,13 @@ cdef class Pacemaker:
     cdef int32_t generation
     cdef int hb_version
     cdef int leave_version             # -1: do not send LeaveGroup on poll timeout
+    cdef bint consumer_mode            # KIP-848: ConsumerGroupHeartbeat; generation is the member epoch,
+                                       # which the loop advances from the answers
+    cdef int64_t assign_seq            # consumer mode: answers that carried an assignment so far
+    cdef int64_t assign_taken          # ... and the last one Python took
+    cdef uint8_t* abuf                 # consumer mode: the latest such answer (frame, no size prefix)
+    cdef Py_ssize_t abuf_len
+    cdef int abuf_version
     cdef int64_t request_timeout_ms
     cdef readonly int64_t epoch        # bumped by every configure/deactivate; events carry it
     cdef bint active                   # Python wants heartbeats
@@ -69,6 +77,8 @@ cdef class Pacemaker:
     cdef uint8_t* sbuf
     cdef uint8_t* rbuf
 
+    cdef object _configure(self, host, port, group_id, member_id, generation_id, group_instance_id, int version,
+                           int leave_version, request_timeout_ms, bint consumer_mode)
     cdef void _post(self, int kind, int code, int32_t generation, int64_t at_ms, int64_t detail) noexcept nogil
     cdef void _wake_loop(self) noexcept nogil
     cdef void _idle_wait(self, int64_t ms) noexcept nogil
@@ -77,3 +87,5 @@ cdef class Pacemaker:
     cdef int _connect(self, int64_t timeout_ms, int* err) noexcept nogil
     cdef void _loop(self) noexcept nogil
     cdef void _handle_heartbeat_error(self, int16_t code, int32_t gen0, int64_t now) noexcept nogil
+    cdef void _handle_consumer_answer(self, int16_t code, int32_t gen0, int32_t new_epoch, int32_t interval,
+                                      bint has_assignment, Py_ssize_t rn, int version, int64_t now) noexcept nogil

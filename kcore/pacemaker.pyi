@@ -2,17 +2,19 @@
 from kcore.timers import Heartbeat
 
 __all__ = [
-    "Pacemaker", "MAX_HEARTBEAT_VERSION", "MAX_LEAVE_GROUP_VERSION", "EV_HEARTBEAT_ERROR",
-    "EV_COORDINATOR_LOST", "EV_POLL_TIMEOUT", "EV_DISCONNECTED",
+    "Pacemaker", "MAX_HEARTBEAT_VERSION", "MAX_LEAVE_GROUP_VERSION", "MAX_CONSUMER_GROUP_HEARTBEAT_VERSION",
+    "EV_HEARTBEAT_ERROR", "EV_COORDINATOR_LOST", "EV_POLL_TIMEOUT", "EV_DISCONNECTED", "EV_ASSIGNMENT",
     "CODE_SESSION_EXPIRED", "CODE_NOT_SENT", "CODE_CONNECT_FAILED",
 ]
 
 MAX_HEARTBEAT_VERSION: int
 MAX_LEAVE_GROUP_VERSION: int
+MAX_CONSUMER_GROUP_HEARTBEAT_VERSION: int
 EV_HEARTBEAT_ERROR: int
 EV_COORDINATOR_LOST: int
 EV_POLL_TIMEOUT: int
 EV_DISCONNECTED: int
+EV_ASSIGNMENT: int
 CODE_SESSION_EXPIRED: int
 CODE_NOT_SENT: int
 CODE_CONNECT_FAILED: int
@@ -26,6 +28,10 @@ class Pacemaker:
     def configure(self, *, host: str, port: int, group_id: str, member_id: str, generation_id: int,
                   group_instance_id: str | None = None, heartbeat_version: int,
                   leave_group_version: int | None = None, request_timeout_ms: int = 30000) -> int: ...
+    def configure_consumer(self, *, host: str, port: int, group_id: str, member_id: str, member_epoch: int,
+                           group_instance_id: str | None = None, version: int,
+                           request_timeout_ms: int = 30000) -> int:
+        """KIP-848 ConsumerGroupHeartbeat mode; the loop advances the member epoch."""
     def deactivate(self) -> int: ...
     def close(self) -> None: ...
     def wake(self) -> None: ...
@@ -36,5 +42,9 @@ class Pacemaker:
     def is_running(self) -> bool: ...
     @property
     def is_active(self) -> bool: ...
+    @property
+    def member_epoch(self) -> int: ...
+    def take_assignment(self) -> tuple[int, int, bytes] | None:
+        """(sequence, version, response frame) of the newest answer with an assignment, once."""
     def stats(self) -> dict[str, int]: ...
     def send_times_ms(self) -> list[int]: ...

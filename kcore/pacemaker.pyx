@@ -5,8 +5,19 @@ Why: a Python heartbeat thread cannot run while the application holds the GIL (a
 call), so a member whose C call outlasts session.timeout.ms is evicted. ``Pacemaker.run()``
 releases the GIL for its whole life and keeps the member alive with its own coordinator
 connection. It speaks the classic protocol's Heartbeat (versions 0-4) and LeaveGroup
-(0-5) in C (kcore.groupcodec); the version is the one the main client negotiated with the
-coordinator.
+(0-5) in C (kcore.groupcodec), or, configured with ``configure_consumer()``, KIP-848's
+ConsumerGroupHeartbeat (0-1) in its short "nothing changed" form; the version is the one the
+main client negotiated with the coordinator.
+
+Consumer mode. The member epoch is the loop's to advance while it is engaged: every answer
+names the epoch the next heartbeat must carry, and a heartbeat with a stale one is fenced. An
+answer that carries an assignment (or a new epoch) is kept whole (``take_assignment()``) and
+announced with an EV_ASSIGNMENT event; the Python coordinator decodes it with the
+schema-driven codec, reconciles at the application's next poll, and sends the full heartbeat
+that acknowledges it itself (after ``deactivate()``). Meanwhile the loop goes on heartbeating
+with the newest epoch, which is what keeps a member alive while its application holds the
+GIL during a rebalance. When max.poll.interval.ms expires it sends the leave heartbeat
+(epoch -1; -2 for a static member, whose partitions then wait for it).
 
 Division of labour. The caller (the group coordinator) decides *whether* to heartbeat and
 with which identity: ``configure()`` (coordinator address, member id, generation, group
@@ -26,7 +37,7 @@ is not a halt: it reconnects to the same address after retry.backoff.ms.
 Locks: ``mu`` guards this object's fields, ``Heartbeat.mutex`` the timing struct; the order
 is always mu then hb mutex. Neither is held during I/O, and the loop never takes the GIL.
 """
-from cpython.bytes cimport PyBytes_AS_STRING
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from libc.stdint cimport INT32_MAX, int16_t, int32_t, int64_t, uint8_t
 from libc.stdio cimport snprintf
 from libc.stdlib cimport free, malloc
@@ -46,18 +57,21 @@ from kcore.timers cimport (
     hb_sent_heartbeat, hb_session_expiry_ms, hb_session_timeout_expired, hb_should_heartbeat, heartbeat_state)
 from kcore.groupcodec cimport (
     PM_ABANDONED, PM_CONNECT_FAILED, PM_CORRELATION, PM_IO, PM_OK, PM_OVERFLOW, PM_SBUF_CAP,
-    PM_TIMEOUT, PM_TOO_BIG, check_version, pm_decode_heartbeat_response, pm_decode_leave_group_response,
+    PM_TIMEOUT, PM_TOO_BIG, check_version, pm_decode_consumer_group_heartbeat_response,
+    pm_decode_heartbeat_response, pm_decode_leave_group_response, pm_encode_consumer_group_heartbeat,
     pm_encode_heartbeat, pm_encode_leave_group, utf8_arg)
 from kcore.wire cimport load_be32
 
 __all__ = [
-    "Pacemaker", "MAX_HEARTBEAT_VERSION", "MAX_LEAVE_GROUP_VERSION", "EV_HEARTBEAT_ERROR", "EV_COORDINATOR_LOST", "EV_POLL_TIMEOUT", "EV_DISCONNECTED",
+    "Pacemaker", "MAX_HEARTBEAT_VERSION", "MAX_LEAVE_GROUP_VERSION", "MAX_CONSUMER_GROUP_HEARTBEAT_VERSION",
+    "EV_HEARTBEAT_ERROR", "EV_COORDINATOR_LOST", "EV_POLL_TIMEOUT", "EV_DISCONNECTED", "EV_ASSIGNMENT",
     "CODE_SESSION_EXPIRED", "CODE_NOT_SENT", "CODE_CONNECT_FAILED",
 ]
 
 # The versions the loop speaks (those of kcore.groupcodec).
 MAX_HEARTBEAT_VERSION = 4
 MAX_LEAVE_GROUP_VERSION = 5
+MAX_CONSUMER_GROUP_HEARTBEAT_VERSION = 1
 
 # Event kinds (tuple field 0 of wait_events / take_events).
 cdef enum:
@@ -65,6 +79,8 @@ cdef enum:
     _EV_COORDINATOR_LOST = 2    # code: NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE, or CODE_SESSION_EXPIRED
     _EV_POLL_TIMEOUT = 3        # code: LeaveGroup's error code (0 = left), or CODE_NOT_SENT; detail: ms since poll
     _EV_DISCONNECTED = 4        # code: a PM_* I/O result; detail: errno (informational: the loop reconnects)
+    _EV_ASSIGNMENT = 5          # consumer mode: generation: the new member epoch; detail: the answer's
+                                # sequence number (take_assignment), 0 if it carried no assignment
     _CODE_SESSION_EXPIRED = -1
     _CODE_NOT_SENT = -2
 
@@ -72,6 +88,7 @@ EV_HEARTBEAT_ERROR = _EV_HEARTBEAT_ERROR
 EV_COORDINATOR_LOST = _EV_COORDINATOR_LOST
 EV_POLL_TIMEOUT = _EV_POLL_TIMEOUT
 EV_DISCONNECTED = _EV_DISCONNECTED
+EV_ASSIGNMENT = _EV_ASSIGNMENT
 CODE_SESSION_EXPIRED = _CODE_SESSION_EXPIRED
 CODE_NOT_SENT = _CODE_NOT_SENT
 CODE_CONNECT_FAILED = PM_CONNECT_FAILED    # EV_DISCONNECTED: could not connect (detail: errno)
@@ -87,6 +104,8 @@ cdef enum:
     _E_GROUP_AUTHORIZATION_FAILED = 30
     _E_UNSUPPORTED_VERSION = 35
     _E_FENCED_INSTANCE_ID = 82
+    _LEAVE_EPOCH = -1           # KIP-848: a dynamic member leaves
+    _STATIC_LEAVE_EPOCH = -2    # KIP-848: a static member leaves for now (its partitions wait)
 
 cdef const char* _LEAVE_REASON = b"max.poll.interval.ms expired: the application did not call poll() in time"
 
@@ -186,7 +205,8 @@ cdef class Pacemaker:
             raise RuntimeError("Pacemaker is already initialised")
         self.sbuf = <uint8_t*>malloc(PM_SBUF_CAP)
         self.rbuf = <uint8_t*>malloc(PM_RECV_CAP)
-        if self.sbuf == NULL or self.rbuf == NULL:
+        self.abuf = <uint8_t*>malloc(PM_RECV_CAP)
+        if self.sbuf == NULL or self.rbuf == NULL or self.abuf == NULL:
             raise MemoryError()
         if pipe(fds) != 0:
             raise OSError(errno, "pipe() failed for the pacemaker's wake-up channel")
@@ -214,6 +234,7 @@ cdef class Pacemaker:
         free(self.instance_id)
         free(self.sbuf)
         free(self.rbuf)
+        free(self.abuf)
 
     # ------------------------------------------------------------ control (Python side)
     def configure(self, *, host, port, group_id, member_id, generation_id, group_instance_id=None,
@@ -229,6 +250,25 @@ cdef class Pacemaker:
         check_version(heartbeat_version, 4, "Heartbeat")
         if leave_group_version is not None:
             check_version(leave_group_version, 5, "LeaveGroup")
+        return self._configure(host, port, group_id, member_id, generation_id, group_instance_id,
+                               heartbeat_version, -1 if leave_group_version is None else leave_group_version,
+                               request_timeout_ms, False)
+
+    def configure_consumer(self, *, host, port, group_id, member_id, member_epoch, group_instance_id=None,
+                           version, request_timeout_ms=30000):
+        """KIP-848: heartbeat as this member (ConsumerGroupHeartbeat ``version``) at
+        ``member_epoch`` from now on; the loop advances the epoch from the answers (see the
+        module doc). Returns the new configuration epoch, as ``configure`` does."""
+        if self.hb is None:
+            raise RuntimeError("Pacemaker.__init__ was not called")
+        check_version(version, 1, "ConsumerGroupHeartbeat")
+        if not isinstance(member_epoch, int) or member_epoch < 1:
+            raise ValueError(f"member_epoch must be >= 1: a member in the group (got {member_epoch!r})")
+        return self._configure(host, port, group_id, member_id, member_epoch, group_instance_id, version, 0,
+                               request_timeout_ms, True)
+
+    cdef object _configure(self, host, port, group_id, member_id, generation_id, group_instance_id, int version,
+                           int leave_version, request_timeout_ms, bint consumer_mode):
         if not isinstance(port, int) or not 0 < port < 65536:
             raise ValueError(f"coordinator port must be 1..65535 (got {port!r})")
         cdef bytes h = utf8_arg(host, "host", False)
@@ -260,8 +300,9 @@ cdef class Pacemaker:
             self.port = port
             self.addr_gen += 1
         self.generation = gen
-        self.hb_version = heartbeat_version
-        self.leave_version = -1 if leave_group_version is None else leave_group_version
+        self.hb_version = version
+        self.leave_version = leave_version
+        self.consumer_mode = consumer_mode
         self.request_timeout_ms = rto
         self.epoch += 1
         epoch = self.epoch
@@ -364,6 +405,34 @@ cdef class Pacemaker:
         cdef bint r = self.active and not self.halted and not self.stop
         pthread_mutex_unlock(&self.mu)
         return r
+
+    @property
+    def member_epoch(self):
+        """Consumer mode: the epoch the next heartbeat carries (advanced by the answers)."""
+        pthread_mutex_lock(&self.mu)
+        cdef int32_t e = self.generation
+        pthread_mutex_unlock(&self.mu)
+        return e
+
+    def take_assignment(self):
+        """Consumer mode: (sequence, version, frame) of the newest answer that carried an
+        assignment, once (None when there is nothing newer than what was taken). The frame is
+        the response without its size prefix, for the schema-driven codec."""
+        cdef int64_t seq
+        cdef int version
+        cdef bytes frame
+        pthread_mutex_lock(&self.mu)
+        if self.assign_seq == self.assign_taken:
+            pthread_mutex_unlock(&self.mu)
+            return None
+        seq = self.assign_seq
+        version = self.abuf_version
+        try:
+            frame = PyBytes_FromStringAndSize(<char*>self.abuf, self.abuf_len)
+        finally:
+            pthread_mutex_unlock(&self.mu)
+        self.assign_taken = seq
+        return seq, version, frame
 
     def stats(self):
         """Counters: sent, received, failed, connects, events_dropped."""
@@ -540,7 +609,9 @@ cdef class Pacemaker:
         cdef int16_t code = 0
         cdef int version0
         cdef Py_ssize_t n, rn = 0
-        cdef bint poll_expired, session_expired, due
+        cdef bint poll_expired, session_expired, due, consumer0 = False
+        cdef int32_t new_epoch = 0, interval = 0
+        cdef int has_assignment = 0
         pthread_mutex_lock(&self.mu)
         while not self.stop:
             if not self.active or self.halted:
@@ -570,16 +641,26 @@ cdef class Pacemaker:
             connect_timeout = self.hs.session_timeout_ms // 2 if self.hs.session_timeout_ms // 2 < rto else rto
             gen0 = self.generation
             epoch0 = self.epoch
+            consumer0 = self.consumer_mode
             if poll_expired:
                 # mechanisms §2 step 5: the application stalled; leave so the partitions move on.
                 code = _CODE_NOT_SENT
-                if self.leave_version >= 0 and self.instance_id_len < 0 and self.member_id_len > 0:
+                if self.consumer_mode or (self.leave_version >= 0 and self.instance_id_len < 0
+                                          and self.member_id_len > 0):
                     corr += 1
-                    version0 = self.leave_version
-                    n = pm_encode_leave_group(self.sbuf, PM_SBUF_CAP, version0, corr, self.client_id,
-                                              self.client_id_len, self.group_id, self.group_id_len,
-                                              self.member_id, self.member_id_len, self.instance_id,
-                                              self.instance_id_len, _LEAVE_REASON, strlen(_LEAVE_REASON))
+                    if self.consumer_mode:
+                        version0 = self.hb_version
+                        n = pm_encode_consumer_group_heartbeat(
+                            self.sbuf, PM_SBUF_CAP, version0, corr, self.client_id, self.client_id_len,
+                            self.group_id, self.group_id_len, self.member_id, self.member_id_len,
+                            _STATIC_LEAVE_EPOCH if self.instance_id_len >= 0 else _LEAVE_EPOCH,
+                            self.instance_id, self.instance_id_len)
+                    else:
+                        version0 = self.leave_version
+                        n = pm_encode_leave_group(self.sbuf, PM_SBUF_CAP, version0, corr, self.client_id,
+                                                  self.client_id_len, self.group_id, self.group_id_len,
+                                                  self.member_id, self.member_id_len, self.instance_id,
+                                                  self.instance_id_len, _LEAVE_REASON, strlen(_LEAVE_REASON))
                     rcorr = -1
                     rc = PM_OVERFLOW
                     pthread_mutex_unlock(&self.mu)
@@ -588,7 +669,11 @@ cdef class Pacemaker:
                             fd = self._connect(connect_timeout, &err)
                         if fd >= 0:
                             rc = self._exchange(fd, n, &rn, now + rto, epoch0)
-                            if rc == PM_OK:
+                            if rc == PM_OK and consumer0:
+                                rc = pm_decode_consumer_group_heartbeat_response(
+                                    self.rbuf, rn, version0, &rcorr, &throttle, &code, &new_epoch, &interval,
+                                    &has_assignment)
+                            elif rc == PM_OK:
                                 rc = pm_decode_leave_group_response(self.rbuf, rn, version0, &rcorr, &code)
                     pthread_mutex_lock(&self.mu)
                     if rc != PM_OK or rcorr != corr:
@@ -625,9 +710,16 @@ cdef class Pacemaker:
             # mechanisms §2 step 7: send a heartbeat and wait for its answer
             corr += 1
             version0 = self.hb_version
-            n = pm_encode_heartbeat(self.sbuf, PM_SBUF_CAP, version0, corr, self.client_id, self.client_id_len,
-                                    self.group_id, self.group_id_len, gen0, self.member_id, self.member_id_len,
-                                    self.instance_id, self.instance_id_len)
+            if consumer0:
+                n = pm_encode_consumer_group_heartbeat(self.sbuf, PM_SBUF_CAP, version0, corr, self.client_id,
+                                                       self.client_id_len, self.group_id, self.group_id_len,
+                                                       self.member_id, self.member_id_len, gen0,
+                                                       self.instance_id, self.instance_id_len)
+            else:
+                n = pm_encode_heartbeat(self.sbuf, PM_SBUF_CAP, version0, corr, self.client_id,
+                                        self.client_id_len, self.group_id, self.group_id_len, gen0,
+                                        self.member_id, self.member_id_len, self.instance_id,
+                                        self.instance_id_len)
             if n < 0:   # cannot happen: configure() validated every length and version
                 self.halted = True
                 self._post(_EV_HEARTBEAT_ERROR, _E_UNSUPPORTED_VERSION, gen0, now, n)
@@ -646,7 +738,11 @@ cdef class Pacemaker:
             pthread_mutex_unlock(&self.mu)
             rc = self._exchange(fd, n, &rn, reply_deadline, epoch0)
             if rc == PM_OK:
-                rc = pm_decode_heartbeat_response(self.rbuf, rn, version0, &rcorr, &throttle, &code)
+                if consumer0:
+                    rc = pm_decode_consumer_group_heartbeat_response(self.rbuf, rn, version0, &rcorr, &throttle,
+                                                                     &code, &new_epoch, &interval, &has_assignment)
+                else:
+                    rc = pm_decode_heartbeat_response(self.rbuf, rn, version0, &rcorr, &throttle, &code)
                 if rc == PM_OK and rcorr != corr:
                     rc = PM_CORRELATION
             pthread_mutex_lock(&self.mu)
@@ -664,7 +760,10 @@ cdef class Pacemaker:
                 continue
             if self.epoch != epoch0:
                 continue     # answers a configuration that is gone
-            self._handle_heartbeat_error(code, gen0, now)
+            if consumer0:
+                self._handle_consumer_answer(code, gen0, new_epoch, interval, has_assignment, rn, version0, now)
+            else:
+                self._handle_heartbeat_error(code, gen0, now)
             if code == _E_NOT_COORDINATOR or code == _E_COORDINATOR_NOT_AVAILABLE:
                 close(fd)
                 fd = -1
@@ -700,4 +799,41 @@ cdef class Pacemaker:
             self._post(_EV_HEARTBEAT_ERROR, code, gen0, now, 0)
         else:
             # e.g. COORDINATOR_LOAD_IN_PROGRESS: retried after retry.backoff.ms
+            self._post(_EV_HEARTBEAT_ERROR, code, gen0, now, 0)
+
+    cdef void _handle_consumer_answer(self, int16_t code, int32_t gen0, int32_t new_epoch, int32_t interval,
+                                      bint has_assignment, Py_ssize_t rn, int version, int64_t now) noexcept nogil:
+        # caller holds mu; rbuf holds the answer (rn bytes). KIP-848 "Heartbeat": errors end the
+        # loop's turn (Python decides), except a coordinator still loading (retried).
+        pthread_mutex_lock(self.hmu)
+        if code == 0:
+            hb_received_heartbeat(self.hs, now)
+            if interval > 0:
+                # The broker sets the interval in this protocol; stay below the session bound
+                # the timing struct checks against.
+                if interval >= self.hs.session_timeout_ms:
+                    interval = <int32_t>(self.hs.session_timeout_ms - 1 if self.hs.session_timeout_ms > 1 else 1)
+                self.hs.heartbeat_interval_ms = interval
+        else:
+            hb_fail_heartbeat(self.hs, now)
+        pthread_mutex_unlock(self.hmu)
+        if code == 0:
+            self.n_received += 1
+            if has_assignment:
+                memcpy(self.abuf, self.rbuf, rn)
+                self.abuf_len = rn
+                self.abuf_version = version
+                self.assign_seq += 1
+            if has_assignment or new_epoch != gen0:
+                self.generation = new_epoch
+                self._post(_EV_ASSIGNMENT, 0, new_epoch, now, self.assign_seq if has_assignment else 0)
+            return
+        self.n_failed += 1
+        if code == _E_COORDINATOR_LOAD_IN_PROGRESS:
+            self._post(_EV_HEARTBEAT_ERROR, code, gen0, now, 0)
+        elif code == _E_NOT_COORDINATOR or code == _E_COORDINATOR_NOT_AVAILABLE:
+            self.halted = True
+            self._post(_EV_COORDINATOR_LOST, code, gen0, now, 0)
+        else:
+            self.halted = True
             self._post(_EV_HEARTBEAT_ERROR, code, gen0, now, 0)

@@ -209,6 +209,19 @@ cdef class Heartbeat:
         hb_sent_heartbeat(&self.state, now)
         pthread_mutex_unlock(&self.mutex)
 
+    def set_heartbeat_interval_ms(self, interval_ms):
+        """The group coordinator set the interval (KIP-848: the broker decides it). Kept below
+        session.timeout.ms, which the timing checks compare it with; returns the value set."""
+        cdef int64_t v = _ms(interval_ms)
+        if v < 1:
+            raise IllegalArgumentError(f"heartbeat interval must be >= 1 ms (got {interval_ms!r})")
+        pthread_mutex_lock(&self.mutex)
+        if v >= self.state.session_timeout_ms:
+            v = self.state.session_timeout_ms - 1 if self.state.session_timeout_ms > 1 else 1
+        self.state.heartbeat_interval_ms = v
+        pthread_mutex_unlock(&self.mutex)
+        return v
+
     def received_heartbeat(self, now_ms):
         """A successful (or REBALANCE_IN_PROGRESS) heartbeat response arrived: session alive."""
         cdef int64_t now = _ms(now_ms)

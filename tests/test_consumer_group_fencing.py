@@ -5,7 +5,7 @@ carry the member epoch.
 The broker fences a member whose heartbeats stop for group.consumer.session.timeout.ms (6 s
 in the harness): here the member's heartbeat thread is stopped and the test waits, on the
 member's own state with a deadline, until the broker has reassigned the partitions to another
-member; the fenced member's next heartbeat answers UNKNOWN_MEMBER_ID (or FENCED_MEMBER_EPOCH).
+member (the GIL-free pacemaker, which would keep heartbeating, is closed too); the fenced member's next heartbeat answers UNKNOWN_MEMBER_ID (or FENCED_MEMBER_EPOCH).
 """
 from __future__ import annotations
 
@@ -61,6 +61,9 @@ def test_fenced_member_reports_lost_and_rejoins(kafka, create_topic, topic_name,
         loop.stop()                                           # a's heartbeats stop: the broker fences it
         loop.join(5)
         coord._loop = None                                    # a's next poll starts a new one
+        link, coord._cg_pacemaker = coord._cg_pacemaker, None
+        assert link is not None and link.engaged              # ... the GIL-free pacemaker's too
+        link.close()
         poll_until([b], lambda: b.assignment() == everything, 60, "the broker to give b everything")
         poll_until([a, b], lambda: bool(a.assignment()) and not a.assignment() & b.assignment(), 60,
                    "a to rejoin and get partitions again")

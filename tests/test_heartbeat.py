@@ -465,3 +465,21 @@ def test_constructor_keywords_match_contract():
                    retry_backoff_ms=10, now_ms=5)
     assert (hb.session_timeout_ms, hb.heartbeat_interval_ms, hb.max_poll_interval_ms,
             hb.retry_backoff_ms, hb.last_poll_time_ms) == (100, 30, 200, 10, 5)
+
+
+def test_set_heartbeat_interval_follows_the_broker_below_the_session():
+    """KIP-848: the broker sets the interval; the struct keeps it below session.timeout.ms."""
+    hb = Heartbeat(10000, 3000, 300000, 100, 0)
+    assert hb.set_heartbeat_interval_ms(500) == 500 and hb.heartbeat_interval_ms == 500
+    hb.sent_heartbeat(1000)
+    assert hb.time_to_next_heartbeat(1000) == 500 and hb.should_heartbeat(1500)
+    assert hb.set_heartbeat_interval_ms(10000) == 9999          # clamped below the session
+    assert hb.set_heartbeat_interval_ms(2**40) == 9999
+    for bad in (0, -1, -2**63):
+        with pytest.raises(IllegalArgumentError):
+            hb.set_heartbeat_interval_ms(bad)
+    assert hb.heartbeat_interval_ms == 9999                     # unchanged by the refused values
+    with pytest.raises((OverflowError, TypeError, IllegalArgumentError)):
+        hb.set_heartbeat_interval_ms(2**64)
+    with pytest.raises(TypeError):
+        hb.set_heartbeat_interval_ms("500")

@@ -10,6 +10,7 @@ import socket
 import struct
 import threading
 import time
+import uuid
 
 import pytest
 
@@ -20,7 +21,7 @@ from kclient import protocol
 from kclient.clock import SYSTEM_CLOCK
 from kclient.group.pacemaker import pacemaker_unavailable_reason
 
-HEARTBEAT, LEAVE_GROUP = 12, 13
+HEARTBEAT, LEAVE_GROUP, CGH = 12, 13, 68
 DEADLINE_S = 20.0      # generous: the machine is shared and loaded
 
 
@@ -142,7 +143,10 @@ class ScriptedCoordinator:
         self.server = socket.create_server(("127.0.0.1", 0))
         self.port = self.server.getsockname()[1]
         self.requests: list[tuple[float, int, int, dict]] = []   # (monotonic, api, version, body)
-        self.errors: dict[int, list[int]] = {HEARTBEAT: [], LEAVE_GROUP: []}
+        self.errors: dict[int, list[int]] = {HEARTBEAT: [], LEAVE_GROUP: [], CGH: []}
+        # ConsumerGroupHeartbeat answers: the next scripted one, else an echo of the epoch
+        self.cgh_answers: list[dict] = []
+        self.cgh_interval = 100
         self.silent = False          # read requests, never answer
         self.drop_next = False       # close the connection instead of answering the next request
         self.connections = 0
@@ -197,6 +201,13 @@ class ScriptedCoordinator:
                     continue
                 if api == HEARTBEAT:
                     resp = {"throttle_time_ms": 0, "error_code": code}
+                elif api == CGH:
+                    with self.lock:
+                        scripted = self.cgh_answers.pop(0) if self.cgh_answers else None
+                    resp = {"throttle_time_ms": 0, "error_code": code, "error_message": None,
+                            "member_id": body["member_id"], "member_epoch": max(body["member_epoch"], 0),
+                            "heartbeat_interval_ms": self.cgh_interval, "assignment": None}
+                    resp.update(scripted or {})
                 else:
                     resp = {"throttle_time_ms": 0, "error_code": 0,
                             "members": [{"member_id": "m-1", "group_instance_id": None, "error_code": code}]}
@@ -224,6 +235,13 @@ class Loop:
         self.thread = threading.Thread(target=self.pm.run, daemon=True)
         self.thread.start()
         self.events: list[tuple] = []
+
+    def configure_consumer(self, peer, **kw):
+        args = dict(host="127.0.0.1", port=peer.port, group_id="g", member_id="m-1", member_epoch=3,
+                    version=1, request_timeout_ms=5000)
+        args.update(kw)
+        self.hb.reset_timeouts(SYSTEM_CLOCK.now_ms())
+        return self.pm.configure_consumer(**args)
 
     def configure(self, peer, **kw):
         args = dict(host="127.0.0.1", port=peer.port, group_id="g", member_id="m-1", generation_id=3,
@@ -493,3 +511,158 @@ def test_create_link_logs_why_it_falls_back(caplog):
         assert create_link(Coordinator()) is None
     lines = [r.getMessage() for r in caplog.records if r.name == "kclient.group.pacemaker"]
     assert len(lines) == 1 and "security.protocol SSL" in lines[0] and "Python heartbeat thread" in lines[0]
+
+
+# ---------------------------------------------------------------------------- KIP-848: ConsumerGroupHeartbeat
+T1, T2 = uuid.UUID(int=0x1234), uuid.UUID(int=2**128 - 1)
+
+
+def _cgh_short_body(version, epoch, instance):
+    body = {"group_id": "grp-ü", "member_id": "m-1", "member_epoch": epoch, "instance_id": instance,
+            "rack_id": None, "rebalance_timeout_ms": -1, "subscribed_topic_names": None,
+            "server_assignor": None, "topic_partitions": None}
+    if version >= 1:
+        body["subscribed_topic_regex"] = None
+    return body
+
+
+@pytest.mark.parametrize("version", range(2))
+@pytest.mark.parametrize("epoch", [7, -1, -2, 2**31 - 1])
+@pytest.mark.parametrize("instance", [None, "inst-1"])
+@pytest.mark.parametrize("client_id", [None, "client-é"])
+def test_consumer_group_heartbeat_request_matches_reference(version, epoch, instance, client_id):
+    ours = codec.encode_consumer_group_heartbeat_request(version, 77, client_id, "grp-ü", "m-1", epoch, instance)
+    ref = protocol.encode_request(CGH, version, 77, client_id, _cgh_short_body(version, epoch, instance))
+    assert ours == ref
+    # and it reads back as "every other field unchanged"
+    _api, _v, _corr, _cid, body = protocol.decode_request(ours[4:])
+    assert body["rebalance_timeout_ms"] == -1 and body["topic_partitions"] is None
+
+
+def _cgh_answer(error=0, epoch=9, interval=2500, assignment=None, message=None, member_id="m-1"):
+    return {"throttle_time_ms": 12, "error_code": error, "error_message": message, "member_id": member_id,
+            "member_epoch": epoch, "heartbeat_interval_ms": interval, "assignment": assignment}
+
+
+ASSIGNMENTS = [None, {"topic_partitions": []},
+               {"topic_partitions": [{"topic_id": T1, "partitions": [0, 5, 7]}, {"topic_id": T2, "partitions": []}]}]
+
+
+@pytest.mark.parametrize("version", range(2))
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+@pytest.mark.parametrize("error,message,member_id", [(0, None, "m-1"), (110, "fenced é", None), (25, "", "x")])
+def test_consumer_group_heartbeat_response_decodes_like_reference(version, assignment, error, message, member_id):
+    body = _cgh_answer(error, 9, 2500, assignment, message, member_id)
+    frame = protocol.encode_response(CGH, version, 31, body)[4:]
+    assert codec.decode_consumer_group_heartbeat_response(version, frame) == (
+        31, 12, error, 9, 2500, assignment is not None)
+    assert protocol.decode_response(CGH, version, frame)["assignment"] == assignment
+
+
+def test_hostile_consumer_group_heartbeat_responses():
+    full = _cgh_answer(assignment=ASSIGNMENTS[2], message="m")
+    frame = protocol.encode_response(CGH, 1, 1, full)[4:]
+    for cut in range(len(frame)):
+        with pytest.raises(ValueError, match="truncated"):
+            codec.decode_consumer_group_heartbeat_response(1, frame[:cut])
+    with pytest.raises(ValueError, match="bytes left"):
+        codec.decode_consumer_group_heartbeat_response(1, frame + b"\0")
+    head = struct.pack(">i", 1) + b"\x00" + struct.pack(">ih", 0, 0) + b"\x00\x00" + struct.pack(">ii", 3, 100)
+    # assignment present: a topic count the frame cannot hold; a null (non-nullable) topic array
+    with pytest.raises(ValueError, match="truncated"):
+        codec.decode_consumer_group_heartbeat_response(1, head + b"\x01" + b"\xff\xff\xff\xff\x07")
+    with pytest.raises(ValueError, match="malformed"):
+        codec.decode_consumer_group_heartbeat_response(1, head + b"\x01" + b"\x00" + b"\x00\x00")
+    # a partition count the frame cannot hold; a bad varint; a string longer than the frame
+    topic = b"\x02" + T1.bytes
+    with pytest.raises(ValueError, match="truncated"):
+        codec.decode_consumer_group_heartbeat_response(1, head + b"\x01" + topic + b"\xf0\xff\xff\x0f" + b"\x00" * 8)
+    with pytest.raises(ValueError, match="malformed"):
+        codec.decode_consumer_group_heartbeat_response(1, head + b"\x01" + b"\xff" * 6)
+    bad_msg = struct.pack(">i", 1) + b"\x00" + struct.pack(">ih", 0, 0) + b"\x7f" + b"x" * 10
+    with pytest.raises(ValueError, match="truncated"):
+        codec.decode_consumer_group_heartbeat_response(1, bad_msg)
+    with pytest.raises(ValueError, match="version"):
+        codec.decode_consumer_group_heartbeat_response(2, frame)
+    with pytest.raises(ValueError, match="version"):
+        codec.encode_consumer_group_heartbeat_request(2, 1, "c", "g", "m", 1)
+    with pytest.raises(ValueError, match="32767"):
+        codec.encode_consumer_group_heartbeat_request(1, 1, "c", "g", "m" * 32768, 1)
+
+
+def test_consumer_mode_heartbeats_short_form_and_follows_the_epoch(peer, loop):
+    lp = loop(interval=100)
+    peer.cgh_interval = 150
+    epoch = lp.configure_consumer(peer, group_instance_id="inst-1", member_epoch=3)
+    wait_for(lambda: peer.count(CGH) >= 2, what="2 heartbeats")
+    _, _, version, body = peer.last(CGH)
+    assert (version, body["group_id"], body["member_id"], body["member_epoch"], body["instance_id"]) == (
+        1, "g", "m-1", 3, "inst-1")
+    assert body["topic_partitions"] is None and body["subscribed_topic_names"] is None
+    wait_for(lambda: lp.hb.heartbeat_interval_ms == 150, what="the broker's interval")
+    # the broker moves the member to epoch 5 with a new assignment: the loop heartbeats at 5 from then on
+    assignment = {"topic_partitions": [{"topic_id": T1, "partitions": [1, 2]}]}
+    peer.cgh_answers.append(_cgh_answer(epoch=5, interval=150, assignment=assignment))
+    ev = lp.wait_event(pm.EV_ASSIGNMENT)
+    assert ev[2] == epoch and ev[3] == 5 and ev[5] == 1
+    seq, v, frame = lp.pm.take_assignment()
+    assert (seq, v) == (1, 1)
+    assert protocol.decode_response(CGH, 1, frame)["assignment"] == assignment
+    assert lp.pm.take_assignment() is None              # once
+    assert lp.pm.member_epoch == 5
+    n = peer.count(CGH)
+    wait_for(lambda: peer.count(CGH) >= n + 2, what="heartbeats after the new epoch")
+    assert peer.last(CGH)[3]["member_epoch"] == 5
+    # a new epoch without an assignment is announced too (detail 0: nothing to take)
+    peer.cgh_answers.append(_cgh_answer(epoch=6, interval=150))
+    wait_for(lambda: any(e[0] == pm.EV_ASSIGNMENT and e[3] == 6 for e in lp.collect()), what="epoch 6")
+    assert [e[5] for e in lp.events if e[0] == pm.EV_ASSIGNMENT and e[3] == 6] == [0]
+    assert lp.pm.take_assignment() is None and lp.pm.is_active
+
+
+@pytest.mark.parametrize("code", [110, 25, 111, 112, 30])
+def test_consumer_mode_errors_halt_until_reconfigured(peer, loop, code):
+    lp = loop()
+    peer.errors[CGH] = [code]
+    lp.configure_consumer(peer)
+    ev = lp.wait_event(pm.EV_HEARTBEAT_ERROR, code)
+    assert ev[3] == 3
+    wait_for(lambda: not lp.pm.is_active, what="halt")
+    n = peer.count(CGH)
+    lp.pm.wait_events(300)
+    assert peer.count(CGH) == n
+
+
+@pytest.mark.parametrize("code,kind", [(16, pm.EV_COORDINATOR_LOST), (14, pm.EV_HEARTBEAT_ERROR)])
+def test_consumer_mode_coordinator_errors(peer, loop, code, kind):
+    lp = loop()
+    peer.errors[CGH] = [code]
+    lp.configure_consumer(peer)
+    lp.wait_event(kind, code)
+    if code == 14:      # still loading: retried
+        n = peer.count(CGH)
+        wait_for(lambda: peer.count(CGH) >= n + 2, what="retries")
+        assert lp.pm.is_active
+    else:
+        wait_for(lambda: not lp.pm.is_active, what="halt")
+
+
+@pytest.mark.parametrize("instance,leave_epoch", [(None, -1), ("inst", -2)])
+def test_consumer_mode_poll_timeout_sends_the_leave_heartbeat(peer, loop, instance, leave_epoch):
+    lp = loop(max_poll=300)
+    lp.configure_consumer(peer, group_instance_id=instance)
+    ev = lp.wait_event(pm.EV_POLL_TIMEOUT, None)
+    assert ev[1] == 0 and ev[5] > 300
+    _, _, _, body = peer.last(CGH)
+    assert body["member_epoch"] == leave_epoch and body["instance_id"] == instance
+    assert not lp.pm.is_active
+
+
+def test_consumer_mode_configure_rejects_bad_input(loop):
+    lp = loop()
+    for kw, match in ((dict(member_epoch=0), "member_epoch"), (dict(member_epoch=-1), "member_epoch"),
+                      (dict(version=2), "version")):
+        args = dict(host="127.0.0.1", port=9, group_id="g", member_id="m", member_epoch=1, version=1)
+        args.update(kw)
+        with pytest.raises(ValueError, match=match):
+            lp.pm.configure_consumer(**args)

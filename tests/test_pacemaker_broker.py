@@ -23,6 +23,7 @@ import os
 import select
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -53,10 +54,15 @@ class Listener(ConsumerRebalanceListener):
 def say(**kw):
     print(json.dumps(kw), flush=True)
 
-c = KafkaConsumer(bootstrap_servers=cfg["bootstrap"], group_id=cfg["group"], client_id="a-member",
-                  session_timeout_ms=cfg["session"], heartbeat_interval_ms=cfg["interval"],
-                  max_poll_interval_ms=cfg["max_poll"], enable_auto_commit=False,
-                  auto_offset_reset="earliest", partition_assignment_strategy=["sticky"])
+if cfg["protocol"] == "consumer":   # KIP-848: the broker sets the session and the interval
+    c = KafkaConsumer(bootstrap_servers=cfg["bootstrap"], group_id=cfg["group"], client_id="a-member",
+                      group_protocol="consumer", max_poll_interval_ms=cfg["max_poll"],
+                      enable_auto_commit=False, auto_offset_reset="earliest")
+else:
+    c = KafkaConsumer(bootstrap_servers=cfg["bootstrap"], group_id=cfg["group"], client_id="a-member",
+                      session_timeout_ms=cfg["session"], heartbeat_interval_ms=cfg["interval"],
+                      max_poll_interval_ms=cfg["max_poll"], enable_auto_commit=False,
+                      auto_offset_reset="earliest", partition_assignment_strategy=["sticky"])
 c.subscribe([cfg["topic"]], listener=Listener())
 deadline = time.monotonic() + 90
 while not c.assignment():
@@ -65,9 +71,10 @@ while not c.assignment():
         sys.exit(1)
     c.poll(timeout_ms=200)
 coord = c._coordinator
+link = lambda: getattr(coord, "_cg_pacemaker", None) or coord._pacemaker
 say(phase="stable", at=time.monotonic(), generation=coord.generation().generation_id,
     member=coord.generation().member_id, assignment=sorted(p.partition for p in c.assignment()),
-    pacemaker=coord._pacemaker is not None)
+    pacemaker=link() is not None)
 while not select.select([sys.stdin], [], [], 0)[0]:   # poll until the parent says "stall"
     c.poll(timeout_ms=100)
 sys.stdin.readline()
@@ -86,17 +93,17 @@ end = time.monotonic() + cfg["after"]
 while time.monotonic() < end:
     c.poll(timeout_ms=100)
 g = coord.generation()
-say(phase="after", generation=g.generation_id, member=g.member_id, events=events,
+say(phase="after", at=time.monotonic(), generation=g.generation_id, member=g.member_id, events=events,
     assignment=sorted(p.partition for p in c.assignment()),
-    stats=coord._pacemaker.pacemaker.stats() if coord._pacemaker is not None else None)
+    stats=link().pacemaker.stats() if link() is not None else None)
 c.close()
 '''
 
 
 class ChildMember:
-    def __init__(self, bootstrap, topic, group, max_poll_ms):
+    def __init__(self, bootstrap, topic, group, max_poll_ms, protocol="classic"):
         cfg = {"bootstrap": bootstrap, "topic": topic, "group": group, "session": SESSION_MS,
-               "interval": 1000, "max_poll": max_poll_ms, "stall": STALL_S, "after": 4}
+               "interval": 1000, "max_poll": max_poll_ms, "stall": STALL_S, "after": 4, "protocol": protocol}
         env = dict(os.environ, PYTHONPATH=os.pathsep.join([REPO, os.environ.get("PYTHONPATH", "")]))
         self.proc = subprocess.Popen([sys.executable, "-c", CHILD, json.dumps(cfg)], cwd=REPO, env=env,
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
@@ -206,6 +213,129 @@ def test_gil_holding_call_and_max_poll_interval(backend, topic_name, group_id, m
         assert after["member"] != stable["member"] or after["generation"] != stable["generation"]
 
 
+
+class ThreadedConsumerMember:
+    """Member B for the consumer protocol: a KafkaConsumer polled by a thread of this process."""
+
+    def __init__(self, bootstrap, group, topic):
+        from kclient.consumer.kafka_consumer import KafkaConsumer
+
+        self.consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, client_id="b-member",
+                                      group_protocol="consumer", enable_auto_commit=False)
+        self.consumer.subscribe([topic])
+        self.got_at: float | None = None
+        self.error: BaseException | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self):
+        try:
+            while not self._stop.is_set():
+                self.consumer.poll(timeout_ms=100)
+                if self.got_at is None and self.consumer.assignment():
+                    self.got_at = time.monotonic()
+        except BaseException as exc:   # surfaced by the test
+            self.error = exc
+
+    def in_group(self):
+        return self.consumer._coordinator.membership.in_group()
+
+    def close(self):
+        self._stop.set()
+        self._thread.join(30)
+        self.consumer.close()
+
+
+def test_consumer_protocol_member_keeps_its_partitions_through_a_gil_holding_call(kafka, create_topic,
+                                                                                   topic_name, group_id):
+    """KIP-848 (group.protocol=consumer): the harness's broker session is 6 s; A's C call holds
+    its GIL for 12 s. The pacemaker's ConsumerGroupHeartbeats keep A in the group at its epoch,
+    and B, in the group all along, never gets the partition."""
+    create_topic(kafka, topic_name, 1)
+    a = ChildMember(kafka.bootstrap, topic_name, group_id, 60000, protocol="consumer")
+    b = None
+    try:
+        stable = a.read("stable", 120)
+        assert stable["assignment"] == [0] and stable["pacemaker"]
+        b = ThreadedConsumerMember(kafka.bootstrap, group_id, topic_name)
+        wait_until(lambda: b.error is not None or b.in_group(), 60, "member B to join")
+        assert b.error is None, b.error
+        a.stall()
+        stalling = a.read("stalling", 30)
+        assert stalling["assignment"] == [0]
+        stalled = a.read("stalled", STALL_S + 60)
+        after = a.read("after", 60)
+        a.proc.wait(60)
+        assert b.error is None, b.error
+        b_got_at = b.got_at
+    finally:
+        a.close()
+        if b is not None:
+            b.close()
+    # Same member, same partition, never fenced (a fenced member reports its partitions lost
+    # and rejoins). Its epoch may move on: the broker bumps the group epoch as it pleases (here
+    # it did so during the stall), and the pacemaker follows it.
+    assert (after["member"], after["assignment"]) == (stalling["member"], [0])
+    assert after["generation"] >= stalling["generation"] and after["stats"]["failed"] == 0
+    assert not [e for e in after["events"] if e[0] in ("revoked", "lost") and e[1] > stalled["start"]]
+    assert after["stats"]["sent"] >= STALL_S * 1000 // 500 // 2    # the broker's 500 ms interval, loosely
+    # (monotonic clocks are system-wide: A's "after" instant is comparable with B's)
+    assert b_got_at is None or b_got_at > after["at"], "B got the partition before A left"
+
+
+def test_consumer_protocol_reassignment_arrives_through_the_pacemaker(kafka, create_topic, topic_name, group_id):
+    """While A is STABLE only the pacemaker heartbeats; when B joins, the broker's new target
+    for A (give up half) reaches A in a pacemaker answer, A revokes at its next poll and
+    acknowledges with a Python heartbeat, and the pacemaker takes over again."""
+    from kclient.consumer.kafka_consumer import KafkaConsumer
+
+    create_topic(kafka, topic_name, 4)
+    events: list[tuple[str, frozenset]] = []
+
+    class Listener:
+        def on_partitions_revoked(self, parts):
+            events.append(("revoked", frozenset(p.partition for p in parts)))
+
+        def on_partitions_assigned(self, parts):
+            events.append(("assigned", frozenset(p.partition for p in parts)))
+
+        def on_partitions_lost(self, parts):
+            events.append(("lost", frozenset(p.partition for p in parts)))
+
+    def consumer(name, listener=None):
+        c = KafkaConsumer(bootstrap_servers=kafka.bootstrap, group_id=group_id, client_id=name,
+                          group_protocol="consumer", enable_auto_commit=False)
+        c.subscribe([topic_name], listener=listener)
+        return c
+
+    def poll_until(consumers, pred, what, timeout=60):
+        deadline = time.monotonic() + timeout
+        while not pred():
+            assert time.monotonic() < deadline, f"timed out waiting for {what}"
+            for c in consumers:
+                c.poll(timeout_ms=50)
+
+    a = consumer("a-member", Listener())
+    b = None
+    try:
+        poll_until([a], lambda: len(a.assignment()) == 4, "A to own the 4 partitions")
+        link = a._coordinator._cg_pacemaker
+        assert link is not None
+        poll_until([a], lambda: link.engaged and link.pacemaker.stats()["received"] >= 2, "pacemaker heartbeats")
+        adopted = link.assignments_adopted
+        b = consumer("b-member")
+        poll_until([a, b], lambda: len(a.assignment()) == 2 and len(b.assignment()) == 2
+                   and a._coordinator.membership.state.value == "STABLE", "A and B to split")
+        assert link.assignments_adopted > adopted           # the new target came in a pacemaker answer
+        assert [ps for k, ps in events if k == "revoked"] == [events[0][1] - {tp.partition for tp in a.assignment()}]
+        assert not [k for k, _ in events if k == "lost"]
+        poll_until([a], lambda: link.engaged, "the pacemaker to take over again")
+        assert link.pacemaker.member_epoch == a._coordinator.membership.member_epoch
+    finally:
+        a.close()
+        if b is not None:
+            b.close()
 
 # ---------------------------------------------------------------------------- in-process link
 @pytest.fixture

@@ -3,10 +3,14 @@
 Membership decisions live in kclient.group.consumer_membership (a state machine without I/O).
 This class does the I/O around it and everything that must run on the application thread:
 
-- heartbeats: ``_send_heartbeat`` is the only place a ConsumerGroupHeartbeat leaves and its
-  answer is digested (``_on_heartbeat``); a background ``_HeartbeatLoop`` thread calls
+- heartbeats: ``_send_heartbeat`` is the only place a ConsumerGroupHeartbeat leaves from Python
+  and its answer is digested (``_on_heartbeat``); a background ``_HeartbeatLoop`` thread calls
   ``_heartbeat_tick`` so the member stays in the group between polls. One heartbeat is in flight
   at a time (the protocol's rule); an acknowledgement waiting behind one leaves when it returns.
+  While the member is in the group with nothing new to say (STABLE, or RECONCILING at the
+  application's pace), the GIL-free pacemaker heartbeats instead
+  (kclient.group.consumer_pacemaker); every other heartbeat is Python's, sent after the
+  pacemaker is disengaged and has handed over the epoch it reached.
 - reconciliation (in ``poll``): target topic ids are resolved through metadata; what is no
   longer assigned is committed (auto-commit) and revoked (``on_partitions_revoked``), what is
   new is assigned (``on_partitions_assigned``), and the owned set is acknowledged at once.
@@ -26,6 +30,7 @@ from typing import Any
 from kclient import errors as Errors
 from kclient.group.consumer_coordinator import ConsumerCoordinator
 from kclient.group.consumer_membership import ConsumerMembership, MemberState as CState, HEARTBEATING
+from kclient.group.consumer_pacemaker import ConsumerPacemakerLink, create_consumer_link
 from kclient.group.coordinator import Generation, _Timer
 from kclient.network.future import RequestFuture
 from kclient.protocol import ApiKey
@@ -38,6 +43,8 @@ log = logging.getLogger(__name__)
 CONSUMER_GROUP_HEARTBEAT = int(ApiKey.CONSUMER_GROUP_HEARTBEAT)
 #: Longest single network poll of the heartbeat thread (it must not hold the client's lock long).
 _NETWORK_WAIT_MAX_MS = 50
+#: Longest wait of the heartbeat thread for pacemaker events (bounds how late it notices its own work).
+_PACEMAKER_WAIT_MAX_MS = 500
 _COORDINATOR_ERRORS = (Errors.NotCoordinatorError, Errors.CoordinatorNotAvailableError)
 
 
@@ -58,6 +65,8 @@ class ConsumerGroupCoordinator(ConsumerCoordinator):
         self._loop: _HeartbeatLoop | None = None
         self._run_loop = start_heartbeat_thread
         self._leave_future: RequestFuture | None = None
+        #: The GIL-free heartbeat sender (None: Python heartbeats; see the module doc).
+        self._cg_pacemaker: ConsumerPacemakerLink | None = None
 
     # ------------------------------------------------------------------ classic hooks, re-pointed
     def generation_if_stable(self) -> Generation | None:
@@ -94,9 +103,14 @@ class ConsumerGroupCoordinator(ConsumerCoordinator):
             return 2**31 - 1
         with self._lock:
             state = self.membership.state
-            wait = 0 if state in (CState.RECONCILING, CState.FENCED) else max(self._next_heartbeat_ms - now_ms, 0)
-            if wait == 0 and state not in (CState.RECONCILING, CState.FENCED):
-                wait = self.retry_backoff_ms
+            link = self._cg_pacemaker
+            if state in (CState.RECONCILING, CState.FENCED):
+                wait = 0
+            elif link is not None and link.engaged:
+                # The pacemaker heartbeats; its events wake the network client when they matter.
+                wait = self.membership.heartbeat_interval_ms
+            else:
+                wait = max(self._next_heartbeat_ms - now_ms, 0) or self.retry_backoff_ms
         if self.auto_commit_enabled:
             wait = min(wait, max(self._next_auto_commit_deadline - now_ms, 0))
         return wait
@@ -130,6 +144,9 @@ class ConsumerGroupCoordinator(ConsumerCoordinator):
                 if m.state is CState.UNSUBSCRIBED:
                     m.subscribe()
                     self._next_heartbeat_ms = 0
+            link = self._cg_pacemaker
+            if link is not None:
+                link.drain()
             if self.coordinator_unknown() and not self.ensure_coordinator_ready(timer.remaining_ms()):
                 return False
             self._start_loop_if_needed()
@@ -215,6 +232,8 @@ class ConsumerGroupCoordinator(ConsumerCoordinator):
     def _start_loop_if_needed(self) -> None:
         with self._lock:
             if self._run_loop and self._loop is None and not self._closed:
+                if self._cg_pacemaker is None:
+                    self._cg_pacemaker = create_consumer_link(self)
                 self._loop = _HeartbeatLoop(self)
                 self._loop.start()
 
@@ -226,6 +245,11 @@ class ConsumerGroupCoordinator(ConsumerCoordinator):
                 return self.retry_backoff_ms
             if self._hb_in_flight is not None:
                 return _NETWORK_WAIT_MAX_MS
+            link = self._cg_pacemaker
+            if link is not None:
+                link.sync()
+                if link.engaged:
+                    return m.heartbeat_interval_ms   # the pacemaker heartbeats (and enforces max.poll.interval.ms)
             if m.state in HEARTBEATING and now_ms - self._last_poll_ms > self.rebalance_timeout_ms:
                 self._on_poll_timeout(now_ms)
                 return 0
@@ -241,6 +265,8 @@ class ConsumerGroupCoordinator(ConsumerCoordinator):
     def _send_heartbeat(self, node, leaving: bool) -> RequestFuture:
         """The one place a ConsumerGroupHeartbeat leaves (holding ``_lock``)."""
         m = self.membership
+        if self._cg_pacemaker is not None:
+            self._cg_pacemaker.disengage()   # hands over the epoch it reached
         subs = self.subscriptions
         pattern = subs.subscribed_pattern
         body = m.heartbeat_body(sorted(subs.subscription), pattern.pattern if pattern is not None else None,
@@ -273,22 +299,29 @@ class ConsumerGroupCoordinator(ConsumerCoordinator):
             err = m.on_response(outcome)
             self._mirror_epoch()
             if err is not None:
-                if isinstance(err, _COORDINATOR_ERRORS):
-                    self.mark_coordinator_unknown(repr(err), node=node)
-                    self._next_heartbeat_ms = now + self.retry_backoff_ms
-                elif m.state is CState.FENCED:
-                    self._next_heartbeat_ms = now
-                elif m.state is CState.FATAL:
-                    log.error("member %s of group %s: %r; the next poll raises it", m.member_id,
-                              self.group_id, err)
-                else:
-                    log.info("group %s: heartbeat answered %r; retrying in %d ms", self.group_id, err,
-                             self.retry_backoff_ms)
-                    self._next_heartbeat_ms = now + self.retry_backoff_ms
+                self._on_heartbeat_error(err, node)
             elif m.state is CState.ACKNOWLEDGING:
                 self._next_heartbeat_ms = now   # an acknowledgement waited behind this heartbeat
+            if self._cg_pacemaker is not None:
+                self._cg_pacemaker.sync()
             self._cond.notify_all()
         self._wake_network()
+
+    def _on_heartbeat_error(self, err: BaseException, node) -> None:
+        """React to an error a heartbeat answered (Python's or the pacemaker's; holding ``_lock``)."""
+        m = self.membership
+        now = self._clock.now_ms()
+        if isinstance(err, _COORDINATOR_ERRORS):
+            self.mark_coordinator_unknown(repr(err), node=node)
+            self._next_heartbeat_ms = now + self.retry_backoff_ms
+        elif m.state is CState.FENCED:
+            self._next_heartbeat_ms = now
+        elif m.state is CState.FATAL:
+            log.error("member %s of group %s: %r; the next poll raises it", m.member_id, self.group_id, err)
+        else:
+            log.info("group %s: heartbeat answered %r; retrying in %d ms", self.group_id, err,
+                     self.retry_backoff_ms)
+            self._next_heartbeat_ms = now + self.retry_backoff_ms
 
     def _on_poll_timeout(self, now_ms: int) -> None:
         """Heartbeat thread: poll() not called within max.poll.interval.ms: leave, so the
@@ -347,6 +380,9 @@ class ConsumerGroupCoordinator(ConsumerCoordinator):
                 loop.stop()
                 if loop is not threading.current_thread():
                     loop.join(1.0)
+            link, self._cg_pacemaker = self._cg_pacemaker, None
+            if link is not None:
+                link.close(1.0)
 
 
 class _HeartbeatLoop(threading.Thread):
@@ -366,6 +402,9 @@ class _HeartbeatLoop(threading.Thread):
         with self._c._lock:
             self._stopped = True
             self._c._cond.notify_all()
+            link = self._c._cg_pacemaker
+        if link is not None:
+            link.wake()
         self._c._wake_network()
 
     def run(self) -> None:
@@ -380,7 +419,14 @@ class _HeartbeatLoop(threading.Thread):
                 wait = c._heartbeat_tick(c._clock.now_ms())
                 with c._lock:
                     pending = c._hb_in_flight is not None or c._has_pending_coordinator_requests()
-                if pending:
+                    link = c._cg_pacemaker
+                    engaged = link is not None and link.engaged
+                if engaged and not pending:
+                    # Parked without the GIL until the pacemaker has news (or a short while,
+                    # to notice this thread's own work).
+                    assert link is not None
+                    link.wait_and_drain(min(max(wait, 1), _PACEMAKER_WAIT_MAX_MS))
+                elif pending:
                     if not c._poll_network_nowait(min(max(wait, 1), _NETWORK_WAIT_MAX_MS)):
                         with c._lock:
                             if not self._stopped:

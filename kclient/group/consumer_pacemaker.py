@@ -1,0 +1,210 @@
+"""The KIP-848 coordinator's side of the GIL-free pacemaker (issues 14 and 15; mechanisms §2).
+
+``kcore.pacemaker.Pacemaker.configure_consumer`` heartbeats a ``group.protocol=consumer``
+member without the GIL: ConsumerGroupHeartbeat in its short form (group, member, epoch,
+instance id; everything else "unchanged"), advancing the member epoch from the answers. This
+module is the interface between it and ``ConsumerGroupCoordinator``:
+
+- ``sync()`` (holding the coordinator lock) engages the pacemaker while the member is in the
+  group (epoch > 0) and STABLE or RECONCILING with a known coordinator and no Python heartbeat
+  in flight, and disengages it otherwise. Every heartbeat that must say more than "nothing
+  changed" (joining at epoch 0, the acknowledgement of a reconciled assignment, leaving) is the
+  Python coordinator's, sent after the pacemaker is disengaged; the epoch the pacemaker
+  reached is taken over first (``_adopt``), so Python never heartbeats with a stale one.
+- ``drain()`` / ``wait_and_drain()`` apply the pacemaker's events: a new assignment or epoch
+  (the answer is decoded by the schema-driven codec and digested by ``ConsumerMembership``
+  exactly like an answer to a Python heartbeat), errors (fencing, fatal), a lost coordinator,
+  and max.poll.interval.ms expiry (the pacemaker sent the leave heartbeat; the next poll
+  reports the partitions lost and rejoins).
+
+While the application holds the GIL, the pacemaker keeps heartbeating with the newest epoch;
+the broker waits for the member to acknowledge a new assignment up to its rebalance timeout,
+so a member in a long GIL-holding call keeps its partitions (or gives them up in order)
+instead of being fenced by a session timeout. Where it cannot work (security protocols other
+than PLAINTEXT) ``create_consumer_link`` returns None with one log line, as for the classic
+protocol.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from typing import TYPE_CHECKING, Any
+
+from kclient import protocol
+from kclient.group.consumer_membership import MemberState as CState
+from kclient.group.pacemaker import pacemaker_unavailable_reason
+from kclient.protocol import ApiKey
+
+if TYPE_CHECKING:  # pragma: no cover
+    from kclient.group.consumer_group_coordinator import ConsumerGroupCoordinator
+
+__all__ = ["ConsumerPacemakerLink", "create_consumer_link"]
+
+log = logging.getLogger(__name__)
+
+#: States in which only "nothing changed" heartbeats are due (the pacemaker's kind).
+_ENGAGED_STATES = frozenset({CState.STABLE, CState.RECONCILING})
+
+
+def create_consumer_link(coordinator: "ConsumerGroupCoordinator") -> "ConsumerPacemakerLink | None":
+    """A running pacemaker for this KIP-848 member, or None (the Python thread heartbeats)."""
+    reason = pacemaker_unavailable_reason(coordinator._client)
+    if reason is not None:
+        log.info("group %s: ConsumerGroupHeartbeat comes from the Python heartbeat thread, not the GIL-free "
+                 "pacemaker (%s); a C call holding the GIL longer than the group's session timeout will "
+                 "cost this member its partitions", coordinator.group_id, reason)
+        return None
+    inner = getattr(coordinator._client, "client", coordinator._client)
+    return ConsumerPacemakerLink(coordinator, getattr(inner, "client_id", None))
+
+
+class ConsumerPacemakerLink:
+    def __init__(self, coordinator: "ConsumerGroupCoordinator", client_id: str | None):
+        from kcore.pacemaker import Pacemaker
+
+        self._c = coordinator
+        self._pm = Pacemaker(coordinator.heartbeat, client_id)
+        self._pushed: Any = None        # the configuration last pushed (None: disengaged)
+        self._epoch = 0                 # the pacemaker's configuration epoch (events carry it)
+        self._fallen_back = False
+        #: Answers with an assignment that came through the pacemaker and were digested.
+        self.assignments_adopted = 0
+        self._thread = threading.Thread(target=self._pm.run, daemon=True,
+                                        name=f"kclient-pacemaker-{coordinator.group_id}")
+        self._thread.start()
+
+    @property
+    def pacemaker(self) -> Any:
+        return self._pm
+
+    @property
+    def engaged(self) -> bool:
+        """The pacemaker, not Python, sends this member's heartbeats now."""
+        return self._pushed is not None
+
+    def sync(self) -> None:
+        """Engage or disengage to match the membership; call holding the coordinator lock."""
+        from kcore.pacemaker import MAX_CONSUMER_GROUP_HEARTBEAT_VERSION
+
+        c = self._c
+        m = c.membership
+        want = None
+        node = c.coordinator()
+        if (not c._closed and not self._fallen_back and node is not None and c._hb_in_flight is None
+                and m.state in _ENGAGED_STATES and m.member_epoch > 0 and m.fatal_error is None):
+            version = c._client.api_version(node, ApiKey.CONSUMER_GROUP_HEARTBEAT)
+            if version is not None and version <= MAX_CONSUMER_GROUP_HEARTBEAT_VERSION:
+                # The epoch is not part of it: while engaged, the pacemaker advances it.
+                want = (node.host, node.port, m.member_id, m.instance_id, version, c.request_timeout_ms)
+        if want == self._pushed:
+            return
+        if want is None:
+            self._disengage()
+            return
+        host, port, member_id, instance_id, version, timeout = want
+        c.heartbeat.set_heartbeat_interval_ms(m.heartbeat_interval_ms)
+        self._epoch = self._pm.configure_consumer(
+            host=host, port=port, group_id=c.group_id or "", member_id=member_id, member_epoch=m.member_epoch,
+            group_instance_id=instance_id, version=version, request_timeout_ms=timeout)
+        self._pushed = want
+        log.debug("group %s: pacemaker heartbeats member %s from epoch %d to %s:%d (ConsumerGroupHeartbeat v%d)",
+                  c.group_id, member_id, m.member_epoch, host, port, version)
+
+    def disengage(self) -> None:
+        """Python sends the next heartbeat (holding the coordinator lock); ``sync`` after its
+        answer engages the pacemaker again."""
+        self._disengage()
+
+    def _disengage(self) -> None:
+        """Stop the pacemaker and take over what it learnt (holding the coordinator lock)."""
+        if self._pushed is None:
+            return
+        self._pushed = None
+        self._epoch = self._pm.deactivate()
+        self._adopt()
+
+    def _adopt(self) -> None:
+        """Bring the membership up to the pacemaker's newest answer: its assignment, if Python
+        has not digested it yet, and its epoch (a heartbeat with an older one is fenced)."""
+        c = self._c
+        m = c.membership
+        if m.state not in _ENGAGED_STATES and m.state is not CState.ACKNOWLEDGING:
+            return
+        taken = self._pm.take_assignment()
+        if taken is not None:
+            _seq, version, frame = taken
+            response = protocol.decode_response(ApiKey.CONSUMER_GROUP_HEARTBEAT, version, frame)
+            if response.get("member_epoch", 0) >= m.member_epoch:
+                m.on_response(response)
+                self.assignments_adopted += 1
+        epoch = self._pm.member_epoch
+        if epoch > m.member_epoch:
+            m.member_epoch = epoch
+        c._mirror_epoch()
+
+    def drain(self) -> None:
+        events = self._pm.take_events()
+        if events:
+            with self._c._lock:
+                self._apply(events)
+
+    def wait_and_drain(self, timeout_ms: int) -> None:
+        events = self._pm.wait_events(max(0, int(timeout_ms)))
+        if events:
+            with self._c._lock:
+                self._apply(events)
+
+    def wake(self) -> None:
+        self._pm.wake()
+
+    def close(self, timeout_s: float | None = 5.0) -> None:
+        self._pushed = None
+        self._pm.close()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(timeout_s)
+
+    # ------------------------------------------------------------------ events -> coordinator
+    def _apply(self, events: list) -> None:
+        from kcore.pacemaker import (CODE_CONNECT_FAILED, CODE_SESSION_EXPIRED, EV_ASSIGNMENT, EV_COORDINATOR_LOST,
+                                     EV_DISCONNECTED, EV_HEARTBEAT_ERROR, EV_POLL_TIMEOUT)
+
+        c = self._c
+        m = c.membership
+        for kind, code, epoch, _epoch_or_gen, _at_ms, detail in events:
+            if epoch != self._epoch:
+                continue   # of a configuration that is gone (_disengage adopted what mattered)
+            if kind == EV_ASSIGNMENT:
+                self._adopt()
+            elif kind == EV_DISCONNECTED and code == CODE_CONNECT_FAILED and not self._pm.stats()["connects"]:
+                log.info("group %s: the GIL-free pacemaker could not connect to the coordinator (errno %d); "
+                         "the Python heartbeat thread heartbeats instead", c.group_id, detail)
+                self._fallen_back = True
+            elif kind == EV_DISCONNECTED:
+                log.debug("group %s: pacemaker connection to the coordinator failed (%d, errno %d); reconnecting",
+                          c.group_id, code, detail)
+            elif kind == EV_COORDINATOR_LOST:
+                self._disengage()
+                if code == CODE_SESSION_EXPIRED:
+                    reason = f"no heartbeat response within session.timeout.ms ({c.session_timeout_ms} ms)"
+                else:
+                    reason = f"error {code} from ConsumerGroupHeartbeat"
+                c.mark_coordinator_unknown(reason)
+            elif kind == EV_POLL_TIMEOUT:
+                self._disengage()
+                log.warning(
+                    "member %s of group %s: poll() was not called for %d ms, more than max.poll.interval.ms "
+                    "(%d ms): the pacemaker left the group (%s) so its partitions are reassigned; the next "
+                    "poll() rejoins. Process records faster, lower max.poll.records, or raise "
+                    "max.poll.interval.ms.", m.member_id, c.group_id, detail, c.rebalance_timeout_ms,
+                    "leave not sent" if code < 0 else f"leave answered {code}")
+                m.fenced("poll timeout")
+                c._mirror_epoch()
+            elif kind == EV_HEARTBEAT_ERROR:
+                self._disengage()
+                err = m.on_response({"error_code": code})
+                c._mirror_epoch()
+                if err is not None:
+                    c._on_heartbeat_error(err, c.coordinator())
+        self.sync()
+        c._cond.notify_all()
+        c._wake_network()
