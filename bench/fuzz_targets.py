@@ -604,7 +604,32 @@ def build_targets() -> dict[str, Target]:
         _sticky_seeds, ["kclient.group.assignors.sticky", "kclient.group.consumer_protocol"])
     add("sasl.scram", "kclient.network.sasl.ScramMechanism.step (server-first, server-final)", _run_scram,
         _sasl_expected, _scram_seeds, ["kclient.network.sasl"])
+    # Checks of the harness itself (not in "all"): a finding of each kind on the first seed.
+    add("selftest.exception", "harness check: raises KeyError", _selftest_exception, _nothing, _selftest_seeds)
+    add("selftest.hang", "harness check: an input that never returns", _selftest_hang, _nothing, _selftest_seeds)
+    add("selftest.abort", "harness check: the process dies (SIGABRT)", _selftest_abort, _nothing, _selftest_seeds)
     return targets
+
+
+def _selftest_seeds() -> list[bytes]:
+    return [b"!boom"]
+
+
+def _selftest_exception(data: bytes) -> None:
+    if data.startswith(b"!"):
+        raise KeyError("selftest")
+
+
+def _selftest_hang(data: bytes) -> None:
+    import time
+    while data.startswith(b"!"):
+        time.sleep(0.05)
+
+
+def _selftest_abort(data: bytes) -> None:
+    import os
+    if data.startswith(b"!"):
+        os.abort()
 
 
 def _frames_expected() -> tuple[type[BaseException], ...]:

@@ -51,3 +51,17 @@ def test_fuzz_bench_runs_two_targets_and_prints_its_table(tmp_path):
     # the seeds were written and libFuzzer grew each corpus from them
     for target in TARGETS:
         assert any((tmp_path / "corpus" / target).iterdir())
+
+
+@pytest.mark.skipif(importlib.util.find_spec("atheris") is None,
+                    reason="atheris is not installed (it is in the 'bench' extra, not 'test')")
+def test_fuzz_bench_reports_an_unexpected_exception_and_exits_non_zero(tmp_path):
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench", "fuzz", "--seconds", "1", "--targets", "selftest.exception",
+         "--seed", "7", "--workdir", str(tmp_path)],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    row = next(line for line in proc.stdout.splitlines() if line.startswith("selftest.exception "))
+    assert row.split()[3] == "1", row
+    assert "KeyError: 'selftest'" in proc.stdout and "input hex: " in proc.stdout
