@@ -1,6 +1,7 @@
 """``python -m bench [throughput|liveness] [options]``: see bench/runner.py and bench/liveness.py.
 ``python -m bench parallel [options]``: ParallelConsumer vs a plain poll loop, see bench/parallel.py.
-``python -m bench rebalance [options]``: rebalance times per client and group protocol, see bench/rebalance.py."""
+``python -m bench rebalance [options]``: rebalance times per client and group protocol, see bench/rebalance.py.
+``python -m bench fuzz [options]``: the network decoders under atheris (libFuzzer), see bench/fuzz.py."""
 import sys
 
 if sys.argv[1:2] == ["rebalance"]:
@@ -12,6 +13,11 @@ if sys.argv[1:2] == ["parallel"]:
     from bench.parallel import main as parallel_main
 
     sys.exit(parallel_main(sys.argv[2:]))
+
+if sys.argv[1:2] == ["fuzz"]:
+    from bench.fuzz import main as fuzz_main
+
+    sys.exit(fuzz_main(sys.argv[2:]))
 
 from bench.runner import main
 

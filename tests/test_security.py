@@ -348,3 +348,37 @@ def test_oauthbearer_settings_that_cannot_work_fail_naming_the_problem():
         mechanism_from_config(ConsumerConfig({"security.protocol": "SASL_SSL", "sasl.mechanism": "OAUTHBEARER"}))
     with pytest.raises(Errors.ConfigurationError, match="token"):
         ConsumerConfig({"sasl_oauth_token_provider": object()})
+
+
+@pytest.mark.parametrize("challenge, match", [
+    # found by python -m bench fuzz (sasl.scram): each raised ValueError/OverflowError, not an auth error
+    (b"r=abc123,s=c2FsdA==,i=4096777777777777777777777777777777777777", "more than 16384"),
+    (b"r=abc123,s=c2FsdA==,i=" + b"9" * 5000, "more than 16384"),
+    (b"r=abc123,s=c2FsdA==,i=\xc2\xb2", "malformed"),
+    (b"r=abc123,s=c2Fsd,i=4096", "salt is not base64"),
+    (b"r=abc123,s=c2F\xc3\xa9sdA==,i=4096", "salt is not base64"),
+    # a hostile broker's iteration count must not make the client hash for minutes
+    (b"r=abc123,s=c2FsdA==,i=100000000", "more than 16384"),
+])
+def test_scram_refuses_a_malformed_or_costly_server_first_message(challenge, match):
+    m = ScramMechanism("SCRAM-SHA-256", "user", "pencil", nonce="abc")
+    m.first()
+    with pytest.raises(Errors.AuthenticationFailedError, match=match):
+        m.step(challenge)
+
+
+@pytest.mark.parametrize("verifier", [b"v=dDSRyKbVr9YTn/YCgqqyMqBLU1<I7IyKT1Cfk66yRAqsuHJg5tvheRfZQsFl6ACLOaYV3QNl15B5ejd9jxkrvA==",
+                                      b"v=\xc3\xa9", b"v=abc"])
+def test_scram_refuses_a_server_signature_that_is_not_base64(verifier):
+    m = ScramMechanism("SCRAM-SHA-256", "user", "pencil", nonce="abc")
+    m.first()
+    m.step(b"r=abc123,s=c2FsdA==,i=4096")
+    with pytest.raises(Errors.AuthenticationFailedError, match="signature"):
+        m.step(verifier)
+
+
+def test_scram_accepts_leading_zeros_and_the_maximum_iteration_count():
+    for iterations in (b"0004096", b"16384"):
+        m = ScramMechanism("SCRAM-SHA-256", "user", "pencil", nonce="abc")
+        m.first()
+        assert m.step(b"r=abc123,s=c2FsdA==,i=" + iterations).startswith(b"c=biws,r=abc123,p=")

@@ -33,6 +33,9 @@ __all__ = ["SaslMechanism", "PlainMechanism", "ScramMechanism", "OAuthBearerMech
            "parse_jaas_config", "unsecured_jws"]
 
 SCRAM_MIN_ITERATIONS = 4096
+# The most Kafka accepts when it stores a SCRAM credential: a broker asking for more is not
+# one (each iteration is a hash the client computes before it can tell).
+SCRAM_MAX_ITERATIONS = 16384
 _SCRAM_HASHES = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
 _LOGIN_MODULES = {
     "org.apache.kafka.common.security.plain.PlainLoginModule": {"PLAIN"},
@@ -101,6 +104,12 @@ class ScramMechanism(SaslMechanism):
     def _hmac(self, key: bytes, msg: bytes) -> bytes:
         return hmac.new(key, msg, self._hash).digest()
 
+    def _b64(self, value: str, what: str) -> bytes:
+        try:
+            return base64.b64decode(value.encode("ascii"), validate=True)
+        except ValueError:   # binascii.Error and UnicodeEncodeError are ValueErrors
+            raise AuthenticationFailedError(f"{self.name}: the broker's {what} is not base64") from None
+
     def step(self, challenge: bytes) -> bytes | None:
         text = challenge.decode("utf-8", "replace")
         attrs = dict(part.split("=", 1) for part in text.split(",") if "=" in part)
@@ -111,13 +120,19 @@ class ScramMechanism(SaslMechanism):
             nonce, salt, iterations = attrs.get("r", ""), attrs.get("s"), attrs.get("i", "")
             if not nonce.startswith(self._nonce) or len(nonce) == len(self._nonce):
                 raise AuthenticationFailedError(f"{self.name}: the broker's nonce does not extend ours")
-            if salt is None or not iterations.isdigit():
+            # ASCII digits only: str.isdigit() also accepts digits int() refuses ("\u00b2").
+            if salt is None or not iterations.isascii() or not iterations.isdigit():
                 raise AuthenticationFailedError(f"{self.name}: malformed server-first message")
-            if int(iterations) < SCRAM_MIN_ITERATIONS:
+            digits = iterations.lstrip("0") or "0"
+            # int() refuses thousands of digits; any count this long is over the maximum anyway
+            count = int(digits) if len(digits) <= 9 else SCRAM_MAX_ITERATIONS + 1
+            if count < SCRAM_MIN_ITERATIONS:
                 raise AuthenticationFailedError(
-                    f"{self.name}: the broker asked for {iterations} iterations, fewer than {SCRAM_MIN_ITERATIONS}")
-            salted = hashlib.pbkdf2_hmac(self._hash, self._password.encode(), base64.b64decode(salt),
-                                         int(iterations))
+                    f"{self.name}: the broker asked for {count} iterations, fewer than {SCRAM_MIN_ITERATIONS}")
+            if count > SCRAM_MAX_ITERATIONS:
+                raise AuthenticationFailedError(
+                    f"{self.name}: the broker asked for {digits[:20]} iterations, more than {SCRAM_MAX_ITERATIONS}")
+            salted = hashlib.pbkdf2_hmac(self._hash, self._password.encode(), self._b64(salt, "salt"), count)
             client_key = self._hmac(salted, b"Client Key")
             stored_key = hashlib.new(self._hash, client_key).digest()
             final_without_proof = f"c=biws,r={nonce}"
@@ -130,7 +145,7 @@ class ScramMechanism(SaslMechanism):
         if self._state == "server-final":
             verifier = attrs.get("v")
             assert self._server_signature is not None  # set by the server-first step
-            if verifier is None or not hmac.compare_digest(base64.b64decode(verifier), self._server_signature):
+            if verifier is None or not hmac.compare_digest(self._b64(verifier, "signature"), self._server_signature):
                 raise AuthenticationFailedError(
                     f"{self.name}: the broker's signature is wrong: it does not know the password "
                     "(a server impersonating the broker?)")
