@@ -467,8 +467,37 @@ def _run_leave_group(data: bytes) -> None:
         groupcodec.decode_leave_group_response(data[0] % (groupcodec.MAX_LEAVE_GROUP_VERSION + 1), data[1:])
 
 
+def _run_consumer_group_heartbeat(data: bytes) -> None:
+    from kcore import groupcodec
+    if data:
+        version = data[0] % (groupcodec.MAX_CONSUMER_GROUP_HEARTBEAT_VERSION + 1)
+        ours = groupcodec.decode_consumer_group_heartbeat_response(version, data[1:])
+        # What the C decoder accepts, the schema-driven codec must read alike.
+        from kclient.errors import ProtocolError
+        from kclient.protocol import decode_response
+        try:
+            ref = decode_response(68, version, data[1:])
+        except ProtocolError as exc:
+            raise AssertionError(f"the C decoder accepted what the schema codec refuses: {exc!r}") from None
+        assert ours[2:] == (ref["error_code"], ref["member_epoch"], ref["heartbeat_interval_ms"],
+                            ref["assignment"] is not None), (ours, ref)
+
+
+def _cgh_seeds() -> list[bytes]:
+    from kclient.protocol import encode_response
+    out = []
+    for v in range(2):
+        for assignment in (None, {"topic_partitions": [{"topic_id": uuid.UUID(int=7), "partitions": [0, 3]}]}):
+            body = {"throttle_time_ms": 1, "error_code": 0, "error_message": None, "member_id": "m-1",
+                    "member_epoch": 4, "heartbeat_interval_ms": 500, "assignment": assignment}
+            out.append(bytes([v]) + encode_response(68, v, 11, body)[4:])
+    return out
+
+
 def _value_error() -> tuple[type[BaseException], ...]:
     return (ValueError,)
+
+
 
 
 # --------------------------------------------------------------------------- consumer protocol
@@ -596,6 +625,8 @@ def build_targets() -> dict[str, Target]:
         lambda: _groupcodec_seeds(12, 4))
     add("groupcodec.leave_group", "kcore.groupcodec.decode_leave_group_response", _run_leave_group,
         _value_error, lambda: _groupcodec_seeds(13, 5))
+    add("groupcodec.consumer_group_heartbeat", "kcore.groupcodec.decode_consumer_group_heartbeat_response",
+        _run_consumer_group_heartbeat, _value_error, _cgh_seeds)
     add("consumer_protocol.assignment", "kclient.group.consumer_protocol.deserialize_assignment",
         _run_assignment, _protocol_expected, _assignment_seeds, ["kclient.group.consumer_protocol"])
     add("consumer_protocol.subscription", "kclient.group.consumer_protocol.deserialize_subscription",
