@@ -14,7 +14,7 @@ cdef enum:
 cdef enum:
     PM_OK = 0
     PM_TRUNCATED = -1          # the frame ends before the message does
-    PM_MALFORMED = -2          # a negative length or bad varint
+    PM_MALFORMED = -2          # a negative length, bad varint or (where checked) bad UTF-8
     PM_TRAILING = -3           # bytes left after the message
     PM_BAD_VERSION = -4        # a version this encoder does not speak
     PM_OVERFLOW = -5           # the output buffer is too small

@@ -250,6 +250,50 @@ cdef inline int _r_skip_str(const uint8_t** pp, const uint8_t* end, bint compact
     pp[0] = p + n
     return PM_OK
 
+cdef inline bint _utf8_ok(const uint8_t* s, Py_ssize_t n) noexcept nogil:
+    """Well-formed UTF-8 (RFC 3629: no overlong forms, surrogates or code points past
+    U+10FFFF), exactly what Python's strict decoder accepts."""
+    cdef Py_ssize_t i = 0, k
+    cdef int need
+    cdef uint8_t c, lo, hi
+    while i < n:
+        c = s[i]
+        if c < 0x80:
+            i += 1
+            continue
+        if c < 0xC2:
+            return 0
+        if c < 0xE0:
+            need, lo, hi = 1, 0x80, 0xBF
+        elif c < 0xF0:
+            need = 2
+            lo = 0xA0 if c == 0xE0 else 0x80
+            hi = 0x9F if c == 0xED else 0xBF
+        elif c < 0xF5:
+            need = 3
+            lo = 0x90 if c == 0xF0 else 0x80
+            hi = 0x8F if c == 0xF4 else 0xBF
+        else:
+            return 0
+        if n - i - 1 < need or s[i + 1] < lo or s[i + 1] > hi:
+            return 0
+        for k in range(2, need + 1):
+            if (s[i + k] & 0xC0) != 0x80:
+                return 0
+        i += need + 1
+    return 1
+
+cdef inline int _r_skip_utf8_str(const uint8_t** pp, const uint8_t* end) noexcept nogil:
+    """A compact nullable string that must be valid UTF-8: the pacemaker hands such answers
+    to the schema-driven codec, which would refuse anything else."""
+    cdef const uint8_t* start = pp[0]
+    cdef uint32_t u
+    cdef int k = read_uvarint32_ptr(start, end, &u)
+    cdef int rc = _r_skip_str(pp, end, True, True)
+    if rc != PM_OK or k <= 0 or u <= 1:
+        return rc
+    return PM_OK if _utf8_ok(start + k, <Py_ssize_t>u - 1) else PM_MALFORMED
+
 cdef inline int _r_response_header(const uint8_t** pp, const uint8_t* end, bint flex,
                                    int32_t* correlation_id) noexcept nogil:
     if end - pp[0] < 4:
@@ -395,10 +439,10 @@ cdef int pm_decode_consumer_group_heartbeat_response(const uint8_t* p, Py_ssize_
     throttle_ms[0] = <int32_t>load_be32(p)
     error_code[0] = <int16_t>load_be16(p + 4)
     p += 6
-    rc = _r_skip_str(&p, end, True, True)             # error_message
+    rc = _r_skip_utf8_str(&p, end)                    # error_message
     if rc != PM_OK:
         return rc
-    rc = _r_skip_str(&p, end, True, True)             # member_id
+    rc = _r_skip_utf8_str(&p, end)                    # member_id
     if rc != PM_OK:
         return rc
     if end - p < 9:
@@ -440,7 +484,7 @@ cdef int pm_decode_consumer_group_heartbeat_response(const uint8_t* p, Py_ssize_
 # ---------------------------------------------------------------- Python wrappers of the codec
 _CODEC_ERRORS = {
     PM_TRUNCATED: "truncated response: the frame ends before the message does",
-    PM_MALFORMED: "malformed response: a negative length, null non-nullable field or bad varint",
+    PM_MALFORMED: "malformed response: a negative length, null non-nullable field, bad varint or bad UTF-8",
     PM_TRAILING: "malformed response: bytes left after the message",
     PM_BAD_VERSION: "unsupported version",
     PM_OVERFLOW: "a string is longer than 32767 bytes (a Kafka STRING's limit)",

@@ -666,3 +666,48 @@ def test_consumer_mode_configure_rejects_bad_input(loop):
         args.update(kw)
         with pytest.raises(ValueError, match=match):
             lp.pm.configure_consumer(**args)
+
+
+UTF8_CASES = [b"", b"plain", "é€𝄞".encode(), b"\xc0\x80", b"\xed\xa0\x80", b"\xf4\x90\x80\x80", b"\xe0\x80\xaf",
+              b"\xc3", b"\xe2\x82", b"\xf0\x9d\x84", b"\x80", b"\xff", b"\xf5\x80\x80\x80", b"ok\xc3\xa9\xc3"]
+
+
+def _cgh_frame_with_member_id(raw: bytes) -> bytes:
+    head = struct.pack(">i", 1) + b"\x00" + struct.pack(">ih", 0, 0) + b"\x00"   # corr, tags, throttle, error, msg null
+    return head + bytes([len(raw) + 1]) + raw + struct.pack(">ii", 3, 500) + b"\xff\x00"
+
+
+@pytest.mark.parametrize("raw", UTF8_CASES)
+def test_consumer_group_heartbeat_strings_are_checked_like_pythons_utf8(raw):
+    """The C decoder refuses exactly the strings Python's strict UTF-8 decoder refuses, so an
+    answer the pacemaker keeps is one the schema-driven codec can read."""
+    try:
+        raw.decode("utf-8")
+        valid = True
+    except UnicodeDecodeError:
+        valid = False
+    frame = _cgh_frame_with_member_id(raw)
+    if valid:
+        assert codec.decode_consumer_group_heartbeat_response(1, frame)[3] == 3
+        assert protocol.decode_response(CGH, 1, frame)["member_id"] == raw.decode()
+    else:
+        with pytest.raises(ValueError, match="UTF-8"):
+            codec.decode_consumer_group_heartbeat_response(1, frame)
+
+
+def test_consumer_group_heartbeat_utf8_check_matches_python_on_random_bytes():
+    rng = __import__("random").Random(848)
+    alphabet = [0x41, 0x7f, 0x80, 0xbf, 0xc2, 0xc3, 0xdf, 0xe0, 0xe1, 0xed, 0xef, 0xf0, 0xf4, 0xf5, 0x9f, 0xa0, 0x8f, 0x90]
+    for _ in range(5000):
+        raw = bytes(rng.choice(alphabet) for _ in range(rng.randint(1, 8)))
+        try:
+            raw.decode("utf-8")
+            valid = True
+        except UnicodeDecodeError:
+            valid = False
+        try:
+            codec.decode_consumer_group_heartbeat_response(1, _cgh_frame_with_member_id(raw))
+            ours = True
+        except ValueError:
+            ours = False
+        assert ours == valid, raw
