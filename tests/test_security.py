@@ -20,7 +20,7 @@ from kclient.producer import KafkaProducer
 from kclient.structs import TopicPartition
 from kclient.testing.kafka import KafkaCluster
 from kclient.testing.maven import MavenError
-from kclient.testing.pki import PLAIN_USER, SCRAM_USER
+from kclient.testing.pki import P12_PASSWORD, PLAIN_USER, SCRAM_USER
 
 WRONG = "not-the-password-7d1e"
 
@@ -74,6 +74,10 @@ def cases(secure):
         "mtls (Java PEM key and chain text)": ("MTLS", {"security.protocol": "SSL", **tls(secure),
                                                        "ssl.keystore.key": pki.client_key.read_text(),
                                                        "ssl.keystore.certificate.chain": pki.client_cert.read_text()}),
+        "mtls (PKCS12 key and trust stores)": ("MTLS", {
+            "security.protocol": "SSL", "ssl.truststore.type": "PKCS12", "ssl.truststore.location": str(pki.ca_p12),
+            "ssl.truststore.password": P12_PASSWORD, "ssl.keystore.type": "PKCS12",
+            "ssl.keystore.location": str(pki.client_p12), "ssl.keystore.password": P12_PASSWORD}),
         "sasl_plaintext PLAIN": ("SASL_PLAINTEXT", {"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "PLAIN",
                                                     "sasl_plain_username": PLAIN_USER[0],
                                                     "sasl_plain_password": PLAIN_USER[1]}),
@@ -94,6 +98,7 @@ def cases(secure):
 
 CASES = ["ssl (kafka-python names)", "ssl (Java PEM truststore file)", "ssl (Java PEM truststore text)",
          "mtls (certfile/keyfile)", "mtls (Java PEM keystore file)", "mtls (Java PEM key and chain text)",
+         "mtls (PKCS12 key and trust stores)",
          "sasl_plaintext PLAIN", "sasl_plaintext SCRAM-SHA-256", "sasl_ssl SCRAM-SHA-512 (jaas)",
          "sasl_ssl PLAIN (jaas)"]
 
@@ -382,3 +387,90 @@ def test_scram_accepts_leading_zeros_and_the_maximum_iteration_count():
         m = ScramMechanism("SCRAM-SHA-256", "user", "pencil", nonce="abc")
         m.first()
         assert m.step(b"r=abc123,s=c2FsdA==,i=" + iterations).startswith(b"c=biws,r=abc123,p=")
+
+
+# ---------------------------------------------------------------------- KIP-368 re-authentication
+def _consume_for(consumer, seconds: float, producer=None, topic: str = "secure") -> list:
+    """Poll for ``seconds`` (a producer, if given, sends one record per poll)."""
+    seen: list = []
+    end = time.monotonic() + seconds
+    n = 0
+    while time.monotonic() < end:
+        if producer is not None:
+            producer.send(topic, f"r{n}".encode(), partition=0)
+            n += 1
+        seen += [r.value for rs in consumer.poll(100).values() for r in rs]
+    return seen
+
+
+def _disconnects(caplog) -> list[str]:
+    return [r.getMessage() for r in caplog.records
+            if r.name == "kclient.network.network_client" and r.getMessage().startswith("disconnected from node")]
+
+
+@pytest.mark.parametrize("listener,mechanism", [("SASL_PLAINTEXT", "SCRAM-SHA-256"), ("SASL_SSL", "PLAIN")])
+def test_sessions_are_reauthenticated_on_the_same_connection(secure, listener, mechanism, caplog):
+    """The broker ends SASL sessions after SASL_SESSION_MS: the client re-authenticates on the
+    open connection before that (KIP-368), so nothing disconnects and no record is missed."""
+    from kclient.testing.kafka import SASL_SESSION_MS
+    user = SCRAM_USER if mechanism.startswith("SCRAM") else PLAIN_USER
+    settings = {"security_protocol": listener, "sasl_mechanism": mechanism, "sasl_plain_username": user[0],
+                "sasl_plain_password": user[1], **(tls(secure) if listener == "SASL_SSL" else {})}
+    bootstrap = secure.bootstrap_for(listener)
+    caplog.set_level(logging.INFO, logger="kclient.network.network_client")
+    with KafkaProducer(bootstrap_servers=bootstrap, linger_ms=0, **settings) as producer, \
+            KafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="latest", **settings) as consumer:
+        consumer.assign([TopicPartition("secure", 0)])
+        consumer.poll(100)
+        seen = _consume_for(consumer, 2.5 * SASL_SESSION_MS / 1000, producer)
+        producer.flush(20)
+        seen += _consume_for(consumer, 1.0)
+        assert not _disconnects(caplog), _disconnects(caplog)
+        assert consumer._client.client.reauthentications >= 2
+        assert producer._client.reauthentications >= 2
+    assert len([v for v in seen if v.startswith(b"r")]) >= 10
+
+
+def test_an_expiring_token_is_refreshed_without_losing_the_group_membership(secure, group_id, caplog):
+    """OAUTHBEARER tokens that expire every 4 s: each re-authentication takes a fresh token from
+    the provider, and the group member keeps its generation and partition throughout."""
+    from kclient.testing.kafka import SASL_SESSION_MS
+    provider = CountingProvider(lifetime_s=4)
+    events: list = []
+
+    class Listener:
+        def on_partitions_revoked(self, parts):
+            events.append(("revoked", sorted(parts)))
+
+        def on_partitions_assigned(self, parts):
+            events.append(("assigned", sorted(parts)))
+
+        def on_partitions_lost(self, parts):
+            events.append(("lost", sorted(parts)))
+
+    settings = {"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "OAUTHBEARER",
+                "sasl_oauth_token_provider": provider}
+    caplog.set_level(logging.INFO, logger="kclient.network.network_client")
+    with KafkaConsumer(bootstrap_servers=secure.bootstrap_for("SASL_PLAINTEXT"), group_id=group_id,
+                       session_timeout_ms=6000, heartbeat_interval_ms=500, **settings) as consumer:
+        consumer.subscribe(["secure"], listener=Listener())
+        deadline = time.monotonic() + 60
+        while not consumer.assignment():
+            assert time.monotonic() < deadline, "no assignment"
+            consumer.poll(100)
+        generation = consumer._coordinator.generation()
+        calls = provider.calls
+        _consume_for(consumer, max(8.0, 2.5 * SASL_SESSION_MS / 1000))
+        assert consumer._coordinator.generation() == generation
+        assert provider.calls >= calls + 2                   # fresh tokens for the re-authentications
+        assert consumer._client.client.reauthentications >= 2
+        assert [e[0] for e in events] == ["assigned"]        # (close revokes, later)
+    assert not _disconnects(caplog), _disconnects(caplog)
+
+
+def test_pkcs12_stores_with_a_wrong_password_fail_naming_the_setting(secure):
+    for setting, store in (("ssl.keystore", secure.pki.client_p12), ("ssl.truststore", secure.pki.ca_p12)):
+        with pytest.raises(Errors.ConfigurationError, match=rf"{setting}.location.*wrong password"):
+            KafkaConsumer(bootstrap_servers=secure.bootstrap_for("MTLS"), security_protocol="SSL",
+                          **{f"{setting}.type": "PKCS12", f"{setting}.location": str(store),
+                             f"{setting}.password": "not-" + P12_PASSWORD})

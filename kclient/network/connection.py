@@ -140,6 +140,11 @@ class BrokerConnection:
         self._address_index = 0
         self._tls_raw: Any = None         # the SSLSocket during the TLS handshake
         self.sasl: Any = None             # the SASL mechanism during authentication
+        # KIP-368: the broker bounds an authenticated session (SaslAuthenticate v1+
+        # session_lifetime_ms); the client re-authenticates on the same connection before it ends.
+        self.reauth_due_ms: int | None = None     # when to re-authenticate (None: never)
+        self.session_expiry_ms: int | None = None
+        self.reauthenticating = False             # SaslHandshake/SaslAuthenticate of a re-authentication in flight
 
     # ------------------------------------------------------------------ state
     @property
@@ -148,7 +153,9 @@ class BrokerConnection:
 
     @property
     def is_ready(self) -> bool:
-        return self.state is ConnectionState.READY
+        """Requests may be sent: READY and not re-authenticating (KIP-368: nothing but the
+        SASL exchange may go out until it completes; requests already in flight are answered)."""
+        return self.state is ConnectionState.READY and not self.reauthenticating
 
     @property
     def is_connecting(self) -> bool:
@@ -261,6 +268,8 @@ class BrokerConnection:
         self.sock = None
         self._tls_raw = None
         self.sasl = None
+        self.reauth_due_ms = self.session_expiry_ms = None
+        self.reauthenticating = False
         self._receiver = None
         self._send_queue.clear()
         self.api_versions = {}

@@ -12,6 +12,7 @@ The negotiated version per API key is kept per connection (``api_version(node, k
 from __future__ import annotations
 
 import logging
+import random
 import selectors
 import socket
 import struct
@@ -94,6 +95,9 @@ class NetworkClient:
         self._sasl_mechanism = net.sasl_mechanism    # SASL_*: a fresh mechanism per connection
         # node id -> the authentication error of its last connection (raised from poll()).
         self._auth_errors: dict[int, Errors.AuthenticationFailedError] = {}
+        self._reauth_rng = random.Random()
+        #: KIP-368 re-authentications completed on open connections (statistics, tests).
+        self.reauthentications = 0
         self._clock = clock or SYSTEM_CLOCK
         self.client_id: str = net.client_id
         self.request_timeout_ms: int = net.request_timeout_ms
@@ -575,6 +579,8 @@ class NetworkClient:
                 break
             woken = self._handle_events(events, now_ms)
         self._handle_timeouts(now_ms)
+        if self._sasl_mechanism is not None:
+            self._maybe_reauthenticate(now_ms)
         return self._fire_completed()
 
     def _handle_events(self, events: list, now_ms: int) -> bool:
@@ -613,6 +619,8 @@ class NetworkClient:
         for conn in self._conns.values():
             if conn.is_connecting and conn.setup_deadline_ms < deadline:
                 deadline = conn.setup_deadline_ms
+            if conn.reauth_due_ms is not None and conn.reauth_due_ms < deadline:
+                deadline = conn.reauth_due_ms
         return deadline
 
     def _handle_io(self, conn: BrokerConnection, mask: int, now_ms: int) -> None:
@@ -702,7 +710,8 @@ class NetworkClient:
         return self._selector.get_map()[sock.fileno()].fileobj
 
     def _start_sasl(self, conn: BrokerConnection, now_ms: int) -> None:
-        conn.state = ConnectionState.AUTHENTICATING
+        if not conn.reauthenticating:
+            conn.state = ConnectionState.AUTHENTICATING
         try:
             conn.sasl = self._sasl_mechanism()
         except Errors.KafkaError as exc:
@@ -754,8 +763,37 @@ class NetworkClient:
             return
         conn.sasl = None
         self._auth_errors.pop(conn.node_id, None)
+        lifetime = int(response.get("session_lifetime_ms") or 0)
+        if lifetime > 0:
+            # KIP-368: re-authenticate at a random point in the last 15..5% of the session,
+            # so many connections authenticated together do not all come back at once.
+            conn.session_expiry_ms = now_ms + lifetime
+            conn.reauth_due_ms = now_ms + int(lifetime * self._reauth_rng.uniform(0.85, 0.95))
+        else:
+            conn.session_expiry_ms = conn.reauth_due_ms = None
+        if conn.reauthenticating:
+            conn.reauthenticating = False
+            self.reauthentications += 1
+            log.debug("node %d (%s) re-authenticated with %s; session %s", conn.node_id, conn.address, mech.name,
+                      f"{lifetime} ms" if lifetime > 0 else "unbounded")
+            return
         conn.mark_ready(now_ms)
-        log.debug("node %d (%s) authenticated with %s; ready", conn.node_id, conn.address, mech.name)
+        log.debug("node %d (%s) authenticated with %s; ready (session %s)", conn.node_id, conn.address, mech.name,
+                  f"{lifetime} ms" if lifetime > 0 else "unbounded")
+
+    def _maybe_reauthenticate(self, now_ms: int) -> None:
+        """KIP-368: start re-authenticating connections whose session nears its end. The
+        SASL exchange is sent behind whatever is in flight (the broker answers in order);
+        new requests wait (``is_ready`` is False) until it completes."""
+        for conn in self._conns.values():
+            if (conn.reauth_due_ms is not None and now_ms >= conn.reauth_due_ms and not conn.reauthenticating
+                    and conn.state is ConnectionState.READY):
+                log.debug("node %d (%s): session ends in %d ms; re-authenticating", conn.node_id, conn.address,
+                          (conn.session_expiry_ms or now_ms) - now_ms)
+                conn.reauthenticating = True
+                conn.reauth_due_ms = None
+                conn.setup_deadline_ms = now_ms + self.request_timeout_ms
+                self._start_sasl(conn, now_ms)
 
     def _send_internal(self, conn: BrokerConnection, api_key: int, version: int, body: dict, internal: str,
                        now_ms: int) -> None:

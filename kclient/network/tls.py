@@ -58,8 +58,8 @@ def _store_type(name: str, value: Any) -> str:
 def _pkcs12_to_pem(name: str, path: str, password: str | None) -> tuple[str, str | None]:
     """(certificate chain PEM, private key PEM or None) from a PKCS12 file."""
     try:
-        from cryptography.hazmat.primitives import serialization  # type: ignore[import-not-found]
-        from cryptography.hazmat.primitives.serialization import pkcs12  # type: ignore[import-not-found]
+        from cryptography.hazmat.primitives import serialization
+        from cryptography.hazmat.primitives.serialization import pkcs12
     except ImportError:
         raise ConfigurationError(
             f"setting {name!r}: reading PKCS12 needs the 'cryptography' package; install it or "

@@ -36,10 +36,13 @@ _SECURE_LISTENERS = ("SSL", "SASL_PLAINTEXT", "SASL_SSL", "MTLS")
 
 log = logging.getLogger(__name__)
 
-__all__ = ["KafkaCluster", "KAFKA_VERSION", "kafka_jars"]
+__all__ = ["KafkaCluster", "KAFKA_VERSION", "kafka_jars", "SASL_SESSION_MS"]
 
 #: The Apache Kafka release the harness runs unless $KCLIENT_KAFKA_VERSION names another 4.x.
 KAFKA_VERSION = "4.4.0"
+#: connections.max.reauth.ms of a security=True cluster: short, so every SASL test connection
+#: that lives a few seconds re-authenticates (KIP-368) at least once.
+SASL_SESSION_MS = 3000
 # Kafka's own jars log through slf4j 1.7; this binding routes that to log4j2, which Kafka ships.
 _LOG4J_VERSION = "2.25.5"
 
@@ -297,6 +300,9 @@ class KafkaCluster(ClusterBase):
             "ssl.truststore.location": str(self.pki.ca_file),
             "listener.name.mtls.ssl.client.auth": "required",
             "sasl.enabled.mechanisms": "PLAIN,OAUTHBEARER," + ",".join(SCRAM_MECHANISMS),
+            # KIP-368: SASL sessions end after this long (or when an OAUTHBEARER token expires,
+            # if sooner); clients must re-authenticate on the connection, or the broker closes it.
+            "connections.max.reauth.ms": str(SASL_SESSION_MS),
         }
         for listener in ("sasl_plaintext", "sasl_ssl"):
             props[f"listener.name.{listener}.plain.sasl.jaas.config"] = (

@@ -14,10 +14,11 @@ from pathlib import Path
 
 from kclient.testing._base import BrokerStartError
 
-__all__ = ["TestPki", "PLAIN_USER", "SCRAM_USER", "SCRAM_MECHANISMS"]
+__all__ = ["TestPki", "PLAIN_USER", "SCRAM_USER", "SCRAM_MECHANISMS", "P12_PASSWORD"]
 
 PLAIN_USER = ("alice", "alice-secret-password")
 SCRAM_USER = ("carol", "carol-secret-password")
+P12_PASSWORD = "p12-store-password"
 SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 
 
@@ -40,6 +41,8 @@ class TestPki:
     client_key: Path
     client_pem: Path         # key + certificate in one file
     other_ca_file: Path      # a CA that signed nothing here
+    client_p12: Path         # the client's key and certificate as a PKCS12 store (P12_PASSWORD)
+    ca_p12: Path             # the CA certificate as a PKCS12 trust store (P12_PASSWORD)
 
     __test__ = False         # not a pytest test class
 
@@ -57,5 +60,10 @@ class TestPki:
             _openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
                      "-CAcreateserial", "-out", f"{name}.crt", "-days", "2", "-extfile", f"{name}.ext", cwd=d)
             (d / f"{name}.pem").write_text((d / f"{name}.key").read_text() + (d / f"{name}.crt").read_text())
+        _openssl("pkcs12", "-export", "-in", "client.crt", "-inkey", "client.key", "-certfile", "ca.pem",
+                 "-out", "client.p12", "-passout", f"pass:{P12_PASSWORD}", cwd=d)
+        _openssl("pkcs12", "-export", "-nokeys", "-in", "ca.pem", "-out", "ca.p12",
+                 "-passout", f"pass:{P12_PASSWORD}", cwd=d)
         return cls(dir=d, ca_file=d / "ca.pem", broker_pem=d / "broker.pem", client_cert=d / "client.crt",
-                   client_key=d / "client.key", client_pem=d / "client.pem", other_ca_file=d / "other-ca.pem")
+                   client_key=d / "client.key", client_pem=d / "client.pem", other_ca_file=d / "other-ca.pem",
+                   client_p12=d / "client.p12", ca_p12=d / "ca.p12")
