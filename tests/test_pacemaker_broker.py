@@ -14,6 +14,8 @@ joins, owns the topic's only partition, then calls libc ``sleep`` through ``ctyp
 
 B only runs on Apache Kafka: the mock cluster answers a follower's late SyncGroup with
 INVALID_REQUEST (see test_coordinator_mock), which would test the mock, not us.
+The scenarios (classic keeps/leaves on both brokers, KIP-848 on Kafka) run at the same time
+in one module fixture (their 12 s stalls are sleeps), each test asserting on its own.
 Every wait is a condition with a deadline; margins are seconds, not milliseconds.
 """
 from __future__ import annotations
@@ -136,84 +138,6 @@ class ChildMember:
         self.proc.wait(30)
 
 
-@pytest.fixture(params=["kafka", "mock"])
-def backend(request, create_topic, topic_name):
-    if request.param == "kafka":
-        cluster = request.getfixturevalue("kafka")
-    else:
-        cluster = request.getfixturevalue("mock_faults")
-        cluster.group_initial_rebalance_delay_ms(0)
-    create_topic(cluster, topic_name, 1)
-    yield request.param, cluster
-    if request.param == "mock":
-        cluster.group_initial_rebalance_delay_ms(3000)
-
-
-@pytest.mark.parametrize("max_poll_ms,leaves", [(60000, False), (4000, True)], ids=["keeps", "leaves"])
-def test_gil_holding_call_and_max_poll_interval(backend, topic_name, group_id, max_poll_ms, leaves):
-    kind, cluster = backend
-    if kind == "mock":
-        cluster.start_request_tracking()
-    a = ChildMember(cluster.bootstrap, topic_name, group_id, max_poll_ms)
-    b = None
-    try:
-        stable = a.read("stable", 120)
-        assert stable["assignment"] == [0] and stable["pacemaker"]
-        if kind == "kafka":
-            b = GroupMember(cluster.bootstrap, group_id, [topic_name], name="b-member", session_timeout_ms=SESSION_MS,
-                            heartbeat_interval_ms=1000, max_poll_interval_ms=60000,
-                            partition_assignment_strategy=["sticky"]).start()
-            wait_until(lambda: b.error is not None or b.stable(), 120, "member B to join")
-            assert b.error is None, b.error
-            assert b.assigned() == frozenset()              # sticky: A keeps partition 0
-            b_generation = b.coord.generation().generation_id
-        a.stall()
-        stalling = a.read("stalling", 30)
-        assert stalling["assignment"] == [0]
-        # Watch B while A is inside its C call: when (if ever) does it get partition 0?
-        b_got_at = None
-        end = time.monotonic() + STALL_S + 60
-        while True:
-            if b is not None and b_got_at is None and {tp.partition for tp in b.assigned()} == {0}:
-                b_got_at = time.monotonic()
-            stalled = a.read("stalled", 0.1, optional=True)
-            if stalled is not None:
-                break
-            assert time.monotonic() < end, "member A's stall did not end"
-        after = a.read("after", 60)
-        a.proc.wait(60)
-        if b is not None:
-            b_final, b_final_generation = b.assigned(), b.coord.generation().generation_id
-    finally:
-        a.close()
-        if b is not None:
-            b.close(3000)
-    if kind == "mock":
-        reqs = [(r.timestamp_us / 1e6, r.api_key) for r in cluster.get_requests()]
-        cluster.stop_request_tracking()
-    if not leaves:
-        # the broker saw no rebalance: same member, same generation, nothing revoked
-        assert (after["member"], after["generation"], after["assignment"]) == (
-            stalling["member"], stalling["generation"], [0])
-        assert not [e for e in after["events"] if e[0] in ("revoked", "lost") and e[1] > stalled["start"]]
-        assert after["stats"]["sent"] >= 1
-        if kind == "kafka":
-            assert b_got_at is None and b_final == frozenset()
-            assert b_final_generation == b_generation
-        else:
-            assert not [t for t, k in reqs if k == JOIN_GROUP and t > stable["at"]]
-    else:
-        if kind == "kafka":
-            # B got partition 0 while A was still inside its C call
-            assert b_got_at is not None and b_got_at < stalled["end"], (b_got_at, stalled)
-        else:
-            leaves_at = [t for t, k in reqs if k == LEAVE_GROUP and stalled["start"] < t < stalled["end"]]
-            assert leaves_at, "no LeaveGroup during the stall"
-            assert leaves_at[0] - stalled["start"] >= max_poll_ms / 1000 - 1.5
-        assert after["member"] != stable["member"] or after["generation"] != stable["generation"]
-
-
-
 class ThreadedConsumerMember:
     """Member B for the consumer protocol: a KafkaConsumer polled by a thread of this process."""
 
@@ -247,32 +171,190 @@ class ThreadedConsumerMember:
         self.consumer.close()
 
 
-def test_consumer_protocol_member_keeps_its_partitions_through_a_gil_holding_call(kafka, create_topic,
-                                                                                   topic_name, group_id):
-    """KIP-848 (group.protocol=consumer): the harness's broker session is 6 s; A's C call holds
-    its GIL for 12 s. The pacemaker's ConsumerGroupHeartbeats keep A in the group at its epoch,
-    and B, in the group all along, never gets the partition."""
-    create_topic(kafka, topic_name, 1)
-    a = ChildMember(kafka.bootstrap, topic_name, group_id, 60000, protocol="consumer")
+#: scenario id -> (backend, max.poll.interval.ms, group protocol). Each runs member A (and B)
+#: through a 12 s stall; they run at the same time (the stalls are sleeps, so a shared 2-core
+#: machine has room), except the two mock ones, which share the mock's request log and so run
+#: one after the other.
+SCENARIOS = {
+    "kafka-keeps": ("kafka", 60000, "classic"),
+    "kafka-leaves": ("kafka", 4000, "classic"),
+    "mock-keeps": ("mock", 60000, "classic"),
+    "mock-leaves": ("mock", 4000, "classic"),
+    "kafka-consumer-keeps": ("kafka", 60000, "consumer"),
+}
+_RUN_TOGETHER = [["mock-keeps", "mock-leaves"], ["kafka-keeps"], ["kafka-leaves"], ["kafka-consumer-keeps"]]
+
+
+def _classic_scenario(kind, cluster, topic, group, max_poll_ms) -> dict:
+    """A (child process) stalls 12 s; on Kafka, B (in this process) is in the group all along."""
+    if kind == "mock":
+        cluster.start_request_tracking()
+    a = ChildMember(cluster.bootstrap, topic, group, max_poll_ms)
     b = None
+    out: dict = {}
     try:
-        stable = a.read("stable", 120)
+        out["stable"] = stable = a.read("stable", 120)
         assert stable["assignment"] == [0] and stable["pacemaker"]
-        b = ThreadedConsumerMember(kafka.bootstrap, group_id, topic_name)
+        if kind == "kafka":
+            b = GroupMember(cluster.bootstrap, group, [topic], name="b-member", session_timeout_ms=SESSION_MS,
+                            heartbeat_interval_ms=1000, max_poll_interval_ms=60000,
+                            partition_assignment_strategy=["sticky"]).start()
+            wait_until(lambda: b.error is not None or b.stable(), 120, "member B to join")
+            assert b.error is None, b.error
+            assert b.assigned() == frozenset()              # sticky: A keeps partition 0
+            out["b_generation"] = b.coord.generation().generation_id
+        a.stall()
+        out["stalling"] = stalling = a.read("stalling", 30)
+        assert stalling["assignment"] == [0]
+        # Watch B while A is inside its C call: when (if ever) does it get partition 0?
+        out["b_got_at"] = None
+        end = time.monotonic() + STALL_S + 60
+        while True:
+            if b is not None and out["b_got_at"] is None and {tp.partition for tp in b.assigned()} == {0}:
+                out["b_got_at"] = time.monotonic()
+            stalled = a.read("stalled", 0.1, optional=True)
+            if stalled is not None:
+                out["stalled"] = stalled
+                break
+            assert time.monotonic() < end, "member A's stall did not end"
+        out["after"] = a.read("after", 60)
+        a.proc.wait(60)
+        if b is not None:
+            out["b_final"], out["b_final_generation"] = b.assigned(), b.coord.generation().generation_id
+    finally:
+        a.close()
+        if b is not None:
+            b.close(3000)
+        if kind == "mock":
+            out["reqs"] = [(r.timestamp_us / 1e6, r.api_key) for r in cluster.get_requests()]
+            cluster.stop_request_tracking()
+    return out
+
+
+def _consumer_scenario(cluster, topic, group) -> dict:
+    """KIP-848: A (child process) stalls 12 s; B, a consumer-protocol member, is in the group."""
+    a = ChildMember(cluster.bootstrap, topic, group, 60000, protocol="consumer")
+    b = None
+    out: dict = {}
+    try:
+        out["stable"] = stable = a.read("stable", 120)
+        assert stable["assignment"] == [0] and stable["pacemaker"]
+        b = ThreadedConsumerMember(cluster.bootstrap, group, topic)
         wait_until(lambda: b.error is not None or b.in_group(), 60, "member B to join")
         assert b.error is None, b.error
         a.stall()
-        stalling = a.read("stalling", 30)
+        out["stalling"] = stalling = a.read("stalling", 30)
         assert stalling["assignment"] == [0]
-        stalled = a.read("stalled", STALL_S + 60)
-        after = a.read("after", 60)
+        out["stalled"] = a.read("stalled", STALL_S + 60)
+        out["after"] = a.read("after", 60)
         a.proc.wait(60)
         assert b.error is None, b.error
-        b_got_at = b.got_at
+        out["b_got_at"] = b.got_at
     finally:
         a.close()
         if b is not None:
             b.close()
+    return out
+
+
+@pytest.fixture(scope="module")
+def stall_outcomes(request):
+    """Runs every scenario (see SCENARIOS) once for the module; id -> ("ok", observations) or
+    ("error", exception) or ("skip", reason)."""
+    import threading
+    import uuid
+
+    kafka = request.getfixturevalue("kafka")
+    mock = request.getfixturevalue("mock_cluster")
+    mock_ok = getattr(mock, "supports_fault_injection", False)
+    outcomes: dict = {}
+    made = []
+
+    def run(ids):
+        for sid in ids:
+            kind, max_poll_ms, protocol = SCENARIOS[sid]
+            if kind == "mock" and not mock_ok:
+                outcomes[sid] = ("skip", "fault injection (request tracking) needs the harness's mock cluster")
+                continue
+            cluster = kafka if kind == "kafka" else mock
+            topic, group = f"stall-{sid}-{uuid.uuid4().hex[:8]}", f"stall-{sid}-{uuid.uuid4().hex[:8]}"
+            try:
+                cluster.create_topic(topic, 1)
+                made.append((cluster, topic))
+                cluster.wait_for_topic(topic, 1)
+                if protocol == "consumer":
+                    outcomes[sid] = ("ok", _consumer_scenario(cluster, topic, group))
+                else:
+                    outcomes[sid] = ("ok", _classic_scenario(kind, cluster, topic, group, max_poll_ms))
+            except BaseException as exc:   # reported by that scenario's test
+                outcomes[sid] = ("error", exc)
+
+    if mock_ok:
+        mock.group_initial_rebalance_delay_ms(0)
+    threads = [threading.Thread(target=run, args=(ids,), daemon=True) for ids in _RUN_TOGETHER]
+    try:
+        for t in threads:
+            t.start()
+        deadline = time.monotonic() + 280
+        for t in threads:
+            t.join(max(0.0, deadline - time.monotonic()))
+        for ids in _RUN_TOGETHER:
+            for sid in ids:
+                outcomes.setdefault(sid, ("error", AssertionError(f"scenario {sid} did not finish in time")))
+        yield outcomes
+    finally:
+        if mock_ok:
+            mock.group_initial_rebalance_delay_ms(3000)
+        for cluster, topic in made:
+            try:
+                cluster.delete_topic(topic)
+            except Exception:   # the cluster may be gone at session end; memory only
+                pass
+
+
+def _outcome(stall_outcomes, sid) -> dict:
+    status, value = stall_outcomes[sid]
+    if status == "skip":
+        pytest.skip(value)
+    if status == "error":
+        raise value
+    return value
+
+
+@pytest.mark.parametrize("sid", ["kafka-keeps", "kafka-leaves", "mock-keeps", "mock-leaves"])
+def test_gil_holding_call_and_max_poll_interval(stall_outcomes, sid):
+    kind, max_poll_ms, _ = SCENARIOS[sid]
+    leaves = sid.endswith("leaves")
+    o = _outcome(stall_outcomes, sid)
+    stable, stalling, stalled, after = o["stable"], o["stalling"], o["stalled"], o["after"]
+    if not leaves:
+        # the broker saw no rebalance: same member, same generation, nothing revoked
+        assert (after["member"], after["generation"], after["assignment"]) == (
+            stalling["member"], stalling["generation"], [0])
+        assert not [e for e in after["events"] if e[0] in ("revoked", "lost") and e[1] > stalled["start"]]
+        assert after["stats"]["sent"] >= 1
+        if kind == "kafka":
+            assert o["b_got_at"] is None and o["b_final"] == frozenset()
+            assert o["b_final_generation"] == o["b_generation"]
+        else:
+            assert not [t for t, k in o["reqs"] if k == JOIN_GROUP and t > stable["at"]]
+    else:
+        if kind == "kafka":
+            # B got partition 0 while A was still inside its C call
+            assert o["b_got_at"] is not None and o["b_got_at"] < stalled["end"], (o["b_got_at"], stalled)
+        else:
+            leaves_at = [t for t, k in o["reqs"] if k == LEAVE_GROUP and stalled["start"] < t < stalled["end"]]
+            assert leaves_at, "no LeaveGroup during the stall"
+            assert leaves_at[0] - stalled["start"] >= max_poll_ms / 1000 - 1.5
+        assert after["member"] != stable["member"] or after["generation"] != stable["generation"]
+
+
+def test_consumer_protocol_member_keeps_its_partitions_through_a_gil_holding_call(stall_outcomes):
+    """KIP-848 (group.protocol=consumer): the harness's broker session is 6 s; A's C call holds
+    its GIL for 12 s. The pacemaker's ConsumerGroupHeartbeats keep A in the group at its epoch,
+    and B, in the group all along, never gets the partition."""
+    o = _outcome(stall_outcomes, "kafka-consumer-keeps")
+    stalling, stalled, after = o["stalling"], o["stalled"], o["after"]
     # Same member, same partition, never fenced (a fenced member reports its partitions lost
     # and rejoins). Its epoch may move on: the broker bumps the group epoch as it pleases (here
     # it did so during the stall), and the pacemaker follows it.
@@ -281,7 +363,7 @@ def test_consumer_protocol_member_keeps_its_partitions_through_a_gil_holding_cal
     assert not [e for e in after["events"] if e[0] in ("revoked", "lost") and e[1] > stalled["start"]]
     assert after["stats"]["sent"] >= STALL_S * 1000 // 500 // 2    # the broker's 500 ms interval, loosely
     # (monotonic clocks are system-wide: A's "after" instant is comparable with B's)
-    assert b_got_at is None or b_got_at > after["at"], "B got the partition before A left"
+    assert o["b_got_at"] is None or o["b_got_at"] > after["at"], "B got the partition before A left"
 
 
 def test_consumer_protocol_reassignment_arrives_through_the_pacemaker(kafka, create_topic, topic_name, group_id):
