@@ -181,10 +181,27 @@ class TlsSocket:
         self._sock = sock
 
     def recv_into(self, buffer, nbytes: int = 0) -> int:
+        """Fill ``buffer`` (up to ``nbytes``) with what can be read now, like a plain socket.
+
+        One SSL read returns at most one TLS record (16 KiB), so a caller that, as
+        kcore.frames does, stops reading when a read comes back short would go back to
+        select() once per record: 64 trips through the poll loop for a 1 MiB fetch response.
+        Reading on until the buffer is full or the socket would block makes it one."""
+        view = memoryview(buffer).cast("B")
+        want = nbytes or len(view)
+        total = 0
         try:
-            return self._sock.recv_into(buffer, nbytes)
+            while total < want:
+                got = self._sock.recv_into(view[total:want], want - total)
+                if got == 0:          # end of stream (or a zero-length read): report what we have
+                    break
+                total += got
         except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
-            raise BlockingIOError from None
+            if total == 0:
+                raise BlockingIOError from None
+        finally:
+            view.release()
+        return total
 
     def send(self, data) -> int:
         try:
