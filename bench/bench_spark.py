@@ -9,7 +9,8 @@ Seeds a topic (kclient producer; Apache Kafka unless --broker tansu or --bootstr
 offset ranges once (one per partition), then times the same ranges read into a Spark
 DataFrame (consumed by the ``noop`` sink, which materializes every row):
 
-  mapInArrow      kclient.spark.read_kafka: columnar decode -> Arrow batches
+  kclient-source  spark.read.format("kclient"): the Python data source, columnar decode -> Arrow
+  mapInArrow      kclient's Arrow range reader wired by hand: ranges DataFrame + mapInArrow
   mapPartitions   kclient.spark.range_rows: kclient per-record poll() -> Python tuples
   kafka-python    kafka-python's KafkaConsumer (assign + seek + poll) inside mapPartitions -> tuples
   spark-kafka     Spark's own Kafka source (spark-sql-kafka-0-10, JVM), the same offsets
@@ -21,6 +22,13 @@ the newest PySpark that has one (bench/spark_env.py; installed once into ~/.cach
 into your environment) and says so. ``--pyspark installed`` keeps the installed PySpark (the
 spark-kafka case is then skipped unless ``--spark-kafka-version`` names a connector to try).
 
+and as micro-batches (Structured Streaming, Trigger.AvailableNow from the same starting offsets,
+maxOffsetsPerTrigger a quarter of the records, so four micro-batches, into the noop sink; a
+fresh checkpoint per run, so query start-up is in the time):
+
+  kclient-stream      spark.readStream.format("kclient")
+  spark-kafka-stream  spark.readStream.format("kafka") (the JVM connector)
+
 and, for reference, the driver alone reading the same ranges with kclient (no Spark):
   direct-arrow    kclient.spark.arrow_batches in one process
 Each case runs --repeat times after a warm-up job; the best time is reported. Figures drift
@@ -29,8 +37,10 @@ on shared machines: compare the ratios within one run.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
+import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -83,6 +93,20 @@ def _connector(spark_version: str, wanted: str | None) -> tuple[str, list]:
     return version, connector_jars(version)
 
 
+def _stream(spark, fmt: str, options: dict, max_per_trigger: int):
+    """A case: read the topic as micro-batches (Trigger.AvailableNow) into the noop sink."""
+    def run() -> None:
+        with tempfile.TemporaryDirectory(prefix="bench-spark-checkpoint-") as checkpoint:
+            query = (spark.readStream.format(fmt).options(**options)
+                     .option("maxOffsetsPerTrigger", str(max_per_trigger)).load()
+                     .writeStream.format("noop").trigger(availableNow=True)
+                     .option("checkpointLocation", checkpoint).start())
+            query.awaitTermination()
+            if query.exception() is not None:
+                raise SystemExit(f"{fmt} stream failed: {query.exception()}")
+    return run
+
+
 def _best(fn, repeat: int) -> float:
     best = float("inf")
     for _ in range(repeat):
@@ -125,8 +149,8 @@ def main(argv=None) -> int:
                 args.skip.append("spark-kafka")
                 spark_kafka_skip = pyspark_note
 
-    from kclient.spark import (arrow_batches, kafka_schema, local_session, plan_offset_ranges, range_rows,
-                               ranges_dataframe, read_kafka)
+    from kclient.spark import (arrow_batches, arrow_reader, kafka_schema, local_session, plan_offset_ranges,
+                               range_rows, ranges_dataframe, read_kafka, register)
     broker = None
     if args.bootstrap:
         bootstrap, broker_label = args.bootstrap, "external"
@@ -172,27 +196,34 @@ def main(argv=None) -> int:
             df.write.format("noop").mode("overwrite").save()
 
         ranges_df = ranges_dataframe(spark, ranges)
+        register(spark)
+        # The same offsets as the planned ranges, for the sources that plan them themselves.
+        starts = json.dumps({topic: {str(r.partition): r.from_offset for r in ranges}})
+        ends = json.dumps({topic: {str(r.partition): r.until_offset for r in ranges}})
+        per_trigger = max(total // 4, 1)
+        source = spark.read.format("kclient").options(**opts).option("startingOffsets", starts) \
+            .option("endingOffsets", ends)
         cases = {
-            "mapInArrow": lambda: noop(read_kafka(spark, opts, ranges=ranges)),
+            "kclient-source": lambda: noop(source.load()),
+            "mapInArrow": lambda: noop(ranges_df.mapInArrow(arrow_reader(opts), schema)),
             "mapPartitions": lambda: noop(spark.createDataFrame(
                 ranges_df.rdd.mapPartitions(lambda it: range_rows(it, opts)), schema)),
             "kafka-python": lambda: noop(spark.createDataFrame(
                 ranges_df.rdd.mapPartitions(_kafka_python_rows(bootstrap)), schema)),
+            "kclient-stream": _stream(spark, "kclient", {**opts, "startingOffsets": starts}, per_trigger),
             "direct-arrow": lambda: sum(b.num_rows for r in ranges for b in arrow_batches(r, opts)),
         }
+        assert source.load().count() == total, "the kclient source read another number of records"
         if jars:
             # The same offsets as the planned ranges, through Spark's JVM source.
-            ends = {str(r.partition): r.until_offset for r in ranges}
-            starts = {str(r.partition): r.from_offset for r in ranges}
-            import json as _json
-            jvm = (spark.read.format("kafka").option("kafka.bootstrap.servers", bootstrap)
-                   .option("subscribe", topic)
-                   .option("startingOffsets", _json.dumps({topic: starts}))
-                   .option("endingOffsets", _json.dumps({topic: ends}))
-                   .option("kafka.max.partition.fetch.bytes", str(4 << 20))
-                   .option("kafka.fetch.max.bytes", str(64 << 20)))
+            jvm_options = {"kafka.bootstrap.servers": bootstrap, "subscribe": topic,
+                           "kafka.max.partition.fetch.bytes": str(4 << 20), "kafka.fetch.max.bytes": str(64 << 20)}
+            jvm = spark.read.format("kafka").options(**jvm_options).option("startingOffsets", starts) \
+                .option("endingOffsets", ends)
             assert jvm.load().count() == total, "Spark's Kafka source read another number of records"
             cases["spark-kafka"] = lambda: noop(jvm.load())
+            cases["spark-kafka-stream"] = _stream(spark, "kafka", {**jvm_options, "startingOffsets": starts},
+                                                  per_trigger)
         # warm-up: JVM, Python workers and each reader's imports
         warm = [r.__class__(r.topic, r.partition, r.from_offset, min(r.until_offset, r.from_offset + 100))
                 for r in ranges]
@@ -205,7 +236,7 @@ def main(argv=None) -> int:
                 continue
             seconds = _best(fn, args.repeat)
             results[name] = seconds
-            print(f"{name:>14}: {total / seconds:>12,.0f} records/s  ({seconds:.2f} s for {total:,})", flush=True)
+            print(f"{name:>18}: {total / seconds:>12,.0f} records/s  ({seconds:.2f} s for {total:,})", flush=True)
         spark.stop()
         print()
         print(f"{args.records:,} records x {args.value_size} B, {args.partitions} partitions, "
@@ -217,11 +248,14 @@ def main(argv=None) -> int:
                      f" (NOT Spark's own version {pyspark.__version__}: asked with --spark-kafka-version)"))
         elif connector_error:
             print(f"  spark-kafka: skipped: {connector_error}")
-        base, jvm_s = results.get("kafka-python"), results.get("spark-kafka")
+        base = results.get("kafka-python")
         for name, seconds in results.items():
+            # micro-batch cases are compared with the JVM source's micro-batches, batch with batch
+            jvm_name = "spark-kafka-stream" if name.endswith("-stream") else "spark-kafka"
+            jvm_s = results.get(jvm_name)
             ratio = f"  {base / seconds:5.1f}x kafka-python" if base else ""
-            ratio += f"  {jvm_s / seconds:5.2f}x spark-kafka" if jvm_s else ""
-            print(f"  {name:<14} {total / seconds:>12,.0f} rec/s{ratio}")
+            ratio += f"  {jvm_s / seconds:5.2f}x {jvm_name}" if jvm_s else ""
+            print(f"  {name:<18} {total / seconds:>12,.0f} rec/s{ratio}")
     finally:
         if broker is not None:
             broker.stop()

@@ -294,6 +294,31 @@ def test_spark_options_with_the_kafka_prefix_carry_security_settings(secure):
     assert b"for-spark" in values
 
 
+def test_the_spark_data_source_carries_security_settings(secure):
+    """format("kclient"), batch and streaming, as Spark drives it (the reader's methods called
+    directly: the options reach the driver's lookups and the executors' clients alike)."""
+    pytest.importorskip("pyspark")
+    from pyspark.sql.datasource import CaseInsensitiveDict
+    from pyspark.sql.streaming.datasource import ReadAllAvailable
+    from kclient.spark.datasource import KafkaDataSource
+    round_trip(secure, *cases(secure)["sasl_ssl SCRAM-SHA-512 (jaas)"], b"for-the-source")
+    _, settings = cases(secure)["sasl_ssl SCRAM-SHA-512 (jaas)"]
+    options = CaseInsensitiveDict({"kafka.bootstrap.servers": secure.bootstrap_for("SASL_SSL"), "subscribe": "secure",
+                                   "startingOffsets": "earliest", **{f"kafka.{k}": v for k, v in settings.items()}})
+    source = KafkaDataSource(options)
+    batch = source.reader(source.schema())
+    values = [v for p in batch.partitions() for b in batch.read(p) for v in b.column("value").to_pylist()]
+    assert b"for-the-source" in values
+    stream = source.streamReader(source.schema())
+    try:
+        start = stream.initialOffset()
+        end = stream.latestOffset(start, ReadAllAvailable())
+        values = [v for p in stream.partitions(start, end) for b in stream.read(p) for v in b.column("value").to_pylist()]
+    finally:
+        stream.stop()
+    assert b"for-the-source" in values
+
+
 def test_the_console_consumer_reads_over_sasl_ssl(secure):
     import subprocess
     import sys

@@ -6,13 +6,17 @@
    ``schema``; ``--partitions`` partitions, lz4 or zstd batches; ``--events`` events, one
    simulated hour of traffic) with the kclient producer, showing progress.
 3. Read it with PySpark (``local[2]``) through kclient: offset ranges planned on the driver
-   from the group's committed offsets (``startingOffsets=committed``), read by ``mapInArrow``
-   on the executors.
+   from the group's committed offsets (``startingOffsets=committed``), read on the executors
+   by the "kclient" data source (``read_kafka``).
 4. Aggregate per-minute event counts per user (split by the ``source`` header), write them
    to Parquet under ``--out``, print the top users and the throughput.
 5. Commit the ranges to the group. Then produce ``--resume-events`` more events and run the
    pipeline again: it reads only the new events. With ``--bootstrap`` the committed offsets
    outlive the demo, so the next run starts where this one stopped.
+6. The same topic as a stream: ``spark.readStream.format("kclient")`` from the earliest
+   offsets in micro-batches of at most a quarter of the events (``maxOffsetsPerTrigger``),
+   ``Trigger.AvailableNow``, per-minute counts of each micro-batch written to Parquet by
+   ``foreachBatch``, with a checkpoint under ``--out``.
 """
 from __future__ import annotations
 
@@ -154,7 +158,7 @@ def _pipeline(spark, options: dict, ranges, out_dir: Path, label: str) -> dict:
     busiest = saved.groupBy("minute").agg(F.sum("events").alias("events")).orderBy(F.desc("events")).first()
     read = int(totals["events"] or 0)
     _say(f"  {label}: {read:,} events read ({planned:,} planned over {len(ranges)} ranges) in {seconds:.1f} s "
-         f"= {read / max(seconds, 1e-9):,.0f} events/s (read via kclient mapInArrow + aggregate + Parquet)")
+         f"= {read / max(seconds, 1e-9):,.0f} events/s (read_kafka via the kclient data source + aggregate + Parquet)")
     if read:
         _say("  sources: " + ", ".join(f"{s.decode()} {int(totals[s.decode()] or 0):,}" for s in SOURCES)
              + f"; {int(totals['users']):,} users over {int(totals['minutes'])} minutes")
@@ -162,6 +166,39 @@ def _pipeline(spark, options: dict, ranges, out_dir: Path, label: str) -> dict:
         _say("  top users: " + ", ".join(f"{r['user']} ({int(r['events']):,})" for r in top))
     _say(f"  per-minute counts written to {out_dir}")
     return {"read": read, "planned": planned, "seconds": seconds}
+
+
+def _run_stream(spark, options: dict, out_root: Path, run_id: str, expected: int) -> dict:
+    """Read the topic from the start as a stream, Trigger.AvailableNow: micro-batches of at
+    most a quarter of the events, per-minute counts of each written to Parquet."""
+    from pyspark.sql import functions as F
+    from kclient.spark import register
+    register(spark)    # Spark also finds the source by itself (pyspark_kclient); this makes sure
+    stream_options = {k: v for k, v in options.items() if k not in ("startingOffsets", "kafka.group.id")}
+    stream_options.update(startingOffsets="earliest", maxOffsetsPerTrigger=str(max(expected // 4, 1)))
+    out_dir = out_root / "stream_per_minute_counts" / f"run={run_id}"
+    counts: list[int] = []
+
+    def per_batch(df, batch_id: int) -> None:
+        events = df.select(F.col("key").cast("string").alias("user"),
+                           F.date_trunc("minute", "timestamp").alias("minute"))
+        # Overwrite per micro-batch: a batch replayed after a failure replaces its own output.
+        target = str(out_dir / f"batch={batch_id}")
+        events.groupBy("minute", "user").count().write.mode("overwrite").parquet(target)
+        n = int(spark.read.parquet(target).agg(F.sum("count")).first()[0] or 0)
+        counts.append(n)
+        _say(f"  micro-batch {batch_id}: {n:,} events")
+
+    started = time.monotonic()
+    query = (spark.readStream.format("kclient").options(**stream_options).load()
+             .writeStream.foreachBatch(per_batch).trigger(availableNow=True)
+             .option("checkpointLocation", str(out_root / "checkpoints" / f"run={run_id}")).start())
+    query.awaitTermination()
+    if query.exception() is not None:
+        raise SystemExit(f"the streaming query failed: {query.exception()}")
+    seconds = time.monotonic() - started
+    _say(f"  per-minute counts of each micro-batch written to {out_dir}")
+    return {"read": sum(counts), "batches": len(counts), "seconds": seconds}
 
 
 def _identity_batches(batches):
@@ -208,16 +245,16 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.bootstrap:
             bootstrap = args.bootstrap
-            _say(f"[1/5] using the cluster at {bootstrap}")
+            _say(f"[1/6] using the cluster at {bootstrap}")
         else:
             from kclient.testing.tansu import TansuBroker
-            _say("[1/5] starting the embedded Tansu broker")
+            _say("[1/6] starting the embedded Tansu broker")
             broker = TansuBroker().start()
             bootstrap = broker.bootstrap
             _say(f"  broker at {bootstrap} (in memory: a new process starts empty; use --bootstrap to keep data)")
         partitions = _ensure_topic(bootstrap, args.topic, args.partitions)
 
-        _say(f"[2/5] seeding {args.events:,} click events into {args.topic!r} "
+        _say(f"[2/6] seeding {args.events:,} click events into {args.topic!r} "
              f"({partitions} partitions, {args.compression}) with the kclient producer")
         start_ms = (int(time.time() * 1000) // 60000) * 60000 - HOUR_MS
         seeded, seconds = _seed(bootstrap, args.topic, args.events, users=args.users, compression=args.compression,
@@ -225,7 +262,7 @@ def run(args: argparse.Namespace) -> int:
         if seeded:
             _say(f"  {seeded:,} events in {seconds:.1f} s ({seeded / max(seconds, 1e-9):,.0f} events/s)")
 
-        _say(f"[3/5] starting Spark ({args.master}) and reading through kclient")
+        _say(f"[3/6] starting Spark ({args.master}) and reading through kclient")
         from kclient.spark import local_session
         spark_started = time.monotonic()
         spark = local_session(args.master, "kclient-demo")
@@ -243,7 +280,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             first, _ = _run_batch(spark, options, out_root, run_id, 1)
 
-            _say(f"[4/5] producing {resume_events:,} more events, then running again from the committed offsets")
+            _say(f"[4/6] producing {resume_events:,} more events, then running again from the committed offsets")
             more, _ = _seed(bootstrap, args.topic, resume_events, users=args.users, compression=args.compression,
                             start_ms=start_ms + HOUR_MS, span_ms=max(HOUR_MS // 10, 60000), rng=rng)
             second, _ = _run_batch(spark, options, out_root, run_id, 2)
@@ -252,16 +289,25 @@ def run(args: argparse.Namespace) -> int:
                 _say(f"  resumed: read {second['read']:,} events, produced {more:,} new: {verdict}")
             else:
                 _say(f"  resumed: read {second['read']:,} events (produced {more:,}; other producers may add more)")
+
+            _say("[5/6] the same topic as a Structured Streaming query (spark.readStream.format(\"kclient\"))")
+            streamed = _run_stream(spark, options, out_root, run_id, first["planned"] + second["planned"])
+            if broker is not None:
+                verdict = "every event once" if streamed["read"] == seeded + more else "UNEXPECTED count"
+                _say(f"  streamed {streamed['read']:,} events, produced {seeded + more:,}: {verdict}")
         finally:
             spark.stop()
 
-        _say("[5/5] summary")
+        _say("[6/6] summary")
         _say(f"  batch 1: {first['read']:,} events in {first['seconds']:.1f} s "
              f"({first['read'] / max(first['seconds'], 1e-9):,.0f} events/s); batch 2: {second['read']:,} events in "
              f"{second['seconds']:.1f} s")
+        _say(f"  stream: {streamed['read']:,} events in {streamed['batches']} micro-batches in "
+             f"{streamed['seconds']:.1f} s ({streamed['read'] / max(streamed['seconds'], 1e-9):,.0f} events/s)")
         _say(f"  Parquet: {out_root / 'per_minute_counts' / f'run={run_id}'}")
         _say(f"  whole demo: {time.monotonic() - total_start:.0f} s")
-        ok = broker is None or (first["read"] == seeded and second["read"] == more)
+        ok = broker is None or (first["read"] == seeded and second["read"] == more
+                                and streamed["read"] == seeded + more)
         return 0 if ok else 1
     finally:
         if broker is not None:

@@ -1,4 +1,8 @@
-"""kclient for PySpark: batch reads of Kafka without Spark's Kafka connector jar.
+"""kclient for PySpark: Kafka reads, batch and streaming, without Spark's Kafka connector jar.
+
+- ``spark.read.format("kclient")`` / ``spark.readStream.format("kclient")`` with the options
+  and schema of Spark's Kafka source (kclient.spark.datasource; ``register(spark)`` where
+  Spark does not discover it by itself).
 
 - ``plan_offset_ranges(options) -> [OffsetRange]`` on the driver, with the options of Spark's
   Kafka source (kclient.spark.planning documents them).
@@ -32,6 +36,8 @@ _LAZY = {
     "arrow_batches": "kclient.spark.arrow",
     "arrow_reader": "kclient.spark.arrow",
     "read_kafka": "kclient.spark.source",
+    "register": "kclient.spark.datasource",
+    "KafkaDataSource": "kclient.spark.datasource",
     "ranges_dataframe": "kclient.spark.source",
     "commit_offset_ranges": "kclient.spark.source",
     "ensure_spark_env": "kclient.spark.source",

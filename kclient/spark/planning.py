@@ -28,10 +28,20 @@
   ``fetchOffset.retryIntervalMs`` (1000) for the driver's offset lookups.
 
 Option names are case-insensitive (as in Spark). Unknown options and bad values raise
-ConfigurationError naming the option; options Spark uses only for streaming are accepted and
-ignored. kclient's own options: ``committedOffsetsFallback`` (above),
-``kclient.endOffsetProbe`` (below) and ``kclient.maxRecordsPerBatch`` (records per Arrow
-batch / poll on executors, default 65536).
+ConfigurationError naming the option. kclient's own options: ``committedOffsetsFallback``
+(above), ``kclient.endOffsetProbe`` (below) and ``kclient.maxRecordsPerBatch`` (records per
+Arrow batch / poll on executors, default 65536).
+
+Streaming queries (``parse_options(options, streaming=True)``, the ``readStream`` source in
+kclient.spark.datasource) differ as Spark's source does: ``startingOffsets`` defaults to
+``"latest"`` and may be ``"latest"`` / -1; the ``ending*`` options are refused;
+``maxOffsetsPerTrigger`` caps the records of one micro-batch. kclient's
+``kclient.commitOffsets`` (false) commits each finished micro-batch's end offsets to
+``kafka.group.id``, for lag monitoring only (the checkpoint decides where a query resumes).
+``minOffsetsPerTrigger`` and ``maxTriggerDelay`` are refused (not implemented). A batch read
+accepts the streaming-only options for drop-in compatibility and logs a warning that they do
+nothing there; ``groupIdPrefix`` always does nothing (the source reads assigned partitions
+and joins no group), which is logged too.
 
 Offsets are resolved once, when planning: unlike Spark's batch relation (which re-resolves
 "latest" every time the DataFrame runs), a planned DataFrame always reads the same records,
@@ -58,8 +68,8 @@ from typing import Any, Callable, Iterable, Mapping
 from kclient import errors as Errors
 from kclient.structs import TopicPartition
 
-__all__ = ["OffsetRange", "SourceOptions", "parse_options", "plan_offset_ranges", "split_offset_ranges",
-           "EARLIEST", "LATEST"]
+__all__ = ["OffsetRange", "SourceOptions", "parse_options", "canonical_options", "plan_offset_ranges",
+           "split_offset_ranges", "EARLIEST", "LATEST"]
 
 log = logging.getLogger(__name__)
 
@@ -75,10 +85,12 @@ _SOURCE_OPTIONS = {name.lower(): name for name in (
     "includeHeaders", "minPartitions", "maxRecordsPerPartition",
     "committedOffsetsFallback", "kclient.endOffsetProbe", "kclient.maxRecordsPerBatch",
 )}
-# Accepted for drop-in compatibility, meaningless for a batch read.
+# Options of streaming queries: a batch read accepts them (drop-in compatibility) and warns.
 _STREAMING_ONLY = {name.lower(): name for name in (
-    "maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay", "groupIdPrefix",
+    "maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay", "groupIdPrefix", "kclient.commitOffsets",
 )}
+# Spark's options this source does not implement for streaming: refused rather than ignored.
+_NOT_IMPLEMENTED = {"minoffsetspertrigger", "maxtriggerdelay"}
 # Kafka settings Spark's source refuses, with the reason it gives.
 _REFUSED_KAFKA = {
     "auto.offset.reset": "set the source option 'startingOffsets' instead",
@@ -190,6 +202,11 @@ class SourceOptions:
     retry_interval_ms: int = 1000
     end_offset_probe: bool = False
     max_records_per_batch: int = 65536
+    streaming: bool = False
+    max_offsets_per_trigger: int | None = None
+    commit_offsets: bool = False
+    # Options accepted but without effect here, each with why (logged by whoever plans).
+    ignored: list[str] = dataclasses.field(default_factory=list)
     raw: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     @property
@@ -205,8 +222,22 @@ class SourceOptions:
         return params
 
 
-def parse_options(options: Mapping[str, Any] | SourceOptions) -> SourceOptions:
-    """Validate Spark Kafka source options (see the module doc)."""
+def canonical_options(options: Mapping[str, Any]) -> dict[str, Any]:
+    """Options with the source's own spelling of known names: Spark hands a Python data
+    source its options lower-cased, and messages should name them as the docs do."""
+    known = {**_SOURCE_OPTIONS, **_STREAMING_ONLY}
+    return {known.get(str(k).lower(), k): v for k, v in options.items()}
+
+
+def log_ignored(opts: SourceOptions) -> None:
+    """Say, once per plan on the driver, which accepted options do nothing here."""
+    for note in opts.ignored:
+        log.warning("%s", note)
+
+
+def parse_options(options: Mapping[str, Any] | SourceOptions, *, streaming: bool = False) -> SourceOptions:
+    """Validate Spark Kafka source options (see the module doc) of a batch read or, with
+    ``streaming``, of a streaming query."""
     if isinstance(options, SourceOptions):
         return options
     if not isinstance(options, Mapping):
@@ -228,11 +259,17 @@ def parse_options(options: Mapping[str, Any] | SourceOptions) -> SourceOptions:
                 raise Errors.ConfigurationError(f"option {key!r} is given twice ({source[low][0]!r} and {key!r})")
             source[low] = (key, value)
         elif low in _STREAMING_ONLY:
-            log.debug("option %r only applies to streaming queries; ignored", key)
+            if low in source:
+                raise Errors.ConfigurationError(f"option {key!r} is given twice ({source[low][0]!r} and {key!r})")
+            if streaming and low in _NOT_IMPLEMENTED:
+                raise Errors.ConfigurationError(f"option {key!r} is not supported by the kclient source")
+            source[low] = (key, value)
         else:
-            known = list(_SOURCE_OPTIONS.values()) + ["kafka.bootstrap.servers"]
-            close = difflib.get_close_matches(key, known, n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            # Case-insensitive, as the names are (Spark hands a Python source lower-cased ones).
+            known = {n.lower(): n for n in [*_SOURCE_OPTIONS.values(), *_STREAMING_ONLY.values(),
+                                             "kafka.bootstrap.servers"]}
+            close = difflib.get_close_matches(low, list(known), n=1)
+            hint = f" (did you mean {known[close[0]]!r}?)" if close else ""
             raise Errors.ConfigurationError(
                 f"unknown option {key!r}{hint}; Kafka client settings take the prefix 'kafka.'")
 
@@ -256,7 +293,7 @@ def parse_options(options: Mapping[str, Any] | SourceOptions) -> SourceOptions:
             "exactly one of the options 'subscribe', 'subscribePattern' or 'assign' must be given "
             f"(given: {given})")
     strategy = strategies[0]
-    opts = SourceOptions(kafka_params=kafka, strategy=strategy, raw=dict(options))
+    opts = SourceOptions(kafka_params=kafka, strategy=strategy, raw=dict(options), streaming=streaming)
     if strategy == "subscribe":
         value = get("subscribe")
         topics = [t.strip() for t in (value if isinstance(value, (list, tuple)) else str(value).split(","))]
@@ -284,8 +321,13 @@ def parse_options(options: Mapping[str, Any] | SourceOptions) -> SourceOptions:
             raise _bad(name, "assigns no partition")
         opts.assigned = sorted(set(assigned))
 
-    opts.starting = _position_option(source, get, spelled, "starting")
-    opts.ending = _position_option(source, get, spelled, "ending")
+    opts.starting = _position_option(source, get, spelled, "starting", streaming)
+    if streaming:
+        for name in ("endingOffsets", "endingTimestamp", "endingOffsetsByTimestamp"):
+            if get(name) is not None:
+                raise _bad(spelled(name), "is not valid for streaming queries (a stream has no end)")
+    else:
+        opts.ending = _position_option(source, get, spelled, "ending", streaming)
     strategy_value = str(get("startingOffsetsByTimestampStrategy", "error")).strip().lower()
     if strategy_value not in ("error", "latest"):
         raise _bad(spelled("startingOffsetsByTimestampStrategy"), f"must be 'error' or 'latest', got {strategy_value!r}")
@@ -312,7 +354,25 @@ def parse_options(options: Mapping[str, Any] | SourceOptions) -> SourceOptions:
     opts.end_offset_probe = _as_bool(spelled("kclient.endOffsetProbe"), get("kclient.endOffsetProbe", False))
     opts.max_records_per_batch = _as_int(spelled("kclient.maxRecordsPerBatch"),
                                          get("kclient.maxRecordsPerBatch", 65536), minimum=1)
+    _streaming_options(opts, source, get, spelled)
     return opts
+
+
+def _streaming_options(opts: SourceOptions, source, get, spelled) -> None:
+    if get("groupIdPrefix") is not None:
+        opts.ignored.append(f"option {spelled('groupIdPrefix')!r} does nothing: the kclient source reads "
+                            f"assigned partitions and joins no consumer group")
+    if not opts.streaming:
+        for low, (key, _) in source.items():
+            if low in _STREAMING_ONLY and low != "groupidprefix":
+                opts.ignored.append(f"option {key!r} only applies to streaming queries; ignored by this batch read")
+        return
+    if get("maxOffsetsPerTrigger") is not None:
+        opts.max_offsets_per_trigger = _as_int(spelled("maxOffsetsPerTrigger"), get("maxOffsetsPerTrigger"),
+                                               minimum=1)
+    opts.commit_offsets = _as_bool(spelled("kclient.commitOffsets"), get("kclient.commitOffsets", False))
+    if opts.commit_offsets and not opts.group_id:
+        raise _bad(spelled("kclient.commitOffsets"), "needs the option 'kafka.group.id' (the group to commit to)")
 
 
 def _check_client_params(kafka: dict[str, Any]) -> None:
@@ -329,18 +389,19 @@ def _check_client_params(kafka: dict[str, Any]) -> None:
         raise Errors.ConfigurationError(f"the 'kafka.'-prefixed options are invalid together: {exc}") from None
 
 
-def _position_option(source, get, spelled, side: str) -> tuple[str, Any]:
-    """Where a side ("starting"/"ending") is, by priority: timestamp > by-timestamp > offsets."""
+def _position_option(source, get, spelled, side: str, streaming: bool) -> tuple[str, Any]:
+    """Where a side ("starting"/"ending") is, by priority: timestamp > by-timestamp > offsets.
+    A stream starts at "latest" by default, and may (it reads what arrives later)."""
     ts_name, by_name, off_name = f"{side}Timestamp", f"{side}OffsetsByTimestamp", f"{side}Offsets"
     if get(ts_name) is not None:
         return ("timestamp", _as_int(spelled(ts_name), get(ts_name), minimum=0))
     if get(by_name) is not None:
         return ("by_timestamp", _partition_map(spelled(by_name), get(by_name), minimum=0))
     name = spelled(off_name)
-    value = get(off_name, "earliest" if side == "starting" else "latest")
+    value = get(off_name, "latest" if streaming or side == "ending" else "earliest")
     if isinstance(value, str) and value.strip().lower() in ("earliest", "latest", "committed"):
         word = value.strip().lower()
-        if side == "starting" and word == "latest":
+        if side == "starting" and word == "latest" and not streaming:
             raise _bad(name, "'latest' is not allowed for batch queries (it would read nothing)")
         if side == "ending" and word == "earliest":
             raise _bad(name, "'earliest' is not allowed for batch queries (it would read nothing)")
@@ -349,7 +410,7 @@ def _position_option(source, get, spelled, side: str) -> tuple[str, Any]:
         return ("committed", None) if word == "committed" else ("offsets", word)
     specific = _partition_map(name, value, minimum=EARLIEST)
     for tp, off in specific.items():
-        if side == "starting" and off == LATEST:
+        if side == "starting" and off == LATEST and not streaming:
             raise _bad(name, f"offset for {tp.topic}-{tp.partition} can't be latest (-1) for batch queries")
         if side == "ending" and off == EARLIEST:
             raise _bad(name, f"offset for {tp.topic}-{tp.partition} can't be earliest (-2) for batch queries")
@@ -605,6 +666,7 @@ def plan_offset_ranges(options: Mapping[str, Any] | SourceOptions) -> list[Offse
     """The offset ranges a batch read of these options covers, split for parallelism (see
     the module doc). Runs on the driver; connects to the cluster."""
     opts = parse_options(options)
+    log_ignored(opts)
     planner = _Planner(opts)
     try:
         return _plan_with(opts, planner)

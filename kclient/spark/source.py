@@ -1,11 +1,13 @@
 """``read_kafka(spark, options)``: a drop-in for ``spark.read.format("kafka").options(**o).load()``.
 
 Spark's own Kafka source needs its connector jar (from Maven); this one needs only kclient
-on the driver and the Python workers. The ranges are planned on the driver
-(``plan_offset_ranges``), parallelized as a DataFrame with one row (and one Spark partition)
-per range, and read by ``mapInArrow`` on the executors, giving the same schema as Spark's
-source. The ranges are fixed when ``read_kafka`` is called: every action on the DataFrame
-reads the same records (Spark's batch source re-resolves "latest" per action).
+on the driver and the Python workers. ``read_kafka`` is a thin wrapper over the "kclient"
+data source (kclient.spark.datasource): it plans the ranges on the driver
+(``plan_offset_ranges``) and hands them to ``spark.read.format("kclient")``, one Spark
+partition per range, so they are fixed when ``read_kafka`` is called: every action on the
+DataFrame reads the same records (Spark's batch source, and ``format("kclient")`` without
+planned ranges, re-resolve "latest" per action). ``ranges_dataframe`` + ``arrow_reader``
+remain for wiring ``mapInArrow`` by hand.
 
 ``commit_offset_ranges(ranges, options, group_id)`` commits a finished job's ranges to a
 consumer group, so the next run can start with ``startingOffsets="committed"``.
@@ -18,6 +20,7 @@ kclient and kcore, for workers of a source checkout).
 """
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shutil
@@ -26,7 +29,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from kclient import errors as Errors
-from kclient.spark.arrow import RANGE_COLUMNS, arrow_reader, kafka_schema
+from kclient.spark.arrow import RANGE_COLUMNS
 from kclient.spark.planning import OffsetRange, SourceOptions, parse_options, plan_offset_ranges
 from kclient.structs import OffsetAndMetadata, TopicPartition
 
@@ -92,10 +95,25 @@ def read_kafka(spark, options: Mapping[str, Any], *, ranges: Iterable[OffsetRang
 
     ``ranges``: read these planned ranges instead of planning now (keep them to commit them
     with commit_offset_ranges() once the job has finished)."""
+    from kclient.spark.datasource import NAME, OFFSET_RANGES_OPTION, register
     raw = dict(options)
     opts = parse_options(raw)
     planned = list(ranges) if ranges is not None else plan_offset_ranges(opts)
-    return ranges_dataframe(spark, planned).mapInArrow(arrow_reader(raw), kafka_schema(opts.include_headers))
+    register(spark)
+    texts = {key: _option_text(value) for key, value in raw.items()}
+    texts[OFFSET_RANGES_OPTION] = json.dumps([[r.topic, r.partition, r.from_offset, r.until_offset] for r in planned])
+    return spark.read.format(NAME).options(**texts).load()
+
+
+def _option_text(value: Any) -> str:
+    """A Python option value as the text Spark passes on (options are strings there)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, Mapping):
+        return json.dumps(value)
+    if isinstance(value, (list, tuple)):
+        return ",".join(str(v) for v in value)
+    return str(value)
 
 
 def commit_offset_ranges(ranges: Iterable[OffsetRange], options: Mapping[str, Any] | SourceOptions,
