@@ -13,6 +13,7 @@ import os
 
 import pytest
 
+from kclient.testing import _wire
 from kclient.testing.chaos import (Chaos, ChaosConfig, ResourceSample, group_coordinator_partition,
                                    java_string_hash, resource_violations)
 
@@ -35,7 +36,22 @@ def test_a_minute_of_chaos_loses_and_duplicates_nothing(kafka3, tmp_path):
     assert not result.resource_violations, details
     assert result.acknowledged >= 1000 and result.report.acknowledged == result.acknowledged, details
     assert len(result.faults) >= 5, details           # several kinds, broker and network and member
+    assert set(result.resource_ranges()) == {"m0", "m1", "m2"}, details   # every member was sampled
+    assert all(p.connections_accepted > 0 for p in kafka3.proxies.values())
     assert kafka3.running and all(not p._blackholed for p in kafka3.proxies.values())
+
+
+def test_clients_of_the_proxied_listener_are_sent_to_the_proxies(kafka3):
+    """Metadata through a proxy names the proxies, so clients never bypass them; the direct
+    listener still names the brokers (every other test)."""
+    if not kafka3.proxies:
+        pytest.skip("the kafka3 cluster has no client proxies")
+    with _wire.RawConnection.to(kafka3.proxied_bootstrap, 10) as conn:
+        proxied = _wire.metadata(conn, [])["brokers"]
+    assert {node: port for node, (_, port) in proxied.items()} == \
+        {node: proxy.port for node, proxy in kafka3.proxies.items()}
+    direct = kafka3.metadata([])["brokers"]
+    assert {node: port for node, (_, port) in direct.items()} == {n.node_id: n.port for n in kafka3.nodes}
 
 
 def test_the_group_coordinator_partition_is_kafkas():
