@@ -19,8 +19,9 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from collections import defaultdict
 
-from kclient.testing.chaos import FAULT_KINDS, RESOURCE_BOUNDS, Chaos, ChaosConfig, ChaosResult
+from kclient.testing.chaos import FAULT_KINDS, RESOURCE_BOUNDS, Chaos, ChaosConfig, ChaosResult, ResourceSample
 
 
 def table(result: ChaosResult, command: str) -> str:
@@ -56,6 +57,30 @@ def table(result: ChaosResult, command: str) -> str:
     return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
 
 
+def timeline(result: ChaosResult, buckets: int = 10) -> str:
+    """Per member slot, the peak RSS MB / fds / threads in each of ``buckets`` time slices."""
+    samples = [(name.split(".")[0], s) for name, ss in result.resources.items() for s in ss]
+    if not samples:
+        return "(no resource samples)"
+    t0 = min(s.t for _, s in samples)
+    span = max(max(s.t for _, s in samples) - t0, 1.0)
+    width = span / buckets
+    lines = ["resources over time, peak per slice: RSS MB / fds / threads"]
+    header = "slot  " + " ".join(f"{f'+{int(i * width)}s':>13}" for i in range(buckets))
+    lines.append(header)
+    sliced: dict[tuple[str, int], list[ResourceSample]] = defaultdict(list)
+    for slot, sample in samples:
+        sliced[(slot, min(int((sample.t - t0) / width), buckets - 1))].append(sample)
+    for slot in sorted({slot for slot, _ in samples}):
+        cells = []
+        for i in range(buckets):
+            part = sliced.get((slot, i), [])
+            cells.append(f"{max(s.rss_mb for s in part):.0f}/{max(s.fds for s in part)}/"
+                         f"{max(s.threads for s in part)}" if part else "-")
+        lines.append(f"{slot:<5} " + " ".join(f"{c:>13}" for c in cells))
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench chaos", description=__doc__.split("\n\n")[0])
     p.add_argument("--minutes", type=float, default=30.0, help="how long faults are injected")
@@ -83,6 +108,7 @@ def main(argv: list[str] | None = None) -> int:
         cluster.stop()
     command = "python -m bench chaos " + " ".join(argv if argv is not None else sys.argv[2:])
     print(table(result, command.strip()))
+    print(timeline(result))
     for line in result.resource_violations:
         print(f"resource bound violated: {line}")
     if result.undelivered_at_deadline:

@@ -452,7 +452,9 @@ class Chaos:
         else:
             raise ValueError(f"unknown fault kind {kind!r}")
         try:
-            self._hold(rng.uniform(2.0, 5.0))
+            # Up to 9 s: past the 6 s session of a member whose coordinator is behind this proxy,
+            # so that fenced members (zombies) are part of the history too.
+            self._hold(rng.uniform(2.0, 9.0) if kind == "proxy_blackhole" else rng.uniform(2.0, 5.0))
         finally:
             proxy.heal()
         return True
