@@ -120,6 +120,8 @@ def main(argv: list[str] | None = None) -> int:
                             ("split_brain", result.report.split_brain)):
             if items:
                 print(f"{name} (first 10): {items[:10]}")
+        for line in result.explain:
+            print(line)
     print(f"(resource bounds: {RESOURCE_BOUNDS})")
     return 0 if result.ok else 1
 

@@ -31,7 +31,8 @@ def test_a_minute_of_chaos_loses_and_duplicates_nothing(kafka3, tmp_path):
                "lost": result.report.lost[:5], "duplicated": result.report.duplicated[:5],
                "nonmonotonic": result.report.nonmonotonic[:5], "skipped_offsets": result.report.skipped[:5],
                "split_brain": result.report.split_brain[:5], "member_exits": result.member_exits,
-               "stuck_on_close": result.stuck_on_close, "resources": result.resource_violations}
+               "stuck_on_close": result.stuck_on_close, "resources": result.resource_violations,
+               "explain": result.explain}
     assert result.criteria() == dict.fromkeys(result.criteria(), 0), details
     assert not result.resource_violations, details
     assert result.acknowledged >= 1000 and result.report.acknowledged == result.acknowledged, details

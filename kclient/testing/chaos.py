@@ -122,6 +122,7 @@ class ChaosResult:
     resource_violations: list[str] = field(default_factory=list)
     undelivered_at_deadline: dict[int, int] = field(default_factory=dict)
     workdir: str = ""
+    explain: list[str] = field(default_factory=list)   # the deliveries and commits of flagged records
 
     def criteria(self) -> dict[str, int]:
         s = self.report.summary()
@@ -217,6 +218,7 @@ class _Member:
     def __init__(self, name: str, cmd: list[str], log_path: Path, sink: "_History"):
         self.name = name
         self.log_path = log_path
+        self.events_path = log_path.with_suffix(".events")
         self.stop_requested = False
         self.killed = False
         self._stderr = open(log_path, "ab")
@@ -228,15 +230,20 @@ class _Member:
         self._reader.start()
 
     def _read(self, stream: IO[bytes], sink: "_History") -> None:
-        for line in stream:
-            try:
-                event = json.loads(line)
-            except ValueError:
-                log.warning("member %s printed %r", self.name, line[:200])
-                continue
-            sink.add(self.name, event)
-            if event.get("e") == "closed":
-                self.closed.set()
+        with open(self.events_path, "ab") as events:   # the raw history, for a post-mortem
+            for line in stream:
+                events.write(line)
+                self._event(line, sink)
+
+    def _event(self, line: bytes, sink: "_History") -> None:
+        try:
+            event = json.loads(line)
+        except ValueError:
+            log.warning("member %s printed %r", self.name, line[:200])
+            return
+        sink.add(self.name, event)
+        if event.get("e") == "closed":
+            self.closed.set()
 
     @property
     def alive(self) -> bool:
@@ -275,7 +282,7 @@ class _History:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.deliveries: list[tuple[float, str, int, int, int, int]] = []  # t, member, gen, p, offset, value
-        self.commits: list[tuple[str, int, int, int]] = []                 # member, gen, p, offset
+        self.commits: list[tuple[str, int, int, int, float]] = []          # member, gen, p, offset, t
         self.delivered: set[tuple[int, int]] = set()
         self.commit_failures = 0
         self.poll_errors = 0
@@ -293,7 +300,7 @@ class _History:
                         self.delivered.add((p, offset))
             elif kind == "commit":
                 if event["ok"]:
-                    self.commits.extend((member, event["g"], p, o) for p, o in event["o"])
+                    self.commits.extend((member, event["g"], p, o, event["t"]) for p, o in event["o"])
                 else:
                     self.commit_failures += 1
                     self.fenced.add(member)
@@ -569,10 +576,19 @@ class Chaos:
         result.mismatched = sum(1 for _, _, _, p, o, v in rows if (p, o) in acked and acked[(p, o)] != v)
         result.report = check(
             ((topic, p, o) for p, o in acked),
-            (Delivery(m, g, topic, p, o) for _, m, g, p, o, _ in rows),
-            (Commit(m, g, topic, p, o) for m, g, p, o in commits),
+            (Delivery(m, g, topic, p, o, t) for t, m, g, p, o, _ in rows),
+            (Commit(m, g, topic, p, o, t) for m, g, p, o, t in commits),
             crashed=set(result.killed) | set(result.fenced))
         result.resource_violations = resource_violations(result.resources)
+        flagged = sorted({(p, o) for _, p, o in result.report.lost + result.report.duplicated}
+                         | {(p, o) for _, p, o, _ in result.report.split_brain})[:10]
+        for p, o in flagged:
+            seen = [f"{m} gen {g} at {t:.3f}" for t, m, g, rp, ro, _ in rows if (rp, ro) == (p, o)]
+            members = {m for t, m, g, rp, ro, _ in rows if (rp, ro) == (p, o)}
+            done = [f"{m} gen {g} -> {co} at {t:.3f}" for m, g, cp, co, t in commits
+                    if cp == p and m in members and co > o - 50]
+            result.explain.append(f"partition {p} offset {o}: delivered to {seen or 'nobody'}; "
+                                  f"nearby commits of those members {done[:12]}")
         log.info("chaos: %s", {**result.criteria(), "acknowledged": result.acknowledged,
                                "deliveries": result.deliveries, "faults": dict(result.faults)})
 
