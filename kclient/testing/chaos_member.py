@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import signal
 import sys
 import time
@@ -47,6 +48,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="a consumer setting (Java-style key)")
     args = parser.parse_args(argv)
+    # The client's own story (joins, evictions, lost partitions) goes to stderr, which the
+    # harness keeps per member for a post-mortem; connection churn is left out.
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("kclient.network").setLevel(logging.WARNING)
 
     from kclient import errors as Errors
     from kclient.consumer.kafka_consumer import KafkaConsumer
