@@ -1,7 +1,8 @@
 """``python -m bench [throughput|liveness] [options]``: see bench/runner.py and bench/liveness.py.
 ``python -m bench parallel [options]``: ParallelConsumer vs a plain poll loop, see bench/parallel.py.
 ``python -m bench rebalance [options]``: rebalance times per client and group protocol, see bench/rebalance.py.
-``python -m bench fuzz [options]``: the network decoders under atheris (libFuzzer), see bench/fuzz.py."""
+``python -m bench fuzz [options]``: the network decoders under atheris (libFuzzer), see bench/fuzz.py.
+``python -m bench chaos --minutes N [options]``: the chaos soak on 3 brokers, see bench/chaos.py."""
 import sys
 
 if sys.argv[1:2] == ["rebalance"]:
@@ -18,6 +19,11 @@ if sys.argv[1:2] == ["fuzz"]:
     from bench.fuzz import main as fuzz_main
 
     sys.exit(fuzz_main(sys.argv[2:]))
+
+if sys.argv[1:2] == ["chaos"]:
+    from bench.chaos import main as chaos_main
+
+    sys.exit(chaos_main(sys.argv[2:]))
 
 from bench.runner import main
 

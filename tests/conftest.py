@@ -85,7 +85,9 @@ def _kafka_cluster(brokers: int):
     # Several nodes: one rack each, so that fetching from followers (KIP-392) can be tested.
     racks = [f"rack-{n}" for n in range(1, brokers + 1)] if brokers > 1 else None
     try:
-        yield from _session_cluster(lambda: KafkaCluster(brokers, racks=racks))
+        # Several nodes: a fault proxy in front of each for clients of the chaos test (a second
+        # listener; ``bootstrap`` stays direct for every other test).
+        yield from _session_cluster(lambda: KafkaCluster(brokers, racks=racks, client_proxies=brokers > 1))
     except MavenError as exc:
         _KAFKA_UNAVAILABLE[key] = f"Apache Kafka is unavailable: {exc}"
         pytest.skip(_KAFKA_UNAVAILABLE[key])
@@ -100,7 +102,8 @@ def kafka():
 @pytest.fixture(scope="session")
 def kafka3():
     """Three Apache Kafka nodes (replication 3, min.insync.replicas 2, racks rack-1..3 with the
-    rack-aware replica selector), started on first use."""
+    rack-aware replica selector, a FaultProxy per node behind ``proxied_bootstrap``), started
+    on first use."""
     if EXTERNAL_BOOTSTRAP:
         pytest.skip("KCLIENT_TEST_BOOTSTRAP points at an external cluster; the 3-node failover "
                     "tests stop and start the harness's own nodes")

@@ -60,3 +60,15 @@ def test_two_members_of_one_generation_reading_a_record_is_split_brain():
     deliveries = reads("m1", 3, [0, 1]) + reads("m2", 3, [1])
     report = check(acked(2), deliveries, crashed=["m1"])
     assert report.split_brain == [(T, 0, 1, 3)]
+
+
+def test_only_commits_made_before_the_second_delivery_cover_a_record():
+    # m1 reads 0-5 at t=1 and is fenced (its commit of 6 fails); it rejoins, reads 4-5 again
+    # at t=2 from its last successful commit (4), then commits 6 at t=3: allowed.
+    deliveries = [Delivery("m1", 1, T, 0, o, 1.0) for o in range(6)] + \
+                 [Delivery("m1", 2, T, 0, o, 2.0) for o in (4, 5)]
+    commits = [Commit("m1", 1, T, 0, 4, 0.5), Commit("m1", 2, T, 0, 6, 3.0)]
+    assert check(acked(6), deliveries, commits, crashed=["m1"]).ok
+    # Had the commit of 6 come before the second reading, that reading would be a duplicate.
+    commits = [Commit("m1", 1, T, 0, 4, 0.5), Commit("m1", 1, T, 0, 6, 1.5)]
+    assert check(acked(6), deliveries, commits, crashed=["m1"]).duplicated == [(T, 0, 4), (T, 0, 5)]

@@ -5,7 +5,9 @@ generation, partition, offset, value) and what each member committed, and it rep
 
 * ``lost``: acknowledged records that no member delivered;
 * ``duplicated``: records delivered more than once where that is not allowed: a record may
-  be delivered again only after the member that had it crashed before committing past it;
+  be delivered again only after the member that had it crashed before committing past it
+  (only commits made by the time of the second delivery count: a member fenced before its
+  commit may read the record again and commit past it afterwards);
 * ``nonmonotonic``: offsets that go backwards within one partition for one member and
   generation;
 * ``skipped``: offsets missing between two consecutive deliveries of a partition by one
@@ -17,6 +19,7 @@ works on plain tuples, so the same history format serves other clients and unit 
 """
 from __future__ import annotations
 
+import bisect
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Iterable, NamedTuple
@@ -30,6 +33,7 @@ class Delivery(NamedTuple):
     topic: str
     partition: int
     offset: int
+    t: float = 0.0        # when it was delivered (any clock shared with the commits)
 
 
 class Commit(NamedTuple):
@@ -38,6 +42,7 @@ class Commit(NamedTuple):
     topic: str
     partition: int
     offset: int           # the next offset to read, as Kafka commits it
+    t: float = 0.0        # when the commit succeeded; 0: before every delivery
 
 
 @dataclass
@@ -73,13 +78,26 @@ def check(acknowledged: Iterable[tuple[str, int, int]], deliveries: Iterable[Del
     for d in deliveries:
         by_record[(d.topic, d.partition, d.offset)].append(d)
     report.lost = sorted(acked - set(by_record))
-    # The highest commit of each member per partition: records at or above it that the member
-    # delivered were not committed, so after a crash (or a rebalance) another delivery is
-    # allowed; below it, a second delivery is a duplicate.
-    committed: dict[tuple[str, str, int], int] = {}
+    # The highest commit of each member per partition, as of a time: records at or above it
+    # that the member delivered were not committed, so after a crash (or a rebalance) another
+    # delivery is allowed; below it, a second delivery is a duplicate.
+    by_member: dict[tuple[str, str, int], list[tuple[float, int]]] = defaultdict(list)
     for c in commits:
-        key = (c.member, c.topic, c.partition)
-        committed[key] = max(committed.get(key, -1), c.offset)
+        by_member[(c.member, c.topic, c.partition)].append((c.t, c.offset))
+    committed: dict[tuple[str, str, int], tuple[list[float], list[int]]] = {}
+    for key, entries in by_member.items():
+        entries.sort()
+        times, highest, top = [], [], -1
+        for t, offset in entries:
+            top = max(top, offset)
+            times.append(t)
+            highest.append(top)
+        committed[key] = (times, highest)
+
+    def committed_by(member: str, topic: str, partition: int, t: float) -> int:
+        times, highest = committed.get((member, topic, partition), ([], []))
+        i = bisect.bisect_right(times, t)
+        return highest[i - 1] if i else -1
     for record, ds in sorted(by_record.items()):
         if len(ds) < 2:
             continue
@@ -94,7 +112,7 @@ def check(acknowledged: Iterable[tuple[str, int, int]], deliveries: Iterable[Del
             # A second delivery is allowed only after the first reader crashed before its
             # commits covered the record (Jepsen: duplicates beyond the last commit of a
             # crashed member). A member that left cleanly committed what it read.
-            covered = committed.get((earlier.member, topic, partition), -1) > offset
+            covered = committed_by(earlier.member, topic, partition, later.t) > offset
             same_reader = earlier.member == later.member and earlier.generation == later.generation
             if same_reader or covered or earlier.member not in crashed:
                 report.duplicated.append(record)

@@ -10,6 +10,12 @@ Settings favour a fast start and fast groups on 2 cores (``group.initial.rebalan
 few internal-topic partitions, small heaps, two network/IO threads); ``profile="throughput"``
 gives the benchmark broker a larger heap and the optimising JIT. Nodes die with the thread that
 started them and are recorded for the reaper, like the other harness brokers.
+
+``client_proxies=True`` puts a ``FaultProxy`` in front of every node for clients: each node
+gets a second plaintext listener, ``PROXIED``, that it advertises at its proxy's address, so a
+client bootstrapped from ``proxied_bootstrap`` is sent to the proxies by Metadata too and never
+reaches a broker directly (brokers and controllers still talk to each other directly). Chaos
+tests switch faults on ``proxies[node_id]``; ``bootstrap`` stays the direct listener.
 """
 from __future__ import annotations
 
@@ -31,6 +37,7 @@ from kclient.testing import _wire, reaper
 from kclient.testing._base import BrokerStartError, ClusterBase, HarnessError, free_port, log_tail
 from kclient.testing.maven import MavenError, find_java, java_major_version, resolve_jars
 from kclient.testing.pki import PLAIN_USER, SCRAM_MECHANISMS, SCRAM_USER, TestPki
+from kclient.testing.proxy import FaultProxy
 
 _SECURE_LISTENERS = ("SSL", "SASL_PLAINTEXT", "SASL_SSL", "MTLS")
 
@@ -91,6 +98,8 @@ class _Node:
     log_path: Path | None = None
     extra: dict[str, str] = field(default_factory=dict)
     listener_ports: dict[str, int] = field(default_factory=dict)   # secured listeners (security=True)
+    proxied_port: int = 0          # the PROXIED listener (client_proxies=True), behind proxy_port
+    proxy_port: int = 0
 
     @property
     def running(self) -> bool:
@@ -113,7 +122,7 @@ class KafkaCluster(ClusterBase):
                  broker_config: dict[str, str] | None = None, racks: list[str] | None = None,
                  security: bool = False, profile: str = "test",
                  startup_timeout: float = 120.0, die_with_parent: bool = True,
-                 log_level: str = "WARN") -> None:
+                 log_level: str = "WARN", client_proxies: bool = False) -> None:
         if brokers < 1:
             raise ValueError(f"a Kafka cluster needs at least 1 broker, got {brokers}")
         if profile not in _PROFILES:
@@ -130,6 +139,8 @@ class KafkaCluster(ClusterBase):
         # and the SCRAM user of kclient.testing.pki.
         self.security = security
         self.pki: TestPki | None = None
+        self.client_proxies = client_proxies
+        self.proxies: dict[int, FaultProxy] = {}
         self.profile = profile
         self.startup_timeout = startup_timeout
         self.die_with_parent = die_with_parent
@@ -148,6 +159,13 @@ class KafkaCluster(ClusterBase):
         if not self.nodes:
             raise RuntimeError("Kafka cluster not started")
         return ",".join(f"{self.host}:{n.port}" for n in self.nodes)
+
+    @property
+    def proxied_bootstrap(self) -> str:
+        """Every node's fault proxy (``client_proxies=True``): what clients under test use."""
+        if not self.proxies:
+            raise HarnessError("this cluster was started without client_proxies=True")
+        return ",".join(self.proxies[n.node_id].address for n in self.nodes)
 
     def bootstrap_for(self, listener: str) -> str:
         """Bootstrap servers of a secured listener: SSL, SASL_PLAINTEXT, SASL_SSL or MTLS."""
@@ -190,8 +208,8 @@ class KafkaCluster(ClusterBase):
         self._root = Path(tempfile.mkdtemp(prefix="kclient-kafka-", dir=reaper.state_dir()))
         if self.security:
             self.pki = TestPki.create(self._root / "pki", self.host)
-        self._plan_nodes()
         try:
+            self._plan_nodes()
             self._format_all()
             for node in self.nodes:
                 self._spawn(node)
@@ -224,6 +242,12 @@ class KafkaCluster(ClusterBase):
             node = _Node(node_id, port(), port(), node_dir)
             if self.security:
                 node.listener_ports = {name: port() for name in _SECURE_LISTENERS}
+            if self.client_proxies:
+                # The proxy picks its own free port (no race) before the node advertises it.
+                node.proxied_port = port()
+                proxy = FaultProxy(self.host, node.proxied_port, host=self.host).start()
+                self.proxies[node.node_id] = proxy
+                node.proxy_port = proxy.port
             self.nodes.append(node)
 
     def _properties(self, node: _Node) -> dict[str, str]:
@@ -277,6 +301,10 @@ class KafkaCluster(ClusterBase):
         }
         if self.security:
             props.update(self._security_properties(node))
+        if self.client_proxies:
+            props["listeners"] += f",PROXIED://{self.host}:{node.proxied_port}"
+            props["advertised.listeners"] += f",PROXIED://{self.host}:{node.proxy_port}"
+            props["listener.security.protocol.map"] += ",PROXIED:PLAINTEXT"
         if self.racks is not None:
             # Rack-aware: followers serve consumers in their rack (KIP-392).
             props["broker.rack"] = self.racks[node.node_id - 1]
@@ -414,6 +442,7 @@ class KafkaCluster(ClusterBase):
         atexit.unregister(self.stop)
         with ThreadPoolExecutor(max_workers=max(1, len(self.nodes))) as pool:
             list(pool.map(lambda n: self._terminate(n, timeout), self.nodes))
+        self._stop_proxies()
         if self._root is not None and not self._keep:
             shutil.rmtree(self._root, ignore_errors=True)
         self._root = None
@@ -421,6 +450,12 @@ class KafkaCluster(ClusterBase):
     def _kill_all(self) -> None:
         for node in self.nodes:
             self._terminate(node, 0)
+        self._stop_proxies()
+
+    def _stop_proxies(self) -> None:
+        proxies, self.proxies = self.proxies, {}
+        for proxy in proxies.values():
+            proxy.stop()
 
     def _terminate(self, node: _Node, timeout: float) -> None:
         proc, node.proc = node.proc, None

@@ -1,0 +1,130 @@
+"""One consumer group member of the chaos harness (kclient.testing.chaos), as a child process.
+
+``python -m kclient.testing.chaos_member --bootstrap B --topic T --group G [--set key=value ...]``
+subscribes, polls, and commits synchronously what each poll returned before polling again
+(at-least-once, no auto-commit), writing one JSON line per event to standard output:
+
+* ``{"e": "start"}`` once the consumer is built;
+* ``{"e": "assigned" | "revoked" | "lost", "g": generation, "p": [partitions]}``;
+* ``{"e": "poll", "t": unix seconds, "g": generation, "r": [[partition, [[offset, value], ...]], ...]}``;
+* ``{"e": "commit", "t": ..., "g": generation, "o": [[partition, offset], ...], "ok": bool, "err": str}``;
+* ``{"e": "error", "err": str}`` for an exception from poll() (the loop goes on);
+* ``{"e": "closed"}`` after a clean close (SIGTERM or SIGINT).
+
+It is kclient verifiable-consumer's loop, plus what the checker needs and Kafka's
+VerifiableConsumer protocol has no field for: the group generation each delivery and commit
+happened in (records delivered to two members of one generation are a split brain), and each
+record's value (the producer's sequence number). Classic group protocol: its generation is
+group-wide, which the split-brain criterion relies on.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import signal
+import sys
+import time
+from typing import Any
+
+
+def _emit(event: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(event, separators=(",", ":")) + "\n")
+    sys.stdout.flush()
+
+
+def _value(v: bytes | None) -> int:
+    try:
+        return int(v) if v is not None else -1
+    except ValueError:
+        return -1
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m kclient.testing.chaos_member")
+    parser.add_argument("--bootstrap", required=True)
+    parser.add_argument("--topic", required=True)
+    parser.add_argument("--group", required=True)
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="a consumer setting (Java-style key)")
+    args = parser.parse_args(argv)
+    # The client's own story (joins, evictions, lost partitions) goes to stderr, which the
+    # harness keeps per member for a post-mortem; connection churn is left out.
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("kclient.network").setLevel(logging.WARNING)
+
+    from kclient import errors as Errors
+    from kclient.consumer.kafka_consumer import KafkaConsumer
+    from kclient.consumer.listener import ConsumerRebalanceListener
+    from kclient.structs import OffsetAndMetadata
+
+    settings: dict[str, Any] = {
+        "bootstrap.servers": args.bootstrap, "group.id": args.group, "group.protocol": "classic",
+        "enable.auto.commit": False, "auto.offset.reset": "earliest", "client.id": "kclient-chaos-member",
+    }
+    for item in args.set:
+        key, _, value = item.partition("=")
+        settings[key] = value
+    consumer = KafkaConsumer(settings)
+    coordinator = consumer._coordinator
+    assert coordinator is not None  # a group member
+
+    def generation() -> int:
+        return coordinator.group_metadata().generation_id
+
+    class Listener(ConsumerRebalanceListener):
+        def on_partitions_revoked(self, revoked):
+            _emit({"e": "revoked", "g": generation(), "p": sorted(tp.partition for tp in revoked)})
+
+        def on_partitions_assigned(self, assigned):
+            _emit({"e": "assigned", "g": generation(), "p": sorted(tp.partition for tp in assigned)})
+
+        def on_partitions_lost(self, lost):
+            _emit({"e": "lost", "g": generation(), "p": sorted(tp.partition for tp in lost)})
+
+    stopping: list[bool] = []
+
+    def stop(_signum, _frame) -> None:
+        stopping.append(True)
+        consumer.wakeup()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    consumer.subscribe([args.topic], listener=Listener())
+    _emit({"e": "start"})
+    try:
+        while not stopping:
+            try:
+                polled = consumer.poll(100)
+            except Errors.WakeupError:
+                break
+            except Errors.KafkaError as exc:
+                _emit({"e": "error", "err": repr(exc)})
+                continue
+            if not polled:
+                continue
+            gen = generation()
+            _emit({"e": "poll", "t": time.time(), "g": gen,
+                   "r": [[tp.partition, [[r.offset, _value(r.value)] for r in recs]]
+                         for tp, recs in sorted(polled.items()) if recs]})
+            offsets = {tp: OffsetAndMetadata(recs[-1].offset + 1, "", recs[-1].leader_epoch)
+                       for tp, recs in polled.items() if recs}
+            listed = [[tp.partition, om.offset] for tp, om in sorted(offsets.items())]
+            try:
+                consumer.commit(offsets)
+            except Errors.WakeupError:
+                _emit({"e": "commit", "t": time.time(), "g": gen, "o": listed, "ok": False, "err": "wakeup"})
+                break
+            except Errors.KafkaError as exc:
+                _emit({"e": "commit", "t": time.time(), "g": gen, "o": listed, "ok": False, "err": repr(exc)})
+            else:
+                _emit({"e": "commit", "t": time.time(), "g": gen, "o": listed, "ok": True, "err": None})
+    finally:
+        consumer.close()
+        _emit({"e": "closed"})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
