@@ -673,9 +673,17 @@ class _RecordingProxy:
                 return
 
     def close(self) -> None:
+        try:
+            self._server.shutdown(socket.SHUT_RDWR)   # wakes the accept() (Linux), which close() alone does not
+        except OSError:
+            pass
         self._server.close()
         with self._lock:
             for s in self._socks:
+                try:
+                    s.shutdown(socket.SHUT_RDWR)   # wakes a thread blocked in recv(); close() alone does not
+                except OSError:
+                    pass
                 s.close()
         for t in self._threads:
             t.join(timeout=5)

@@ -234,6 +234,7 @@ class Loop:
         self.pm = pm.Pacemaker(self.hb, "test-client")
         self.thread = threading.Thread(target=self.pm.run, daemon=True)
         self.thread.start()
+        wait_for(lambda: self.pm.is_running, what="the loop to start")   # a close() must find it running
         self.events: list[tuple] = []
 
     def configure_consumer(self, peer, **kw):

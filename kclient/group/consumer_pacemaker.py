@@ -27,12 +27,11 @@ protocol.
 from __future__ import annotations
 
 import logging
-import threading
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kclient import protocol
 from kclient.group.consumer_membership import MemberState as CState
-from kclient.group.pacemaker import pacemaker_unavailable_reason
+from kclient.group.pacemaker import LinkBase, start_link
 from kclient.protocol import ApiKey
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -48,39 +47,14 @@ _ENGAGED_STATES = frozenset({CState.STABLE, CState.RECONCILING})
 
 def create_consumer_link(coordinator: "ConsumerGroupCoordinator") -> "ConsumerPacemakerLink | None":
     """A running pacemaker for this KIP-848 member, or None (the Python thread heartbeats)."""
-    reason = pacemaker_unavailable_reason(coordinator._client)
-    if reason is not None:
-        log.info("group %s: ConsumerGroupHeartbeat comes from the Python heartbeat thread, not the GIL-free "
-                 "pacemaker (%s); a C call holding the GIL longer than the group's session timeout will "
-                 "cost this member its partitions", coordinator.group_id, reason)
-        return None
-    inner = getattr(coordinator._client, "client", coordinator._client)
-    return ConsumerPacemakerLink(coordinator, getattr(inner, "client_id", None))
+    return start_link(coordinator, ConsumerPacemakerLink, "ConsumerGroupHeartbeats", "the group's session timeout")
 
 
-class ConsumerPacemakerLink:
+class ConsumerPacemakerLink(LinkBase):
     def __init__(self, coordinator: "ConsumerGroupCoordinator", client_id: str | None):
-        from kcore.pacemaker import Pacemaker
-
-        self._c = coordinator
-        self._pm = Pacemaker(coordinator.heartbeat, client_id)
-        self._pushed: Any = None        # the configuration last pushed (None: disengaged)
-        self._epoch = 0                 # the pacemaker's configuration epoch (events carry it)
-        self._fallen_back = False
+        super().__init__(coordinator, client_id)
         #: Answers with an assignment that came through the pacemaker and were digested.
         self.assignments_adopted = 0
-        self._thread = threading.Thread(target=self._pm.run, daemon=True,
-                                        name=f"kclient-pacemaker-{coordinator.group_id}")
-        self._thread.start()
-
-    @property
-    def pacemaker(self) -> Any:
-        return self._pm
-
-    @property
-    def engaged(self) -> bool:
-        """The pacemaker, not Python, sends this member's heartbeats now."""
-        return self._pushed is not None
 
     def sync(self) -> None:
         """Engage or disengage to match the membership; call holding the coordinator lock."""
@@ -141,27 +115,6 @@ class ConsumerPacemakerLink:
         if epoch > m.member_epoch:
             m.member_epoch = epoch
         c._mirror_epoch()
-
-    def drain(self) -> None:
-        events = self._pm.take_events()
-        if events:
-            with self._c._lock:
-                self._apply(events)
-
-    def wait_and_drain(self, timeout_ms: int) -> None:
-        events = self._pm.wait_events(max(0, int(timeout_ms)))
-        if events:
-            with self._c._lock:
-                self._apply(events)
-
-    def wake(self) -> None:
-        self._pm.wake()
-
-    def close(self, timeout_s: float | None = 5.0) -> None:
-        self._pushed = None
-        self._pm.close()
-        if self._thread.is_alive() and self._thread is not threading.current_thread():
-            self._thread.join(timeout_s)
 
     # ------------------------------------------------------------------ events -> coordinator
     def _apply(self, events: list) -> None:

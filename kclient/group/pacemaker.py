@@ -31,7 +31,7 @@ from kclient.protocol import ApiKey
 if TYPE_CHECKING:  # pragma: no cover
     from kclient.group.coordinator import AbstractCoordinator
 
-__all__ = ["PacemakerLink", "create_link", "pacemaker_unavailable_reason"]
+__all__ = ["LinkBase", "PacemakerLink", "create_link", "start_link", "pacemaker_unavailable_reason"]
 
 log = logging.getLogger(__name__)
 
@@ -53,27 +53,37 @@ def pacemaker_unavailable_reason(client: Any) -> str | None:
     return None
 
 
-def create_link(coordinator: "AbstractCoordinator") -> "PacemakerLink | None":
-    """A running pacemaker for this coordinator, or None (the Python thread heartbeats)."""
+def start_link(coordinator: Any, link_class: type, what: str, bound: str) -> Any:
+    """A running ``link_class`` for this coordinator, or None with one log line saying why the
+    Python thread sends ``what`` instead (and what a GIL-holding call longer than ``bound``
+    costs then)."""
     reason = pacemaker_unavailable_reason(coordinator._client)
     if reason is not None:
-        log.info("group %s: heartbeats come from the Python heartbeat thread, not the GIL-free "
-                 "pacemaker (%s); a C call holding the GIL longer than session.timeout.ms will "
-                 "cost this member its partitions", coordinator.group_id, reason)
+        log.info("group %s: %s come from the Python heartbeat thread, not the GIL-free pacemaker (%s); a C "
+                 "call holding the GIL longer than %s will cost this member its partitions",
+                 coordinator.group_id, what, reason, bound)
         return None
     inner = getattr(coordinator._client, "client", coordinator._client)
-    return PacemakerLink(coordinator, getattr(inner, "client_id", None))
+    return link_class(coordinator, getattr(inner, "client_id", None))
 
 
-class PacemakerLink:
-    def __init__(self, coordinator: "AbstractCoordinator", client_id: str | None):
+def create_link(coordinator: "AbstractCoordinator") -> "PacemakerLink | None":
+    """A running pacemaker for this coordinator, or None (the Python thread heartbeats)."""
+    return start_link(coordinator, PacemakerLink, "heartbeats", "session.timeout.ms")
+
+
+class LinkBase:
+    """What both links share: the pacemaker, its run() thread, the event plumbing. Subclasses
+    decide what to push (``sync``) and how events change the coordinator (``_apply``)."""
+
+    def __init__(self, coordinator: Any, client_id: str | None):
         from kcore.pacemaker import Pacemaker
 
         self._c = coordinator
         self._pm = Pacemaker(coordinator.heartbeat, client_id)
-        self._pushed: Any = None          # the configuration last pushed (None: deactivated)
+        self._pushed: Any = None          # the configuration last pushed (None: not engaged)
         self._fallen_back = False         # the pacemaker could not connect: the Python thread heartbeats
-        self._epoch = 0
+        self._epoch = 0                   # the pacemaker's configuration epoch (events carry it)
         self._thread = threading.Thread(target=self._pm.run, daemon=True,
                                         name=f"kclient-pacemaker-{coordinator.group_id}")
         self._thread.start()
@@ -88,6 +98,34 @@ class PacemakerLink:
         """The pacemaker, not the Python thread, is responsible for heartbeats now."""
         return self._pushed is not None
 
+    def drain(self) -> None:
+        """Apply events already posted (the application's poll)."""
+        events = self._pm.take_events()
+        if events:
+            with self._c._lock:
+                self._apply(events)
+
+    def wait_and_drain(self, timeout_ms: int) -> None:
+        """Wait without the GIL for events (at most timeout_ms), then apply them."""
+        events = self._pm.wait_events(max(0, int(timeout_ms)))
+        if events:
+            with self._c._lock:
+                self._apply(events)
+
+    def wake(self) -> None:
+        self._pm.wake()
+
+    def close(self, timeout_s: float | None = 5.0) -> None:
+        self._pushed = None
+        self._pm.close()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(timeout_s)
+
+    def _apply(self, events: list) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+
+class PacemakerLink(LinkBase):
     def sync(self) -> None:
         """Push the coordinator's membership; call holding the coordinator lock."""
         from kcore.pacemaker import MAX_HEARTBEAT_VERSION, MAX_LEAVE_GROUP_VERSION
@@ -125,28 +163,6 @@ class PacemakerLink:
                                          request_timeout_ms=timeout)
         log.debug("group %s: pacemaker heartbeats member %s generation %d to %s:%d (Heartbeat v%d)",
                   c.group_id, member_id, generation_id, host, port, hv)
-
-    def drain(self) -> None:
-        """Apply events already posted (the application's poll)."""
-        events = self._pm.take_events()
-        if events:
-            with self._c._lock:
-                self._apply(events)
-
-    def wait_and_drain(self, timeout_ms: int) -> None:
-        """Wait without the GIL for events (at most timeout_ms), then apply them."""
-        events = self._pm.wait_events(max(0, int(timeout_ms)))
-        if events:
-            with self._c._lock:
-                self._apply(events)
-
-    def wake(self) -> None:
-        self._pm.wake()
-
-    def close(self, timeout_s: float | None = 5.0) -> None:
-        self._pm.close()
-        if self._thread.is_alive() and self._thread is not threading.current_thread():
-            self._thread.join(timeout_s)
 
     # ------------------------------------------------------------------ events -> coordinator
     def _apply(self, events: list) -> None:

@@ -49,7 +49,7 @@ __all__ = ["KafkaCluster", "KAFKA_VERSION", "kafka_jars", "SASL_SESSION_MS"]
 KAFKA_VERSION = "4.4.0"
 #: connections.max.reauth.ms of a security=True cluster: short, so every SASL test connection
 #: that lives a few seconds re-authenticates (KIP-368) at least once.
-SASL_SESSION_MS = 3000
+SASL_SESSION_MS = 2000
 # Kafka's own jars log through slf4j 1.7; this binding routes that to log4j2, which Kafka ships.
 _LOG4J_VERSION = "2.25.5"
 
@@ -284,6 +284,9 @@ class KafkaCluster(ClusterBase):
             # timing from the broker: 6 s / 500 ms instead of 45 s / 5 s keep hand-over tests short.
             "group.consumer.session.timeout.ms": "6000",
             "group.consumer.heartbeat.interval.ms": "500",
+            # Kafka 4.3+ batches consumer-group target assignments (KIP-1263), by default once
+            # a second: every join or leave in a test would wait for the next batch.
+            "group.consumer.assignment.interval.ms": "100",
             # 2 cores: fewer threads than the defaults' 3/8, a small cleaner buffer for small heaps.
             "num.network.threads": "2",
             "num.io.threads": "2",
