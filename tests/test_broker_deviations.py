@@ -19,6 +19,7 @@ from kclient.testing import _wire
 from kclient.testing.mock_cluster import _MOCK_VERSION_CAPS
 
 MEMBER_ID_REQUIRED = 79
+COORDINATOR_NOT_READY = (14, 15, 16)
 
 
 def _call(conn: _wire.RawConnection, api: ApiKey, version: int, body: dict) -> dict:
@@ -52,7 +53,15 @@ def _find_coordinator(conn, group: str) -> None:
 
 def _joined_member(conn, join_version: int, group: str, topic: str) -> dict:
     _find_coordinator(conn, group)
-    answer = _join(conn, join_version, group, topic)
+    answers: list[dict] = []
+
+    def answered():
+        # Right after FindCoordinator names the node, its offsets partition may still be
+        # loading: NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS / NOT_AVAILABLE are retried.
+        answers.append(_join(conn, join_version, group, topic))
+        return answers[-1]["error_code"] not in COORDINATOR_NOT_READY
+    _wire.wait_until(answered, 60, f"group {group!r} to be loaded on its coordinator", interval=0.1)
+    answer = answers[-1]
     if answer["error_code"] == MEMBER_ID_REQUIRED:    # v4+: KIP-394 asks for a second join
         answer = _join(conn, join_version, group, topic, answer["member_id"])
     assert answer["error_code"] == 0, answer
