@@ -76,9 +76,12 @@ def test_streaming_options_follow_sparks_source():
     with pytest.raises(Errors.ConfigurationError, match="unknown option 'maxOffsetPerTrigger'.*maxOffsetsPerTrigger"):
         parse_options(_opts(maxOffsetPerTrigger="5"), streaming=True)
     # a batch read accepts the streaming options, and says they do nothing there
-    batch = parse_options(_opts(maxOffsetsPerTrigger="5", groupIdPrefix="x"))
+    batch = parse_options(_opts(maxOffsetsPerTrigger="5"))
     assert any("'maxOffsetsPerTrigger' only applies to streaming" in note for note in batch.ignored)
-    assert any("'groupIdPrefix' does nothing" in note for note in batch.ignored)
+    # groupIdPrefix could only be ignored (the source joins no group): refused, batch or stream
+    for streaming in (False, True):
+        with pytest.raises(Errors.ConfigurationError, match="'groupIdPrefix': not supported"):
+            parse_options(_opts(groupIdPrefix="x"), streaming=streaming)
 
 
 def test_the_source_names_options_as_documented_and_refuses_a_custom_schema():

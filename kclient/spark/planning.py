@@ -40,8 +40,8 @@ kclient.spark.datasource) differ as Spark's source does: ``startingOffsets`` def
 ``kafka.group.id``, for lag monitoring only (the checkpoint decides where a query resumes).
 ``minOffsetsPerTrigger`` and ``maxTriggerDelay`` are refused (not implemented). A batch read
 accepts the streaming-only options for drop-in compatibility and logs a warning that they do
-nothing there; ``groupIdPrefix`` always does nothing (the source reads assigned partitions
-and joins no group), which is logged too.
+nothing there; ``groupIdPrefix`` is refused: the source reads assigned partitions and joins
+no group, so it could only be ignored.
 
 Offsets are resolved once, when planning: unlike Spark's batch relation (which re-resolves
 "latest" every time the DataFrame runs), a planned DataFrame always reads the same records,
@@ -360,11 +360,12 @@ def parse_options(options: Mapping[str, Any] | SourceOptions, *, streaming: bool
 
 def _streaming_options(opts: SourceOptions, source, get, spelled) -> None:
     if get("groupIdPrefix") is not None:
-        opts.ignored.append(f"option {spelled('groupIdPrefix')!r} does nothing: the kclient source reads "
-                            f"assigned partitions and joins no consumer group")
+        raise _bad(spelled("groupIdPrefix"), "not supported: the kclient source reads assigned partitions and "
+                   "joins no consumer group (to commit offsets for lag monitoring, set 'kafka.group.id' and "
+                   "'kclient.commitOffsets')")
     if not opts.streaming:
         for low, (key, _) in source.items():
-            if low in _STREAMING_ONLY and low != "groupidprefix":
+            if low in _STREAMING_ONLY:
                 opts.ignored.append(f"option {key!r} only applies to streaming queries; ignored by this batch read")
         return
     if get("maxOffsetsPerTrigger") is not None:
