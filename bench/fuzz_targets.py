@@ -594,7 +594,7 @@ API_NAMES = {
     10: "find_coordinator", 11: "join_group", 12: "heartbeat", 13: "leave_group", 14: "sync_group",
     15: "describe_groups", 16: "list_groups", 17: "sasl_handshake", 18: "api_versions",
     19: "create_topics", 20: "delete_topics", 21: "delete_records", 23: "offset_for_leader_epoch",
-    36: "sasl_authenticate", 68: "consumer_group_heartbeat",
+    36: "sasl_authenticate", 37: "create_partitions", 68: "consumer_group_heartbeat",
 }
 
 

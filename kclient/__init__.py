@@ -25,6 +25,7 @@ _LAZY = {
     "RecordMetadata": "kclient.producer",
     "KafkaAdminClient": "kclient.admin",
     "NewTopic": "kclient.admin",
+    "NewPartitions": "kclient.admin",
     "OffsetSpec": "kclient.admin",
     "Serializer": "kclient.consumer.deserializers",
     "Deserializer": "kclient.consumer.deserializers",

@@ -1,8 +1,10 @@
-"""A small admin client: topics, offsets and consumer groups (kafka-python's method names).
+"""A small admin client: topics, partitions, records, offsets and consumer groups (kafka-python's
+method names).
 
 Every call blocks until the cluster answered (or its timeout passed) and drives the network
-from the calling thread. Topic creation and deletion return only once this client's
-metadata shows the change, so a consumer or producer created afterwards sees it too.
+from the calling thread. Topic creation and deletion, and adding partitions, return only once
+this client's metadata shows the change, so a consumer or producer created afterwards sees it
+too.
 """
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ from kclient.consumer.offset_fetcher import (EARLIEST_TIMESTAMP, LATEST_TIMESTAM
 from kclient.structs import OffsetAndMetadata, TopicPartition
 from kclient.protocol import ApiKey
 
-__all__ = ["KafkaAdminClient", "NewTopic", "OffsetSpec", "ListOffsetsResultInfo",
+__all__ = ["KafkaAdminClient", "NewTopic", "NewPartitions", "OffsetSpec", "ListOffsetsResultInfo",
            "GroupDescription", "MemberDescription"]
 
 log = logging.getLogger(__name__)
@@ -29,6 +31,7 @@ CREATE_TOPICS, DELETE_TOPICS, LIST_OFFSETS, FIND_COORDINATOR = (
     int(k) for k in (ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS, ApiKey.LIST_OFFSETS, ApiKey.FIND_COORDINATOR))
 DESCRIBE_GROUPS, LIST_GROUPS, OFFSET_FETCH = (
     int(k) for k in (ApiKey.DESCRIBE_GROUPS, ApiKey.LIST_GROUPS, ApiKey.OFFSET_FETCH))
+CREATE_PARTITIONS, DELETE_RECORDS = (int(k) for k in (ApiKey.CREATE_PARTITIONS, ApiKey.DELETE_RECORDS))
 
 ADMIN_CONFIGS: list[ConfigDef] = common_client_defs() + [
     ConfigDef("default.api.timeout.ms", "int", 60000, min=0,
@@ -54,6 +57,21 @@ class NewTopic:
     def __repr__(self) -> str:
         return (f"NewTopic(name={self.name!r}, num_partitions={self.num_partitions}, "
                 f"replication_factor={self.replication_factor})")
+
+
+class NewPartitions:
+    """A topic's new partition count (kafka-python's kafka.admin.NewPartitions).
+
+    ``new_assignments``: optionally, for each partition added (total_count minus the current
+    count of them), the broker ids of its replicas, preferred leader first; without it the
+    cluster places them."""
+
+    def __init__(self, total_count: int, new_assignments: list[list[int]] | None = None):
+        self.total_count = total_count
+        self.new_assignments = new_assignments
+
+    def __repr__(self) -> str:
+        return f"NewPartitions(total_count={self.total_count}, new_assignments={self.new_assignments!r})"
 
 
 class OffsetSpec:
@@ -91,6 +109,22 @@ GroupDescription = namedtuple(
 def _raise_topic_error(code: int, message: str | None, what: str) -> BaseException:
     cls = Errors.error_class(code)
     return cls(f"{what}: {message}" if message else what)
+
+
+def _new_partitions(topic: Any, spec: Any) -> NewPartitions:
+    if isinstance(spec, NewPartitions):
+        out = spec
+    elif isinstance(spec, int) and not isinstance(spec, bool):
+        out = NewPartitions(spec)
+    elif isinstance(spec, Mapping) and "count" in spec:
+        out = NewPartitions(spec["count"], spec.get("assignments"))
+    else:
+        raise Errors.IllegalArgumentError(
+            f"create_partitions: topic {topic!r} needs a NewPartitions (or a partition count), got {spec!r}")
+    if isinstance(out.total_count, bool) or not isinstance(out.total_count, int):
+        raise Errors.IllegalArgumentError(
+            f"create_partitions: the partition count of topic {topic!r} must be an int, got {out.total_count!r}")
+    return out
 
 
 class KafkaAdminClient:
@@ -251,6 +285,33 @@ class KafkaAdminClient:
             self._metadata.set_topics(self._metadata.topics - set(gone))
         return results
 
+    def create_partitions(self, topic_partitions: Mapping[str, NewPartitions | int | Mapping[str, Any]],
+                          timeout_ms: int | None = None, validate_only: bool = False,
+                          raise_errors: bool = True) -> dict[str, BaseException | None]:
+        """Grow topics to ``NewPartitions.total_count`` partitions (a plain count, or kafka-python's
+        ``{"count": n, "assignments": [[broker ids], ...]}``, is accepted too); waits until
+        metadata shows every new partition with a leader.
+
+        Returns {topic: None | error}; with raise_errors (default) the first error is raised
+        (InvalidPartitionsError for a count not above the current one, UnknownTopicOrPartitionError
+        for a missing topic...). validate_only asks the cluster to check the request and change
+        nothing."""
+        wanted = {str(name): _new_partitions(name, spec) for name, spec in topic_partitions.items()}
+        deadline = self._deadline(timeout_ms)
+        api_timeout = self._timeout_ms if timeout_ms is None else int(timeout_ms)
+        body = {"topics": [{
+            "name": name, "count": np.total_count,
+            "assignments": None if np.new_assignments is None
+            else [{"broker_ids": [int(b) for b in ids]} for ids in np.new_assignments],
+        } for name, np in wanted.items()], "timeout_ms": api_timeout, "validate_only": bool(validate_only)}
+
+        results = self._topic_request(CREATE_PARTITIONS, body, deadline, "results", "CreatePartitions",
+                                      "adding partitions to", raise_errors)
+        if not validate_only:
+            grown = {name: np.total_count for name, np in wanted.items() if results.get(name) is None}
+            self._wait_for_topics(grown, deadline)
+        return results
+
     def list_topics(self, timeout_ms: int | None = None) -> list[str]:
         deadline = self._deadline(timeout_ms)
         self._bootstrap(deadline)
@@ -312,6 +373,111 @@ class KafkaAdminClient:
             if self._left(deadline) <= 0:
                 raise Errors.KafkaTimeoutError(f"no offsets for {sorted(set(wanted) - set(out))} in time")
             self._client.await_metadata_update(min(self._left(deadline), 1000))
+
+    def delete_records(self, records_to_delete: Mapping[TopicPartition, int], timeout_ms: int | None = None,
+                       partition_leader_id: int | None = None) -> dict[TopicPartition, int]:
+        """Delete every record before the given offset of each partition (offset -1: up to the
+        high watermark), asking each partition's leader; returns {tp: new low watermark}.
+
+        A partition's error raises the matching error naming it (OffsetOutOfRangeError for an
+        offset past the high watermark, UnknownTopicOrPartitionError for a partition the
+        cluster does not have...); partitions whose leader moved are retried on the new leader
+        until the timeout. ``partition_leader_id`` sends every request to that broker instead
+        and does not retry a NOT_LEADER_OR_FOLLOWER answer (the caller said where the leader is)."""
+        wanted: dict[TopicPartition, int] = {}
+        for tp, offset in records_to_delete.items():
+            tp = TopicPartition(*tp)
+            if isinstance(offset, bool) or not isinstance(offset, int) or offset < -1:
+                raise Errors.IllegalArgumentError(
+                    f"delete_records: the offset for {tp.topic}-{tp.partition} must be an int >= 0 (or -1 for the "
+                    f"high watermark), got {offset!r}")
+            wanted[tp] = offset
+        deadline = self._deadline(timeout_ms)
+        api_timeout = self._timeout_ms if timeout_ms is None else int(timeout_ms)
+        self._bootstrap(deadline)
+        if partition_leader_id is None and wanted:
+            self._metadata.add_topics(*{tp.topic for tp in wanted})
+            self._refresh(deadline)
+        out: dict[TopicPartition, int] = {}
+        failed: dict[TopicPartition, BaseException] = {}
+        pending = dict(wanted)
+        while pending:
+            retry: list[str] = []
+            for node, parts in self._records_by_leader(pending, partition_leader_id, failed).items():
+                body = {"topics": [{"name": topic, "partitions": [
+                    {"partition_index": tp.partition, "offset": off} for tp, off in sorted(parts.items())
+                    if tp.topic == topic]} for topic in sorted({tp.topic for tp in parts})],
+                    "timeout_ms": api_timeout}
+                try:
+                    response = self._call(node, DELETE_RECORDS, body, deadline)
+                except Errors.KafkaError as exc:
+                    if not (exc.retriable or exc.invalid_metadata) or self._left(deadline) <= 0:
+                        raise
+                    retry.append(f"node {node}: {exc}")
+                    continue
+                for t in response.get("topics") or []:
+                    for p in t.get("partitions") or []:
+                        tp = TopicPartition(t["name"], p["partition_index"])
+                        if tp not in parts:
+                            continue
+                        code = p.get("error_code", 0)
+                        if code == 0:
+                            out[tp] = p["low_watermark"]
+                            del pending[tp]
+                            continue
+                        cls = Errors.error_class(code)
+                        pinned_not_leader = (partition_leader_id is not None
+                                             and cls is Errors.NotLeaderOrFollowerError)
+                        if (cls.retriable or cls.invalid_metadata) and not pinned_not_leader \
+                                and self._left(deadline) > 0:
+                            retry.append(f"{tp.topic}-{tp.partition}: {cls.__name__}")
+                            continue
+                        failed[tp] = cls(f"deleting the records of {tp.topic}-{tp.partition} before offset "
+                                         f"{parts[tp]} failed ({cls.__name__})")
+                        del pending[tp]
+            for tp in list(pending):
+                if tp in failed:
+                    del pending[tp]
+            if not pending:
+                break
+            if self._left(deadline) <= 0:
+                left = ", ".join(f"{tp.topic}-{tp.partition}" for tp in sorted(pending))
+                raise Errors.KafkaTimeoutError(f"deleting records of {left} did not complete in time"
+                                               + (f" (last: {'; '.join(retry)})" if retry else ""))
+            log.debug("delete_records: retrying after %s", "; ".join(retry) or "no leader known")
+            self._client.await_metadata_update(min(self._left(deadline), 1000))
+        if failed:
+            first = min(failed)
+            err = failed[first]
+            if len(failed) > 1:
+                others = "; ".join(str(failed[tp]) for tp in sorted(failed) if tp != first)
+                err = type(err)(f"{err}; also: {others}")
+            raise err
+        return out
+
+    def _records_by_leader(self, pending: dict[TopicPartition, int], pinned: int | None,
+                           failed: dict[TopicPartition, BaseException]) -> dict[int, dict[TopicPartition, int]]:
+        """Pending partitions grouped by the node to ask; partitions the fresh metadata says do
+        not exist go to ``failed``, those without a leader yet wait for the next round."""
+        if pinned is not None:
+            return {int(pinned): dict(pending)}
+        cluster = self._metadata.cluster
+        by_node: dict[int, dict[TopicPartition, int]] = {}
+        for tp, offset in pending.items():
+            leader = cluster.leader_for(tp)
+            if leader is not None:
+                by_node.setdefault(leader.node_id, {})[tp] = offset
+                continue
+            code = cluster.topic_errors.get(tp.topic, 0)
+            parts = cluster.partitions_for_topic(tp.topic)
+            if code == Errors.UnknownTopicOrPartitionError.errno or (parts and tp.partition not in
+                                                                      {p.partition for p in parts}):
+                failed[tp] = Errors.UnknownTopicOrPartitionError(
+                    f"deleting the records of {tp.topic}-{tp.partition}: the cluster has no such partition")
+            elif code and not (Errors.error_class(code).retriable or Errors.error_class(code).invalid_metadata):
+                failed[tp] = Errors.error_class(code)(
+                    f"deleting the records of {tp.topic}-{tp.partition}: metadata of {tp.topic!r} failed")
+        return by_node
 
     # ------------------------------------------------------------------ groups
     def _find_coordinator(self, group_id: str, deadline: int) -> Node:

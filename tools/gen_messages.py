@@ -33,7 +33,8 @@ API_LIST = [
     "Produce", "Fetch", "ListOffsets", "Metadata", "OffsetCommit", "OffsetFetch",
     "FindCoordinator", "JoinGroup", "Heartbeat", "LeaveGroup", "SyncGroup", "DescribeGroups",
     "ListGroups", "SaslHandshake", "ApiVersions", "CreateTopics", "DeleteTopics",
-    "DeleteRecords", "OffsetForLeaderEpoch", "SaslAuthenticate", "ConsumerGroupHeartbeat",
+    "DeleteRecords", "OffsetForLeaderEpoch", "SaslAuthenticate", "CreatePartitions",
+    "ConsumerGroupHeartbeat",
 ]
 
 # Highest versions the two test brokers advertise in their ApiVersions response, measured
@@ -44,7 +45,7 @@ BROKER_MAX = {
     0: (11, 10), 1: (17, 16), 2: (9, 7), 3: (12, 13), 8: (9, 9), 9: (9, 6), 10: (6, 3),
     11: (9, 6), 12: (4, 5), 13: (5, 4), 14: (5, 4), 15: (5, None), 16: (5, None),
     17: (1, None), 18: (4, 2), 19: (7, None), 20: (6, None), 21: (2, None), 23: (None, 2), 36: (2, None),
-    68: (None, 1),
+    37: (None, None), 68: (None, 1),
 }
 BROKER_MIN = {23: (None, 2), 68: (None, 1)}  # every other advertised minimum is 0
 

@@ -27,6 +27,7 @@ later releases restored Metadata v0-v3 and JoinGroup v0-v1).
   DeleteRecords            21  0-2      2        0-2     -
   OffsetForLeaderEpoch     23  2-4      4        -       2-2
   SaslAuthenticate         36  0-2      2        0-2     -
+  CreatePartitions         37  0-3      2        -       -
   ConsumerGroupHeartbeat   68  0-1      0        -       1-1
 
 "flexible" is the first flexible version (compact strings/arrays, tagged fields, request
@@ -77,6 +78,7 @@ API_NAMES: dict[int, str] = {
     21: 'DeleteRecords',
     23: 'OffsetForLeaderEpoch',
     36: 'SaslAuthenticate',
+    37: 'CreatePartitions',
     68: 'ConsumerGroupHeartbeat',
 }
 
@@ -681,6 +683,28 @@ RESPONSES[36] = Message(36, 'SaslAuthenticateResponse', 'response', '0-2', '2+',
     F('error_message', 'string', '0+', nullable_versions='0+', default=''),
     F('auth_bytes', 'bytes', '0+'),
     F('session_lifetime_ms', 'int64', '1+', default=0, ignorable=True),
+])
+
+# --- CreatePartitions (37) ----------------------------------------------------
+REQUESTS[37] = Message(37, 'CreatePartitionsRequest', 'request', '0-3', '2+', [
+    F('topics', '[]CreatePartitionsTopic', '0+', fields=[
+        F('name', 'string', '0+'),
+        F('count', 'int32', '0+'),
+        F('assignments', '[]CreatePartitionsAssignment', '0+', nullable_versions='0+', default=[], fields=[
+            F('broker_ids', '[]int32', '0+'),
+        ]),
+    ]),
+    F('timeout_ms', 'int32', '0+'),
+    F('validate_only', 'bool', '0+'),
+])
+
+RESPONSES[37] = Message(37, 'CreatePartitionsResponse', 'response', '0-3', '2+', [
+    F('throttle_time_ms', 'int32', '0+'),
+    F('results', '[]CreatePartitionsTopicResult', '0+', fields=[
+        F('name', 'string', '0+'),
+        F('error_code', 'int16', '0+'),
+        F('error_message', 'string', '0+', nullable_versions='0+'),
+    ]),
 ])
 
 # --- ConsumerGroupHeartbeat (68) ----------------------------------------------

@@ -462,6 +462,7 @@ class _Planner:
         params["fetch.max.wait.ms"] = min(int(params.get("fetch.max.wait.ms", 500)), _PROBE_WAIT_MS)
         self.consumer = KafkaConsumer(params)
         self._read_committed = str(self.consumer.config["isolation.level"]) == "read_committed"
+        self._listed = False        # partitions() ran before: the metadata cache may be stale
 
     def close(self) -> None:
         self.consumer.close(autocommit=False)
@@ -495,6 +496,12 @@ class _Planner:
             return list(opts.assigned)
         if opts.strategy == "subscribe":
             topics = opts.topics
+            if self._listed:
+                # The stream reader keeps its planner for the whole query, and partitions_for_topic
+                # answers from the metadata cache (stale for up to metadata.max.age.ms): ask the
+                # cluster again so that partitions added since the last micro-batch are read now
+                # (Spark's own source describes the topics on every call too).
+                self.retrying("metadata refresh", self._refresh_metadata)
         else:
             pattern = opts.pattern
             assert pattern is not None  # parse_options() sets it for the subscribePattern strategy
@@ -509,7 +516,14 @@ class _Planner:
                 log.warning("topic %r does not exist: nothing to read from it", topic)
                 continue
             out.extend(TopicPartition(topic, p) for p in sorted(parts))
+        self._listed = True
         return out
+
+    def _refresh_metadata(self) -> None:
+        """A metadata update for the topics this planner's consumer already looked up."""
+        c = self.consumer
+        if not c._client.await_metadata_update(int(c.config["request.timeout.ms"])):
+            raise Errors.KafkaTimeoutError("no metadata update for the subscribed topics in time")
 
     # -- offsets
     def earliest(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
