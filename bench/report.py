@@ -67,7 +67,8 @@ def markdown(report: dict) -> str:
         f"Python {env['python']}; broker: {_broker(report)}.",
         f"Command: `{report['command']}`",
         f"Load average at start {_load(report.get('loadavg_start'))}, at end {_load(report.get('loadavg_end'))}; "
-        f"{report['repeat']} assign-mode run(s) per client, median shown (min–max in brackets).",
+        f"{report['repeat']} assign-mode run(s) per client, median shown (min–max in brackets)"
+        + ("; one untimed warm-up read of each topic before them." if report.get("warmup") else "."),
     ]
     others = [r["other_load_cores"] for c in report["configs"] for runs in c["runs"].values()
               for r in runs if "other_load_cores" in r]

@@ -398,6 +398,7 @@ def run_suite(args) -> dict:
     check_broker_fits(broker["kind"], configs)
     report = {"environment": environment(), "command": args.command_line,
               "loadavg_start": os.getloadavg(), "repeat": args.repeat, "group_repeat": args.group_repeat,
+              "warmup": args.warmup,
               "drivers": drivers, "broker": broker, "configs": []}
     skipped = check_drivers(drivers)
     if args.tls:
@@ -461,6 +462,17 @@ def run_config(cluster, broker_pid, cfg: Config, all_drivers: list[str], skipped
     group_runs: dict[str, list[dict]] = {d: [] for d in drivers}
     group_capable = [d for d in drivers if getattr(load(d), "GROUP_MODE", False)]
     try:
+        if args.warmup and drivers:
+            # The broker's first read of a fresh topic is slower (JIT, page cache, over TLS its
+            # cipher code): without an untimed read first, that cost lands on whichever driver
+            # happens to run first and skews its median.
+            job = Job(driver=drivers[0], bootstrap=bootstrap, topic=topic, partitions=cfg.partitions,
+                      records=cfg.records, record_size=cfg.record_size, mode="assign",
+                      timeout_s=timeout, broker_pid=broker_pid, progress=False, extra=extra)
+            log(f"{tag} warm-up read with {drivers[0]} (not measured)")
+            warm = run_child(job)
+            if not warm.get("ok", False):
+                log(f"{tag}   warm-up failed (the measured runs will report it): {_one_line(warm)}")
         for rep in range(args.repeat):
             order = drivers[rep % len(drivers):] + drivers[:rep % len(drivers)]
             for name in order:
@@ -575,6 +587,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     t.add_argument("--drivers", type=_str_list, help=f"comma list (default all: {','.join(DRIVERS)})")
     t.add_argument("--repeat", type=int, default=3, help="assign-mode runs per driver (median reported)")
     t.add_argument("--group-repeat", type=int, default=1, help="group-mode runs per driver (0: none)")
+    t.add_argument("--warmup", type=int, choices=(0, 1), default=1,
+                   help="1 (default): one untimed read of each topic before the measured runs, so the "
+                        "broker's warm-up is charged to no client; 0: none")
     t.add_argument("--group-session-timeout-ms", type=int, default=10_000,
                    help="session.timeout.ms of every client in group mode (Tansu completes a first "
                         "join after about half of it; default 10000)")
