@@ -34,7 +34,8 @@ cdef class FrameReceiver:
     cdef char* _buf                # reused receive buffer; unconsumed bytes in [_start, _end)
     cdef Py_ssize_t _start
     cdef Py_ssize_t _end
-    cdef bytes _frame              # large frame being received in place (only we reference it)
+    cdef object _frame             # large Frame being received in place (only we reference it)
+    cdef char* _frame_buf          # its memory
     cdef Py_ssize_t _frame_len
     cdef Py_ssize_t _frame_fill
     cdef object _error             # set once a bad prefix was seen: the stream is unusable

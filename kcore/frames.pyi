@@ -2,7 +2,17 @@
 
 from typing import Any
 
-_Buffer = bytes | bytearray | memoryview
+class Frame:
+    """A large received frame: read-only bytes-like (buffer protocol, format "B") over a
+    recycled kcore.pool block; equal to bytes-like objects of the same content."""
+
+    def __buffer__(self, flags: int, /) -> memoryview: ...
+    def __len__(self) -> int: ...
+    def __bytes__(self) -> bytes: ...
+    def __eq__(self, other: object) -> bool: ...
+    __hash__: None  # type: ignore[assignment]
+
+_Buffer = bytes | bytearray | memoryview | Frame
 
 def encode_request_header(api_key: int, api_version: int, correlation_id: int,
                           client_id: str | None, header_version: int = 1) -> bytes: ...
@@ -31,8 +41,9 @@ class FrameSplitter:
 
 class FrameReceiver:
     """Reads frames (prefix removed) from a socket: small ones out of a reused receive buffer
-    (one copy each), large ones straight into their final bytes object (no per-read
-    allocation, no copy beyond the part that arrived with the prefix)."""
+    (one copy each, as bytes), large ones straight into their final object, a Frame over a
+    recycled block (no per-read allocation, no fresh pages, no copy beyond the part that
+    arrived with the prefix)."""
 
     max_frame_bytes: int
     buffer_size: int
@@ -43,7 +54,7 @@ class FrameReceiver:
     @property
     def pending_frame_size(self) -> int | None: ...
     def reset(self) -> None: ...
-    def receive(self, sock: Any, drain: bool = False) -> list[bytes]:
+    def receive(self, sock: Any, drain: bool = False) -> list[bytes | Frame]:
         """Frames completed by reading ``sock`` (anything with ``recv_into``). Stops when a
         read comes back short or would block (BlockingIOError: returns what it has), and
         unless ``drain`` as soon as a read completed a frame. Raises InvalidLengthError /

@@ -11,15 +11,20 @@ anything is allocated for it.
 
 FrameReceiver reads a socket itself, so that no read allocates: small frames come out of a
 reused receive buffer (one copy each), and a large frame is received straight into the
-bytes object it is handed out as, once its size prefix is known (no copy beyond the part
-that arrived in the receive buffer with the prefix).
+object it is handed out as, once its size prefix is known (no copy beyond the part that
+arrived in the receive buffer with the prefix). That object is a Frame: a read-only
+bytes-like buffer over a block of kcore.pool, so the memory of a response that was released
+is received into again instead of fresh pages (a page fault per 4 KiB on first touch made
+every recv of a large Fetch response cost several times its copy).
 """
+cimport cython
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE, PyBUF_WRITE
 from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING
 from cpython.mem cimport PyMem_Malloc, PyMem_Free
 from cpython.memoryview cimport PyMemoryView_FromMemory
 from libc.string cimport memcpy, memmove
 
+from kcore.pool cimport CArray, pool_take
 from kcore.wire cimport load_be32
 
 from kcore.errors import FrameTooLargeError, InvalidLengthError, KafkaConnectionError
@@ -109,6 +114,62 @@ def response_correlation_id(frame):
     """The correlation id: the first 4 bytes of a frame given without its size prefix."""
     cdef Reader r = Reader(frame)
     return r.read_int32()
+
+
+# ------------------------------------------------------------------ pooled frames
+@cython.final
+cdef class Frame(CArray):
+    """A large received frame: read-only bytes-like (buffer protocol, format "B"), over a
+    kcore.pool block that goes back to the pool when the last reference (memoryview slices
+    of it included) is gone. Compares equal to bytes-like objects of the same content;
+    ``bytes(frame)`` copies it."""
+
+    def __bytes__(self):
+        return PyBytes_FromStringAndSize(<const char*>self.ptr, self.nbytes)
+
+    def __eq__(self, other):
+        try:
+            return memoryview(self) == memoryview(other).cast("B")
+        except TypeError:
+            return NotImplemented
+
+    def __ne__(self, other):
+        eq = self.__eq__(other)
+        return eq if eq is NotImplemented else not eq
+
+    __hash__ = None
+
+    def __repr__(self):
+        return f"<kcore.frames.Frame of {self.nbytes} bytes>"
+
+
+cdef inline size_t _frame_capacity(size_t length) noexcept:
+    """The block size asked of the pool for a frame: rounded up to a multiple of a power of
+    two between 1/32 and 1/16 of it (64 KiB at least). Responses to the same fetches differ by a few bytes; with
+    exact sizes a frame a little larger than every pooled block would miss them all and take
+    fresh pages, with rounded ones it fits the block its predecessor left."""
+    cdef size_t step = 65536
+    while step * 16 <= length:
+        step *= 2
+    return (length + step - 1) // step * step
+
+
+cdef Frame new_frame(Py_ssize_t length):
+    """An uninitialised Frame of ``length`` bytes from the pool (the caller fills all of it
+    before anyone else sees it)."""
+    cdef size_t got
+    cdef void* ptr = pool_take(_frame_capacity(<size_t>length), &got)
+    if ptr == NULL:
+        raise MemoryError()
+    cdef Frame f = Frame.__new__(Frame)
+    f.ptr = ptr
+    f.capb = got
+    f.nbytes = length
+    f.itemsize = 1
+    f.fmt = b"B"
+    f.shape[0] = length
+    f.strides[0] = 1
+    return f
 
 
 # ------------------------------------------------------------------ splitter
@@ -239,13 +300,14 @@ cdef class FrameReceiver:
     """Reads Kafka frames from a socket with at most one copy and no allocation per read.
 
     ``receive(sock)`` calls ``sock.recv_into`` and returns the frames it completed (each
-    without its 4-byte size prefix) as ``bytes``. Reads go into a receive buffer of
-    ``buffer_size`` bytes that is reused for the receiver's whole life; a frame shorter than
-    ``buffer_size // 2`` is copied out of it into its own bytes object. A longer frame gets
-    its final bytes object as soon as its prefix is read: the part already in the buffer is
-    copied into it and the rest is received straight into it (a writable view of its memory
-    exists only for the duration of each ``recv_into`` call and is released right after, so
-    nothing can write into a frame once it is handed out).
+    without its 4-byte size prefix). Reads go into a receive buffer of ``buffer_size`` bytes
+    that is reused for the receiver's whole life; a frame shorter than ``buffer_size // 2``
+    is copied out of it into its own ``bytes`` object. A longer frame gets its final object,
+    a Frame (read-only, bytes-like, over a recycled kcore.pool block), as soon as its prefix
+    is read: the part already in the buffer is copied into it and the rest is received
+    straight into it (a writable view of its memory exists only for the duration of each
+    ``recv_into`` call and is released right after, so nothing can write into a frame once
+    it is handed out).
 
     A negative size prefix raises InvalidLengthError, one above ``max_frame_bytes``
     FrameTooLargeError, before anything is allocated for the frame; the receiver then stays
@@ -277,6 +339,7 @@ cdef class FrameReceiver:
         self._start = 0
         self._end = 0
         self._frame = None
+        self._frame_buf = NULL
         self._frame_len = 0
         self._frame_fill = 0
         self._error = None
@@ -308,6 +371,7 @@ cdef class FrameReceiver:
         self._start = 0
         self._end = 0
         self._frame = None
+        self._frame_buf = NULL
         self._frame_len = 0
         self._frame_fill = 0
         self._error = None
@@ -341,8 +405,9 @@ cdef class FrameReceiver:
                     start += 4 + length
                 elif length >= self._direct_min:
                     # allocated only now that the size is known to be within the limit
-                    self._frame = PyBytes_FromStringAndSize(NULL, length)
-                    _copy(<uint8_t*>PyBytes_AS_STRING(self._frame), p + start + 4, avail)
+                    self._frame = new_frame(length)
+                    self._frame_buf = <char*>(<Frame>self._frame).ptr
+                    _copy(<uint8_t*>self._frame_buf, p + start + 4, avail)
                     self._frame_len = length
                     self._frame_fill = avail
                     start = end
@@ -398,7 +463,7 @@ cdef class FrameReceiver:
             try:
                 if self._frame is not None:
                     want = self._frame_len - self._frame_fill
-                    got = self._recv(sock, PyBytes_AS_STRING(self._frame) + self._frame_fill, want)
+                    got = self._recv(sock, self._frame_buf + self._frame_fill, want)
                     if got < 0:
                         return frames
                     if got == 0:
@@ -407,6 +472,7 @@ cdef class FrameReceiver:
                     if self._frame_fill == self._frame_len:
                         frames.append(self._frame)
                         self._frame = None
+                        self._frame_buf = NULL
                 else:
                     if self._start > 0 and self.buffer_size - self._end < self._direct_min:
                         # make room; what is moved is less than one small frame
