@@ -39,7 +39,7 @@ def test_two_members_join_when_the_broker_hangs_up_on_flexible_group_requests(
     uncapped_mock.create_topic(topic_name, 4)
     uncapped_mock.wait_for_topic(topic_name, 4)
     members = [KafkaConsumer(topic_name, bootstrap_servers=uncapped_mock.bootstrap, group_id=group_id,
-                             session_timeout_ms=6000, heartbeat_interval_ms=500, retry_backoff_ms=50)
+                             session_timeout_ms=3000, heartbeat_interval_ms=300, retry_backoff_ms=50)
                for _ in range(2)]
     try:
         with caplog.at_level(logging.WARNING, logger="kclient.group.version_fallback"):
