@@ -289,16 +289,24 @@ def _chunks(rng: OffsetRange, opts: SourceOptions, columnar: bool) -> Iterator[t
         past_end_grace_s = min(max(_PAST_END_GRACE_S, 3 * wait_s), poll_timeout_s)
         if consumer.assignment() != {tp}:
             consumer.assign([tp])
-        consumer.seek(tp, rng.from_offset)
+            consumer.seek(tp, rng.from_offset)
+        elif consumer.position(tp) != rng.from_offset:
+            consumer.seek(tp, rng.from_offset)
+        # else: the client's last range ended where this one starts (the next micro-batch of
+        # a stream): what it prefetched past that end is this range's start, and a seek
+        # would throw it away.
         position = rng.from_offset
         last_progress = time.monotonic()
         next_check = 0.0
         while position < until:
             try:
+                # No more than the range holds: the position then stops at its end, and the
+                # records after it stay buffered, undecoded, for a range that starts there.
+                wanted = min(batch, until - position)
                 if columnar:
-                    polled = consumer.poll_columnar(slice_ms, max_records=batch)
+                    polled = consumer.poll_columnar(slice_ms, max_records=wanted)
                 else:
-                    polled = consumer.poll(slice_ms, max_records=batch)
+                    polled = consumer.poll(slice_ms, max_records=wanted)
             except Errors.OffsetOutOfRangeError:
                 resume = _after_gap(consumer, tp, rng, position, opts, out_of_range=True, past_end_ok=True)
                 position = resume if resume is not None else position
