@@ -63,6 +63,49 @@ def test_read_offset_range_returns_exactly_the_range(mock_cluster, create_topic,
     assert after["created"] == before["created"] and after["reused"] == before["reused"] + 1
 
 
+def test_a_reused_spark_worker_freezes_its_heap_after_making_a_client_and_thaws_when_one_closes(monkeypatch):
+    """PySpark's daemon collects garbage after every task of a reused worker: the pool freezes
+    what is alive once it made a client, and unfreezes when a client is closed (no broker)."""
+    import gc
+    import weakref
+
+    from kclient.consumer import kafka_consumer
+    from kclient.spark import reader
+
+    class FakeClient:
+        def __init__(self, params):
+            self.params = params
+
+        def close(self, autocommit=True):
+            pass
+
+    class Cyclic:
+        pass
+
+    monkeypatch.setattr(kafka_consumer, "KafkaConsumer", FakeClient)
+    gc.unfreeze()                             # whatever an earlier test in this process left
+    reader._stats["frozen"] = 0
+    try:
+        monkeypatch.delenv("SPARK_REUSE_WORKER", raising=False)
+        reader._close(reader._take({"bootstrap.servers": "x:1"}, TopicPartition("t", 0)))
+        assert gc.get_freeze_count() == 0 and client_cache_info()["frozen"] == 0   # not a Spark worker
+        monkeypatch.setenv("SPARK_REUSE_WORKER", "1")
+        entry = reader._take({"bootstrap.servers": "x:1"}, TopicPartition("t", 0))
+        frozen = gc.get_freeze_count()
+        assert frozen > 0 and client_cache_info()["frozen"] == frozen
+        later = Cyclic()
+        later.self = later
+        gone = weakref.ref(later)
+        del later
+        gc.collect()
+        assert gone() is None                 # objects made after the freeze are still collected
+        reader._close(entry)
+        assert gc.get_freeze_count() == 0 and client_cache_info()["frozen"] == 0
+    finally:
+        gc.unfreeze()
+        reader._stats["frozen"] = 0
+
+
 def test_control_records_are_skipped_and_a_range_ending_on_one_completes(broker, create_topic, topic_name):
     confluent_kafka = pytest.importorskip("confluent_kafka")
     create_topic(broker, topic_name, 1)

@@ -59,7 +59,13 @@ def _nullable_headers(pa, pc, headers):
     empty = pc.equal(pc.list_value_length(headers), 0)
     if not pc.any(empty).as_py():
         return headers
-    return pa.ListArray.from_arrays(headers.offsets, headers.values, mask=empty)
+    # A chunk handed out after the start of its decoded batch is a slice: its offsets do not
+    # start at 0, which from_arrays refuses with a mask; rebase them onto its own values.
+    offsets = headers.offsets
+    start = offsets[0].as_py()
+    if start:
+        offsets = pc.subtract(offsets, pa.scalar(start, offsets.type))
+    return pa.ListArray.from_arrays(offsets, headers.flatten(), mask=empty)
 
 
 def _binary(pa, column):
