@@ -31,6 +31,7 @@ _LAZY = {
     "range_rows": "kclient.spark.reader",
     "cached_consumer": "kclient.spark.reader",
     "client_cache_info": "kclient.spark.reader",
+    "close_cached_consumers": "kclient.spark.reader",
     "kafka_schema": "kclient.spark.arrow",
     "kafka_arrow_schema": "kclient.spark.arrow",
     "arrow_batches": "kclient.spark.arrow",

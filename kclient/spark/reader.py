@@ -213,6 +213,21 @@ def client_cache_info() -> dict[str, int]:
         return {"pid": _pool_pid, "idle": idle, **_stats}
 
 
+def close_cached_consumers() -> int:
+    """Close this process's idle reader clients (and what they prefetched); returns how many.
+    The next borrow makes a fresh client. For a worker that should let go of its broker
+    connections, and for tests that model a query restarted in fresh workers."""
+    with _pool_lock:
+        entries = [e for v in _idle.values() for e in v]
+        _idle.clear()
+    for entry in entries:
+        if entry.pid == os.getpid():
+            _close(entry)
+        else:
+            _disown(entry)
+    return len(entries)
+
+
 # ------------------------------------------------------------------ the read loop
 def as_offset_range(value: Any) -> OffsetRange:
     """An OffsetRange from an OffsetRange, a Row/tuple (topic, partition, from, until) or a dict."""
