@@ -250,6 +250,24 @@ def test_request_body_tracks_topics():
     assert md.build_request_body()["topics"] is None
 
 
+def test_a_new_topic_is_refreshed_at_once_then_incomplete_answers_back_off():
+    md = Metadata(retry_backoff_ms=100)
+    md.set_topics(["a"])
+    md.update(response([topic("a", [part(0, 1)])]), T0)
+    assert md.time_to_next_update(T0 + 1) > 0              # fresh: nothing due
+    md.add_topics("b")                                      # new: no backoff after the last refresh
+    assert md.update_requested() and md.time_to_next_update(T0 + 1) == 0
+    md.update(response([topic("a", [part(0, 1)]), topic("b", [], err=3)]), T0 + 2)
+    assert md.update_requested() and md.time_to_next_update(T0 + 2) == 100   # not there yet: back off
+    md.add_topics("b")                                      # known already: still backing off
+    assert md.time_to_next_update(T0 + 2) == 100
+    md.set_topics(["a", "b", "c"])                          # another new one: at once again
+    assert md.time_to_next_update(T0 + 3) == 0
+    md.update(response([topic(t, [part(0, 1)]) for t in "abc"]), T0 + 4)
+    md.set_need_all_topics(True)                            # a pattern subscription: at once
+    assert md.time_to_next_update(T0 + 5) == 0
+
+
 def test_adding_known_topic_does_not_request_update():
     md = Metadata()
     md.set_topics(["a"])

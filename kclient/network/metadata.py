@@ -244,14 +244,23 @@ class Metadata:
         """Pattern subscriptions need every topic's metadata."""
         with self._lock:
             if value and not self._need_all_topics:
-                self._need_update = True
+                self._request_update_for_new_topics()
             self._need_all_topics = value
+
+    def _request_update_for_new_topics(self) -> None:
+        """A topic the client did not track before has no metadata to route by, so its refresh
+        is not held back by retry.backoff.ms after the last one (the Java client's
+        requestUpdateForNewTopics). Without this every consumer waited a backoff (100 ms by
+        default) between bootstrap and its first fetch. Failed and incomplete answers still back
+        off: they set the last refresh time again."""
+        self._need_update = True
+        self._last_refresh_ms = 0
 
     def set_topics(self, topics: Iterable[str]) -> None:
         with self._lock:
             new = set(topics)
             if not new <= self._topics:
-                self._need_update = True
+                self._request_update_for_new_topics()
             self._topics = new
             self._last_seen_epochs = {tp: e for tp, e in self._last_seen_epochs.items()
                                       if tp[0] in new or self._need_all_topics}
@@ -261,7 +270,7 @@ class Metadata:
             new = set(topics) - self._topics
             if new:
                 self._topics |= new
-                self._need_update = True
+                self._request_update_for_new_topics()
 
     def build_request_body(self) -> dict:
         """The body of the next Metadata request (the wire layer picks the version)."""
