@@ -288,6 +288,15 @@ def _after_gap(consumer, tp: TopicPartition, rng: OffsetRange, position: int, op
     return None
 
 
+def _known_position(consumer, tp: TopicPartition) -> int | None:
+    """The client's position if it knows one now (None if it would have to look it up, e.g.
+    while a leader change is validated): a pooled client is then seeked, never left waiting."""
+    try:
+        return consumer.position(tp, timeout_ms=0)
+    except Errors.KafkaError:
+        return None
+
+
 def _chunks(rng: OffsetRange, opts: SourceOptions, columnar: bool) -> Iterator[tuple[Any, int]]:
     """(chunk, n) pairs: the first n rows of chunk are the range's next records. A chunk is
     a ColumnarRecords (columnar) or a list of ConsumerRecord."""
@@ -302,10 +311,9 @@ def _chunks(rng: OffsetRange, opts: SourceOptions, columnar: bool) -> Iterator[t
         # A few fetch answers' time: long enough for a fresh high watermark.
         wait_s = int(consumer.config["fetch.max.wait.ms"]) / 1000.0
         past_end_grace_s = min(max(_PAST_END_GRACE_S, 3 * wait_s), poll_timeout_s)
-        if consumer.assignment() != {tp}:
-            consumer.assign([tp])
-            consumer.seek(tp, rng.from_offset)
-        elif consumer.position(tp) != rng.from_offset:
+        if consumer.assignment() != {tp} or _known_position(consumer, tp) != rng.from_offset:
+            if consumer.assignment() != {tp}:
+                consumer.assign([tp])
             consumer.seek(tp, rng.from_offset)
         # else: the client's last range ended where this one starts (the next micro-batch of
         # a stream): what it prefetched past that end is this range's start, and a seek
