@@ -26,8 +26,11 @@ and as micro-batches (Structured Streaming, Trigger.AvailableNow from the same s
 maxOffsetsPerTrigger a quarter of the records, so four micro-batches, into the noop sink; a
 fresh checkpoint per run, so query start-up is in the time):
 
-  kclient-stream      spark.readStream.format("kclient")
-  spark-kafka-stream  spark.readStream.format("kafka") (the JVM connector)
+  kclient-stream         spark.readStream.format("kclient")
+  kclient-stream-packed  the same with kclient.maxPartitions = the session's default parallelism
+                         (each micro-batch's ranges packed into that many tasks: see
+                         kclient.spark.planning)
+  spark-kafka-stream     spark.readStream.format("kafka") (the JVM connector)
 
 and, for reference, the driver alone reading the same ranges with kclient (no Spark):
   direct-arrow    kclient.spark.arrow_batches in one process
@@ -211,6 +214,9 @@ def main(argv=None) -> int:
             "kafka-python": lambda: noop(spark.createDataFrame(
                 ranges_df.rdd.mapPartitions(_kafka_python_rows(bootstrap)), schema)),
             "kclient-stream": _stream(spark, "kclient", {**opts, "startingOffsets": starts}, per_trigger),
+            "kclient-stream-packed": _stream(spark, "kclient", {
+                **opts, "startingOffsets": starts,
+                "kclient.maxPartitions": str(spark.sparkContext.defaultParallelism)}, per_trigger),
             "direct-arrow": lambda: sum(b.num_rows for r in ranges for b in arrow_batches(r, opts)),
         }
         assert source.load().count() == total, "the kclient source read another number of records"
@@ -236,7 +242,7 @@ def main(argv=None) -> int:
                 continue
             seconds = _best(fn, args.repeat)
             results[name] = seconds
-            print(f"{name:>18}: {total / seconds:>12,.0f} records/s  ({seconds:.2f} s for {total:,})", flush=True)
+            print(f"{name:>21}: {total / seconds:>12,.0f} records/s  ({seconds:.2f} s for {total:,})", flush=True)
         spark.stop()
         print()
         print(f"{args.records:,} records x {args.value_size} B, {args.partitions} partitions, "
@@ -251,11 +257,11 @@ def main(argv=None) -> int:
         base = results.get("kafka-python")
         for name, seconds in results.items():
             # micro-batch cases are compared with the JVM source's micro-batches, batch with batch
-            jvm_name = "spark-kafka-stream" if name.endswith("-stream") else "spark-kafka"
+            jvm_name = "spark-kafka-stream" if "-stream" in name else "spark-kafka"
             jvm_s = results.get(jvm_name)
             ratio = f"  {base / seconds:5.1f}x kafka-python" if base else ""
             ratio += f"  {jvm_s / seconds:5.2f}x {jvm_name}" if jvm_s else ""
-            print(f"  {name:<18} {total / seconds:>12,.0f} rec/s{ratio}")
+            print(f"  {name:<21} {total / seconds:>12,.0f} rec/s{ratio}")
     finally:
         if broker is not None:
             broker.stop()

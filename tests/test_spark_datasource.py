@@ -327,3 +327,36 @@ def test_max_offsets_per_trigger_is_honoured_by_available_now(spark, kafka, crea
     assert query.exception() is None
     assert sizes == [200, 200, 200, 150]
     assert seen == {(0, i) for i in range(500)} | {(1, i) for i in range(200)} | {(2, i) for i in range(50)}
+
+
+def test_max_partitions_packs_each_read_into_that_many_tasks(spark, kafka, create_topic, topic_name, tmp_path):
+    create_topic(kafka, topic_name, 3)
+    _produce(kafka.bootstrap, topic_name, 3, 120)
+    options = {"kafka.bootstrap.servers": kafka.bootstrap, "subscribe": topic_name, "startingOffsets": "earliest",
+               "kclient.maxPartitions": "2"}
+    batch = spark.read.format("kclient").options(**options).load()
+    assert batch.rdd.getNumPartitions() == 2
+    rows = batch.collect()
+    assert len(rows) == 360 and {(r.partition, r.offset): r.value for r in rows} == _expected(3, 120)
+    # per Spark partition, each Kafka partition's records come in offset order
+    per_task = batch.rdd.mapPartitions(lambda it: [[(r.partition, r.offset) for r in it]]).collect()
+    assert sorted(len({p for p, _ in task}) for task in per_task) == [1, 2]
+    for task in per_task:
+        for part in {p for p, _ in task}:
+            offsets = [o for p, o in task if p == part]
+            assert offsets == sorted(offsets)
+    partitions: list[int] = []
+    seen: list = []
+
+    def record(df, batch_id):
+        partitions.append(df.rdd.getNumPartitions())
+        seen.extend((r.partition, r.offset) for r in df.select("partition", "offset").collect())
+
+    query = (spark.readStream.format("kclient").options(**{**options, "kclient.maxPartitions": "1"})
+             .option("maxOffsetsPerTrigger", "150").load()
+             .writeStream.foreachBatch(record).trigger(availableNow=True)
+             .option("checkpointLocation", str(tmp_path / "checkpoint")).start())
+    assert query.awaitTermination(120), "the availableNow query did not finish"
+    assert query.exception() is None
+    assert partitions == [1, 1, 1]
+    assert sorted(seen) == sorted(_expected(3, 120))

@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 
 from kclient import errors as Errors
 from kclient.producer import KafkaProducer
-from kclient.spark import (OffsetRange, commit_offset_ranges, parse_options, plan_offset_ranges,
-                           split_offset_ranges)
+from kclient.spark import (OffsetRange, commit_offset_ranges, group_offset_ranges, parse_options,
+                           plan_offset_ranges, split_offset_ranges)
 from kclient.structs import TopicPartition
 
 
@@ -85,6 +85,57 @@ def test_split_covers_every_offset_exactly_once(sizes, starts, min_partitions, m
             assert max(pieces) - min(pieces) <= 1
 
 
+# ------------------------------------------------------------------ grouping (pure)
+def test_without_max_partitions_every_range_is_a_partition_of_its_own():
+    ranges = [OffsetRange("t", 1, 0, 5), OffsetRange("t", 0, 3, 9), OffsetRange("t", 2, 4, 4)]
+    assert group_offset_ranges(ranges) == [[OffsetRange("t", 0, 3, 9)], [OffsetRange("t", 1, 0, 5)]]
+    assert group_offset_ranges(ranges, max_partitions=5) == group_offset_ranges(ranges)
+
+
+def test_max_partitions_packs_ranges_into_balanced_groups():
+    ranges = [OffsetRange("t", p, 0, 31250) for p in range(8)]
+    groups = group_offset_ranges(ranges, max_partitions=2)
+    assert [sum(r.size for r in g) for g in groups] == [125000, 125000]
+    assert [[r.partition for r in g] for g in groups] == [[0, 2, 4, 6], [1, 3, 5, 7]]
+    skewed = [OffsetRange("t", 0, 0, 90), OffsetRange("t", 1, 0, 50), OffsetRange("t", 2, 0, 40),
+              OffsetRange("t", 3, 0, 10)]
+    assert sorted(sum(r.size for r in g) for g in group_offset_ranges(skewed, max_partitions=2)) == [90, 100]
+    assert group_offset_ranges(skewed, max_partitions=1) == [sorted(skewed)]
+
+
+def test_pieces_of_one_partition_stay_in_offset_order_within_a_group():
+    pieces = split_offset_ranges([OffsetRange("t", 0, 0, 100)], min_partitions=4)
+    (group,) = group_offset_ranges(pieces, max_partitions=1)
+    assert [r.from_offset for r in group] == [0, 25, 50, 75]
+
+
+def test_max_records_per_partition_wins_over_max_partitions():
+    ranges = [OffsetRange("t", p, 0, 60) for p in range(3)]
+    groups = group_offset_ranges(ranges, max_partitions=2, max_records_per_partition=100)
+    assert len(groups) == 3 and all(sum(r.size for r in g) <= 100 for g in groups)
+    assert len(group_offset_ranges(ranges, max_partitions=2, max_records_per_partition=120)) == 2
+
+
+@settings(max_examples=200, deadline=None)
+@given(sizes=st.lists(st.integers(0, 5000), min_size=1, max_size=12),
+       max_partitions=st.integers(1, 16),
+       max_records=st.one_of(st.none(), st.integers(100, 6000)))
+def test_grouping_reads_every_range_once_within_the_limits(sizes, max_partitions, max_records):
+    ranges = split_offset_ranges([OffsetRange("t", i, 0, s) for i, s in enumerate(sizes)],
+                                 max_records_per_partition=max_records)
+    groups = group_offset_ranges(ranges, max_partitions, max_records)
+    assert sorted(r for g in groups for r in g) == ranges
+    assert all(g == sorted(g) for g in groups) and groups == sorted(groups)
+    if max_records is None:
+        assert len(groups) == min(max_partitions, len(ranges))
+        loads = [sum(r.size for r in g) for g in groups]
+        if loads:       # largest first into the lightest group: within one range of each other
+            assert max(loads) - min(loads) <= max(r.size for r in ranges)
+    else:
+        assert all(sum(r.size for r in g) <= max_records for g in groups)
+        assert len(groups) >= min(max_partitions, len(ranges))
+
+
 # ------------------------------------------------------------------ option parsing
 BOOT = {"kafka.bootstrap.servers": "127.0.0.1:9"}
 
@@ -140,6 +191,9 @@ def test_parse_assign_pattern_and_offsets_json():
     ({**BOOT, "subscribe": "t", "endingOffsets": "committed"}, ["'endingOffsets'"]),
     ({**BOOT, "subscribe": "t", "minPartitions": "0"}, ["'minPartitions'", ">= 1"]),
     ({**BOOT, "subscribe": "t", "maxRecordsPerPartition": "lots"}, ["'maxRecordsPerPartition'", "integer"]),
+    ({**BOOT, "subscribe": "t", "kclient.maxPartitions": "0"}, ["'kclient.maxPartitions'", ">= 1"]),
+    ({**BOOT, "subscribe": "t", "minPartitions": "8", "kclient.maxPartitions": "4"},
+     ["'kclient.maxPartitions'", "'minPartitions' (8)"]),
     ({**BOOT, "subscribe": "t", "failOnDataLoss": "maybe"}, ["'failOnDataLoss'"]),
     ({**BOOT, "subscribe": "t", "kafkaConsumer.pollTimeoutMs": "0"}, ["'kafkaConsumer.pollTimeoutMs'"]),
     ({**BOOT, "subscribe": "t", "startingTimestamp": "-5"}, ["'startingTimestamp'"]),

@@ -26,6 +26,7 @@ _LAZY = {
     "parse_options": "kclient.spark.planning",
     "plan_offset_ranges": "kclient.spark.planning",
     "split_offset_ranges": "kclient.spark.planning",
+    "group_offset_ranges": "kclient.spark.planning",
     "read_offset_range": "kclient.spark.reader",
     "read_offset_ranges": "kclient.spark.reader",
     "range_rows": "kclient.spark.reader",

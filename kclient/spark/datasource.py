@@ -9,7 +9,9 @@ path.
 
 Options and schema are those of Spark's Kafka source (kclient.spark.planning documents the
 options; kclient.spark.arrow the schema). A batch read plans offset ranges on the driver
-exactly as ``read_kafka`` does, one Spark partition per range; the stream reader is in
+exactly as ``read_kafka`` does, one Spark partition per range (or, with the option
+``kclient.maxPartitions``, at most that many partitions of several ranges each, read one
+after the other by one task: see kclient.spark.planning); the stream reader is in
 kclient.spark.stream. Partitions are read on executors by the Arrow range reader, through
 the per-worker client pool (kclient.spark.reader), yielding ``pyarrow.RecordBatch``.
 
@@ -28,8 +30,8 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from kclient import errors as Errors
 from kclient.spark.arrow import arrow_batches, kafka_schema
-from kclient.spark.planning import (OffsetRange, SourceOptions, _as_bool, canonical_options, parse_options,
-                                    plan_offset_ranges)
+from kclient.spark.planning import (OffsetRange, SourceOptions, _as_bool, canonical_options, group_offset_ranges,
+                                    parse_options, plan_offset_ranges)
 
 __all__ = ["KafkaDataSource", "RangePartition", "register", "read_partition", "NAME", "OFFSET_RANGES_OPTION"]
 
@@ -113,7 +115,8 @@ class KafkaBatchReader(DataSourceReader):
 
     def partitions(self) -> list[RangePartition]:
         ranges = self.planned if self.planned is not None else plan_offset_ranges(self.opts)
-        return [RangePartition([r]) for r in ranges if r.size > 0]
+        return [RangePartition(group) for group in
+                group_offset_ranges(ranges, self.opts.max_partitions, self.opts.max_records_per_partition)]
 
     def read(self, partition: InputPartition) -> Iterator:
         return read_partition(partition, self.opts, self.arrow_schema)

@@ -11,8 +11,10 @@ Spark keeps one reader for a query in a long-lived Python process on the driver 
   the offsets latest when the query started. A partition that appeared since ``start``
   begins at its earliest offset; one that disappeared is data loss.
 - ``partitions(start, end)``: one offset range per partition (split by ``minPartitions`` /
-  ``maxRecordsPerPartition``); ``read`` runs on executors through the per-worker client
-  pool and the Arrow range reader, which handles records deleted before they are read.
+  ``maxRecordsPerPartition``), each a Spark partition, or packed into at most
+  ``kclient.maxPartitions`` Spark partitions; ``read`` runs on executors through the
+  per-worker client pool and the Arrow range reader, which handles records deleted before
+  they are read.
 - ``commit(end)``: with ``kclient.commitOffsets``, the end offsets go to ``kafka.group.id``
   so that lag tools see the query's progress. That is all they are for: the checkpoint
   decides where a restarted query resumes, and a failed commit only logs a warning.
@@ -35,8 +37,8 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 from kclient import errors as Errors
 from kclient.spark.datasource import RangePartition, read_partition
 from kclient.spark.offsets import PartitionOffsets, from_json_offsets, rate_limit, to_json_offsets
-from kclient.spark.planning import (OffsetRange, _Planner, _resolve_side, log_ignored, parse_options,
-                                    split_offset_ranges)
+from kclient.spark.planning import (OffsetRange, _Planner, _resolve_side, group_offset_ranges, log_ignored,
+                                    parse_options, split_offset_ranges)
 from kclient.structs import OffsetAndMetadata
 
 __all__ = ["KafkaStreamReader"]
@@ -147,7 +149,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             ranges.append(OffsetRange(tp.topic, tp.partition, lo, hi))
         planned = split_offset_ranges(ranges, self.opts.min_partitions, self.opts.max_records_per_partition)
         log.debug("micro-batch of %d record(s) in %d range(s)", sum(r.size for r in planned), len(planned))
-        return [RangePartition([r]) for r in planned]
+        return [RangePartition(group) for group in
+                group_offset_ranges(planned, self.opts.max_partitions, self.opts.max_records_per_partition)]
 
     def read(self, partition: InputPartition) -> Iterator:
         return read_partition(partition, self.opts, self.arrow_schema)
