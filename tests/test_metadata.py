@@ -268,6 +268,19 @@ def test_a_new_topic_is_refreshed_at_once_then_incomplete_answers_back_off():
     assert md.time_to_next_update(T0 + 5) == 0
 
 
+def test_an_immediate_update_skips_the_backoff_after_success_only():
+    md = Metadata(retry_backoff_ms=100)
+    md.set_topics(["a"])
+    md.update(response([topic("a", [part(0, 1)])]), T0)
+    md.request_update()
+    assert md.time_to_next_update(T0 + 1) == 99              # an ordinary request waits the backoff
+    md.request_immediate_update()
+    assert md.update_requested() and md.time_to_next_update(T0 + 1) == 0
+    md.failed_update(T0 + 2)
+    md.request_immediate_update()                            # after a failure the backoff holds
+    assert md.time_to_next_update(T0 + 3) > 0
+
+
 def test_adding_known_topic_does_not_request_update():
     md = Metadata()
     md.set_topics(["a"])

@@ -419,9 +419,11 @@ class ConsumerNetworkClient:
         return first_error
 
     # ------------------------------------------------------------------ waiting helpers
-    def await_metadata_update(self, timeout_ms: int | None = None) -> bool:
-        """Request a metadata refresh and poll until it arrives (True) or time runs out."""
-        version = self.metadata.request_update()
+    def await_metadata_update(self, timeout_ms: int | None = None, *, immediate: bool = False) -> bool:
+        """Request a metadata refresh and poll until it arrives (True) or time runs out.
+        ``immediate``: send it without waiting out retry.backoff.ms after the last successful
+        one (Metadata.request_immediate_update)."""
+        version = self.metadata.request_immediate_update() if immediate else self.metadata.request_update()
         return self._poll_until(lambda: self.metadata.update_version > version, timeout_ms)
 
     def _poll_until(self, done: Callable[[], bool], timeout_ms: int | None) -> bool:

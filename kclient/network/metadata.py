@@ -287,6 +287,19 @@ class Metadata:
             self._request_version += 1
             return self._update_version
 
+    def request_immediate_update(self) -> int:
+        """request_update(), not held back by retry.backoff.ms after a successful refresh: for
+        a caller that needs the cluster's current answer now and asks a few times per
+        operation (the Spark stream planner, once per planning call, where Spark makes several
+        such calls within 100 ms). After a failed attempt the backoff still applies. Returns the
+        current update version."""
+        with self._lock:
+            if self._failed_attempts == 0:
+                self._last_refresh_ms = 0
+            self._need_update = True
+            self._request_version += 1
+            return self._update_version
+
     def request_update_for_error(self, error: int | BaseException | type) -> bool:
         """Request a refresh if ``error`` (an error code, exception or exception class) means
         the client's routing is stale (NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION,

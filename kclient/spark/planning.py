@@ -567,18 +567,12 @@ class _Planner:
         return out
 
     def _refresh_metadata(self) -> None:
-        """A metadata update for the topics this planner's consumer already looked up,
-        unless the last one is younger than ``retry.backoff.ms``: a new one would wait out
-        that backoff before it is even sent (Spark calls the stream reader's initialOffset,
-        latestOffset and partitions in quick succession when a query starts), and would be at
-        most that much newer."""
+        """A metadata update for the topics this planner's consumer already looked up, sent
+        at once: Spark calls the stream reader's initialOffset, latestOffset and partitions in
+        quick succession when a query starts, and each refresh waited out retry.backoff.ms
+        after the previous one before it was even sent."""
         c = self.consumer
-        client = c._client
-        metadata = client.metadata
-        last = metadata.last_successful_refresh_ms
-        if last and client._clock.now_ms() - last < metadata.retry_backoff_ms:
-            return
-        if not client.await_metadata_update(int(c.config["request.timeout.ms"])):
+        if not c._client.await_metadata_update(int(c.config["request.timeout.ms"]), immediate=True):
             raise Errors.KafkaTimeoutError("no metadata update for the subscribed topics in time")
 
     # -- offsets
