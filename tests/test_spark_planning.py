@@ -225,11 +225,14 @@ def _produce(bootstrap, topic, per_partition, partitions, *, timestamps=None, ba
     p.close()
 
 
-def test_plan_earliest_to_latest_with_min_partitions(mock_cluster, create_topic, topic_name):
+def test_plan_earliest_to_latest_with_min_partitions(mock_cluster, create_topic, topic_name, caplog):
     create_topic(mock_cluster, topic_name, 3)
     _produce(mock_cluster.bootstrap, topic_name, 40, 3)
     opts = {"kafka.bootstrap.servers": mock_cluster.bootstrap, "subscribe": topic_name}
     assert plan_offset_ranges(opts) == [OffsetRange(topic_name, p, 0, 40) for p in range(3)]
+    # a data source option: the ranges stay one per task, and the caller is told
+    assert plan_offset_ranges({**opts, "kclient.maxPartitions": "1"}) == plan_offset_ranges(opts)
+    assert any("'kclient.maxPartitions' applies to the kclient data source" in m for m in caplog.messages)
     split = plan_offset_ranges({**opts, "minPartitions": "7"})
     assert len(split) >= 7 and _covered(split) == _covered(plan_offset_ranges(opts))
     capped = plan_offset_ranges({**opts, "maxRecordsPerPartition": "15"})

@@ -31,7 +31,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from kclient import errors as Errors
 from kclient.spark.arrow import arrow_batches, kafka_schema
 from kclient.spark.planning import (OffsetRange, SourceOptions, _as_bool, canonical_options, group_offset_ranges,
-                                    parse_options, plan_offset_ranges)
+                                    _plan_offset_ranges, parse_options)
 
 __all__ = ["KafkaDataSource", "RangePartition", "register", "read_partition", "NAME", "OFFSET_RANGES_OPTION"]
 
@@ -114,7 +114,7 @@ class KafkaBatchReader(DataSourceReader):
         self.arrow_schema = spark_arrow_schema(include_headers)
 
     def partitions(self) -> list[RangePartition]:
-        ranges = self.planned if self.planned is not None else plan_offset_ranges(self.opts)
+        ranges = self.planned if self.planned is not None else _plan_offset_ranges(self.opts)
         return [RangePartition(group) for group in
                 group_offset_ranges(ranges, self.opts.max_partitions, self.opts.max_records_per_partition)]
 

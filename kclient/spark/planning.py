@@ -729,8 +729,19 @@ def _require_all(option: str, spec: dict[TopicPartition, int], tps: list[TopicPa
 
 def plan_offset_ranges(options: Mapping[str, Any] | SourceOptions) -> list[OffsetRange]:
     """The offset ranges a batch read of these options covers, split for parallelism (see
-    the module doc). Runs on the driver; connects to the cluster."""
+    the module doc), one per Spark task: ``kclient.maxPartitions`` is for the data source
+    (group these ranges with :func:`group_offset_ranges` to apply it by hand). Runs on the
+    driver; connects to the cluster."""
     opts = parse_options(options)
+    if opts.max_partitions is not None:
+        log.warning("option 'kclient.maxPartitions' applies to the kclient data source (spark.read/readStream"
+                    ".format(\"kclient\"), read_kafka); plan_offset_ranges returns one range per task: pack them "
+                    "with group_offset_ranges()")
+    return _plan_offset_ranges(opts)
+
+
+def _plan_offset_ranges(opts: SourceOptions) -> list[OffsetRange]:
+    """plan_offset_ranges() for the data source, which groups the ranges itself."""
     log_ignored(opts)
     planner = _Planner(opts)
     try:

@@ -30,7 +30,7 @@ from typing import Any, Iterable, Mapping
 
 from kclient import errors as Errors
 from kclient.spark.arrow import RANGE_COLUMNS
-from kclient.spark.planning import OffsetRange, SourceOptions, parse_options, plan_offset_ranges
+from kclient.spark.planning import OffsetRange, SourceOptions, _plan_offset_ranges, parse_options
 from kclient.structs import OffsetAndMetadata, TopicPartition
 
 __all__ = ["read_kafka", "ranges_dataframe", "commit_offset_ranges", "ensure_spark_env", "local_session"]
@@ -98,7 +98,7 @@ def read_kafka(spark, options: Mapping[str, Any], *, ranges: Iterable[OffsetRang
     from kclient.spark.datasource import NAME, OFFSET_RANGES_OPTION, register
     raw = dict(options)
     opts = parse_options(raw)
-    planned = list(ranges) if ranges is not None else plan_offset_ranges(opts)
+    planned = list(ranges) if ranges is not None else _plan_offset_ranges(opts)
     register(spark)
     texts = {key: _option_text(value) for key, value in raw.items()}
     texts[OFFSET_RANGES_OPTION] = json.dumps([[r.topic, r.partition, r.from_offset, r.until_offset] for r in planned])
