@@ -45,4 +45,4 @@ cdef class FrameReceiver:
     cdef int _split(self, list frames) except -1
     cdef Py_ssize_t _recv(self, object sock, char* dst, Py_ssize_t want) except -2
     cdef int _closed(self) except -1
-    cdef list receive_c(self, object sock, bint drain)
+    cdef list receive_c(self, object sock, bint drain, int wait_ms=*)

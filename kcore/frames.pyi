@@ -53,9 +53,12 @@ class FrameReceiver:
     @property
     def pending_frame_size(self) -> int | None: ...
     def reset(self) -> None: ...
-    def receive(self, sock: Any, drain: bool = False) -> list[bytes | Frame]:
+    def receive(self, sock: Any, drain: bool = False, wait_ms: int = 0) -> list[bytes | Frame]:
         """Frames completed by reading ``sock`` (anything with ``recv_into``). Stops when a
         read comes back short or would block (BlockingIOError: returns what it has), and
-        unless ``drain`` as soon as a read completed a frame. Raises InvalidLengthError /
-        FrameTooLargeError on a negative / over-limit size prefix before allocating, and
-        KafkaConnectionError at end of stream; other socket errors propagate."""
+        unless ``drain`` as soon as a read completed a frame. With ``wait_ms`` > 0 (``sock``
+        then needs a ``fileno()`` that poll() can watch), a short read in the middle of a
+        large frame waits up to that long, without the GIL, for more of it before returning.
+        Raises InvalidLengthError / FrameTooLargeError on a negative / over-limit size prefix
+        before allocating, and KafkaConnectionError at end of stream; other socket errors
+        propagate."""

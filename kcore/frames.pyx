@@ -29,6 +29,27 @@ from kcore.wire cimport load_be32
 
 from kcore.errors import FrameTooLargeError, InvalidLengthError, KafkaConnectionError
 
+cdef extern from "<poll.h>" nogil:
+    struct pollfd:
+        int fd
+        short events
+        short revents
+    int poll(pollfd* fds, unsigned long nfds, int timeout)
+    enum: POLLIN
+
+
+cdef bint _readable_within(int fd, int wait_ms) noexcept:
+    """Whether fd becomes readable (or errored: the next read says how) within wait_ms,
+    waiting without the GIL."""
+    cdef pollfd pfd
+    cdef int rc
+    pfd.fd = fd
+    pfd.events = POLLIN
+    pfd.revents = 0
+    with nogil:
+        rc = poll(&pfd, 1, wait_ms)
+    return rc > 0
+
 # Below this size a complete frame is copied into its own bytes object: cheaper than a
 # memoryview slice, and it does not pin the whole read chunk in memory.
 cdef Py_ssize_t ZERO_COPY_MIN = 4096
@@ -377,8 +398,10 @@ cdef class FrameReceiver:
         self._error = None
         self._deferred = None
 
-    def receive(self, sock, bint drain=False):
-        return self.receive_c(sock, drain)
+    def receive(self, sock, bint drain=False, int wait_ms=0):
+        if wait_ms < 0:
+            raise ValueError(f"wait_ms must be >= 0, got {wait_ms}")
+        return self.receive_c(sock, drain, wait_ms)
 
     cdef int _fail(self, int32_t length) except -1:
         if length < 0:
@@ -449,10 +472,11 @@ cdef class FrameReceiver:
             raise KafkaConnectionError(f"connection closed by the peer after {what}")
         raise KafkaConnectionError("connection closed by the peer")
 
-    cdef list receive_c(self, object sock, bint drain):
+    cdef list receive_c(self, object sock, bint drain, int wait_ms=0):
         cdef list frames = []
         cdef Py_ssize_t want, got
         cdef object exc
+        cdef int fd = -1
         if self._error is not None:
             raise type(self._error)(*self._error.args)
         if self._deferred is not None:
@@ -464,15 +488,25 @@ cdef class FrameReceiver:
                 if self._frame is not None:
                     want = self._frame_len - self._frame_fill
                     got = self._recv(sock, self._frame_buf + self._frame_fill, want)
-                    if got < 0:
-                        return frames
                     if got == 0:
                         self._closed()
-                    self._frame_fill += got
-                    if self._frame_fill == self._frame_len:
-                        frames.append(self._frame)
-                        self._frame = None
-                        self._frame_buf = NULL
+                    if got > 0:
+                        self._frame_fill += got
+                        if self._frame_fill == self._frame_len:
+                            frames.append(self._frame)
+                            self._frame = None
+                            self._frame_buf = NULL
+                    if self._frame is not None and got < want and wait_ms > 0:
+                        # The rest of a large frame is on its way (the broker writes a response
+                        # as fast as the receive window lets it): wait for it here, without the
+                        # GIL, rather than in a round of the caller's selector loop per window.
+                        if fd < 0:
+                            fd = sock.fileno()
+                        if _readable_within(fd, wait_ms):
+                            continue
+                        return frames
+                    if got < 0:
+                        return frames
                 else:
                     if self._start > 0 and self.buffer_size - self._end < self._direct_min:
                         # make room; what is moved is less than one small frame

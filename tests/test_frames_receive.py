@@ -683,3 +683,58 @@ for n in sizes[1:]:
     del got
     assert pool_stats()[0] == 1, (n, pool_stats())
 """
+
+
+# --------------------------------------------------------------------------- waiting for a large frame's rest
+def test_a_wait_receives_the_rest_of_a_large_frame_in_one_call(pair):
+    """With wait_ms, a short read in the middle of a large frame waits (poll, GIL released)
+    for the rest: the frame, written in pieces by another thread, comes out of one call."""
+    a, b = pair
+    rx = FrameReceiver(1 << 24, 4096)
+    payload = bytes(range(256)) * 4096                     # 1 MiB
+    stream = framed([payload, b"after"])
+    b.sendall(stream[:10000])
+    first_read = threading.Event()
+
+    def rest():
+        first_read.wait(10)
+        for i in range(10000, len(stream), 65536):
+            b.sendall(stream[i:i + 65536])
+
+    writer = threading.Thread(target=rest)
+    writer.start()
+    try:
+        got: list = []
+        # the first call reads what is there and then waits for the rest of the frame
+        first_read.set()
+        got.extend(rx.receive(a, True, 10000))
+        assert got[:1] == [payload]
+        writer.join(10)
+        while len(got) < 2:
+            got.extend(rx.receive(a, True, 10000))
+        assert got == [payload, b"after"]
+    finally:
+        first_read.set()
+        writer.join(10)
+
+
+def test_a_wait_gives_up_when_nothing_more_arrives_and_resumes_later(pair):
+    a, b = pair
+    rx = FrameReceiver(1 << 20, 64)
+    stream = framed([b"x" * 5000])
+    b.sendall(stream[:1000])
+    assert rx.receive(a, True, 1) == []                     # waited 1 ms for more: none came
+    assert rx.pending_frame_size == 5000 and rx.buffered_bytes == 1000
+    b.sendall(stream[1000:])
+    got: list = []
+    while not got:
+        got.extend(rx.receive(a, True, 1000))
+    assert got == [b"x" * 5000]
+    # small frames never wait: a partial small frame returns at once even with a long wait
+    b.sendall(framed([b"y" * 10])[:6])
+    assert rx.receive(a, True, 60000) == []
+
+
+def test_a_negative_wait_is_refused(pair):
+    with pytest.raises(ValueError, match="wait_ms"):
+        FrameReceiver(1000, 64).receive(pair[0], True, -1)

@@ -102,6 +102,14 @@ def default_socket_factory(family: int, sockaddr: tuple, send_buffer_bytes: int,
     return sock
 
 
+# While a large frame (a Fetch response) is partly received over a plain socket, a read waits
+# up to this long, without the GIL, for the rest to arrive instead of going back to the
+# selector loop after every receive window (64 KiB with Kafka's default receive.buffer.bytes:
+# about 130 rounds of the loop per 8 MiB response). TLS sockets keep the loop: their buffered
+# records are invisible to poll().
+LARGE_FRAME_WAIT_MS = 5
+
+
 class BrokerConnection:
     """Socket I/O and connection state for one node."""
 
@@ -339,7 +347,8 @@ class BrokerConnection:
         assert receiver is not None and self.sock is not None  # both are set while connected
         before = receiver.received_bytes
         try:
-            frames = receiver.receive(self.sock, True)
+            frames = receiver.receive(self.sock, True,
+                                      LARGE_FRAME_WAIT_MS if type(self.sock) is socket.socket else 0)
         except KafkaConnectionError as exc:
             raise KafkaConnectionError(
                 f"connection to node {self.node_id} ({self.address}) closed by the broker "
