@@ -311,52 +311,40 @@ def test_max_offsets_per_trigger_is_honoured_by_available_now(spark, kafka, crea
     p.flush()
     p.close()
     sizes: list[int] = []
+    tasks: list[int] = []
     seen: set = set()
 
     def record(df, batch_id):
         pairs = [(r.partition, r.offset) for r in df.select("partition", "offset").collect()]
         sizes.append(len(pairs))
+        tasks.append(df.rdd.getNumPartitions())
         seen.update(pairs)
 
+    # kclient.maxPartitions=1: each micro-batch's ranges (up to 3) are read by one task
     query = (spark.readStream.format("kclient").option("kafka.bootstrap.servers", kafka.bootstrap)
              .option("subscribe", topic_name).option("startingOffsets", "earliest")
-             .option("maxOffsetsPerTrigger", "200").load()
+             .option("maxOffsetsPerTrigger", "200").option("kclient.maxPartitions", "1").load()
              .writeStream.foreachBatch(record).trigger(availableNow=True)
              .option("checkpointLocation", str(tmp_path / "checkpoint")).start())
     assert query.awaitTermination(120), "the availableNow query did not finish"
     assert query.exception() is None
     assert sizes == [200, 200, 200, 150]
+    assert tasks == [1, 1, 1, 1]
     assert seen == {(0, i) for i in range(500)} | {(1, i) for i in range(200)} | {(2, i) for i in range(50)}
 
 
-def test_max_partitions_packs_each_read_into_that_many_tasks(spark, kafka, create_topic, topic_name, tmp_path):
+def test_max_partitions_packs_a_batch_read_into_that_many_tasks(spark, kafka, create_topic, topic_name):
     create_topic(kafka, topic_name, 3)
     _produce(kafka.bootstrap, topic_name, 3, 120)
-    options = {"kafka.bootstrap.servers": kafka.bootstrap, "subscribe": topic_name, "startingOffsets": "earliest",
-               "kclient.maxPartitions": "2"}
-    batch = spark.read.format("kclient").options(**options).load()
+    batch = (spark.read.format("kclient").option("kafka.bootstrap.servers", kafka.bootstrap)
+             .option("subscribe", topic_name).option("kclient.maxPartitions", "2").load())
     assert batch.rdd.getNumPartitions() == 2
-    rows = batch.collect()
-    assert len(rows) == 360 and {(r.partition, r.offset): r.value for r in rows} == _expected(3, 120)
-    # per Spark partition, each Kafka partition's records come in offset order
-    per_task = batch.rdd.mapPartitions(lambda it: [[(r.partition, r.offset) for r in it]]).collect()
-    assert sorted(len({p for p, _ in task}) for task in per_task) == [1, 2]
+    per_task = batch.rdd.mapPartitions(lambda it: [[(r.partition, r.offset, r.value) for r in it]]).collect()
+    rows = [row for task in per_task for row in task]
+    assert len(rows) == 360 and {(p, o): v for p, o, v in rows} == _expected(3, 120)
+    # whole Kafka partitions per task (one task has two), each in offset order
+    assert sorted(len({p for p, _, _ in task}) for task in per_task) == [1, 2]
     for task in per_task:
-        for part in {p for p, _ in task}:
-            offsets = [o for p, o in task if p == part]
-            assert offsets == sorted(offsets)
-    partitions: list[int] = []
-    seen: list = []
-
-    def record(df, batch_id):
-        partitions.append(df.rdd.getNumPartitions())
-        seen.extend((r.partition, r.offset) for r in df.select("partition", "offset").collect())
-
-    query = (spark.readStream.format("kclient").options(**{**options, "kclient.maxPartitions": "1"})
-             .option("maxOffsetsPerTrigger", "150").load()
-             .writeStream.foreachBatch(record).trigger(availableNow=True)
-             .option("checkpointLocation", str(tmp_path / "checkpoint")).start())
-    assert query.awaitTermination(120), "the availableNow query did not finish"
-    assert query.exception() is None
-    assert partitions == [1, 1, 1]
-    assert sorted(seen) == sorted(_expected(3, 120))
+        for part in {p for p, _, _ in task}:
+            offsets = [o for p, o, _ in task if p == part]
+            assert offsets == list(range(120))
