@@ -85,12 +85,29 @@ cdef extern from *:
         /* (topic, partition, leader_epoch, offset, timestamp, timestamp_type, key, value,
            headers, checksum, serialized_key_size, serialized_value_size,
            serialized_header_size): kafka-python's ConsumerRecord field order. */
+#if PY_VERSION_HEX < 0x030E0000
+        /* Allocated untracked (tracked at the end if asked), unlike tp_alloc, which
+           zero-fills, tracks (linking the object into the collector's list, next to the
+           last object allocated), and would be untracked again at once. kc_tuple_like
+           checked that tp adds nothing to a tuple: up to Python 3.13 a tuple is its
+           header and its item slots, nothing else (3.14 adds a hash cache: tp_alloc). */
+        PyObject* t = (PyObject*)PyObject_GC_NewVar(PyTupleObject, tp, 13);
+        PyObject* o;
+        int i;
+        if (t == NULL)
+            return NULL;
+        for (i = 0; i < 13; i++)
+            PyTuple_SET_ITEM(t, i, NULL);   /* a failure below deallocates a valid tuple */
+        if (!untrack)
+            PyObject_GC_Track(t);
+#else
         PyObject* t = tp->tp_alloc(tp, 13);
         PyObject* o;
         if (t == NULL)
             return NULL;
         if (untrack)
             PyObject_GC_UnTrack(t);
+#endif
         Py_INCREF(topic); PyTuple_SET_ITEM(t, 0, topic);
         Py_INCREF(partition); PyTuple_SET_ITEM(t, 1, partition);
         Py_INCREF(epoch); PyTuple_SET_ITEM(t, 2, epoch);
@@ -106,11 +123,17 @@ cdef extern from *:
         else if ((o = PyBytes_FromStringAndSize(vp, vlen)) == NULL) goto fail;
         PyTuple_SET_ITEM(t, 7, o);
         if (headers != NULL) { o = headers; Py_INCREF(o); }
-        else {
-            if ((o = PyList_New(0)) == NULL) goto fail;
-            if (untrack)
-                PyObject_GC_UnTrack(o);
+        else if (untrack) {
+            /* An empty list made untracked (PyList_New(0) tracks it, and untracking
+               unlinks it again from its neighbours in the collector's list). */
+            PyListObject* l = PyObject_GC_New(PyListObject, &PyList_Type);
+            if (l == NULL) goto fail;
+            Py_SET_SIZE(l, 0);
+            l->ob_item = NULL;
+            l->allocated = 0;
+            o = (PyObject*)l;
         }
+        else if ((o = PyList_New(0)) == NULL) goto fail;
         PyTuple_SET_ITEM(t, 8, o);
         Py_INCREF(Py_None); PyTuple_SET_ITEM(t, 9, Py_None);
         if ((o = PyLong_FromSsize_t(klen)) == NULL) goto fail;
