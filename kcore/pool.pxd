@@ -4,6 +4,9 @@
 # With the GIL held (the pool is not locked): a block of at least `need` bytes, its real
 # size in got[0]; NULL when out of memory. Blocks come from the pool when one fits.
 cdef void* pool_take(size_t need, size_t* got) noexcept
+# n rounded up (by at most 1/8) to its size class: ask for sizes in classes, and a block
+# given back fits the next requests of about the same size.
+cdef size_t pool_size_class(size_t n) noexcept
 # With the GIL held: hand a block (of `size` bytes, as pool_take reported) back; NULL is a no-op.
 cdef void pool_give(void* p, size_t size) noexcept
 

@@ -4,15 +4,24 @@
 Fresh memory costs a page fault per 4 KiB on first touch (~30% of the perf samples of a
 columnar decode before this pool): freed array blocks are kept here (bounded) and handed to
 the next decode. Only touched with the GIL held (take/give happen outside `nogil` sections).
+
+Callers ask for sizes in classes (pool_size_class: rounded up by at most 1/8) so a block
+fits later requests of about the same size, and when the pool is full it frees its oldest
+blocks first: the blocks it keeps are those of recent sizes. Fetch response frames
+(kcore.frames) and decode arrays share it; before the classes and the oldest-first
+eviction, the arrays of each columnar decode (record counts that vary, so they rarely fit
+a pooled block) filled the 48 slots and pushed the response frames' blocks out, and the next
+response took fresh pages (a page fault per 4 KiB received).
 """
 from cpython.buffer cimport PyBUF_WRITABLE, PyBUF_FORMAT, PyBUF_ND, PyBUF_STRIDES
 from cpython.bytes cimport PyBytes_AS_STRING
 from libc.stdlib cimport malloc, free
+from libc.string cimport memmove
 
 __all__ = ["CArray", "pool_stats", "POOL_SLOTS", "POOL_MAX_TOTAL"]
 
 cdef enum:
-    _SLOTS = 48
+    _SLOTS = 128
 
 POOL_SLOTS = _SLOTS
 cdef void* _pool_ptr[_SLOTS]
@@ -26,11 +35,22 @@ POOL_MAX_TOTAL = _MAX_TOTAL
 
 
 cdef void _pool_drop(int i) noexcept:
+    """Remove entry i, keeping the others in the order they were given back (oldest first)."""
     global _pool_count, _pool_total
     _pool_total -= _pool_size[i]
     _pool_count -= 1
-    _pool_ptr[i] = _pool_ptr[_pool_count]
-    _pool_size[i] = _pool_size[_pool_count]
+    if i < _pool_count:
+        memmove(&_pool_ptr[i], &_pool_ptr[i + 1], (_pool_count - i) * sizeof(void*))
+        memmove(&_pool_size[i], &_pool_size[i + 1], (_pool_count - i) * sizeof(size_t))
+
+
+cdef size_t pool_size_class(size_t n) noexcept:
+    """n rounded up to a multiple of the largest power of two that is at most n / 8 (so by
+    at most 1/8; n itself below 16)."""
+    cdef size_t step = 1
+    while step * 16 <= n:
+        step *= 2
+    return (n + step - 1) // step * step
 
 
 cdef void* pool_take(size_t need, size_t* got) noexcept:
@@ -58,7 +78,7 @@ cdef void pool_give(void* p, size_t size) noexcept:
         free(p)
         return
     while _pool_count and (_pool_count == _SLOTS or _pool_total + size > _MAX_TOTAL):
-        free(_pool_ptr[0])                      # evict the oldest-placed block
+        free(_pool_ptr[0])                      # evict the oldest block
         _pool_drop(0)
     _pool_ptr[_pool_count] = p
     _pool_size[_pool_count] = size

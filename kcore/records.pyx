@@ -20,7 +20,9 @@ How a fetch response's "records" bytes are decoded:
      into a bounded buffer by kcore.compression (cramjam releases the GIL itself);
   3. with the GIL: only object creation (per-record paths: Record objects, or the consumer's
      namedtuples built directly in C by decode_consumer_records), or nothing at all beyond
-     handing the arrays over as buffers (columnar path).
+     handing the arrays over as buffers (columnar path); consumer_records then builds the
+     consumer's namedtuples from those arrays, a slice of rows at a time (the fetcher's
+     per-record path: each poll makes only the records it returns).
 Anything inconsistent inside a complete batch raises a kcore.errors.CorruptRecordError
 subclass (CrcMismatchError, InvalidRecordLengthError, RecordVarintError, ...).
 """
@@ -47,7 +49,7 @@ from kcore.layout cimport (ENTRY_BASE_OFFSET, ENTRY_LENGTH, ENTRY_MAGIC, LOG_OVE
                            ATTR_TIMESTAMP_TYPE, ATTR_TRANSACTIONAL, ATTR_CONTROL,
                            ATTR_DELETE_HORIZON)
 from kcore.layout cimport TIMESTAMP_NONE as C_TIMESTAMP_NONE, CONTROL_ABORT as C_CONTROL_ABORT
-from kcore.pool cimport carray
+from kcore.pool cimport CArray, carray
 from kcore.scan cimport (E_OK, E_CORRUPT, E_LENGTH, E_VARINT, E_NOMEM, E_CRC, E_CODEC,
                          ScanErr, RecCols, V2Ctx, LegacyMsg, add_wrap, cols_prereserve,
                          cols_release, scan_v2, control_type_of, parse_legacy, legacy_crc_ok,
@@ -83,12 +85,29 @@ cdef extern from *:
         /* (topic, partition, leader_epoch, offset, timestamp, timestamp_type, key, value,
            headers, checksum, serialized_key_size, serialized_value_size,
            serialized_header_size): kafka-python's ConsumerRecord field order. */
+#if PY_VERSION_HEX < 0x030E0000
+        /* Allocated untracked (tracked at the end if asked), unlike tp_alloc, which
+           zero-fills, tracks (linking the object into the collector's list, next to the
+           last object allocated), and would be untracked again at once. kc_tuple_like
+           checked that tp adds nothing to a tuple: up to Python 3.13 a tuple is its
+           header and its item slots, nothing else (3.14 adds a hash cache: tp_alloc). */
+        PyObject* t = (PyObject*)PyObject_GC_NewVar(PyTupleObject, tp, 13);
+        PyObject* o;
+        int i;
+        if (t == NULL)
+            return NULL;
+        for (i = 0; i < 13; i++)
+            PyTuple_SET_ITEM(t, i, NULL);   /* a failure below deallocates a valid tuple */
+        if (!untrack)
+            PyObject_GC_Track(t);
+#else
         PyObject* t = tp->tp_alloc(tp, 13);
         PyObject* o;
         if (t == NULL)
             return NULL;
         if (untrack)
             PyObject_GC_UnTrack(t);
+#endif
         Py_INCREF(topic); PyTuple_SET_ITEM(t, 0, topic);
         Py_INCREF(partition); PyTuple_SET_ITEM(t, 1, partition);
         Py_INCREF(epoch); PyTuple_SET_ITEM(t, 2, epoch);
@@ -104,11 +123,17 @@ cdef extern from *:
         else if ((o = PyBytes_FromStringAndSize(vp, vlen)) == NULL) goto fail;
         PyTuple_SET_ITEM(t, 7, o);
         if (headers != NULL) { o = headers; Py_INCREF(o); }
-        else {
-            if ((o = PyList_New(0)) == NULL) goto fail;
-            if (untrack)
-                PyObject_GC_UnTrack(o);
+        else if (untrack) {
+            /* An empty list made untracked (PyList_New(0) tracks it, and untracking
+               unlinks it again from its neighbours in the collector's list). */
+            PyListObject* l = PyObject_GC_New(PyListObject, &PyList_Type);
+            if (l == NULL) goto fail;
+            Py_SET_SIZE(l, 0);
+            l->ob_item = NULL;
+            l->allocated = 0;
+            o = (PyObject*)l;
         }
+        else if ((o = PyList_New(0)) == NULL) goto fail;
         PyTuple_SET_ITEM(t, 8, o);
         Py_INCREF(Py_None); PyTuple_SET_ITEM(t, 9, Py_None);
         if ((o = PyLong_FromSsize_t(klen)) == NULL) goto fail;
@@ -855,13 +880,7 @@ def decode_consumer_records(data, record_cls, topic, int partition, *, bint chec
     """
     cdef _Decoder d
     cdef DecodeResult res
-    if not isinstance(record_cls, type) or not kc_tuple_like(<PyTypeObject*>record_cls):
-        raise TypeError(f"record_cls must be a namedtuple class (a tuple subclass with "
-                        f"__slots__ = ()), got {record_cls!r}")
-    fields = getattr(record_cls, "_fields", None)
-    if not isinstance(fields, tuple) or len(fields) != 13:
-        raise TypeError(f"record_cls must have kafka-python's 13 ConsumerRecord fields, "
-                        f"got {fields!r}")
+    _check_record_cls(record_cls)
     d = _make_decoder(data, check_crcs, max_decompressed_bytes, True, fetch_offset,
                       aborted_transactions, False)
     d.record_cls = record_cls
@@ -880,6 +899,176 @@ def decode_consumer_records(data, record_cls, topic, int partition, *, bint chec
     res.partial_trailing_bytes = d.partial
     res.incomplete_batch_size = d.incomplete
     return res
+
+
+cdef int _check_record_cls(object record_cls) except -1:
+    if not isinstance(record_cls, type) or not kc_tuple_like(<PyTypeObject*>record_cls):
+        raise TypeError(f"record_cls must be a namedtuple class (a tuple subclass with "
+                        f"__slots__ = ()), got {record_cls!r}")
+    fields = getattr(record_cls, "_fields", None)
+    if not isinstance(fields, tuple) or len(fields) != 13:
+        raise TypeError(f"record_cls must have kafka-python's 13 ConsumerRecord fields, "
+                        f"got {fields!r}")
+    return 0
+
+
+cdef const void* _column(object arr, Py_ssize_t items, Py_ssize_t itemsize, str name) except NULL:
+    """The memory of one of a ColumnarBatch's arrays, checked to hold `items` items."""
+    if type(arr) is not CArray:
+        raise TypeError(f"ColumnarBatch.{name} is not a decoded array (was the batch made by "
+                        f"decode_columnar?)")
+    if (<CArray>arr).itemsize != itemsize or (<CArray>arr).nbytes < items * itemsize:
+        raise ValueError(f"ColumnarBatch.{name} holds fewer than {items} items")
+    return (<CArray>arr).ptr
+
+
+cdef inline bint _span_ok(int64_t pos, int32_t length, Py_ssize_t size) noexcept:
+    """A (position, length) pair lies inside data of `size` bytes (length -1: null)."""
+    return length < 0 or (pos >= 0 and pos <= size and length <= size - pos)
+
+
+def consumer_records(_ColumnarBatch batch not None, record_cls, topic, int partition, Py_ssize_t start,
+                     Py_ssize_t stop, *, bint gc_untrack=True):
+    """Rows start..stop-1 of a decode_columnar result as consumer records (see records.pyi)."""
+    cdef Py_buffer view
+    cdef Py_ssize_t n, nh, i, k, nb, lo, hi, mid, bstart, bend = 0, dlen
+    cdef const int64_t* offs
+    cdef const int64_t* tss
+    cdef const int8_t* tst
+    cdef const int64_t* kp
+    cdef const int32_t* kl
+    cdef const int64_t* vp
+    cdef const int32_t* vl
+    cdef const int32_t* hs
+    cdef const int64_t* hkp = NULL
+    cdef const int32_t* hkl = NULL
+    cdef const int64_t* hvp = NULL
+    cdef const int32_t* hvl = NULL
+    cdef intptr_t base
+    cdef int64_t ts, last_ts = 0, hsize
+    cdef int32_t klen, vlen
+    cdef BatchInfo b
+    cdef list batches, out, hl
+    cdef object ts_obj = None, epoch = None, rec
+    cdef object part = partition     # one int object for every record
+    cdef PyTypeObject* tp
+    cdef int untrack = gc_untrack
+    _check_record_cls(record_cls)
+    n = batch.num_records
+    if start < 0 or stop < start or stop > n:
+        raise IndexError(f"rows {start}..{stop} are outside the batch's {n} records")
+    out = []
+    if start == stop:
+        return out
+    nh = batch.num_headers
+    offs = <const int64_t*>_column(batch._offsets, n, 8, "offsets")
+    tss = <const int64_t*>_column(batch._timestamps, n, 8, "timestamps")
+    tst = <const int8_t*>_column(batch._ts_types, n, 1, "timestamp_types")
+    kp = <const int64_t*>_column(batch._key_pos, n, 8, "key_offsets")
+    kl = <const int32_t*>_column(batch._key_len, n, 4, "key_lengths")
+    vp = <const int64_t*>_column(batch._val_pos, n, 8, "value_offsets")
+    vl = <const int32_t*>_column(batch._val_len, n, 4, "value_lengths")
+    hs = <const int32_t*>_column(batch._hdr_start, n + 1, 4, "header_starts")
+    if nh:
+        hkp = <const int64_t*>_column(batch._hk_pos, nh, 8, "header_key_offsets")
+        hkl = <const int32_t*>_column(batch._hk_len, nh, 4, "header_key_lengths")
+        hvp = <const int64_t*>_column(batch._hv_pos, nh, 8, "header_value_offsets")
+        hvl = <const int32_t*>_column(batch._hv_len, nh, 4, "header_value_lengths")
+    batches = batch.batches
+    if batches is None:
+        raise TypeError("ColumnarBatch.batches is not a list")
+    nb = len(batches)
+    # The batch holding row `start`: the first whose record_end is past it.
+    lo = 0
+    hi = nb
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if type(batches[mid]) is not BatchInfo:
+            raise TypeError("ColumnarBatch.batches holds something other than BatchInfo")
+        if (<BatchInfo>batches[mid]).record_end <= start:
+            lo = mid + 1
+        else:
+            hi = mid
+    tp = <PyTypeObject*>record_cls
+    PyObject_GetBuffer(batch._data, &view, PyBUF_SIMPLE)
+    try:
+        base = <intptr_t>view.buf
+        dlen = view.len
+        for i in range(start, stop):
+            if i >= bend:
+                # The next batch that produced rows (a skipped batch produced none).
+                while True:
+                    if lo >= nb:
+                        raise ValueError(f"ColumnarBatch: row {i} belongs to no batch")
+                    if type(batches[lo]) is not BatchInfo:
+                        raise TypeError("ColumnarBatch.batches holds something other than "
+                                        "BatchInfo")
+                    b = <BatchInfo>batches[lo]
+                    lo += 1
+                    if b.record_end > i:
+                        break
+                bstart = b.record_start
+                bend = b.record_end
+                if bstart > i:
+                    raise ValueError(f"ColumnarBatch: row {i} belongs to no batch")
+                epoch = b.partition_leader_epoch
+            ts = tss[i]
+            if ts != last_ts or ts_obj is None:
+                ts_obj = ts
+                last_ts = ts
+            klen = kl[i]
+            vlen = vl[i]
+            if not (_span_ok(kp[i], klen, dlen) and _span_ok(vp[i], vlen, dlen)):
+                raise ValueError(f"ColumnarBatch: row {i}'s key or value lies outside its data")
+            if hs[i + 1] > hs[i]:
+                if hs[i] < 0 or hs[i + 1] > nh:
+                    raise ValueError(f"ColumnarBatch: row {i}'s headers are out of range")
+                hl = _header_list(base, dlen, hkp, hkl, hvp, hvl, hs[i], hs[i + 1], untrack,
+                                  &hsize)
+                rec = kc_consumer_record(
+                    tp, topic, part, epoch, offs[i], ts_obj, tst[i],
+                    <const char*>(base + kp[i]), klen, <const char*>(base + vp[i]), vlen,
+                    <PyObject*>hl, hsize, untrack)
+            else:
+                rec = kc_consumer_record(
+                    tp, topic, part, epoch, offs[i], ts_obj, tst[i],
+                    <const char*>(base + kp[i]), klen, <const char*>(base + vp[i]), vlen,
+                    NULL, -1, untrack)
+            out.append(rec)
+    finally:
+        PyBuffer_Release(&view)
+    return out
+
+
+cdef list _header_list(intptr_t base, Py_ssize_t dlen, const int64_t* hkp, const int32_t* hkl,
+                       const int64_t* hvp, const int32_t* hvl, Py_ssize_t hs, Py_ssize_t he,
+                       bint untrack, int64_t* size):
+    """A record's headers [(str, bytes | None), ...] from columnar positions (relative to
+    base), with kafka-python's serialized_header_size: as _Decoder.headers_sized."""
+    cdef list hl = []
+    cdef Py_ssize_t k
+    cdef int64_t total = 0
+    cdef object hv, pair
+    for k in range(hs, he):
+        if hkl[k] < 0 or not (_span_ok(hkp[k], hkl[k], dlen) and _span_ok(hvp[k], hvl[k], dlen)):
+            raise ValueError(f"ColumnarBatch: header {k} lies outside its data")
+        hk = PyUnicode_DecodeUTF8(<const char*>(base + hkp[k]), hkl[k], "replace")
+        if kc_is_ascii(hk):
+            total += hkl[k]
+        else:   # as re-encoded: differs from the raw length where bad bytes became U+FFFD
+            total += len(PyUnicode_AsUTF8String(hk))
+        if hvl[k] >= 0:
+            hv = PyBytes_FromStringAndSize(<const char*>(base + hvp[k]), hvl[k])
+            total += hvl[k]
+        else:
+            hv = None
+        pair = (hk, hv)
+        kc_gc_untrack(pair)         # (str, bytes|None) can never be part of a cycle
+        hl.append(pair)
+    if untrack:
+        kc_gc_untrack(hl)
+    size[0] = total
+    return hl
 
 
 def decode_columnar(data, *, bint check_crcs=True, max_decompressed_bytes=None,

@@ -16,7 +16,7 @@ from kcore.crc cimport crc32_ieee_update
 from kcore.layout cimport (ENTRY_BASE_OFFSET, ENTRY_LENGTH, ENTRY_MAGIC, LOG_OVERHEAD,
                            MIN_RECORD_BYTES, LEGACY_CRC, LEGACY_ATTRIBUTES, LEGACY_TIMESTAMP,
                            LEGACY_MIN_SIZE, ATTR_CODEC_MASK, ATTR_TIMESTAMP_TYPE)
-from kcore.pool cimport pool_take, pool_give
+from kcore.pool cimport pool_take, pool_give, pool_size_class
 from kcore.wire cimport (load_be16, load_be32, load_be64, read_varint_ptr, read_varlong_ptr,
                          WIRE_BAD_VARINT)
 
@@ -110,6 +110,8 @@ cdef int cols_prereserve(RecCols* c, Py_ssize_t count) except -1:
     cdef size_t got
     if count > (1 << 20):
         count = 1 << 20
+    # In size classes: the next decode of about as many records reuses these blocks.
+    count = <Py_ssize_t>pool_size_class(<size_t>count)
     if count <= c.cap:
         return 0
     if c.cap == 0 and c.offset == NULL:

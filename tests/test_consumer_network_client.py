@@ -89,6 +89,35 @@ def test_send_connects_handshakes_and_completes_future(cnc, cluster):
     assert cnc.pending_request_count() == 0
 
 
+def test_a_completed_request_leaves_no_reference_cycle(cnc, cluster):
+    """handler -> request -> handler.on_complete was a cycle: each response (a fetch
+    response's frame: megabytes) lived until a cyclic collection. Without the collector,
+    a completed future and its response go as soon as the caller drops them."""
+    import gc
+    import weakref
+    connect(cnc, cluster, 1)
+    gc.collect()
+    gc.disable()
+    try:
+        for outcome in ("answer", "disconnect"):
+            f = cnc.send(1, HEARTBEAT, HB_BODY)
+            cnc.poll(0)
+            if outcome == "answer":
+                answer_heartbeat(cluster.peer(1))
+            else:
+                cluster.peer(1).close()
+            deadline = time.monotonic() + 5
+            while not f.is_done and time.monotonic() < deadline:
+                cnc.poll(50)
+            assert f.succeeded() if outcome == "answer" else f.failed()
+            assert f.request is not None and f.request.callback is None
+            assert f.api_version == 4 and f.node_id == 1
+            dead = weakref.ref(f)
+            del f
+            assert dead() is None, outcome
+    finally:
+        gc.enable()
+
 def test_responses_complete_in_request_order(cnc, cluster):
     connect(cnc, cluster, 1)
     order = []

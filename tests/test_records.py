@@ -768,7 +768,30 @@ def test_array_pool_stays_bounded():
         R.decode_columnar(blob).to_arrow()
         R.decode_records(blob)
     blocks, held = R._pool_stats()
-    assert blocks <= 48 and held <= 64 << 20
+    from kcore.pool import POOL_MAX_TOTAL, POOL_SLOTS
+    assert blocks <= POOL_SLOTS and held <= POOL_MAX_TOTAL
+
+
+# The pool is process-wide: this check runs where it starts empty.
+_POOL_CLASSES_CHECK = """
+from kcore import records as R
+from kcore.pool import pool_stats
+blobs = [R.encode_batch([(None, i, None, b"x", []) for i in range(n)]) for n in range(4650, 5120, 7)]
+for _ in range(3):
+    for blob in blobs:
+        R.decode_columnar(blob)
+blocks, held = pool_stats()
+# One decode's arrays (7 of at least 16 KiB): record counts that differ by a few percent
+# ask for the same size class, so each decode reuses the blocks the last one gave back.
+assert blocks == 7, pool_stats()
+"""
+
+
+def test_array_pool_reuses_blocks_across_slightly_different_record_counts():
+    import subprocess
+    done = subprocess.run([sys.executable, "-c", _POOL_CLASSES_CHECK], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
 
 
 # ============================================================================ GIL

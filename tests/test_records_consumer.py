@@ -1,8 +1,10 @@
-"""kcore.records.decode_consumer_records: kafka-python-shaped ConsumerRecords built in C.
+"""kcore.records.decode_consumer_records and consumer_records: kafka-python-shaped
+ConsumerRecords built in C, from the bytes in one call or from a decode_columnar result a
+slice of rows at a time (the fetcher's per-record path).
 
-The reference is the path it replaces: decode_records(skip_control=True) into Record objects,
-then a plain-Python conversion into ConsumerRecord (``ref_consumer_records`` below, the
-fetcher's former ``_convert``). Both must agree on every record, every type, the batch
+The reference is the path they replace: decode_records(skip_control=True) into Record
+objects, then a plain-Python conversion into ConsumerRecord (``ref_consumer_records`` below,
+the fetcher's former ``_convert``). They must agree on every record, every type, the batch
 metadata, and on which error (class and message) hostile input raises.
 """
 from __future__ import annotations
@@ -435,6 +437,166 @@ def test_mutated_batches_same_outcome_as_decode_records():
     assert ok > 300 and failed > 1000, (ok, failed)
 
 
+# ============================================================================ consumer_records
+def rows_in_slices(data, topic, partition, cuts, **kw):
+    """decode_columnar(data) turned into records by consumer_records, `cuts` rows at a time
+    (cycling through the list), as the fetcher does once per poll."""
+    cb = R.decode_columnar(data, skip_control=True, **kw)
+    out, i, k = [], 0, 0
+    while i < cb.num_records:
+        j = min(i + cuts[k % len(cuts)], cb.num_records)
+        part = R.consumer_records(cb, CR, topic, partition, i, j)
+        assert type(part) is list and len(part) == j - i
+        out += part
+        i, k = j, k + 1
+    return cb, out
+
+
+def assert_rows_same(data, topic="t", partition=0, cuts=(1_000_000,), **kw):
+    """consumer_records over decode_columnar == the reference path, field types included."""
+    ref_res, want = ref_consumer_records(data, topic, partition, **kw)
+    cb, got = rows_in_slices(data, topic, partition, list(cuts), **kw)
+    assert got == want
+    for g, exp in zip(got, want):
+        assert type(g) is CR
+        assert [type(x) for x in g] == [type(x) for x in exp], (g, exp)
+        assert all(type(h) is tuple and type(h[0]) is str for h in g.headers)
+    assert cb.next_offset == ref_res.next_offset
+    return got
+
+
+@settings(max_examples=200, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(fetch_bytes(), st.booleans(), st.integers(0, 2**31 - 1),
+       st.lists(st.integers(1, 9), min_size=1, max_size=4))
+def test_consumer_records_from_columns_equal_the_reference(case, check_crcs, partition, cuts):
+    data, aborted, fetch_offset = case
+    assert_rows_same(data, "topic-\u00e9", partition, cuts, check_crcs=check_crcs,
+                     fetch_offset=fetch_offset, aborted_transactions=aborted)
+
+
+@pytest.mark.parametrize("codec", range(5))
+def test_consumer_records_large_null_and_header_fields(codec):
+    big = random.Random(5).randbytes(300) * 1000
+    records = [(None, 1, None, None, []), (None, 2, b"", b"", [("", b"")]),
+               (None, 3, b"k" * 70_000, big, [("h", None), ("\u20ac", b"x" * 5000)]),
+               (None, 4, None, big[:1], [("a", b"1")] * 50), (None, -5, b"\\x00", b"", []),
+               (None, 6, None, b"v", [(b"\xff\xfeok", b"12")])]
+    data = (R.encode_batch(records, base_offset=2**40, codec=codec, partition_leader_epoch=9)
+            + R.encode_batch(records, base_offset=2**40 + 6, codec=codec, partition_leader_epoch=10))
+    for cuts in ((1,), (2, 5), (12,)):
+        got = assert_rows_same(data, "t", 3, cuts)
+        assert [r.leader_epoch for r in got] == [9] * 6 + [10] * 6
+    assert got[2].value == big and got[5].serialized_header_size == len("\ufffd\ufffdok".encode()) + 2
+
+
+def test_consumer_records_leader_epoch_across_skipped_batches():
+    # Batches that produce no rows (control, aborted, below the fetch offset) sit between
+    # the ones that do: every row still gets its own batch's epoch.
+    data = (R.encode_batch([(None, 1, None, b"a", [])] * 3, base_offset=0, partition_leader_epoch=1)
+            + R.encode_batch([(None, 1, None, b"b", [])], base_offset=3, producer_id=5,
+                             producer_epoch=0, transactional=True, partition_leader_epoch=2)
+            + _control_batch(4, 5, R.CONTROL_ABORT)
+            + R.encode_batch([(None, 1, None, b"c", [])] * 2, base_offset=5, partition_leader_epoch=3))
+    for start in (-1, 1, 3, 5, 6):
+        for cuts in ((1,), (2,), (10,)):
+            got = assert_rows_same(data, cuts=cuts, fetch_offset=start, aborted_transactions=[(5, 3)])
+            assert [(r.offset, r.leader_epoch) for r in got] == \
+                [(o, e) for o, e in ((0, 1), (1, 1), (2, 1), (5, 3), (6, 3)) if o >= start]
+
+
+def test_consumer_records_rows_are_made_per_call_and_untracked():
+    blob = R.encode_batch([(None, 5, None, b"v", [("h", b"1")]), (None, 6, None, b"", [])] * 3)
+    cb = R.decode_columnar(blob)
+    first = R.consumer_records(cb, CR, "t", 0, 0, 2)
+    again = R.consumer_records(cb, CR, "t", 0, 0, 2)
+    assert first == again and first[0] is not again[0] and first[1].headers is not again[1].headers
+    r, e = first
+    assert not gc.is_tracked(r) and not gc.is_tracked(e) and not gc.is_tracked(r.headers)
+    assert not gc.is_tracked(e.headers) and not gc.is_tracked(r.headers[0])
+    r2, e2 = R.consumer_records(cb, CR, "t", 0, 0, 2, gc_untrack=False)
+    assert gc.is_tracked(r2) and gc.is_tracked(e2.headers) and (r2, e2) == (r, e)
+    assert R.consumer_records(cb, CR, "t", 0, 6, 6) == []
+    assert R.consumer_records(cb, CR, "t", 0, 2, 3)[0].offset == 2
+    del cb
+    gc.collect()                         # the records own their bytes: the columns may go
+    assert r == ("t", 0, -1, 0, 5, 0, None, b"v", [("h", b"1")], None, -1, 1, 2)
+
+
+def test_consumer_records_no_references_leak():
+    topic = "".join(["rows-", "leak"])
+    cb = R.decode_columnar(R.encode_batch([(None, 5 + i, b"k", b"v%d" % i, [("h", b"1")] if i % 2 else [])
+                                           for i in range(300)]))
+    gc.collect()
+    base_topic, base_cls, base_cb = sys.getrefcount(topic), sys.getrefcount(CR), sys.getrefcount(cb)
+    for untrack in (True, False):
+        for _ in range(3):
+            recs = R.consumer_records(cb, CR, topic, 1, 10, 300, gc_untrack=untrack)
+            assert sys.getrefcount(topic) == base_topic + 290
+            del recs
+            with pytest.raises(IndexError):
+                R.consumer_records(cb, CR, topic, 1, 10, 301, gc_untrack=untrack)
+    gc.collect()
+    assert (sys.getrefcount(topic), sys.getrefcount(CR), sys.getrefcount(cb)) == \
+        (base_topic, base_cls, base_cb)
+
+
+def test_consumer_records_hostile_arguments():
+    blob = R.encode_batch([(None, 5 + i, None, b"v", [("h", b"1")]) for i in range(4)])
+    cb = R.decode_columnar(blob)
+    for start, stop in ((-1, 2), (2, 1), (0, 5), (5, 5), (-3, -1), (0, 2**62)):
+        with pytest.raises(IndexError):
+            R.consumer_records(cb, CR, "t", 0, start, stop)
+    for bad in (tuple, namedtuple("Short", "a b c"), CR(*range(13)), None, int):
+        with pytest.raises(TypeError):
+            R.consumer_records(cb, bad, "t", 0, 0, 1)
+    for not_a_batch in (None, blob, R.decode_consumer_records(blob, CR, "t", 0)):
+        with pytest.raises(TypeError):
+            R.consumer_records(not_a_batch, CR, "t", 0, 0, 1)
+    empty = R.ColumnarBatch.__new__(R.ColumnarBatch)      # no arrays at all
+    assert R.consumer_records(empty, CR, "t", 0, 0, 0) == []
+    with pytest.raises(IndexError):
+        R.consumer_records(empty, CR, "t", 0, 0, 1)
+    # The batches list is the one mutable part: whatever it holds, no crash and no record
+    # with another batch's epoch.
+    for mutate_batches in (list.clear, lambda b: b.insert(0, "junk"), lambda b: b.reverse(),
+                           lambda b: b.__setitem__(0, R.decode_columnar(blob).batches[0])):
+        cb = R.decode_columnar(blob + R.encode_batch([(None, 1, None, b"w", [])], base_offset=4))
+        mutate_batches(cb.batches)
+        try:
+            recs = R.consumer_records(cb, CR, "t", 0, 0, 5)
+        except (TypeError, ValueError):
+            continue
+        assert [r.offset for r in recs] == [0, 1, 2, 3, 4]
+    assert R.consumer_records(R.decode_columnar(None), CR, "t", 0, 0, 0) == []
+
+
+def test_consumer_records_hostile_bytes_fail_in_decode_columnar_first():
+    """The columns are validated when decoded: mutated input either decodes to the
+    reference's records (in any slicing) or raises the reference's error there."""
+    rng = random.Random(77)
+    seeds = corpus()
+    ok = failed = 0
+    for case in range(3000):
+        buf = mutate(rng, rng.choice(seeds))
+        if rng.random() < 0.5:
+            fix_crc(buf)
+        data = bytes(buf)
+        kw = dict(check_crcs=rng.random() < 0.75, max_decompressed_bytes=1 << 20,
+                  fetch_offset=rng.choice([-1, 0, 3, 11, 21]),
+                  aborted_transactions=[(4, 0)] if case % 5 == 0 else None)
+        try:
+            ref = ref_consumer_records(data, "t", 9, **kw)[1]
+        except KafkaError as e:
+            failed += 1
+            new = outcome(lambda: R.decode_columnar(data, skip_control=True, **kw))
+            assert new[0] is type(e), data.hex()
+            continue
+        ok += 1
+        assert rows_in_slices(data, "t", 9, [rng.randint(1, 7)], **kw)[1] == ref, data.hex()
+    assert ok > 150 and failed > 500, (ok, failed)
+
+
 # ============================================================================ the fetcher
 def _fetcher(**cfg):
     md = make_metadata()
@@ -496,3 +658,28 @@ def test_fetcher_deserializers_see_the_headers_and_keep_the_byte_sizes():
     assert [r.serialized_value_size for r in recs] == [3, -1]
     assert seen == [(T, [("h", b"1")]), (T, [])]
     assert all(type(r) is CR and gc.is_tracked(r) for r in recs)     # values may be containers
+
+
+def test_fetcher_record_and_columnar_polls_drain_one_decode():
+    """poll() and poll_columnar() on the same answer: one decode, every row handed out once,
+    in order, and positions after the last row handed out."""
+    env = _fetcher(**{"max.poll.records": 4})
+    data0 = (R.encode_batch([(None, 10 + i, None, b"v%d" % i, []) for i in range(5)], partition_leader_epoch=2)
+             + R.encode_batch([(None, 20 + i, b"k", b"w%d" % i, [("h", b"x")]) for i in range(6)],
+                              base_offset=5, partition_leader_epoch=3, codec=1))
+    _answer(env, data0, None)
+    want = ref_consumer_records(data0, T, 0)[1]
+    got = []
+    out, _ = env.fetcher.fetched_records()
+    got += out[TP0]
+    assert env.subs.position(TP0).offset == 4
+    cols, _ = env.fetcher.fetched_columnar(3)
+    got += list(cols[TP0])
+    assert [r.offset for r in got] == list(range(7)) and env.subs.position(TP0).offset == 7
+    out, _ = env.fetcher.fetched_records()
+    got += out[TP0]
+    assert out[TP0] == want[7:]
+    assert [r.offset for r in got] == list(range(11))
+    assert [(r.offset, r.value, r.leader_epoch) for r in got] == [(r.offset, r.value, r.leader_epoch) for r in want]
+    assert env.subs.position(TP0).offset == 11 and env.subs.position(TP0).offset_epoch == 3
+    assert env.fetcher.fetched_records()[0] == {}

@@ -14,8 +14,10 @@ for at most ``fetch.max.bytes`` divided by the per-broker depth, what is in flig
 about ``fetch.max.bytes`` per broker, and prefetched memory stays below about twice that.
 
 Decoding is lazy: an answer is decoded (kcore.records) only when the application drains
-that partition, per record (``fetched_records``) or columnar (``fetched_columnar``). Answers
-are drained in arrival order; within one poll, ``max.poll.records`` is taken from the oldest
+that partition, into columns (validated, CRCs checked, no object per record) that both
+``fetched_records`` and ``fetched_columnar`` drain. The per-record path builds the
+ConsumerRecords of each poll from those columns as it hands them out, so a record is made
+just before the application reads it. Answers are drained in arrival order; within one poll, ``max.poll.records`` is taken from the oldest
 answer first, then the next, and partitions that returned data move to the end of the next
 fetch request (fairness: no partition starves the others of ``fetch.max.bytes``).
 
@@ -36,7 +38,7 @@ import struct
 from typing import TYPE_CHECKING, Any
 
 from kcore import layout
-from kcore.records import decode_columnar, decode_consumer_records
+from kcore.records import consumer_records, decode_columnar
 
 from kclient import errors as Errors
 from kclient.settings import FetchConfig
@@ -80,7 +82,7 @@ class CompletedFetch:
     """One partition's answer from one Fetch response, drained over one or more polls."""
 
     __slots__ = ("tp", "fetch_offset", "epoch", "assignment_id", "raw", "aborted", "buffer",
-                 "records", "columnar", "error", "pos", "next_offset", "last_offset", "last_epoch",
+                 "columnar", "error", "pos", "next_offset", "last_offset", "last_epoch",
                  "drained", "size")
 
     def __init__(self, tp: TopicPartition, fetch_offset: int, epoch: int, assignment_id: int,
@@ -92,8 +94,7 @@ class CompletedFetch:
         self.raw = raw                  # memoryview into the response frame
         self.aborted = aborted          # aborted transactions (read_committed) or None
         self.buffer = buffer
-        self.records: list | None = None       # decoded ConsumerRecords (per-record path)
-        self.columnar: ColumnarChunk | None = None  # decoded columns (columnar path)
+        self.columnar: ColumnarChunk | None = None  # decoded columns (both paths drain them)
         self.error: BaseException | None = None  # raised from poll() when drained
         self.pos = 0                    # next row to hand out
         self.next_offset = fetch_offset  # offset after the last complete batch
@@ -104,7 +105,7 @@ class CompletedFetch:
 
     @property
     def initialized(self) -> bool:
-        return self.records is not None or self.columnar is not None
+        return self.columnar is not None
 
     def __repr__(self) -> str:
         return (f"CompletedFetch({self.tp}, fetch_offset={self.fetch_offset}, bytes={self.size}, "
@@ -253,7 +254,6 @@ class Fetcher:
             return
         cf.drained = True
         cf.raw = None
-        cf.records = None
         cf.columnar = None
         pipe = self._pipes.get(cf.tp)
         if pipe is not None and pipe.epoch == cf.epoch and pipe.buffered > 0:
@@ -766,30 +766,12 @@ class Fetcher:
         self._next_in_line = found
         return found
 
-    def _init_records(self, cf: CompletedFetch) -> None:
-        # ConsumerRecords are built in C, one object per record; they and their header lists
-        # are not tracked by the cyclic GC (kcore.records.decode_consumer_records): tracked,
-        # every collection walked the thousands of records buffered here, which doubled the
-        # CPU per record of poll(). The one thing never collected is a cycle built through a
-        # record's own headers list, e.g. ``rec.headers.append(rec)``.
-        start = cf.fetch_offset if cf.last_offset < 0 else cf.last_offset + 1
-        tp = cf.tp
-        res = decode_consumer_records(cf.raw, ConsumerRecord, tp.topic, tp.partition,
-                                      check_crcs=self._check_crcs, fetch_offset=start,
-                                      aborted_transactions=cf.aborted)
-        cf.records = res.records
-        cf.columnar = None
-        cf.pos = 0
-        if res.next_offset > cf.next_offset:
-            cf.next_offset = res.next_offset
-
     def _init_columnar(self, cf: CompletedFetch) -> None:
         from kclient.consumer.columnar import ColumnarChunk
         start = cf.fetch_offset if cf.last_offset < 0 else cf.last_offset + 1
         res = decode_columnar(cf.raw, check_crcs=self._check_crcs, skip_control=True,
                               fetch_offset=start, aborted_transactions=cf.aborted)
         cf.columnar = ColumnarChunk(res)
-        cf.records = None
         cf.pos = 0
         if res.next_offset > cf.next_offset:
             cf.next_offset = res.next_offset
@@ -836,9 +818,9 @@ class Fetcher:
                 if drained:
                     break  # return what we have; raise on the next poll
                 self._take_error(cf)
-            if cf.records is None:
+            if cf.columnar is None:
                 try:
-                    self._init_records(cf)
+                    self._init_columnar(cf)
                 except Errors.KafkaError as exc:
                     if drained:
                         break
@@ -846,23 +828,28 @@ class Fetcher:
                     self._next_in_line = None
                     self._pipes[cf.tp].next_fetch_offset = None  # refetch from the position
                     raise type(exc)(f"partition {cf.tp} at offset {cf.fetch_offset}: {exc}") from exc
-            recs = cf.records
-            assert recs is not None  # _init_records() set them or raised
-            n_recs = len(recs)
+            chunk = cf.columnar
+            assert chunk is not None  # _init_columnar() set it or raised
+            n_recs = chunk.num_records
             i = cf.pos
             j = min(i + remaining, n_recs)
             if j > i:
-                # The whole answer at once needs no copy: cf is released below, so nothing
-                # else refers to its list.
-                part = recs if (i == 0 and j == n_recs) else recs[i:j]
+                # Only this poll's records are made (in C, from the columns): each is read by
+                # the application while still in the CPU's cache, and freed with its list.
+                # They and their header lists are not tracked by the cyclic GC: tracked,
+                # every collection walked the records the application holds. The one thing
+                # never collected is a cycle built through a record's own headers list,
+                # e.g. ``rec.headers.append(rec)``.
+                tp = cf.tp
+                part = consumer_records(chunk.batch, ConsumerRecord, tp.topic, tp.partition, i, j)
                 cf.pos = j
                 last = part[-1]
                 cf.last_offset = last.offset
                 cf.last_epoch = last.leader_epoch
-                out = part if kd is None and vd is None else self._deserialize(part, cf.tp.topic, kd, vd)
-                lst = drained.get(cf.tp)
+                out = part if kd is None and vd is None else self._deserialize(part, tp.topic, kd, vd)
+                lst = drained.get(tp)
                 if lst is None:
-                    drained[cf.tp] = out
+                    drained[tp] = out
                 else:
                     lst.extend(out)
                 remaining -= j - i

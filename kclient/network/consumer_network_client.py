@@ -66,6 +66,13 @@ class RequestFutureCompletionHandler(RequestFuture):
         if self._outcome is not None:
             return  # already failed (e.g. expired) before the network answered
         self._outcome = (response, error)
+        # The request's callback is this bound method: handler -> request -> handler is a
+        # reference cycle, which kept each response (a fetch response frame: megabytes)
+        # alive until a cyclic garbage collection, long after its records were consumed.
+        # The outcome is recorded, so the request needs its callback no more.
+        request = self.request
+        if request is not None:
+            request.callback = None
         self._queue.append(self)
 
     def fire_completion(self) -> None:
@@ -320,8 +327,9 @@ class ConsumerNetworkClient:
             self.client.wakeup()
 
     def _fail(self, request: ClientRequest, exc: BaseException) -> None:
-        assert request.callback is not None  # every request send() queues carries its handler's
-        request.callback(None, exc)
+        callback = request.callback
+        if callback is not None:  # None once its handler has an outcome (on_complete)
+            callback(None, exc)
 
     def _check_disconnects(self, now: int, attempted: set[int]) -> None:
         """Step 5: fail the unsent requests of nodes that cannot take them: nodes missing
