@@ -35,6 +35,7 @@ from libc.stdint cimport (int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, 
 from cpython.object cimport PyObject, PyTypeObject
 from cpython.unicode cimport PyUnicode_AsUTF8String
 from libc.string cimport memcpy, memset
+from cpython.pyport cimport PY_SSIZE_T_MAX
 
 from kcore.columnar cimport ColumnarBatch as _ColumnarBatch
 from kcore.compression cimport (GrowBuf, growbuf_reserve, growbuf_free, growbuf_shrink,
@@ -789,32 +790,12 @@ cdef class _Decoder:
 
     cdef list headers_sized(self, Py_ssize_t hs, Py_ssize_t he, int64_t* size):
         """headers_of, plus kafka-python's serialized_header_size (UTF-8 bytes of the keys
-        as decoded, plus the value bytes), with the pairs and the list untracked if asked."""
+        as decoded, plus the value bytes), with the pairs and the list untracked if asked.
+        The scan's header positions are absolute addresses inside spans it checked, so the
+        columnar builder runs over them with base 0 and no limit."""
         cdef RecCols* c = &self.cols
-        cdef list hl = []
-        cdef Py_ssize_t k
-        cdef int64_t total = 0
-        cdef object hv, pair
-        cdef bint untrack = self.untrack
-        for k in range(hs, he):
-            hk = PyUnicode_DecodeUTF8(<const char*><intptr_t>c.hk_pos[k], c.hk_len[k],
-                                      "replace")
-            if kc_is_ascii(hk):
-                total += c.hk_len[k]
-            else:   # as re-encoded: differs from the raw length where bad bytes became U+FFFD
-                total += len(PyUnicode_AsUTF8String(hk))
-            if c.hv_len[k] >= 0:
-                hv = PyBytes_FromStringAndSize(<const char*><intptr_t>c.hv_pos[k], c.hv_len[k])
-                total += c.hv_len[k]
-            else:
-                hv = None
-            pair = (hk, hv)
-            kc_gc_untrack(pair)         # (str, bytes|None) can never be part of a cycle
-            hl.append(pair)
-        if untrack:
-            kc_gc_untrack(hl)
-        size[0] = total
-        return hl
+        return _header_list(0, PY_SSIZE_T_MAX, c.hk_pos, c.hk_len, c.hv_pos, c.hv_len, hs, he,
+                            self.untrack, size)
 
     cdef list headers_of(self, Py_ssize_t hs, Py_ssize_t he):
         cdef RecCols* c = &self.cols

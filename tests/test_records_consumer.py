@@ -411,20 +411,26 @@ def test_hostile_inputs_raise_the_same_errors_as_decode_records():
         R.decode_consumer_records(GOOD, CR, "t", 0, max_decompressed_bytes=-1)
 
 
-def test_mutated_batches_same_outcome_as_decode_records():
-    """Mutation fuzzing (the corpus and mutator of test_fuzz_records): both paths decode the
-    same records or raise the same error class with the same message."""
-    rng = random.Random(4242)
+def mutated_cases(seed, count):
+    """(rng, data, decode keywords): mutated batches (the corpus and mutator of
+    test_fuzz_records), CRCs fixed half of the time, with varied decode options."""
+    rng = random.Random(seed)
     seeds = corpus()
-    ok = failed = 0
-    for case in range(6000):
+    for case in range(count):
         buf = mutate(rng, rng.choice(seeds))
         if rng.random() < 0.5:
             fix_crc(buf)
-        data = bytes(buf)
         kw = dict(check_crcs=rng.random() < 0.75, max_decompressed_bytes=1 << 20,
                   fetch_offset=rng.choice([-1, 0, 3, 11, 21]),
                   aborted_transactions=[(4, 0)] if case % 5 == 0 else None)
+        yield rng, bytes(buf), kw
+
+
+def test_mutated_batches_same_outcome_as_decode_records():
+    """Mutation fuzzing: both paths decode the same records or raise the same error class
+    with the same message."""
+    ok = failed = 0
+    for _, data, kw in mutated_cases(4242, 6000):
         try:
             ref = ref_consumer_records(data, "t", 9, **kw)[1]
         except KafkaError as e:
@@ -574,17 +580,8 @@ def test_consumer_records_hostile_arguments():
 def test_consumer_records_hostile_bytes_fail_in_decode_columnar_first():
     """The columns are validated when decoded: mutated input either decodes to the
     reference's records (in any slicing) or raises the reference's error there."""
-    rng = random.Random(77)
-    seeds = corpus()
     ok = failed = 0
-    for case in range(3000):
-        buf = mutate(rng, rng.choice(seeds))
-        if rng.random() < 0.5:
-            fix_crc(buf)
-        data = bytes(buf)
-        kw = dict(check_crcs=rng.random() < 0.75, max_decompressed_bytes=1 << 20,
-                  fetch_offset=rng.choice([-1, 0, 3, 11, 21]),
-                  aborted_transactions=[(4, 0)] if case % 5 == 0 else None)
+    for rng, data, kw in mutated_cases(77, 3000):
         try:
             ref = ref_consumer_records(data, "t", 9, **kw)[1]
         except KafkaError as e:
