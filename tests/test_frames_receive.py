@@ -730,9 +730,23 @@ def test_a_wait_gives_up_when_nothing_more_arrives_and_resumes_later(pair):
     while not got:
         got.extend(rx.receive(a, True, 1000))
     assert got == [b"x" * 5000]
-    # small frames never wait: a partial small frame returns at once even with a long wait
+    # small frames never wait: a partial small frame returns at once, never asking for the
+    # socket's descriptor to wait on it
     b.sendall(framed([b"y" * 10])[:6])
-    assert rx.receive(a, True, 60000) == []
+    assert rx.receive(NoWaitSocket(a), True, 60000) == []
+
+
+class NoWaitSocket:
+    """A real socket whose fileno() fails the test: the receiver must not wait on it."""
+
+    def __init__(self, sock):
+        self.sock = sock
+
+    def recv_into(self, buf):
+        return self.sock.recv_into(buf)
+
+    def fileno(self):
+        raise AssertionError("the receiver waited for the rest of a small frame")
 
 
 def test_a_negative_wait_is_refused(pair):

@@ -101,6 +101,9 @@ def test_max_partitions_packs_ranges_into_balanced_groups():
               OffsetRange("t", 3, 0, 10)]
     assert sorted(sum(r.size for r in g) for g in group_offset_ranges(skewed, max_partitions=2)) == [90, 100]
     assert group_offset_ranges(skewed, max_partitions=1) == [sorted(skewed)]
+    for ranges in (skewed, []):
+        with pytest.raises(ValueError, match="max_partitions must be >= 1, got 0"):
+            group_offset_ranges(ranges, max_partitions=0)
 
 
 def test_pieces_of_one_partition_stay_in_offset_order_within_a_group():

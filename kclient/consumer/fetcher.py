@@ -17,9 +17,10 @@ Decoding is lazy: an answer is decoded (kcore.records) only when the application
 that partition, into columns (validated, CRCs checked, no object per record) that both
 ``fetched_records`` and ``fetched_columnar`` drain. The per-record path builds the
 ConsumerRecords of each poll from those columns as it hands them out, so a record is made
-just before the application reads it. Answers are drained in arrival order; within one poll, ``max.poll.records`` is taken from the oldest
-answer first, then the next, and partitions that returned data move to the end of the next
-fetch request (fairness: no partition starves the others of ``fetch.max.bytes``).
+just before the application reads it. Answers are drained in arrival order; within one
+poll, ``max.poll.records`` is taken from the oldest answer first, then the next, and
+partitions that returned data move to the end of the next fetch request (fairness: no
+partition starves the others of ``fetch.max.bytes``).
 
 Stale data. Every partition has a pipeline epoch, bumped by ``clear_partition`` (seek, reset,
 pause handling, revocation); answers and buffers of an older epoch or an older assignment

@@ -296,9 +296,7 @@ class Metadata:
         with self._lock:
             if self._failed_attempts == 0:
                 self._last_refresh_ms = 0
-            self._need_update = True
-            self._request_version += 1
-            return self._update_version
+        return self.request_update()
 
     def request_update_for_error(self, error: int | BaseException | type) -> bool:
         """Request a refresh if ``error`` (an error code, exception or exception class) means

@@ -474,11 +474,11 @@ def group_offset_ranges(ranges: Iterable[OffsetRange], max_partitions: int | Non
     one would hold more than ``max_records_per_partition`` records. Empty ranges are dropped;
     a group's ranges, and the groups by their first range, are in topic, partition and offset
     order (pieces of one partition are read in offset order by one task)."""
+    if max_partitions is not None and max_partitions < 1:
+        raise ValueError(f"max_partitions must be >= 1, got {max_partitions}")
     out = sorted(r for r in ranges if r.size > 0)
     if max_partitions is None or max_partitions >= len(out):
         return [[r] for r in out]
-    if max_partitions < 1:
-        raise ValueError(f"max_partitions must be >= 1, got {max_partitions}")
     largest_first = sorted(out, key=lambda r: (-r.size, r))
     count = max_partitions
     if max_records_per_partition is not None:       # fewer groups could not stay within the cap
