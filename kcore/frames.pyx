@@ -24,7 +24,7 @@ from cpython.mem cimport PyMem_Malloc, PyMem_Free
 from cpython.memoryview cimport PyMemoryView_FromMemory
 from libc.string cimport memcpy, memmove
 
-from kcore.pool cimport CArray, pool_take
+from kcore.pool cimport CArray, pool_size_class, pool_take
 from kcore.wire cimport load_be32
 
 from kcore.errors import FrameTooLargeError, InvalidLengthError, KafkaConnectionError
@@ -164,22 +164,14 @@ cdef class Frame(CArray):
         return f"<kcore.frames.Frame of {self.nbytes} bytes>"
 
 
-cdef inline size_t _frame_capacity(size_t length) noexcept:
-    """The block size asked of the pool for a frame: rounded up to a multiple of a power of
-    two between 1/32 and 1/16 of it (64 KiB at least). Responses to the same fetches differ by a few bytes; with
-    exact sizes a frame a little larger than every pooled block would miss them all and take
-    fresh pages, with rounded ones it fits the block its predecessor left."""
-    cdef size_t step = 65536
-    while step * 16 <= length:
-        step *= 2
-    return (length + step - 1) // step * step
-
-
 cdef Frame new_frame(Py_ssize_t length):
     """An uninitialised Frame of ``length`` bytes from the pool (the caller fills all of it
     before anyone else sees it)."""
     cdef size_t got
-    cdef void* ptr = pool_take(_frame_capacity(<size_t>length), &got)
+    # In the pool's size classes: responses to the same fetches differ by a few bytes, and
+    # a frame a little larger than every pooled block would miss them all and take fresh
+    # pages; rounded up, it fits the block its predecessor left.
+    cdef void* ptr = pool_take(pool_size_class(<size_t>length), &got)
     if ptr == NULL:
         raise MemoryError()
     cdef Frame f = Frame.__new__(Frame)

@@ -261,9 +261,9 @@ got = receive_pieces(rx, a, b, framed([b"y" * 102_400, b"x" * 10, b"z" * 100_000
 assert [type(g) is Frame for g in got] == [True, False, True], got
 assert pool_stats() == (0, 0), pool_stats()
 del got
-assert pool_stats() == (2, 2 * 131072), pool_stats()    # both blocks back, 64 KiB steps
+assert pool_stats() == (2, 2 * 106496), pool_stats()    # both blocks back, in size classes (8 KiB steps)
 got = receive_pieces(rx, a, b, framed([b"w" * 101_000]), [])
-assert pool_stats() == (1, 131072), pool_stats()        # the next large frame took one of them
+assert pool_stats() == (1, 106496), pool_stats()        # the next large frame took one of them
 """
 _POOL_RESET_CHECK = """
 from test_frames_receive import framed, receive_pieces
@@ -275,7 +275,7 @@ rx = FrameReceiver(1 << 24, 65536)
 assert receive_pieces(rx, a, b, framed([b"z" * 300_000])[:100_000], []) == []
 assert pool_stats() == (0, 0), pool_stats()
 rx.reset()
-assert pool_stats() == (1, 327680), pool_stats()        # 300,000 rounded up to 64 KiB steps
+assert pool_stats() == (1, 327680), pool_stats()        # 300,000 rounded up to its size class
 """
 
 
