@@ -1,11 +1,14 @@
 """Small value types shared by the consumer, with kafka-python's field names and order.
 
-They are namedtuples (not dataclasses) so that code written for kafka-python that unpacks
+They are namedtuples (not dataclasses; ConsumerRecord is a compiled namedtuple) so that code written for kafka-python that unpacks
 them positionally, compares them with tuples or uses them as dict keys keeps working.
 """
 from __future__ import annotations
 
 from collections import namedtuple
+from typing import TYPE_CHECKING
+
+from kcore.records import record_type
 
 __all__ = ["TopicPartition", "OffsetAndMetadata", "OffsetAndTimestamp", "ConsumerRecord"]
 
@@ -42,3 +45,10 @@ timestamp_type: 0 CreateTime, 1 LogAppendTime. headers: list of (str, bytes).
 checksum: always None (record format v2 has no per-record CRC).
 serialized_*_size: bytes before deserialization, -1 when the key/value is null
 (header size -1 when there are no headers)."""
+
+# The same namedtuple, compiled (kcore.records.record_type): its fields read like instance
+# slots and a poll's records reuse the memory of the previous poll's. Everything a
+# namedtuple offers (unpacking, _asdict, _replace, pickling, tuple equality) is unchanged.
+# (Type checkers see the namedtuple: the compiled class has the same fields and methods.)
+if not TYPE_CHECKING:
+    ConsumerRecord = record_type(ConsumerRecord)

@@ -299,3 +299,34 @@ def consumer_records(
     decode_consumer_records refuses; TypeError or ValueError, never a crash, for a batch
     whose batches list was changed so that a row has no batch.
     """
+
+
+_T = TypeVar("_T", bound=type)
+
+
+def record_type(cls: _T) -> _T:
+    """A compiled twin of the namedtuple class cls (made by collections.namedtuple): a new
+    tuple subclass with cls's name, module, qualname, fields, docs and methods (__new__,
+    _make, _replace, _asdict, __repr__, __getnewargs__, __match_args__, ...), so instances
+    unpack, compare, hash, pickle and print as cls's do.
+
+    Two differences, both for the per-record path: each field is a read-only member
+    descriptor at its tuple slot (CPython specialises ``rec.value`` as an instance-slot
+    read; namedtuple's getters cannot be specialised), and freed instances keep their
+    memory on a bounded free list (1,024 per field count) that consumer_records and
+    decode_consumer_records take from. A Python subclass of the result works as a
+    namedtuple subclass does; its instances are freed normally. Assigning a field raises
+    AttributeError, as for a namedtuple.
+
+    TypeError unless cls is a direct tuple subclass with ``__slots__ = ()`` and str fields;
+    ValueError for more than 32 fields.
+    """
+
+
+def record_freelist_len(fields: int) -> int:
+    """How many freed record-type instances with this many fields wait for reuse (0 where
+    the free list is not used: free-threaded and 3.14+ builds)."""
+
+
+def record_freelist_clear() -> None:
+    """Give the memory of every freed record-type instance back to the allocator."""

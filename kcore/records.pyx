@@ -72,6 +72,11 @@ from kcore.layout import (CONTROL_ABORT, CONTROL_COMMIT, NO_PRODUCER_ID, TIMESTA
                           TIMESTAMP_LOG_APPEND_TIME, TIMESTAMP_NONE)
 from kcore.pool import pool_stats as _pool_stats
 
+cdef extern from "recordtype.h":
+    object kc_record_type_new(const char* qualified_name, object fields)
+    Py_ssize_t kc_rec_freelist_len(Py_ssize_t n)
+    void kc_rec_freelist_clear()
+
 # Consumer-record construction in plain C: one tuple-subclass instance per record, filled in
 # place (no intermediate Record, no argument tuple).  Written here rather than in Cython so
 # that each slot costs one store and no temporary reference juggling.
@@ -89,16 +94,15 @@ cdef extern from *:
 #if PY_VERSION_HEX < 0x030E0000
         /* Allocated untracked (tracked at the end if asked), unlike tp_alloc, which
            zero-fills, tracks (linking the object into the collector's list, next to the
-           last object allocated), and would be untracked again at once. kc_tuple_like
-           checked that tp adds nothing to a tuple: up to Python 3.13 a tuple is its
-           header and its item slots, nothing else (3.14 adds a hash cache: tp_alloc). */
-        PyObject* t = (PyObject*)PyObject_GC_NewVar(PyTupleObject, tp, 13);
+           last object allocated), and would be untracked again at once; a record type's
+           instances come from its free list (recordtype.h). kc_tuple_like checked that tp
+           adds nothing to a tuple: up to Python 3.13 a tuple is its header and its item
+           slots, nothing else (3.14 adds a hash cache: tp_alloc). The slots start NULL, so
+           a failure below deallocates a valid tuple. */
+        PyObject* t = kc_rec_alloc(tp, 13);
         PyObject* o;
-        int i;
         if (t == NULL)
             return NULL;
-        for (i = 0; i < 13; i++)
-            PyTuple_SET_ITEM(t, i, NULL);   /* a failure below deallocates a valid tuple */
         if (!untrack)
             PyObject_GC_Track(t);
 #else
@@ -880,6 +884,34 @@ def decode_consumer_records(data, record_cls, topic, int partition, *, bint chec
     res.partial_trailing_bytes = d.partial
     res.incomplete_batch_size = d.incomplete
     return res
+
+
+def record_type(cls):
+    """A compiled twin of the namedtuple class cls (see records.pyi)."""
+    fields = getattr(cls, "_fields", None) if isinstance(cls, type) else None
+    if not (isinstance(cls, type) and issubclass(cls, tuple) and isinstance(fields, tuple)
+            and all(type(f) is str for f in fields)):
+        raise TypeError(f"record_type needs a namedtuple class, got {cls!r}")
+    if cls.__dict__.get("__slots__", None) != () or cls.__bases__ != (tuple,):
+        raise TypeError(f"record_type needs a namedtuple class made by collections.namedtuple "
+                        f"(direct tuple subclass, __slots__ = ()), got {cls!r}")
+    t = kc_record_type_new(f"{cls.__module__}.{cls.__name__}".encode(), fields)
+    skip = set(fields) | {"__dict__", "__weakref__", "__module__", "__qualname__"}
+    for name, value in cls.__dict__.items():
+        if name not in skip:
+            setattr(t, name, value)
+    t.__qualname__ = cls.__qualname__
+    return t
+
+
+def record_freelist_len(Py_ssize_t fields):
+    """How many freed instances of record types with this many fields wait for reuse."""
+    return kc_rec_freelist_len(fields)
+
+
+def record_freelist_clear():
+    """Give the memory of every freed record-type instance back to the allocator."""
+    kc_rec_freelist_clear()
 
 
 cdef int _check_record_cls(object record_cls) except -1:

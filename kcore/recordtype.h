@@ -1,0 +1,181 @@
+/* Compiled record types: namedtuple classes whose instances are cheap to make, read and free.
+ *
+ * A type made by kc_record_type_new is a tuple subclass like a namedtuple class, with two
+ * differences that matter per record:
+ *   - each field is a member descriptor (T_OBJECT_EX, read-only) at the tuple slot's offset,
+ *     so CPython's attribute specialisation reads ``rec.value`` like an instance slot; a
+ *     namedtuple's field getters are descriptors the interpreter cannot specialise;
+ *   - freed instances keep their memory on a free list (per item count, bounded), and
+ *     kc_rec_alloc takes from it, so a poll's records reuse the memory of the previous poll's.
+ * The free list is touched only with the GIL held (alloc and dealloc run under it).  Builds
+ * without a GIL, with reference tracing, or 3.14+ (whose tuples cache their hash) allocate
+ * and free normally.
+ */
+#ifndef KC_RECORDTYPE_H
+#define KC_RECORDTYPE_H
+
+#include <Python.h>
+#include <structmember.h>
+#include <stddef.h>
+#include <string.h>
+
+#define KC_REC_MAX_FIELDS 32          /* field count of the largest record type */
+#define KC_REC_FREELIST_MAX 1024      /* freed instances kept per item count */
+
+#if PY_VERSION_HEX < 0x030E0000 && !defined(Py_GIL_DISABLED) && !defined(Py_TRACE_REFS) \
+    && !defined(Py_REF_DEBUG)
+#define KC_REC_FREELIST 1
+static PyObject* kc_rec_free[KC_REC_MAX_FIELDS + 1][KC_REC_FREELIST_MAX];
+static int kc_rec_nfree[KC_REC_MAX_FIELDS + 1];
+#else
+#define KC_REC_FREELIST 0
+#endif
+
+static void kc_rec_dealloc(PyObject* op)
+{
+    PyTypeObject* tp = Py_TYPE(op);
+    Py_ssize_t n = Py_SIZE(op), i;
+    PyObject_GC_UnTrack(op);
+    Py_TRASHCAN_BEGIN(op, kc_rec_dealloc)
+    for (i = n; --i >= 0; )
+        Py_XDECREF(PyTuple_GET_ITEM(op, i));
+#if KC_REC_FREELIST
+    /* Only instances of a record type itself: a Python subclass may add a __dict__. */
+    if (tp->tp_dealloc == kc_rec_dealloc && n <= KC_REC_MAX_FIELDS
+            && kc_rec_nfree[n] < KC_REC_FREELIST_MAX) {
+        kc_rec_free[n][kc_rec_nfree[n]++] = op;
+    }
+    else
+#endif
+        tp->tp_free(op);
+    Py_DECREF(tp);       /* a heap type's instances own a reference to it */
+    Py_TRASHCAN_END
+}
+
+/* An instance of tp (a record type, or any tuple-like class: see kc_tuple_like) with n NULL
+ * slots, not tracked by the cyclic GC. */
+static PyObject* kc_rec_alloc(PyTypeObject* tp, Py_ssize_t n)
+{
+    PyObject* op;
+    Py_ssize_t i;
+#if KC_REC_FREELIST
+    if (tp->tp_dealloc == kc_rec_dealloc && n <= KC_REC_MAX_FIELDS && kc_rec_nfree[n] > 0) {
+        op = kc_rec_free[n][--kc_rec_nfree[n]];
+        Py_SET_TYPE(op, tp);
+        Py_INCREF(tp);
+        Py_SET_REFCNT(op, 1);
+        for (i = 0; i < n; i++)
+            PyTuple_SET_ITEM(op, i, NULL);
+        return op;
+    }
+#endif
+    op = (PyObject*)PyObject_GC_NewVar(PyTupleObject, tp, n);
+    if (op == NULL)
+        return NULL;
+    for (i = 0; i < n; i++)
+        PyTuple_SET_ITEM(op, i, NULL);
+    return op;
+}
+
+static Py_ssize_t kc_rec_freelist_len(Py_ssize_t n)
+{
+#if KC_REC_FREELIST
+    return (n >= 0 && n <= KC_REC_MAX_FIELDS) ? kc_rec_nfree[n] : 0;
+#else
+    (void)n;
+    return 0;
+#endif
+}
+
+/* Empties the free lists (the memory goes back to the allocator). */
+static void kc_rec_freelist_clear(void)
+{
+#if KC_REC_FREELIST
+    int n;
+    for (n = 0; n <= KC_REC_MAX_FIELDS; n++)
+        while (kc_rec_nfree[n] > 0)
+            PyObject_GC_Del(kc_rec_free[n][--kc_rec_nfree[n]]);
+#endif
+}
+
+/* A new heap type ``qualified_name`` ("module.Name"), a tuple subclass with one read-only
+ * member per name in `fields` (a tuple of str), documented as namedtuple's getters are.  The
+ * namedtuple methods (__new__, _make, _replace, ...) are added by the caller.  The names are
+ * copied and live as long as the process (a type is made once per class). */
+static PyObject* kc_record_type_new(const char* qualified_name, PyObject* fields)
+{
+    Py_ssize_t n, i;
+    PyMemberDef* members = NULL;
+    PyObject* bases = NULL;
+    PyObject* result = NULL;
+    char* name_copy = NULL;
+    if (!PyTuple_Check(fields) || PyTuple_GET_SIZE(fields) > KC_REC_MAX_FIELDS) {
+        PyErr_Format(PyExc_ValueError, "a record type has at most %d fields", KC_REC_MAX_FIELDS);
+        return NULL;
+    }
+    n = PyTuple_GET_SIZE(fields);
+    members = (PyMemberDef*)PyMem_Calloc((size_t)n + 1, sizeof(PyMemberDef));
+    name_copy = (char*)PyMem_Malloc(strlen(qualified_name) + 1);
+    if (members == NULL || name_copy == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    strcpy(name_copy, qualified_name);
+    for (i = 0; i < n; i++) {
+        Py_ssize_t len;
+        const char* s;
+        char* copy;
+        char doc[48];
+        PyObject* f = PyTuple_GET_ITEM(fields, i);
+        if (!PyUnicode_Check(f)) {
+            PyErr_SetString(PyExc_TypeError, "record field names must be str");
+            goto done;
+        }
+        s = PyUnicode_AsUTF8AndSize(f, &len);
+        if (s == NULL)
+            goto done;
+        copy = (char*)PyMem_Malloc((size_t)len + 1);
+        snprintf(doc, sizeof doc, "Alias for field number %zd", i);
+        members[i].doc = (const char*)PyMem_Malloc(strlen(doc) + 1);
+        if (copy == NULL || members[i].doc == NULL) {
+            PyMem_Free(copy);
+            PyErr_NoMemory();
+            goto done;
+        }
+        memcpy(copy, s, (size_t)len + 1);
+        strcpy((char*)members[i].doc, doc);
+        members[i].name = copy;
+        members[i].type = T_OBJECT_EX;
+        members[i].offset = offsetof(PyTupleObject, ob_item) + (Py_ssize_t)sizeof(PyObject*) * i;
+        members[i].flags = READONLY;
+    }
+    {
+        PyType_Slot slots[] = {
+            {Py_tp_dealloc, (void*)kc_rec_dealloc},
+            {Py_tp_members, (void*)members},
+            {0, NULL},
+        };
+        PyType_Spec spec = {name_copy, 0, 0, Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE, slots};
+        bases = PyTuple_Pack(1, (PyObject*)&PyTuple_Type);
+        if (bases == NULL)
+            goto done;
+        result = PyType_FromSpecWithBases(&spec, bases);
+    }
+done:
+    Py_XDECREF(bases);
+    if (result == NULL) {
+        if (members != NULL) {
+            for (i = 0; i < n; i++) {
+                PyMem_Free((void*)members[i].name);
+                PyMem_Free((void*)members[i].doc);
+            }
+        }
+        PyMem_Free(members);
+        PyMem_Free(name_copy);
+    }
+    /* On success the type refers to name_copy (tp_name) and to the member names and docs
+       (its descriptors); they are kept for the life of the process. */
+    return result;
+}
+
+#endif
