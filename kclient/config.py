@@ -356,6 +356,10 @@ def common_client_defs() -> list[ConfigDef]:
                   doc="the largest connect timeout"),
         ConfigDef("send.buffer.bytes", "int", 131072, min=-1, doc="-1: the OS default"),
         ConfigDef("receive.buffer.bytes", "int", 65536, min=-1, doc="-1: the OS default"),
+        ConfigDef("receive.thread", "bool", True,
+                  doc="kclient: receive each plaintext (PLAINTEXT, SASL_PLAINTEXT) connection's "
+                      "responses on a thread of its own that never takes the GIL, in parallel with "
+                      "the application; false: on the thread that polls, as TLS connections always do"),
         # Not a Java consumer setting (Java hard-codes 100 for the consumer); kafka-python's
         # consumer documents it with 5, as Java's producer does.
         ConfigDef("max.in.flight.requests.per.connection", "int", 5, min=1,

@@ -43,6 +43,7 @@ class NetworkClientConfig:
     socket_connection_setup_timeout_max_ms: int
     send_buffer_bytes: int
     receive_buffer_bytes: int
+    receive_thread: bool
     max_in_flight_requests_per_connection: int
     retry_backoff_ms: int
     retry_backoff_max_ms: int
@@ -83,6 +84,7 @@ class NetworkClientConfig:
             socket_connection_setup_timeout_max_ms=c["socket.connection.setup.timeout.max.ms"],
             send_buffer_bytes=c["send.buffer.bytes"],
             receive_buffer_bytes=c["receive.buffer.bytes"],
+            receive_thread=c["receive.thread"],
             max_in_flight_requests_per_connection=c["max.in.flight.requests.per.connection"],
             retry_backoff_ms=c["retry.backoff.ms"],
             retry_backoff_max_ms=c["retry.backoff.max.ms"],

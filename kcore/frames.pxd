@@ -1,6 +1,7 @@
 # cython: language_level=3
 """C-level interface of kcore.frames: request/response headers and the frame splitter."""
 from libc.stdint cimport int16_t, int32_t, uint8_t
+from kcore.pool cimport CArray
 from kcore.wire cimport Reader, Writer
 
 # Request header v0: api_key, api_version, correlation_id; v1: + client_id (classic nullable
@@ -46,3 +47,12 @@ cdef class FrameReceiver:
     cdef Py_ssize_t _recv(self, object sock, char* dst, Py_ssize_t want) except -2
     cdef int _closed(self) except -1
     cdef list receive_c(self, object sock, bint drain, int wait_ms=*)
+
+
+# A large received frame: a read-only buffer over a kcore.pool block (see frames.pyx).
+cdef class Frame(CArray):
+    pass
+
+# Take ownership of a block (capb bytes at ptr, kcore.pool's kind) holding a complete frame of
+# length bytes.
+cdef Frame frame_over(void* ptr, Py_ssize_t length, size_t capb)

@@ -24,7 +24,7 @@ from cpython.mem cimport PyMem_Malloc, PyMem_Free
 from cpython.memoryview cimport PyMemoryView_FromMemory
 from libc.string cimport memcpy, memmove
 
-from kcore.pool cimport CArray, pool_size_class, pool_take
+from kcore.pool cimport CArray, pool_give, pool_size_class, pool_take
 from kcore.wire cimport load_be32
 
 from kcore.errors import FrameTooLargeError, InvalidLengthError, KafkaConnectionError
@@ -174,7 +174,16 @@ cdef Frame new_frame(Py_ssize_t length):
     cdef void* ptr = pool_take(pool_size_class(<size_t>length), &got)
     if ptr == NULL:
         raise MemoryError()
-    cdef Frame f = Frame.__new__(Frame)
+    return frame_over(ptr, length, got)
+
+
+cdef Frame frame_over(void* ptr, Py_ssize_t length, size_t got):
+    cdef Frame f
+    try:
+        f = Frame.__new__(Frame)
+    except BaseException:
+        pool_give(ptr, got)
+        raise
     f.ptr = ptr
     f.capb = got
     f.nbytes = length

@@ -6,7 +6,10 @@
 cdef void* pool_take(size_t need, size_t* got) noexcept
 # n rounded up (by at most 1/8) to its size class: ask for sizes in classes, and a block
 # given back fits the next requests of about the same size.
-cdef size_t pool_size_class(size_t n) noexcept
+cdef size_t pool_size_class(size_t n) noexcept nogil
+# With the GIL held: a pooled block of at least `need` bytes (as pool_take would pick), or
+# NULL when none fits; never allocates.
+cdef void* pool_take_pooled(size_t need, size_t* got) noexcept
 # With the GIL held: hand a block (of `size` bytes, as pool_take reported) back; NULL is a no-op.
 cdef void pool_give(void* p, size_t size) noexcept
 

@@ -44,7 +44,7 @@ cdef void _pool_drop(int i) noexcept:
         memmove(&_pool_size[i], &_pool_size[i + 1], (_pool_count - i) * sizeof(size_t))
 
 
-cdef size_t pool_size_class(size_t n) noexcept:
+cdef size_t pool_size_class(size_t n) noexcept nogil:
     """n rounded up to a multiple of the largest power of two that is at most n / 8 (so by
     at most 1/8; n itself below 16)."""
     cdef size_t step = 1
@@ -53,7 +53,7 @@ cdef size_t pool_size_class(size_t n) noexcept:
     return (n + step - 1) // step * step
 
 
-cdef void* pool_take(size_t need, size_t* got) noexcept:
+cdef void* pool_take_pooled(size_t need, size_t* got) noexcept:
     cdef int i, best = -1
     cdef void* p
     if need >= _MIN_BLOCK:
@@ -61,10 +61,17 @@ cdef void* pool_take(size_t need, size_t* got) noexcept:
             if need <= _pool_size[i] <= 2 * need + (64 << 10):
                 if best < 0 or _pool_size[i] < _pool_size[best]:
                     best = i
-    if best >= 0:
-        p = _pool_ptr[best]
-        got[0] = _pool_size[best]
-        _pool_drop(best)
+    if best < 0:
+        return NULL
+    p = _pool_ptr[best]
+    got[0] = _pool_size[best]
+    _pool_drop(best)
+    return p
+
+
+cdef void* pool_take(size_t need, size_t* got) noexcept:
+    cdef void* p = pool_take_pooled(need, got)
+    if p != NULL:
         return p
     got[0] = need
     return malloc(need if need else 1)

@@ -564,14 +564,17 @@ def _big_metadata_response(corr: int) -> bytes:
 
 @pytest.fixture
 def ready_client():
-    """A NetworkClient whose node 1 is READY, its scripted peer, and the node's connection."""
+    """A NetworkClient whose node 1 is READY, its scripted peer, and the node's connection.
+    It reads its socket on the polling thread (receive.thread false): the path TLS connections
+    take; tests/test_receive_loop.py covers plain connections' receive threads."""
     from test_network_client import ScriptedCluster, connect, known_metadata
     from kclient.clock import FakeClock
     from kclient.network.network_client import NetworkClient
     clock = FakeClock(1_000_000)
     cluster = ScriptedCluster()
-    client = NetworkClient({"bootstrap.servers": "broker1:9092"}, metadata=known_metadata(clock),
-                           clock=clock, socket_factory=cluster.socket_factory)
+    client = NetworkClient({"bootstrap.servers": "broker1:9092", "receive.thread": False},
+                           metadata=known_metadata(clock), clock=clock,
+                           socket_factory=cluster.socket_factory)
     connect(client, cluster, 1)
     yield client, cluster.peer(1), client._conns[1]
     client.close()

@@ -13,6 +13,7 @@ import logging
 import os
 import random
 import socket
+import threading
 from typing import TYPE_CHECKING, Any
 
 from kclient.errors import KafkaConnectionError
@@ -20,6 +21,7 @@ from kclient.network.metadata import Node
 
 if TYPE_CHECKING:
     from kcore.frames import FrameReceiver
+    from kcore.receive_loop import ReceiveLoop
 
 __all__ = ["ConnectionState", "BrokerConnection", "ExponentialBackoff", "default_socket_factory"]
 
@@ -108,6 +110,9 @@ def default_socket_factory(family: int, sockaddr: tuple, send_buffer_bytes: int,
 # about 130 rounds of the loop per 8 MiB response). TLS sockets keep the loop: their buffered
 # records are invisible to poll().
 LARGE_FRAME_WAIT_MS = 5
+# How long closing a connection waits for its receive thread (it leaves poll() on a stop
+# pipe at once; this only bounds a thread the OS does not schedule).
+RECEIVE_THREAD_JOIN_S = 10.0
 
 
 class BrokerConnection:
@@ -122,6 +127,10 @@ class BrokerConnection:
         self.sock: socket.socket | None = None
         self._receiver_factory = receiver_factory   # -> kcore.frames.FrameReceiver
         self._receiver: FrameReceiver | None = None
+        # Once READY on a plain socket: frames are received on a thread of their own
+        # (kcore.receive_loop), and the selector waits on the loop's wake fd for reading.
+        self._loop: ReceiveLoop | None = None
+        self._loop_thread: threading.Thread | None = None
         self._send_buffer_bytes = send_buffer_bytes
         self._receive_buffer_bytes = receive_buffer_bytes
         self._socket_factory = socket_factory
@@ -265,9 +274,45 @@ class BrokerConnection:
         self.ever_ready = True
         self.last_activity_ms = now_ms
 
+    def start_receive_loop(self) -> int | None:
+        """Receive this connection's frames on a thread of its own from now on (plain TCP
+        sockets only: a TLS socket decrypts in Python). Returns the fd that becomes readable
+        when frames wait (for the selector), or None if the connection keeps reading here."""
+        receiver = self._receiver
+        if (type(self.sock) is not socket.socket or receiver is None or receiver.buffered_bytes
+                or self._loop is not None):
+            return None
+        from kcore.receive_loop import ReceiveLoop
+        assert self.sock is not None
+        loop = ReceiveLoop(self.sock.fileno(), receiver.max_frame_bytes, receiver.buffer_size)
+        thread = threading.Thread(target=loop.run, name=f"kclient-receive-node-{self.node_id}",
+                                  daemon=True)
+        thread.start()
+        self._loop, self._loop_thread = loop, thread
+        return loop.wake_fd
+
+    @property
+    def receive_fd(self) -> int:
+        """The receive loop's wake fd, or -1 while this connection reads its socket itself."""
+        return self._loop.wake_fd if self._loop is not None else -1
+
+    def _stop_receive_loop(self) -> None:
+        loop, thread = self._loop, self._loop_thread
+        self._loop = self._loop_thread = None
+        if loop is None or thread is None:
+            return
+        loop.stop()
+        thread.join(RECEIVE_THREAD_JOIN_S)
+        if thread.is_alive():  # pragma: no cover - the loop leaves poll() on the stop pipe
+            log.warning("receive thread of node %d did not stop within %.0f s; leaving it",
+                        self.node_id, RECEIVE_THREAD_JOIN_S)
+            return
+        loop.close()
+
     def closed(self, now_ms: int, failed: bool, error: str | None, setup_timed_out: bool = False) -> None:
         """Release the socket and set the reconnect backoff."""
         was_connecting = self.state is ConnectionState.CONNECTING
+        self._stop_receive_loop()     # before the socket closes: the thread reads its fd
         if self.sock is not None:
             try:
                 self.sock.close()
@@ -336,13 +381,16 @@ class BrokerConnection:
 
     @property
     def receiving(self) -> bool:
-        """Part of a frame has arrived and the rest has not yet."""
-        return self._receiver is not None and self._receiver.buffered_bytes > 0
+        """Part of a frame has arrived and the rest has not yet (and is read here: a receive
+        loop's partial frames are its own business)."""
+        return self._loop is None and self._receiver is not None and self._receiver.buffered_bytes > 0
 
     def read(self, now_ms: int) -> list:
         """Every complete frame available now (without size prefix). Raises
         KafkaConnectionError on EOF, OSError on socket errors, ProtocolError subclasses on
         hostile length prefixes."""
+        if self._loop is not None:
+            return self._take(now_ms)
         receiver = self._receiver
         assert receiver is not None and self.sock is not None  # both are set while connected
         before = receiver.received_bytes
@@ -354,6 +402,19 @@ class BrokerConnection:
                 f"connection to node {self.node_id} ({self.address}) closed by the broker "
                 f"({exc})") from None
         if receiver.received_bytes != before:
+            self.last_activity_ms = now_ms
+        return frames
+
+    def _take(self, now_ms: int) -> list:
+        loop = self._loop
+        assert loop is not None
+        try:
+            frames = loop.take()
+        except KafkaConnectionError as exc:
+            raise KafkaConnectionError(
+                f"connection to node {self.node_id} ({self.address}) closed by the broker "
+                f"({exc})") from None
+        if frames:
             self.last_activity_ms = now_ms
         return frames
 

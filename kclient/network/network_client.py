@@ -109,6 +109,10 @@ class NetworkClient:
         self._send_buffer_bytes = net.send_buffer_bytes
         self._receive_buffer_bytes = net.receive_buffer_bytes
         self._socket_factory = socket_factory
+        # receive.thread: plain-TCP connections receive on a thread of their own once READY
+        # (kcore.receive_loop): the kernel's receive work and the wait for each receive window
+        # overlap with the application's work between polls.
+        self._receive_thread = net.receive_thread
         self._max_response_bytes = max_response_bytes
         self._software = (client_software_name, client_software_version)
         if metadata is None:
@@ -280,11 +284,12 @@ class NetworkClient:
         """Close the socket and fail every request in flight on it."""
         if conn.state is ConnectionState.DISCONNECTED:
             return
-        if conn.sock is not None:
-            try:
-                self._selector.unregister(conn.sock)
-            except (KeyError, ValueError):
-                pass
+        for fileobj in (conn.sock, conn.receive_fd):
+            if fileobj is not None and fileobj != -1:
+                try:
+                    self._selector.unregister(fileobj)
+                except (KeyError, ValueError):
+                    pass
         if reason is None:
             reason = str(error) if error is not None else "closed"
         if failed:
@@ -422,12 +427,45 @@ class NetworkClient:
             self._close(conn, now_ms, Errors.KafkaConnectionError(
                 f"connection to node {conn.node_id} ({conn.address}) failed while sending: {exc}"))
             return
-        events = selectors.EVENT_READ if done else selectors.EVENT_READ | selectors.EVENT_WRITE
+        self._want_write(conn, not done)
+
+    def _want_write(self, conn: BrokerConnection, want: bool) -> None:
+        """Whether the selector should report conn's socket writable (queued bytes wait)."""
         sock = conn.sock
-        assert sock is not None  # flush() succeeded, so the connection is open
+        assert sock is not None  # only an open connection writes
+        if conn.receive_fd != -1:
+            # The receive loop reads: the socket is registered only while bytes wait to go out.
+            registered = self._registered(sock)
+            if want and not registered:
+                self._selector.register(sock, selectors.EVENT_WRITE, conn)
+            elif not want and registered:
+                self._selector.unregister(sock)
+            return
+        events = selectors.EVENT_READ | selectors.EVENT_WRITE if want else selectors.EVENT_READ
         key = self._selector.get_key(sock)
         if key.events != events:
             self._selector.modify(sock, events, conn)
+
+    def _registered(self, fileobj) -> bool:
+        try:
+            self._selector.get_key(fileobj)
+        except KeyError:
+            return False
+        return True
+
+    def _start_receive_loop(self, conn: BrokerConnection) -> None:
+        """Once conn is READY: let a receive thread read it (receive.thread)."""
+        if not self._receive_thread:
+            return
+        fd = conn.start_receive_loop()
+        if fd is None:
+            return
+        sock = conn.sock
+        assert sock is not None  # start_receive_loop() found it open
+        self._selector.unregister(sock)
+        self._selector.register(fd, selectors.EVENT_READ, conn)
+        if conn.wants_write:
+            self._selector.register(sock, selectors.EVENT_WRITE, conn)
 
     def _finish(self, request: ClientRequest, response: dict | None, error: BaseException | None,
                 now_ms: int) -> None:
@@ -592,7 +630,7 @@ class NetworkClient:
                 self._drain_wakeup()
                 woken = True
                 continue
-            if conn.sock is None or key.fileobj is not conn.sock:
+            if conn.sock is None or (key.fileobj is not conn.sock and key.fileobj != conn.receive_fd):
                 continue  # closed earlier in this loop
             self._handle_io(conn, mask, now_ms)
         return woken
@@ -652,8 +690,7 @@ class NetworkClient:
             if conn.state is ConnectionState.DISCONNECTED:
                 return
         elif mask & selectors.EVENT_WRITE:
-            assert conn.sock is not None  # the selector reported an event on it
-            self._selector.modify(conn.sock, selectors.EVENT_READ, conn)
+            self._want_write(conn, False)
         if mask & selectors.EVENT_READ:
             try:
                 frames = conn.read(now_ms)
@@ -778,6 +815,7 @@ class NetworkClient:
                       f"{lifetime} ms" if lifetime > 0 else "unbounded")
             return
         conn.mark_ready(now_ms)
+        self._start_receive_loop(conn)
         log.debug("node %d (%s) authenticated with %s; ready (session %s)", conn.node_id, conn.address, mech.name,
                   f"{lifetime} ms" if lifetime > 0 else "unbounded")
 
@@ -943,6 +981,7 @@ class NetworkClient:
             self._start_sasl(conn, now_ms)
             return
         conn.mark_ready(now_ms)
+        self._start_receive_loop(conn)
         log.debug("node %d (%s) ready; negotiated versions %s", conn.node_id, conn.address, conn.api_versions)
 
     # ------------------------------------------------------------------ misc

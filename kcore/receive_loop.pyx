@@ -1,0 +1,506 @@
+# cython: language_level=3
+"""Receiving a connection's frames on a thread of its own, without the GIL.
+
+Why: on the consumer's thread, every receive window of a Fetch response is a system call
+whose kernel work (the copy, the window update, and over loopback the broker's next segments
+pushed through the network stack in the receiver's context) is a fifth of the per-record
+path's time; and while the application holds the GIL between polls, the socket fills up and
+the broker waits. A ReceiveLoop drains the socket as data arrives, in parallel with the
+application: ``run()`` (called on a dedicated thread) reads and frames without ever taking
+the GIL, and the consumer's thread collects whole frames with ``take()``.
+
+Protocol with the owner (the network client, on its own thread):
+  - ``wake_fd`` becomes readable when frames (or an error) wait: register it in the selector;
+  - ``take()`` returns the frames completed so far, in order: small ones as ``bytes``, large
+    ones (``>= buffer_size // 2``) as kcore.frames.Frame over the block they were received
+    into; once every frame was taken, the error that ended the loop is raised
+    (KafkaConnectionError at end of stream, InvalidLengthError / FrameTooLargeError for a bad
+    size prefix, OSError for a socket error);
+  - ``stop()`` makes ``run()`` return (it waits in poll() on a stop pipe too); join the
+    thread, then close the socket. The socket must be non-blocking and stays open while the
+    loop runs (the owner keeps sending on it).
+Large frames are received into blocks of kcore.pool handed to the loop by ``take()`` (the
+blocks of frames already released), so a steady stream of responses reuses memory instead of
+faulting in fresh pages on the receiving thread.
+"""
+cimport cython
+from cpython.bytes cimport PyBytes_FromStringAndSize
+from libc.stdint cimport int32_t, int64_t, uint8_t
+from libc.stdlib cimport free, malloc
+from libc.string cimport memcpy, memmove
+
+from kcore.frames cimport frame_over
+from kcore.pool cimport pool_give, pool_size_class, pool_take_pooled
+from kcore.posixsys cimport (EAGAIN, EINTR, EWOULDBLOCK, F_GETFL, F_SETFD, F_SETFL, FD_CLOEXEC,
+                             O_NONBLOCK, POLLIN, close, errno, fcntl, pipe, poll, pollfd,
+                             pthread_mutex_destroy, pthread_mutex_init, pthread_mutex_lock,
+                             pthread_mutex_t, pthread_mutex_unlock, read, recv, write)
+from kcore.wire cimport load_be32
+
+import os
+
+from kcore.errors import FrameTooLargeError, InvalidLengthError, KafkaConnectionError
+
+__all__ = ["ReceiveLoop", "STASH_BLOCKS"]
+
+cdef enum:
+    _STASH = 4          # pooled blocks waiting for the loop's next large frames
+
+STASH_BLOCKS = _STASH
+
+# Why the loop ended (err_kind).
+cdef enum:
+    E_NONE = 0
+    E_EOF = 1           # end of stream; err_a, err_b: bytes of a frame received, its size
+    E_NEGATIVE = 2      # negative size prefix (err_a)
+    E_TOO_LARGE = 3     # size prefix (err_a) above max_frame_bytes
+    E_ERRNO = 4         # recv()/poll() failed with errno err_a
+    E_NOMEM = 5         # no memory for a frame of err_a bytes
+
+
+cdef struct FrameNode:
+    char* ptr
+    Py_ssize_t length
+    size_t cap          # bytes allocated at ptr
+    bint large          # handed out as a Frame (else copied into bytes)
+    FrameNode* next
+
+
+cdef int _pipe_nonblocking(int* fds) except -1:
+    if pipe(fds) != 0:
+        raise OSError(errno, os.strerror(errno))
+    for fd in (fds[0], fds[1]):
+        fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
+        fcntl(fd, F_SETFD, FD_CLOEXEC)
+    return 0
+
+
+@cython.final
+cdef class ReceiveLoop:
+    """Frames of one socket, received on the thread that calls ``run()`` (module docstring)."""
+
+    cdef readonly int fd
+    cdef readonly Py_ssize_t max_frame_bytes
+    cdef readonly Py_ssize_t buffer_size
+    cdef Py_ssize_t _direct_min
+    cdef int _wake[2]               # loop -> owner: readable while frames or an error wait
+    cdef int _stop[2]               # owner -> loop: stop
+    cdef pthread_mutex_t _mu        # guards everything below up to _stash_size
+    cdef bint _mu_ready
+    cdef FrameNode* _head
+    cdef FrameNode* _tail
+    cdef bint _signaled             # a byte is (or is about to be) in the wake pipe
+    cdef bint _stopping
+    cdef bint _running
+    cdef bint _ended                # run() returned (or was never allowed to start again)
+    cdef int _err_kind
+    cdef int64_t _err_a
+    cdef int64_t _err_b
+    cdef long long _received
+    cdef void* _stash_ptr[_STASH]
+    cdef size_t _stash_size[_STASH]
+    cdef int _nstash
+    # loop-thread state (touched only by run(), or by the owner once run() returned)
+    cdef char* _buf
+    cdef Py_ssize_t _start
+    cdef Py_ssize_t _end
+    cdef char* _cur                 # large frame being received in place
+    cdef Py_ssize_t _cur_len
+    cdef Py_ssize_t _cur_fill
+    cdef size_t _cur_cap
+
+    def __cinit__(self, int fd, Py_ssize_t max_frame_bytes=104857600, Py_ssize_t buffer_size=65536):
+        self._wake[0] = self._wake[1] = self._stop[0] = self._stop[1] = -1
+        if fd < 0:
+            raise ValueError(f"fd must be a file descriptor, got {fd}")
+        if max_frame_bytes < 0 or max_frame_bytes > 0x7fffffff:
+            raise ValueError("max_frame_bytes must be in [0, 2**31-1]")
+        if buffer_size < 64 or buffer_size > 0x7fffffff:
+            raise ValueError("buffer_size must be in [64, 2**31-1]")
+        self.fd = fd
+        self.max_frame_bytes = max_frame_bytes
+        self.buffer_size = buffer_size
+        self._direct_min = buffer_size // 2
+        self._buf = <char*>malloc(buffer_size)
+        if self._buf == NULL:
+            raise MemoryError()
+        _pipe_nonblocking(self._wake)
+        _pipe_nonblocking(self._stop)
+        pthread_mutex_init(&self._mu, NULL)
+        self._mu_ready = True
+
+    def __dealloc__(self):
+        # Only reached when no thread runs run() any more: run() holds a reference to self.
+        self._release()
+        if self._mu_ready:
+            pthread_mutex_destroy(&self._mu)
+            self._mu_ready = False
+
+    cdef void _release(self) noexcept:
+        """Free every buffer and close the pipes (after run() returned)."""
+        cdef FrameNode* n
+        cdef int i
+        while self._head != NULL:
+            n = self._head
+            self._head = n.next
+            free(n.ptr)
+            free(n)
+        self._tail = NULL
+        for i in range(self._nstash):
+            free(self._stash_ptr[i])
+        self._nstash = 0
+        free(self._cur)
+        self._cur = NULL
+        free(self._buf)
+        self._buf = NULL
+        for i in range(2):
+            if self._wake[i] >= 0:
+                close(self._wake[i])
+                self._wake[i] = -1
+            if self._stop[i] >= 0:
+                close(self._stop[i])
+                self._stop[i] = -1
+
+    @property
+    def wake_fd(self):
+        """Readable while frames or the loop's end wait to be taken."""
+        return self._wake[0]
+
+    @property
+    def received_bytes(self):
+        """Every byte read from the socket so far."""
+        cdef long long n
+        pthread_mutex_lock(&self._mu)
+        n = self._received
+        pthread_mutex_unlock(&self._mu)
+        return n
+
+    @property
+    def running(self):
+        return self._running
+
+    # ------------------------------------------------------------------ the loop thread
+    def run(self):
+        """Receive until stop(), end of stream or an error; call on a dedicated thread."""
+        if self._buf == NULL:
+            raise RuntimeError("the receive loop was closed")
+        pthread_mutex_lock(&self._mu)
+        if self._running or self._ended:
+            pthread_mutex_unlock(&self._mu)
+            raise RuntimeError("a receive loop runs once")
+        self._running = True
+        pthread_mutex_unlock(&self._mu)
+        with nogil:
+            self._loop()
+            pthread_mutex_lock(&self._mu)
+            self._running = False
+            self._ended = True
+            pthread_mutex_unlock(&self._mu)
+            self._signal(True)
+
+    cdef void _signal(self, bint force) noexcept nogil:
+        """Make wake_fd readable (once per batch of frames, or always with force)."""
+        cdef bint need
+        cdef char one = 1
+        pthread_mutex_lock(&self._mu)
+        need = force or not self._signaled
+        self._signaled = True
+        pthread_mutex_unlock(&self._mu)
+        if need:
+            write(self._wake[1], &one, 1)   # a full pipe is as good as a byte more
+
+    cdef void _fail(self, int kind, int64_t a, int64_t b) noexcept nogil:
+        pthread_mutex_lock(&self._mu)
+        if self._err_kind == E_NONE:
+            self._err_kind = kind
+            self._err_a = a
+            self._err_b = b
+        pthread_mutex_unlock(&self._mu)
+
+    cdef bint _push(self, FrameNode* first, FrameNode* last) noexcept nogil:
+        """Queue a chain of frames; True if the owner must be woken."""
+        cdef bint need
+        pthread_mutex_lock(&self._mu)
+        if self._tail == NULL:
+            self._head = first
+        else:
+            self._tail.next = first
+        self._tail = last
+        need = not self._signaled
+        self._signaled = True
+        pthread_mutex_unlock(&self._mu)
+        return need
+
+    cdef char* _block(self, Py_ssize_t length, size_t* cap) noexcept nogil:
+        """Memory for a large frame: the smallest stashed block that fits, else malloc."""
+        cdef int i, best = -1
+        cdef size_t need = <size_t>length
+        cdef char* p
+        pthread_mutex_lock(&self._mu)
+        for i in range(self._nstash):
+            if need <= self._stash_size[i] <= 2 * need + (64 << 10):
+                if best < 0 or self._stash_size[i] < self._stash_size[best]:
+                    best = i
+        if best >= 0:
+            p = <char*>self._stash_ptr[best]
+            cap[0] = self._stash_size[best]
+            self._nstash -= 1
+            self._stash_ptr[best] = self._stash_ptr[self._nstash]
+            self._stash_size[best] = self._stash_size[self._nstash]
+            pthread_mutex_unlock(&self._mu)
+            return p
+        pthread_mutex_unlock(&self._mu)
+        cap[0] = pool_size_class(need)
+        return <char*>malloc(cap[0] if cap[0] else 1)
+
+    cdef FrameNode* _node(self, char* ptr, Py_ssize_t length, size_t cap, bint large) noexcept nogil:
+        cdef FrameNode* n = <FrameNode*>malloc(sizeof(FrameNode))
+        if n == NULL:
+            return NULL
+        n.ptr = ptr
+        n.length = length
+        n.cap = cap
+        n.large = large
+        n.next = NULL
+        return n
+
+    cdef int _split(self, FrameNode** first, FrameNode** last) noexcept nogil:
+        """Move the complete frames out of the receive buffer (onto the chain first..last);
+        start receiving a large frame in place. -1 when the stream cannot go on."""
+        cdef const uint8_t* p = <const uint8_t*>self._buf
+        cdef Py_ssize_t avail
+        cdef int32_t length
+        cdef char* mem
+        cdef size_t cap
+        cdef FrameNode* n
+        while self._end - self._start >= 4:
+            length = <int32_t>load_be32(p + self._start)
+            if length < 0:
+                self._fail(E_NEGATIVE, length, 0)
+                return -1
+            if length > self.max_frame_bytes:
+                self._fail(E_TOO_LARGE, length, 0)
+                return -1
+            avail = self._end - self._start - 4
+            if avail >= length:
+                mem = <char*>malloc(length if length else 1)
+                n = self._node(mem, length, length, False) if mem != NULL else NULL
+                if n == NULL:
+                    free(mem)
+                    self._fail(E_NOMEM, length, 0)
+                    return -1
+                memcpy(mem, p + self._start + 4, length)
+                if last[0] == NULL:
+                    first[0] = n
+                else:
+                    last[0].next = n
+                last[0] = n
+                self._start += 4 + length
+            elif length >= self._direct_min:
+                mem = self._block(length, &cap)
+                if mem == NULL:
+                    self._fail(E_NOMEM, length, 0)
+                    return -1
+                memcpy(mem, p + self._start + 4, avail)
+                self._cur = mem
+                self._cur_cap = cap
+                self._cur_len = length
+                self._cur_fill = avail
+                self._start = self._end
+                break
+            else:
+                break
+        if self._start == self._end:
+            self._start = self._end = 0
+        return 0
+
+    cdef void _loop(self) noexcept nogil:
+        cdef pollfd pfds[2]
+        cdef Py_ssize_t want, got
+        cdef FrameNode* first
+        cdef FrameNode* last
+        cdef FrameNode* n
+        cdef bint stopping
+        cdef int e
+        pfds[0].fd = self.fd
+        pfds[0].events = POLLIN
+        pfds[1].fd = self._stop[0]
+        pfds[1].events = POLLIN
+        while True:
+            pthread_mutex_lock(&self._mu)
+            stopping = self._stopping
+            pthread_mutex_unlock(&self._mu)
+            if stopping:
+                return
+            first = last = NULL
+            if self._cur != NULL:
+                want = self._cur_len - self._cur_fill
+                got = recv(self.fd, self._cur + self._cur_fill, want, 0)
+            else:
+                if self._start > 0 and self.buffer_size - self._end < self._direct_min:
+                    memmove(self._buf, self._buf + self._start, self._end - self._start)
+                    self._end -= self._start
+                    self._start = 0
+                want = self.buffer_size - self._end
+                got = recv(self.fd, self._buf + self._end, want, 0)
+            if got < 0:
+                e = errno
+                if e == EINTR:
+                    continue
+                if e == EAGAIN or e == EWOULDBLOCK:
+                    pfds[0].revents = pfds[1].revents = 0
+                    if poll(pfds, 2, -1) < 0 and errno != EINTR:
+                        self._fail(E_ERRNO, errno, 0)
+                        return
+                    if pfds[1].revents:
+                        return
+                    continue
+                self._fail(E_ERRNO, e, 0)
+                return
+            if got == 0:
+                if self._cur != NULL:
+                    self._fail(E_EOF, self._cur_fill, self._cur_len)
+                elif self._end - self._start >= 4:
+                    self._fail(E_EOF, self._end - self._start - 4,
+                               <int32_t>load_be32(<const uint8_t*>self._buf + self._start))
+                elif self._end > self._start:
+                    self._fail(E_EOF, -1, -1)
+                else:
+                    self._fail(E_EOF, 0, 0)
+                return
+            pthread_mutex_lock(&self._mu)
+            self._received += got
+            pthread_mutex_unlock(&self._mu)
+            if self._cur != NULL:
+                self._cur_fill += got
+                if self._cur_fill == self._cur_len:
+                    n = self._node(self._cur, self._cur_len, self._cur_cap, True)
+                    if n == NULL:
+                        self._fail(E_NOMEM, self._cur_len, 0)
+                        return
+                    first = last = n
+                    self._cur = NULL
+            else:
+                self._end += got
+                if self._split(&first, &last) < 0:
+                    if first != NULL:
+                        self._push(first, last)     # run() signals the end right after
+                    return
+            if first != NULL and self._push(first, last):
+                self._signal(True)
+
+    # ------------------------------------------------------------------ the owner
+    def take(self):
+        """The frames completed so far (maybe none); raises the loop's end once they were all
+        taken."""
+        cdef char buf[64]
+        cdef FrameNode* n
+        cdef FrameNode* chain
+        cdef list frames = []
+        cdef int kind
+        cdef int64_t a, b
+        cdef bint ended
+        cdef void* blk
+        cdef size_t got
+        if self._wake[0] < 0:
+            raise RuntimeError("the receive loop was closed")
+        # Drain the wake pipe before taking the queue: a frame queued after this is either
+        # taken below or signals again.
+        while read(self._wake[0], buf, sizeof(buf)) > 0:
+            pass
+        pthread_mutex_lock(&self._mu)
+        chain = self._head
+        self._head = self._tail = NULL
+        self._signaled = False
+        kind = self._err_kind
+        a = self._err_a
+        b = self._err_b
+        ended = self._ended
+        pthread_mutex_unlock(&self._mu)
+        try:
+            while chain != NULL:
+                n = chain
+                chain = n.next
+                if n.large:
+                    try:
+                        frame = frame_over(n.ptr, n.length, n.cap)   # owns the block, even if it raises
+                    except BaseException:
+                        free(n)
+                        raise
+                    frames.append(frame)
+                    # A block for the loop's next frame of this size, if the pool has one.
+                    blk = pool_take_pooled(pool_size_class(<size_t>n.length), &got)
+                    if blk != NULL:
+                        pthread_mutex_lock(&self._mu)
+                        if self._nstash < _STASH:
+                            self._stash_ptr[self._nstash] = blk
+                            self._stash_size[self._nstash] = got
+                            self._nstash += 1
+                            blk = NULL
+                        pthread_mutex_unlock(&self._mu)
+                        pool_give(blk, got)
+                else:
+                    try:
+                        frames.append(PyBytes_FromStringAndSize(n.ptr, n.length))
+                    finally:
+                        free(n.ptr)
+                        free(n)
+                    continue
+                free(n)
+        finally:
+            while chain != NULL:        # only after an exception: free what was not handed out
+                n = chain
+                chain = n.next
+                free(n.ptr)
+                free(n)
+        if kind != E_NONE or ended:
+            if frames:
+                self._rewake()          # the end is raised by the next call
+                return frames
+            raise self._end_error(kind, a, b)
+        return frames
+
+    cdef void _rewake(self) noexcept:
+        cdef char one = 1
+        write(self._wake[1], &one, 1)
+
+    cdef object _end_error(self, int kind, int64_t a, int64_t b):
+        if kind == E_EOF:
+            if b > 0:
+                return KafkaConnectionError(
+                    f"connection closed by the peer after {a} of the {b} bytes of a frame")
+            if a < 0:
+                return KafkaConnectionError("connection closed by the peer after part of a "
+                                            "frame size prefix")
+            return KafkaConnectionError("connection closed by the peer")
+        if kind == E_NEGATIVE:
+            return InvalidLengthError(f"negative frame size {a}")
+        if kind == E_TOO_LARGE:
+            return FrameTooLargeError(
+                f"frame of {a} bytes exceeds the limit of {self.max_frame_bytes} bytes")
+        if kind == E_ERRNO:
+            return OSError(<int>a, os.strerror(<int>a))
+        if kind == E_NOMEM:
+            return MemoryError(f"no memory to receive a frame of {a} bytes")
+        return KafkaConnectionError("the receive loop was stopped")
+
+    def stop(self):
+        """Make run() return soon (it may already have); idempotent."""
+        cdef char one = 1
+        if self._stop[1] < 0:
+            return
+        pthread_mutex_lock(&self._mu)
+        self._stopping = True
+        self._ended = True          # a loop stopped before it ran never runs
+        pthread_mutex_unlock(&self._mu)
+        write(self._stop[1], &one, 1)
+
+    def close(self):
+        """Free the buffers and close the pipes; the loop must have returned (RuntimeError
+        if run() is still running: stop() it and join its thread first)."""
+        pthread_mutex_lock(&self._mu)
+        running = self._running
+        pthread_mutex_unlock(&self._mu)
+        if running:
+            raise RuntimeError("close() while run() is running: stop() and join first")
+        self._release()
