@@ -31,10 +31,12 @@ from libc.string cimport memcpy, memmove
 
 from kcore.frames cimport frame_over
 from kcore.pool cimport pool_give, pool_size_class, pool_take_pooled
+from posix.unistd cimport getpid
+
 from kcore.posixsys cimport (EAGAIN, EINTR, EWOULDBLOCK, F_GETFL, F_SETFD, F_SETFL, FD_CLOEXEC,
                              O_NONBLOCK, POLLIN, close, errno, fcntl, pipe, poll, pollfd,
                              pthread_mutex_destroy, pthread_mutex_init, pthread_mutex_lock,
-                             pthread_mutex_t, pthread_mutex_unlock, read, recv, write)
+                             pthread_mutex_unlock, read, recv, write)
 from kcore.wire cimport load_be32
 
 import os
@@ -42,9 +44,6 @@ import os
 from kcore.errors import FrameTooLargeError, InvalidLengthError, KafkaConnectionError
 
 __all__ = ["ReceiveLoop", "STASH_BLOCKS"]
-
-cdef enum:
-    _STASH = 4          # pooled blocks waiting for the loop's next large frames
 
 STASH_BLOCKS = _STASH
 
@@ -56,14 +55,6 @@ cdef enum:
     E_TOO_LARGE = 3     # size prefix (err_a) above max_frame_bytes
     E_ERRNO = 4         # recv()/poll() failed with errno err_a
     E_NOMEM = 5         # no memory for a frame of err_a bytes
-
-
-cdef struct FrameNode:
-    char* ptr
-    Py_ssize_t length
-    size_t cap          # bytes allocated at ptr
-    bint large          # handed out as a Frame (else copied into bytes)
-    FrameNode* next
 
 
 cdef int _pipe_nonblocking(int* fds) except -1:
@@ -79,36 +70,6 @@ cdef int _pipe_nonblocking(int* fds) except -1:
 cdef class ReceiveLoop:
     """Frames of one socket, received on the thread that calls ``run()`` (module docstring)."""
 
-    cdef readonly int fd
-    cdef readonly Py_ssize_t max_frame_bytes
-    cdef readonly Py_ssize_t buffer_size
-    cdef Py_ssize_t _direct_min
-    cdef int _wake[2]               # loop -> owner: readable while frames or an error wait
-    cdef int _stop[2]               # owner -> loop: stop
-    cdef pthread_mutex_t _mu        # guards everything below up to _stash_size
-    cdef bint _mu_ready
-    cdef FrameNode* _head
-    cdef FrameNode* _tail
-    cdef bint _signaled             # a byte is (or is about to be) in the wake pipe
-    cdef bint _stopping
-    cdef bint _running
-    cdef bint _ended                # run() returned (or was never allowed to start again)
-    cdef int _err_kind
-    cdef int64_t _err_a
-    cdef int64_t _err_b
-    cdef long long _received
-    cdef void* _stash_ptr[_STASH]
-    cdef size_t _stash_size[_STASH]
-    cdef int _nstash
-    # loop-thread state (touched only by run(), or by the owner once run() returned)
-    cdef char* _buf
-    cdef Py_ssize_t _start
-    cdef Py_ssize_t _end
-    cdef char* _cur                 # large frame being received in place
-    cdef Py_ssize_t _cur_len
-    cdef Py_ssize_t _cur_fill
-    cdef size_t _cur_cap
-
     def __cinit__(self, int fd, Py_ssize_t max_frame_bytes=104857600, Py_ssize_t buffer_size=65536):
         self._wake[0] = self._wake[1] = self._stop[0] = self._stop[1] = -1
         if fd < 0:
@@ -118,6 +79,7 @@ cdef class ReceiveLoop:
         if buffer_size < 64 or buffer_size > 0x7fffffff:
             raise ValueError("buffer_size must be in [64, 2**31-1]")
         self.fd = fd
+        self._pid = getpid()
         self.max_frame_bytes = max_frame_bytes
         self.buffer_size = buffer_size
         self._direct_min = buffer_size // 2
@@ -130,11 +92,12 @@ cdef class ReceiveLoop:
         self._mu_ready = True
 
     def __dealloc__(self):
-        # Only reached when no thread runs run() any more: run() holds a reference to self.
+        # Only reached when no thread runs run() any more: run() holds a reference to self
+        # (in a forked child the thread is gone, and the mutex may have been copied locked).
         self._release()
-        if self._mu_ready:
+        if self._mu_ready and getpid() == self._pid:
             pthread_mutex_destroy(&self._mu)
-            self._mu_ready = False
+        self._mu_ready = False
 
     cdef void _release(self) noexcept:
         """Free every buffer and close the pipes (after run() returned)."""
@@ -170,6 +133,7 @@ cdef class ReceiveLoop:
     def received_bytes(self):
         """Every byte read from the socket so far."""
         cdef long long n
+        self._check_process()
         pthread_mutex_lock(&self._mu)
         n = self._received
         pthread_mutex_unlock(&self._mu)
@@ -177,13 +141,14 @@ cdef class ReceiveLoop:
 
     @property
     def running(self):
-        return self._running
+        return self._running and getpid() == self._pid
 
     # ------------------------------------------------------------------ the loop thread
     def run(self):
         """Receive until stop(), end of stream or an error; call on a dedicated thread."""
         if self._buf == NULL:
             raise RuntimeError("the receive loop was closed")
+        self._check_process()
         pthread_mutex_lock(&self._mu)
         if self._running or self._ended:
             pthread_mutex_unlock(&self._mu)
@@ -404,6 +369,7 @@ cdef class ReceiveLoop:
         cdef size_t got
         if self._wake[0] < 0:
             raise RuntimeError("the receive loop was closed")
+        self._check_process()
         # Drain the wake pipe before taking the queue: a frame queued after this is either
         # taken below or signals again.
         while read(self._wake[0], buf, sizeof(buf)) > 0:
@@ -485,9 +451,10 @@ cdef class ReceiveLoop:
         return KafkaConnectionError("the receive loop was stopped")
 
     def stop(self):
-        """Make run() return soon (it may already have); idempotent."""
+        """Make run() return soon (it may already have); idempotent. A no-op in a process
+        forked from the loop's: the stop pipe is shared with the parent, whose loop runs on."""
         cdef char one = 1
-        if self._stop[1] < 0:
+        if self._stop[1] < 0 or getpid() != self._pid:
             return
         pthread_mutex_lock(&self._mu)
         self._stopping = True
@@ -495,9 +462,19 @@ cdef class ReceiveLoop:
         pthread_mutex_unlock(&self._mu)
         write(self._stop[1], &one, 1)
 
+    cdef int _check_process(self) except -1:
+        if getpid() != self._pid:
+            raise RuntimeError("this receive loop belongs to the process that made it (this "
+                               "process was forked from it)")
+        return 0
+
     def close(self):
         """Free the buffers and close the pipes; the loop must have returned (RuntimeError
-        if run() is still running: stop() it and join its thread first)."""
+        if run() is still running: stop() it and join its thread first). In a forked child:
+        only this process's copies are freed and closed."""
+        if getpid() != self._pid:
+            self._release()
+            return
         pthread_mutex_lock(&self._mu)
         running = self._running
         pthread_mutex_unlock(&self._mu)

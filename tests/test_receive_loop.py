@@ -266,8 +266,18 @@ def client_pair():
     cluster.close()
 
 
+_EARLIER: set = set()     # receive threads of other tests' clients (pooled ones stay alive)
+
+
 def _receive_threads() -> list[threading.Thread]:
-    return [t for t in threading.enumerate() if t.name.startswith("kclient-receive-")]
+    return [t for t in threading.enumerate()
+            if t.name.startswith("kclient-receive-") and t not in _EARLIER]
+
+
+@pytest.fixture(autouse=True)
+def _note_earlier_threads():
+    _EARLIER.clear()
+    _EARLIER.update(t for t in threading.enumerate() if t.name.startswith("kclient-receive-"))
 
 
 def _metadata_request(client, peer, got: list):
@@ -351,3 +361,29 @@ def test_receive_thread_false_reads_on_the_polling_thread():
     finally:
         client.close()
         cluster.close()
+
+
+def test_a_forked_child_cannot_stop_or_use_its_parents_loop(running):
+    """The pipes are shared with a forked child: its stop() must not end the parent's loop
+    (kclient.spark's workers abandon inherited clients, which frees them there)."""
+    import os
+    r = running()
+    r.peer.sendall(_frame(b"before"))
+    assert r.take_until(1) == [b"before"]
+    pid = os.fork()
+    if pid == 0:                                   # the child: never returns into pytest
+        code = 1
+        try:
+            r.loop.stop()                          # a no-op here
+            try:
+                r.loop.take()
+            except RuntimeError as exc:
+                code = 0 if "forked" in str(exc) else 2
+            r.loop.close()                         # frees only the child's copies
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+    assert r.loop.running
+    r.peer.sendall(_frame(b"after"))
+    assert r.take_until(1) == [b"after"]

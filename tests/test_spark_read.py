@@ -5,13 +5,14 @@ from __future__ import annotations
 import json
 import logging
 import os
+import threading
 
 import pytest
 
 from kclient import errors as Errors
 from kclient.producer import KafkaProducer
-from kclient.spark import (OffsetRange, cached_consumer, client_cache_info, commit_offset_ranges, plan_offset_ranges,
-                           read_offset_range)
+from kclient.spark import (OffsetRange, cached_consumer, client_cache_info, close_cached_consumers,
+                           commit_offset_ranges, plan_offset_ranges, read_offset_range)
 from kclient.structs import TopicPartition
 
 BASE_TS = 1_700_000_000_000
@@ -82,6 +83,13 @@ def test_a_reused_spark_worker_freezes_its_heap_after_making_a_client_and_thaws_
     class Cyclic:
         pass
 
+    # Clients of earlier tests (pooled, or dropped unclosed) have receive threads; one that
+    # ends after the freeze below frees frozen objects of its own and moves the count.
+    close_cached_consumers()
+    gc.collect()
+    for thread in [t for t in threading.enumerate() if t.name.startswith("kclient-receive-")]:
+        thread.join(30)
+        assert not thread.is_alive(), f"{thread.name} of an earlier test's client still runs"
     monkeypatch.setattr(kafka_consumer, "KafkaConsumer", FakeClient)
     gc.unfreeze()                             # whatever an earlier test in this process left
     reader._stats["frozen"] = 0

@@ -14,6 +14,7 @@ import os
 import random
 import socket
 import threading
+import weakref
 from typing import TYPE_CHECKING, Any
 
 from kclient.errors import KafkaConnectionError
@@ -115,6 +116,11 @@ LARGE_FRAME_WAIT_MS = 5
 RECEIVE_THREAD_JOIN_S = 10.0
 
 
+def _receive(loop: ReceiveLoop, sock: socket.socket) -> None:
+    """A receive thread's body: sock stays referenced (open) until the loop has returned."""
+    loop.run()
+
+
 class BrokerConnection:
     """Socket I/O and connection state for one node."""
 
@@ -131,6 +137,7 @@ class BrokerConnection:
         # (kcore.receive_loop), and the selector waits on the loop's wake fd for reading.
         self._loop: ReceiveLoop | None = None
         self._loop_thread: threading.Thread | None = None
+        self._loop_finalizer: weakref.finalize | None = None
         self._send_buffer_bytes = send_buffer_bytes
         self._receive_buffer_bytes = receive_buffer_bytes
         self._socket_factory = socket_factory
@@ -285,10 +292,14 @@ class BrokerConnection:
         from kcore.receive_loop import ReceiveLoop
         assert self.sock is not None
         loop = ReceiveLoop(self.sock.fileno(), receiver.max_frame_bytes, receiver.buffer_size)
-        thread = threading.Thread(target=loop.run, name=f"kclient-receive-node-{self.node_id}",
-                                  daemon=True)
+        # The thread holds the socket: its fd cannot be closed (and reused by another socket)
+        # under the loop, even if this connection is dropped without close(); then the
+        # finalizer stops the loop, and the socket goes with the thread.
+        thread = threading.Thread(target=_receive, args=(loop, self.sock),
+                                  name=f"kclient-receive-node-{self.node_id}", daemon=True)
         thread.start()
         self._loop, self._loop_thread = loop, thread
+        self._loop_finalizer = weakref.finalize(self, loop.stop)
         return loop.wake_fd
 
     @property
@@ -301,6 +312,9 @@ class BrokerConnection:
         self._loop = self._loop_thread = None
         if loop is None or thread is None:
             return
+        if self._loop_finalizer is not None:
+            self._loop_finalizer.detach()
+            self._loop_finalizer = None
         loop.stop()
         thread.join(RECEIVE_THREAD_JOIN_S)
         if thread.is_alive():  # pragma: no cover - the loop leaves poll() on the stop pipe
