@@ -27,6 +27,11 @@ cdef class FrameSplitter:
     cdef list feed_c(self, object chunk)
 
 
+# ValueError unless 0 <= max_frame_bytes < 2**31 and 64 <= buffer_size < 2**31 (a receiver's
+# frame size limit and receive buffer).
+cdef int check_receive_sizes(Py_ssize_t max_frame_bytes, Py_ssize_t buffer_size) except -1
+
+
 cdef class FrameReceiver:
     cdef readonly Py_ssize_t max_frame_bytes
     cdef readonly Py_ssize_t buffer_size

@@ -318,6 +318,14 @@ cdef class FrameSplitter:
 
 
 # ------------------------------------------------------------------ receiver
+cdef int check_receive_sizes(Py_ssize_t max_frame_bytes, Py_ssize_t buffer_size) except -1:
+    if max_frame_bytes < 0 or max_frame_bytes > 0x7fffffff:
+        raise ValueError("max_frame_bytes must be in [0, 2**31-1]")
+    if buffer_size < 64 or buffer_size > 0x7fffffff:
+        raise ValueError("buffer_size must be in [64, 2**31-1]")
+    return 0
+
+
 cdef class FrameReceiver:
     """Reads Kafka frames from a socket with at most one copy and no allocation per read.
 
@@ -346,10 +354,7 @@ cdef class FrameReceiver:
     """
 
     def __cinit__(self, Py_ssize_t max_frame_bytes=104857600, Py_ssize_t buffer_size=65536):
-        if max_frame_bytes < 0 or max_frame_bytes > 0x7fffffff:
-            raise ValueError("max_frame_bytes must be in [0, 2**31-1]")
-        if buffer_size < 64 or buffer_size > 0x7fffffff:
-            raise ValueError("buffer_size must be in [64, 2**31-1]")
+        check_receive_sizes(max_frame_bytes, buffer_size)
         self.max_frame_bytes = max_frame_bytes
         self.buffer_size = buffer_size
         # A frame below this fits in the buffer with its prefix (so compaction can always make

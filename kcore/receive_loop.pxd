@@ -5,7 +5,7 @@ from libc.stdint cimport int64_t
 from kcore.posixsys cimport pthread_mutex_t
 
 cdef enum:
-    _STASH = 4          # pooled blocks waiting for the loop's next large frames
+    _STASH = 2          # pooled blocks waiting for the loop's next large frames
 
 
 # One received frame, queued for the owner.

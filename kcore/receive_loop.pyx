@@ -29,7 +29,7 @@ from libc.stdint cimport int32_t, int64_t, uint8_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy, memmove
 
-from kcore.frames cimport frame_over
+from kcore.frames cimport check_receive_sizes, frame_over
 from kcore.pool cimport pool_give, pool_size_class, pool_take_pooled
 from posix.unistd cimport getpid
 
@@ -74,10 +74,7 @@ cdef class ReceiveLoop:
         self._wake[0] = self._wake[1] = self._stop[0] = self._stop[1] = -1
         if fd < 0:
             raise ValueError(f"fd must be a file descriptor, got {fd}")
-        if max_frame_bytes < 0 or max_frame_bytes > 0x7fffffff:
-            raise ValueError("max_frame_bytes must be in [0, 2**31-1]")
-        if buffer_size < 64 or buffer_size > 0x7fffffff:
-            raise ValueError("buffer_size must be in [64, 2**31-1]")
+        check_receive_sizes(max_frame_bytes, buffer_size)
         self.fd = fd
         self._pid = getpid()
         self.max_frame_bytes = max_frame_bytes

@@ -22,16 +22,9 @@ from kclient.errors import FrameTooLargeError, InvalidLengthError, KafkaConnecti
 from kcore.frames import Frame
 from kcore.pool import pool_stats
 from kcore.receive_loop import STASH_BLOCKS, ReceiveLoop
+from test_frames_receive import _wait
 
 BUFFER = 4096
-
-
-def _wait(cond, what: str, timeout_s: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        select.select([], [], [], 0.002)
 
 
 class Running:
