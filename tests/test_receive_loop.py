@@ -22,7 +22,7 @@ from kclient.errors import FrameTooLargeError, InvalidLengthError, KafkaConnecti
 from kcore.frames import Frame
 from kcore.pool import pool_stats
 from kcore.receive_loop import STASH_BLOCKS, ReceiveLoop
-from test_frames_receive import _wait
+from test_frames_receive import _send_metadata_request, _wait
 
 BUFFER = 4096
 
@@ -273,22 +273,11 @@ def _note_earlier_threads():
     _EARLIER.update(t for t in threading.enumerate() if t.name.startswith("kclient-receive-"))
 
 
-def _metadata_request(client, peer, got: list):
-    from kclient.network.network_client import ClientRequest
-    from kclient.protocol import encode_response
-    client.send(ClientRequest(1, 3, {"topics": None, "allow_auto_topic_creation": False},
-                              lambda resp, err: got.append((resp, err)), api_version=12))
-    _api, _version, corr, _cid, _body = peer.read_request()
-    return encode_response(3, 12, corr, {
-        "throttle_time_ms": 0, "brokers": [], "cluster_id": "c", "controller_id": 1,
-        "topics": [{"name": "topic-%05d" % i, "partitions": []} for i in range(8000)]})
-
-
 def test_a_ready_plaintext_connection_receives_on_its_own_thread(client_pair):
     client, peer, conn = client_pair
     assert conn.receive_fd >= 0 and [t.name for t in _receive_threads()] == ["kclient-receive-node-1"]
     got: list = []
-    frame = _metadata_request(client, peer, got)
+    frame = _send_metadata_request(client, peer, got)
     pieces = [frame[i:i + 20_000] for i in range(0, len(frame), 20_000)]
     sender = threading.Thread(target=lambda: [peer.send_raw(p) for p in pieces])
     sender.start()
@@ -322,7 +311,7 @@ def test_requests_still_go_out_while_the_thread_receives(client_pair):
 def test_the_broker_closing_mid_response_fails_the_request_and_stops_the_thread(client_pair):
     client, peer, conn = client_pair
     got: list = []
-    frame = _metadata_request(client, peer, got)
+    frame = _send_metadata_request(client, peer, got)
     peer.send_raw(frame[:5000])
     peer.close()
     _wait(lambda: client.poll(100) is not None and got, "the request to fail")
