@@ -3,6 +3,7 @@ resolution against real brokers (no Spark needed)."""
 from __future__ import annotations
 
 import pickle
+import time
 
 import pytest
 from hypothesis import given, settings
@@ -326,7 +327,7 @@ def test_plan_by_timestamp_rules():
 def test_plan_by_timestamp_on_kafka(broker, create_topic, topic_name):
     """The same rules against a broker that answers ListOffsets by timestamp for real."""
     create_topic(broker, topic_name, 2)
-    base = 1_700_000_000_000
+    base = (int(time.time()) - 86_400) * 1000     # within Kafka's retention (see test_spark_read)
     _produce(broker.bootstrap, topic_name, 20, 2, timestamps=lambda part, i: base + 1000 * i)
     opts = {"kafka.bootstrap.servers": broker.bootstrap, "subscribe": topic_name}
     assert plan_offset_ranges({**opts, "startingTimestamp": str(base + 5000),

@@ -6,6 +6,7 @@ import json
 import logging
 import os
 import threading
+import time
 
 import pytest
 
@@ -15,7 +16,10 @@ from kclient.spark import (OffsetRange, cached_consumer, client_cache_info, clos
                            commit_offset_ranges, plan_offset_ranges, read_offset_range)
 from kclient.structs import TopicPartition
 
-BASE_TS = 1_700_000_000_000
+# A day ago, to the second: Kafka deletes records older than its retention (7 days) at its
+# periodic retention check (30 s after start, then every 5 minutes), so records stamped in
+# 2023 vanished when a check fell inside a test.
+BASE_TS = (int(time.time()) - 86_400) * 1000
 
 
 def _record(partition: int, i: int) -> tuple:
