@@ -9,3 +9,6 @@ class CArray:
 
 def pool_stats() -> tuple[int, int]:
     """(blocks, bytes) currently held by the pool (for tests)."""
+
+def pool_clear() -> None:
+    """Free every pooled block (the memory goes back to the allocator)."""

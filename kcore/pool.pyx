@@ -18,7 +18,7 @@ from cpython.bytes cimport PyBytes_AS_STRING
 from libc.stdlib cimport malloc, free
 from libc.string cimport memmove
 
-__all__ = ["CArray", "pool_stats", "POOL_SLOTS", "POOL_MAX_TOTAL"]
+__all__ = ["CArray", "pool_clear", "pool_stats", "POOL_SLOTS", "POOL_MAX_TOTAL"]
 
 cdef enum:
     _SLOTS = 128
@@ -96,6 +96,13 @@ cdef void pool_give(void* p, size_t size) noexcept:
 def pool_stats():
     """(blocks, bytes) currently held by the pool (for tests)."""
     return _pool_count, _pool_total
+
+
+def pool_clear():
+    """Free every pooled block (the memory goes back to the allocator)."""
+    while _pool_count:
+        free(_pool_ptr[0])
+        _pool_drop(0)
 
 
 cdef class CArray:

@@ -20,7 +20,7 @@ import pytest
 
 from kclient.errors import FrameTooLargeError, InvalidLengthError, KafkaConnectionError
 from kcore.frames import Frame
-from kcore.pool import pool_stats
+from kcore.pool import pool_clear, pool_stats
 from kcore.receive_loop import STASH_BLOCKS, ReceiveLoop
 from test_frames_receive import _send_metadata_request, _wait
 
@@ -222,6 +222,7 @@ def test_a_socket_error_ends_the_loop_with_oserror(running):
 def test_large_frames_reuse_pooled_blocks(running):
     """A released frame's block returns to kcore.pool; take() hands pooled blocks to the loop
     for its next frames of that size instead of fresh memory."""
+    pool_clear()                  # the pool is process-wide: earlier tests may have filled it
     r = running()
     size = 1 << 20
     r.peer.sendall(_frame(b"\x01" * size))

@@ -768,8 +768,10 @@ def test_array_pool_stays_bounded():
         R.decode_columnar(blob).to_arrow()
         R.decode_records(blob)
     blocks, held = R._pool_stats()
-    from kcore.pool import POOL_MAX_TOTAL, POOL_SLOTS
+    from kcore.pool import POOL_MAX_TOTAL, POOL_SLOTS, pool_clear
     assert blocks <= POOL_SLOTS and held <= POOL_MAX_TOTAL
+    pool_clear()
+    assert R._pool_stats() == (0, 0)
 
 
 # The pool is process-wide: this check runs where it starts empty.
