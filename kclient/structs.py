@@ -1,7 +1,8 @@
 """Small value types shared by the consumer, with kafka-python's field names and order.
 
-They are namedtuples (not dataclasses; ConsumerRecord is a compiled namedtuple) so that code written for kafka-python that unpacks
-them positionally, compares them with tuples or uses them as dict keys keeps working.
+They are namedtuples (not dataclasses; ConsumerRecord is a compiled namedtuple) so that code
+written for kafka-python that unpacks them positionally, compares them with tuples or uses
+them as dict keys keeps working.
 """
 from __future__ import annotations
 

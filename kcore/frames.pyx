@@ -25,18 +25,10 @@ from cpython.memoryview cimport PyMemoryView_FromMemory
 from libc.string cimport memcpy, memmove
 
 from kcore.pool cimport CArray, pool_give, pool_size_class, pool_take
+from kcore.posixsys cimport POLLIN, poll, pollfd
 from kcore.wire cimport load_be32
 
 from kcore.errors import FrameTooLargeError, InvalidLengthError, KafkaConnectionError
-
-cdef extern from "<poll.h>" nogil:
-    struct pollfd:
-        int fd
-        short events
-        short revents
-    int poll(pollfd* fds, unsigned long nfds, int timeout)
-    enum: POLLIN
-
 
 cdef bint _readable_within(int fd, int wait_ms) noexcept:
     """Whether fd becomes readable (or errored: the next read says how) within wait_ms,

@@ -7,6 +7,10 @@ cdef void* pool_take(size_t need, size_t* got) noexcept
 # n rounded up (by at most 1/8) to its size class: ask for sizes in classes, and a block
 # given back fits the next requests of about the same size.
 cdef size_t pool_size_class(size_t n) noexcept nogil
+# Whether a block of `size` bytes may serve a request for `need` (not more than about twice
+# as large: a much larger block is kept for the requests it fits better).
+cdef inline bint pool_block_fits(size_t need, size_t size) noexcept nogil:
+    return need <= size <= 2 * need + (64 << 10)
 # With the GIL held: a pooled block of at least `need` bytes (as pool_take would pick), or
 # NULL when none fits; never allocates.
 cdef void* pool_take_pooled(size_t need, size_t* got) noexcept

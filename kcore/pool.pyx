@@ -58,7 +58,7 @@ cdef void* pool_take_pooled(size_t need, size_t* got) noexcept:
     cdef void* p
     if need >= _MIN_BLOCK:
         for i in range(_pool_count):
-            if need <= _pool_size[i] <= 2 * need + (64 << 10):
+            if pool_block_fits(need, _pool_size[i]):
                 if best < 0 or _pool_size[i] < _pool_size[best]:
                     best = i
     if best < 0:

@@ -50,13 +50,12 @@ cdef class ReceiveLoop:
     cdef size_t _cur_cap
 
     cdef void _release(self) noexcept
-    cdef void _signal(self, bint force) noexcept nogil
+    cdef void _wake_owner(self) noexcept nogil
     cdef void _fail(self, int kind, int64_t a, int64_t b) noexcept nogil
     cdef bint _push(self, FrameNode* first, FrameNode* last) noexcept nogil
     cdef char* _block(self, Py_ssize_t length, size_t* cap) noexcept nogil
     cdef FrameNode* _node(self, char* ptr, Py_ssize_t length, size_t cap, bint large) noexcept nogil
     cdef int _split(self, FrameNode** first, FrameNode** last) noexcept nogil
     cdef void _loop(self) noexcept nogil
-    cdef void _rewake(self) noexcept
     cdef int _check_process(self) except -1
     cdef object _end_error(self, int kind, int64_t a, int64_t b)

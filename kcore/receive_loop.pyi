@@ -32,6 +32,10 @@ class ReceiveLoop:
     def received_bytes(self) -> int:
         """Every byte read from the socket so far."""
     @property
+    def stashed(self) -> tuple[int, ...]:
+        """Sizes of the pooled blocks waiting for the loop's next large frames, oldest first
+        (at most STASH_BLOCKS; a full stash gives its oldest back for a newer one)."""
+    @property
     def running(self) -> bool: ...
     def run(self) -> None:
         """Receive until stop(), end of stream or an error (call on a dedicated thread;

@@ -30,7 +30,7 @@ from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy, memmove
 
 from kcore.frames cimport check_receive_sizes, frame_over
-from kcore.pool cimport pool_give, pool_size_class, pool_take_pooled
+from kcore.pool cimport pool_block_fits, pool_give, pool_size_class, pool_take_pooled
 from posix.unistd cimport getpid
 
 from kcore.posixsys cimport (EAGAIN, EINTR, EWOULDBLOCK, F_GETFL, F_SETFD, F_SETFL, FD_CLOEXEC,
@@ -137,6 +137,19 @@ cdef class ReceiveLoop:
         return n
 
     @property
+    def stashed(self):
+        """Sizes of the pooled blocks waiting for the loop's next large frames, oldest first."""
+        cdef size_t sizes[_STASH]
+        cdef int i, n
+        self._check_process()
+        pthread_mutex_lock(&self._mu)
+        n = self._nstash
+        for i in range(n):
+            sizes[i] = self._stash_size[i]
+        pthread_mutex_unlock(&self._mu)
+        return tuple([sizes[i] for i in range(n)])
+
+    @property
     def running(self):
         return self._running and getpid() == self._pid
 
@@ -157,19 +170,14 @@ cdef class ReceiveLoop:
             pthread_mutex_lock(&self._mu)
             self._running = False
             self._ended = True
+            self._signaled = True
             pthread_mutex_unlock(&self._mu)
-            self._signal(True)
+            self._wake_owner()
 
-    cdef void _signal(self, bint force) noexcept nogil:
-        """Make wake_fd readable (once per batch of frames, or always with force)."""
-        cdef bint need
+    cdef void _wake_owner(self) noexcept nogil:
+        """Make wake_fd readable."""
         cdef char one = 1
-        pthread_mutex_lock(&self._mu)
-        need = force or not self._signaled
-        self._signaled = True
-        pthread_mutex_unlock(&self._mu)
-        if need:
-            write(self._wake[1], &one, 1)   # a full pipe is as good as a byte more
+        write(self._wake[1], &one, 1)   # a full pipe is as good as a byte more
 
     cdef void _fail(self, int kind, int64_t a, int64_t b) noexcept nogil:
         pthread_mutex_lock(&self._mu)
@@ -200,15 +208,17 @@ cdef class ReceiveLoop:
         cdef char* p
         pthread_mutex_lock(&self._mu)
         for i in range(self._nstash):
-            if need <= self._stash_size[i] <= 2 * need + (64 << 10):
+            if pool_block_fits(need, self._stash_size[i]):
                 if best < 0 or self._stash_size[i] < self._stash_size[best]:
                     best = i
         if best >= 0:
             p = <char*>self._stash_ptr[best]
             cap[0] = self._stash_size[best]
-            self._nstash -= 1
-            self._stash_ptr[best] = self._stash_ptr[self._nstash]
-            self._stash_size[best] = self._stash_size[self._nstash]
+            self._nstash -= 1               # the others keep their order, oldest first
+            memmove(&self._stash_ptr[best], &self._stash_ptr[best + 1],
+                    (self._nstash - best) * sizeof(void*))
+            memmove(&self._stash_size[best], &self._stash_size[best + 1],
+                    (self._nstash - best) * sizeof(size_t))
             pthread_mutex_unlock(&self._mu)
             return p
         pthread_mutex_unlock(&self._mu)
@@ -284,14 +294,17 @@ cdef class ReceiveLoop:
         cdef FrameNode* n
         cdef bint stopping
         cdef int e
+        cdef Py_ssize_t counted = 0     # bytes read, added to _received with the next lock
         pfds[0].fd = self.fd
         pfds[0].events = POLLIN
         pfds[1].fd = self._stop[0]
         pfds[1].events = POLLIN
         while True:
             pthread_mutex_lock(&self._mu)
+            self._received += counted
             stopping = self._stopping
             pthread_mutex_unlock(&self._mu)
+            counted = 0
             if stopping:
                 return
             first = last = NULL
@@ -330,9 +343,7 @@ cdef class ReceiveLoop:
                 else:
                     self._fail(E_EOF, 0, 0)
                 return
-            pthread_mutex_lock(&self._mu)
-            self._received += got
-            pthread_mutex_unlock(&self._mu)
+            counted = got
             if self._cur != NULL:
                 self._cur_fill += got
                 if self._cur_fill == self._cur_len:
@@ -349,7 +360,7 @@ cdef class ReceiveLoop:
                         self._push(first, last)     # run() signals the end right after
                     return
             if first != NULL and self._push(first, last):
-                self._signal(True)
+                self._wake_owner()
 
     # ------------------------------------------------------------------ the owner
     def take(self):
@@ -363,7 +374,8 @@ cdef class ReceiveLoop:
         cdef int64_t a, b
         cdef bint ended
         cdef void* blk
-        cdef size_t got
+        cdef void* old
+        cdef size_t got, old_size = 0
         if self._wake[0] < 0:
             raise RuntimeError("the receive loop was closed")
         self._check_process()
@@ -392,16 +404,23 @@ cdef class ReceiveLoop:
                         raise
                     frames.append(frame)
                     # A block for the loop's next frame of this size, if the pool has one.
+                    # A full stash gives its oldest block back: blocks of sizes no longer
+                    # received must not keep newer ones out.
                     blk = pool_take_pooled(pool_size_class(<size_t>n.length), &got)
                     if blk != NULL:
                         pthread_mutex_lock(&self._mu)
-                        if self._nstash < _STASH:
-                            self._stash_ptr[self._nstash] = blk
-                            self._stash_size[self._nstash] = got
-                            self._nstash += 1
-                            blk = NULL
+                        old = NULL
+                        if self._nstash == _STASH:
+                            old = self._stash_ptr[0]
+                            old_size = self._stash_size[0]
+                            self._nstash -= 1
+                            memmove(&self._stash_ptr[0], &self._stash_ptr[1], self._nstash * sizeof(void*))
+                            memmove(&self._stash_size[0], &self._stash_size[1], self._nstash * sizeof(size_t))
+                        self._stash_ptr[self._nstash] = blk
+                        self._stash_size[self._nstash] = got
+                        self._nstash += 1
                         pthread_mutex_unlock(&self._mu)
-                        pool_give(blk, got)
+                        pool_give(old, old_size)
                 else:
                     try:
                         frames.append(PyBytes_FromStringAndSize(n.ptr, n.length))
@@ -418,14 +437,10 @@ cdef class ReceiveLoop:
                 free(n)
         if kind != E_NONE or ended:
             if frames:
-                self._rewake()          # the end is raised by the next call
+                self._wake_owner()      # the end is raised by the next call
                 return frames
             raise self._end_error(kind, a, b)
         return frames
-
-    cdef void _rewake(self) noexcept:
-        cdef char one = 1
-        write(self._wake[1], &one, 1)
 
     cdef object _end_error(self, int kind, int64_t a, int64_t b):
         if kind == E_EOF:

@@ -210,13 +210,29 @@ def test_bad_arguments_are_refused(kwargs, message):
         ReceiveLoop(**kwargs)
 
 
-def test_a_socket_error_ends_the_loop_with_oserror(running):
-    r = running()
-    r.peer.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-    r.peer.close()
-    exc = r.end()
-    # A socketpair reports a closed peer as end of stream; what matters is a clean end.
-    assert isinstance(exc, (KafkaConnectionError, OSError))
+def test_a_connection_reset_ends_the_loop_with_its_oserror():
+    """A TCP reset (the peer closes with SO_LINGER 0) is a socket error, not end of stream."""
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        sock = socket.create_connection(server.getsockname())
+        peer, _ = server.accept()
+    sock.setblocking(False)
+    loop = ReceiveLoop(sock.fileno(), 1 << 20, BUFFER)
+    thread = threading.Thread(target=loop.run, daemon=True)
+    thread.start()
+    try:
+        peer.sendall(_frame(b"before the reset"))
+        peer.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        peer.close()
+        thread.join(20)
+        assert not thread.is_alive()
+        assert loop.take() == [b"before the reset"]
+        with pytest.raises(ConnectionResetError):
+            loop.take()
+    finally:
+        loop.stop()
+        thread.join(20)
+        loop.close()
+        sock.close()
 
 
 def test_large_frames_reuse_pooled_blocks(running):
@@ -370,3 +386,29 @@ def test_a_forked_child_cannot_stop_or_use_its_parents_loop(running):
     assert r.loop.running
     r.peer.sendall(_frame(b"after"))
     assert r.take_until(1) == [b"after"]
+
+
+def test_a_full_stash_gives_its_oldest_block_back_for_a_newer_size(running):
+    """Blocks of a size no longer received must not keep blocks of the current size out."""
+    pool_clear()
+    r = running()
+    small, large = 1 << 20, 3 << 20
+
+    def receive(size, count):
+        r.peer.sendall(b"".join(_frame(b"s" * size) for _ in range(count)))
+        got = r.take_until(count)
+        assert all(len(g) == size for g in got)
+        return got
+
+    first = receive(small, 2)
+    del first                                       # two small blocks in the pool
+    second = receive(small, 2)                      # take() stashes both pooled blocks
+    assert len(r.loop.stashed) == STASH_BLOCKS == 2
+    assert all(small <= s < large for s in r.loop.stashed)
+    del second
+    big = receive(large, 1)                         # no pooled block of this size yet
+    del big
+    big = receive(large, 1)                         # now there is: the oldest small one leaves
+    oldest_small, newest = r.loop.stashed
+    assert small <= oldest_small < large <= newest
+    del big
