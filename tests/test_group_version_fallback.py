@@ -18,6 +18,8 @@ import pytest
 from kclient import KafkaConsumer
 from kclient.testing.mock_cluster import _MOCK_VERSION_CAPS
 
+from mock_group import MemberPoller  # noqa: E402
+
 JOIN_GROUP, SYNC_GROUP, LEAVE_GROUP = 11, 14, 13
 #: What librdkafka 2.16's mock advertises for these (its handler table).
 MOCK_OWN_RANGES = {JOIN_GROUP: (0, 6), SYNC_GROUP: (0, 4), LEAVE_GROUP: (0, 4)}
@@ -28,7 +30,8 @@ def uncapped_mock(mock_faults):
     for api, (lo, hi) in MOCK_OWN_RANGES.items():
         mock_faults.set_apiversion(api, lo, hi)
     # The default initial rebalance delay (3 s) stays: with a short one the mock completes the
-    # SyncGroup round with the leader's request and answers the follower's with INVALID_REQUEST.
+    # SyncGroup round with the leader's request and answers the follower's with INVALID_REQUEST
+    # more often (see mock_group).
     yield mock_faults
     for api, hi in _MOCK_VERSION_CAPS.items():
         mock_faults.set_apiversion(api, 0, hi)
@@ -38,15 +41,16 @@ def test_two_members_join_when_the_broker_hangs_up_on_flexible_group_requests(
         uncapped_mock, topic_name, group_id, caplog):
     uncapped_mock.create_topic(topic_name, 4)
     uncapped_mock.wait_for_topic(topic_name, 4)
+    poller = MemberPoller(uncapped_mock)     # the leader's SyncGroup waits for the follower's
     members = [KafkaConsumer(topic_name, bootstrap_servers=uncapped_mock.bootstrap, group_id=group_id,
-                             session_timeout_ms=3000, heartbeat_interval_ms=300, retry_backoff_ms=50)
+                             session_timeout_ms=3000, heartbeat_interval_ms=300, retry_backoff_ms=50,
+                             **poller.consumer_settings())
                for _ in range(2)]
     try:
         with caplog.at_level(logging.WARNING, logger="kclient.group.version_fallback"):
             deadline = time.monotonic() + 60
             while True:
-                for m in members:
-                    m.poll(timeout_ms=50)
+                poller.poll(members, 50)
                 owned = [m.assignment() for m in members]
                 if all(owned) and len(set().union(*owned)) == 4 and sum(map(len, owned)) == 4:
                     break
@@ -57,6 +61,7 @@ def test_two_members_join_when_the_broker_hangs_up_on_flexible_group_requests(
     finally:
         for m in members:
             m.close()
+        poller.close()
 
 
 # ---------------------------------------------------------------------- the rule, one layer
