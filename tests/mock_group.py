@@ -81,6 +81,8 @@ class RangeAfterFollowersSync(RangeAssignor):
         while followers > 0:
             if self._followers_synced() >= followers:
                 self.waits += 1
+                log.info("the mock has the SyncGroups of %d follower(s) after %.3f s", followers,
+                         self.timeout_s - (deadline - time.monotonic()))
                 break
             if time.monotonic() >= deadline:
                 log.warning("the followers' SyncGroups did not reach the mock in %.1f s", self.timeout_s)

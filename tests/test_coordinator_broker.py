@@ -323,8 +323,10 @@ def test_member_computing_longer_than_session_timeout_keeps_its_partitions(broke
     busy.start(), other.start()
     wait_until(lambda: settled([busy, other], all_parts) and busy.assigned(), 60, "two members settled")
     mine, generation = busy.assigned(), busy.coord.generation()
-    seen = len(busy.listener.kinds())     # the join may have taken two rounds (cooperative)
     busy.stall()
+    # Counted once the loop is parked: settled() can see the assignment before the loop's
+    # listener call for it has returned (one full-suite run caught it in between).
+    seen = len(busy.listener.kinds())     # the join may have taken two rounds (cooperative)
     # Pure-Python work on this thread, 1.5 session timeouts long, no poll(), no sleep.
     start = time.monotonic()
     x = 0
