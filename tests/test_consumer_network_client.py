@@ -131,6 +131,26 @@ def test_responses_complete_in_request_order(cnc, cluster):
     assert order == [0, 1, 2, 3]
 
 
+def test_send_queued_writes_to_ready_nodes_without_reading_and_leaves_the_rest_queued(cnc, cluster):
+    connect(cnc, cluster, 1)
+    ready = cnc.send(1, HEARTBEAT, HB_BODY)
+    later = cnc.send(2, HEARTBEAT, HB_BODY)          # node 2 has no connection yet
+    cnc.send_queued()
+    # Written at once: the peer reads it without another poll.
+    assert answer_heartbeat(cluster.peer(1))["group_id"] == "g"
+    assert cnc.pending_request_count(1) == 1 and not ready.is_done   # nothing was read
+    assert cnc.pending_request_count(2) == 1 and not later.is_done
+    poll_until(cnc, lambda: ready.is_done)
+    assert ready.succeeded()
+    poll_until(cnc, lambda: cnc.client.connection_state(2) is ConnectionState.API_VERSIONS)
+    cluster.peer(2).answer_api_versions()
+    poll_until(cnc, lambda: not cluster.peer(2).no_request_pending())
+    answer_heartbeat(cluster.peer(2))
+    poll_until(cnc, lambda: later.is_done)
+    assert later.succeeded()
+    cnc.send_queued()                                # nothing queued: a no-op
+
+
 def test_poll_future_times_out_with_real_clock(cluster):
     cnc = make_cnc(None, cluster)
     try:

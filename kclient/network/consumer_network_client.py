@@ -264,6 +264,19 @@ class ConsumerNetworkClient:
         """Send whatever can be sent now, without waiting for responses."""
         self.poll(0, execute_delayed_tasks=False, disable_wakeup=True)
 
+    def send_queued(self) -> None:
+        """Hand queued requests to their ready connections, which write them at once (the
+        first step of ``transmit_sends()``), without the zero-timeout network poll: for the
+        consumer's pipelining step, where the caller's next poll reads the answers anyway.
+        A request for a node that is not ready stays queued for the next poll."""
+        if not self._unsent:
+            return
+        with self._lock:
+            now = self._clock.now_ms()
+            self._handle_pending_connection_changes(now)
+            self._try_send(now)
+        self._fire_pending_completed_requests()
+
     # ------------------------------------------------------------------ wakeups
     def wakeup(self) -> None:
         """Interrupt a blocking poll; the next poll (this or a later one) raises WakeupError
