@@ -486,8 +486,9 @@ _CONSUMER_DEFS = [
               doc="kclient: Fetch streams kept in flight to one broker, each for a fixed share of its "
                   "partitions and of fetch.max.bytes (so buffered data stays bounded the same); 1 "
                   "because on loopback 2 gained about 5% for poll_columnar and lost about 4% per "
-                  "record (a broker serves one request per connection at a time); with "
-                  "receive.buffer.bytes=-1, 2 lets poll_columnar reach the raw-fetch ceiling"),
+                  "record (a broker serves one request per connection at a time); together with "
+                  "receive.buffer.bytes=-1, 2 took poll_columnar from 9.2 to 11.6 M records/s "
+                  "(README, Performance)"),
     ConfigDef("max.poll.records", "int", 500, min=1,
               doc="records one poll() returns at most, across partitions"),
     ConfigDef("max.poll.interval.ms", "int", 300000, min=1, max=2147483647,
