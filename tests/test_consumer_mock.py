@@ -223,3 +223,41 @@ def test_abandon_drops_the_consumer_without_closing_its_connections(mock_cluster
     assert not c.bootstrap_connected()
     assert not net.closed and all(s.fileno() != -1 for s in socks)
     net.close()                                  # this process does own them: release them
+
+
+def test_poll_columnar_asks_for_the_next_answer_before_decoding_this_one(mock_cluster, create_topic, topic_name):
+    """Pipelining for a caller that drains everything each poll: when an answer arrives, the
+    Fetch for what follows it leaves before the answer is decoded, so the broker works on the
+    next answer while this thread decodes."""
+    create_topic(mock_cluster, topic_name, 1)
+    with KafkaProducer(bootstrap_servers=mock_cluster.bootstrap) as p:
+        for batch in range(40):                      # one batch per flush
+            for i in range(10):
+                p.send(topic_name, b"%d:%d" % (batch, i), partition=0)
+            p.flush(20)
+    tp = TopicPartition(topic_name, 0)
+    events: list[tuple[str, int]] = []
+    with KafkaConsumer(bootstrap_servers=mock_cluster.bootstrap, auto_offset_reset="earliest",
+                       max_partition_fetch_bytes=512) as c:     # a few batches per answer
+        fetcher = c._fetcher
+        send, decode = fetcher._send_fetch, fetcher._init_columnar
+
+        def spy_send(node_id, slot, version, parts, *rest):
+            events.extend(("fetch", offset) for part_tp, offset, *_ in parts if part_tp == tp)
+            return send(node_id, slot, version, parts, *rest)
+
+        def spy_decode(cf):
+            events.append(("decode", cf.fetch_offset))
+            return decode(cf)
+
+        fetcher._send_fetch, fetcher._init_columnar = spy_send, spy_decode
+        c.assign([tp])
+        read, deadline = 0, time.monotonic() + 30
+        while read < 400 and time.monotonic() < deadline:
+            read += sum(len(cols) for cols in c.poll_columnar(timeout_ms=200, max_records=10**6).values())
+        assert read == 400
+    decoded = [offset for kind, offset in events if kind == "decode"]
+    assert len(decoded) >= 4, f"the test needs several answers, got {decoded}"
+    for this, following in zip(decoded, decoded[1:]):
+        # The fetch that brought the following answer was sent before this answer's decode.
+        assert events.index(("fetch", following)) < events.index(("decode", this)), (this, following, events)
