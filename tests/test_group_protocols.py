@@ -8,9 +8,10 @@ validate_subscription, "SubscribedTopicNames == NULL iff SubscribedTopicRegex is
 ConsumerGroupHeartbeat that names topics and leaves the regex null, which is what Kafka's
 ConsumerGroupHeartbeatRequest.json allows and Apache Kafka accepts.
 
-Members are real KafkaConsumers, polled in turn from the test thread (each keeps its
-membership alive between polls from its own heartbeat thread); the SIGKILL case runs one member
-in a child process. Every wait is a condition with a deadline.
+Members are real KafkaConsumers, polled in turn from the test thread on Kafka and all at once
+(one thread each) on the mock (see mock_group); each keeps its membership alive between polls
+from its own heartbeat thread. The SIGKILL case runs one member in a child process. Every wait
+is a condition with a deadline.
 """
 from __future__ import annotations
 
