@@ -30,6 +30,8 @@ import time
 
 import pytest
 
+from kclient.testing.mock_cluster import MockCluster
+
 from test_coordinator_broker import GroupMember, wait_until  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -172,9 +174,9 @@ class ThreadedConsumerMember:
 
 
 #: scenario id -> (backend, max.poll.interval.ms, group protocol). Each runs member A (and B)
-#: through a 12 s stall; they run at the same time (the stalls are sleeps, so a shared 2-core
-#: machine has room), except the two mock ones, which share the mock's request log and so run
-#: one after the other.
+#: through a 12 s stall; they all run at the same time (the stalls are sleeps, so a shared 2-core
+#: machine has room). The two mock ones read a request log each, so "mock-leaves" gets a mock
+#: cluster of its own.
 SCENARIOS = {
     "kafka-keeps": ("kafka", 60000, "classic"),
     "kafka-leaves": ("kafka", 4000, "classic"),
@@ -182,7 +184,7 @@ SCENARIOS = {
     "mock-leaves": ("mock", 4000, "classic"),
     "kafka-consumer-keeps": ("kafka", 60000, "consumer"),
 }
-_RUN_TOGETHER = [["mock-keeps", "mock-leaves"], ["kafka-keeps"], ["kafka-leaves"], ["kafka-consumer-keeps"]]
+_RUN_TOGETHER = [["mock-keeps"], ["mock-leaves"], ["kafka-keeps"], ["kafka-leaves"], ["kafka-consumer-keeps"]]
 
 
 def _classic_scenario(kind, cluster, topic, group, max_poll_ms) -> dict:
@@ -267,6 +269,7 @@ def stall_outcomes(request):
     kafka = request.getfixturevalue("kafka")
     mock = request.getfixturevalue("mock_cluster")
     mock_ok = getattr(mock, "supports_fault_injection", False)
+    own_mock = MockCluster(3).start() if mock_ok else None    # for "mock-leaves"
     outcomes: dict = {}
     made = []
 
@@ -276,7 +279,7 @@ def stall_outcomes(request):
             if kind == "mock" and not mock_ok:
                 outcomes[sid] = ("skip", "fault injection (request tracking) needs the harness's mock cluster")
                 continue
-            cluster = kafka if kind == "kafka" else mock
+            cluster = kafka if kind == "kafka" else own_mock if sid == "mock-leaves" else mock
             topic, group = f"stall-{sid}-{uuid.uuid4().hex[:8]}", f"stall-{sid}-{uuid.uuid4().hex[:8]}"
             try:
                 cluster.create_topic(topic, 1)
@@ -291,6 +294,7 @@ def stall_outcomes(request):
 
     if mock_ok:
         mock.group_initial_rebalance_delay_ms(0)
+        own_mock.group_initial_rebalance_delay_ms(0)
     threads = [threading.Thread(target=run, args=(ids,), daemon=True) for ids in _RUN_TOGETHER]
     try:
         for t in threads:
@@ -306,10 +310,14 @@ def stall_outcomes(request):
         if mock_ok:
             mock.group_initial_rebalance_delay_ms(3000)
         for cluster, topic in made:
+            if cluster is own_mock:
+                continue
             try:
                 cluster.delete_topic(topic)
             except Exception:   # the cluster may be gone at session end; memory only
                 pass
+        if own_mock is not None:
+            own_mock.stop()
 
 
 def _outcome(stall_outcomes, sid) -> dict:
