@@ -134,7 +134,9 @@ class Members:
 
 
 @pytest.fixture
-def members(setup, group_id):
+def members(setup, group_id, create_topic):
+    # After create_topic, so torn down before it: members close (and auto-commit) while their
+    # topics still exist.
     cluster, protocol = setup
     m = Members(cluster, group_id, protocol)
     yield m
