@@ -225,19 +225,20 @@ def test_abandon_drops_the_consumer_without_closing_its_connections(mock_cluster
     net.close()                                  # this process does own them: release them
 
 
-def test_poll_columnar_asks_for_the_next_answer_before_decoding_this_one(mock_cluster, create_topic, topic_name):
+@pytest.mark.parametrize("cluster", ["kafka", "mock"], indirect=True)
+def test_poll_columnar_asks_for_the_next_answer_before_decoding_this_one(cluster, create_topic, topic_name):
     """Pipelining for a caller that drains everything each poll: when an answer arrives, the
     Fetch for what follows it leaves before the answer is decoded, so the broker works on the
     next answer while this thread decodes."""
-    create_topic(mock_cluster, topic_name, 1)
-    with KafkaProducer(bootstrap_servers=mock_cluster.bootstrap) as p:
+    create_topic(cluster, topic_name, 1)
+    with KafkaProducer(bootstrap_servers=cluster.bootstrap) as p:
         for batch in range(40):                      # one batch per flush
             for i in range(10):
                 p.send(topic_name, b"%d:%d" % (batch, i), partition=0)
             p.flush(20)
     tp = TopicPartition(topic_name, 0)
     events: list[tuple[str, int]] = []
-    with KafkaConsumer(bootstrap_servers=mock_cluster.bootstrap, auto_offset_reset="earliest",
+    with KafkaConsumer(bootstrap_servers=cluster.bootstrap, auto_offset_reset="earliest",
                        max_partition_fetch_bytes=512) as c:     # a few batches per answer
         fetcher = c._fetcher
         send, decode = fetcher._send_fetch, fetcher._init_columnar

@@ -133,13 +133,19 @@ def test_responses_complete_in_request_order(cnc, cluster):
 
 def test_send_queued_writes_to_ready_nodes_without_reading_and_leaves_the_rest_queued(cnc, cluster):
     connect(cnc, cluster, 1)
+    answered = cnc.send(1, HEARTBEAT, dict(HB_BODY, generation_id=7))
+    cnc.poll(0)
+    assert answer_heartbeat(cluster.peer(1))["generation_id"] == 7   # its answer waits unread
     ready = cnc.send(1, HEARTBEAT, HB_BODY)
     later = cnc.send(2, HEARTBEAT, HB_BODY)          # node 2 has no connection yet
     cnc.send_queued()
     # Written at once: the peer reads it without another poll.
     assert answer_heartbeat(cluster.peer(1))["group_id"] == "g"
-    assert cnc.pending_request_count(1) == 1 and not ready.is_done   # nothing was read
+    assert not answered.is_done                      # send_queued read nothing
+    assert cnc.pending_request_count(1) == 2 and not ready.is_done
     assert cnc.pending_request_count(2) == 1 and not later.is_done
+    poll_until(cnc, lambda: answered.is_done)
+    assert answered.succeeded()
     poll_until(cnc, lambda: ready.is_done)
     assert ready.succeeded()
     poll_until(cnc, lambda: cnc.client.connection_state(2) is ConnectionState.API_VERSIONS)
