@@ -168,6 +168,8 @@ cdef class ReceiveLoop:
         with nogil:
             self._loop()
             pthread_mutex_lock(&self._mu)
+            self._received += self._uncounted   # the last read, if an error ended the loop
+            self._uncounted = 0
             self._running = False
             self._ended = True
             self._signaled = True
@@ -294,17 +296,16 @@ cdef class ReceiveLoop:
         cdef FrameNode* n
         cdef bint stopping
         cdef int e
-        cdef Py_ssize_t counted = 0     # bytes read, added to _received with the next lock
         pfds[0].fd = self.fd
         pfds[0].events = POLLIN
         pfds[1].fd = self._stop[0]
         pfds[1].events = POLLIN
         while True:
             pthread_mutex_lock(&self._mu)
-            self._received += counted
+            self._received += self._uncounted
             stopping = self._stopping
             pthread_mutex_unlock(&self._mu)
-            counted = 0
+            self._uncounted = 0
             if stopping:
                 return
             first = last = NULL
@@ -343,7 +344,7 @@ cdef class ReceiveLoop:
                 else:
                     self._fail(E_EOF, 0, 0)
                 return
-            counted = got
+            self._uncounted = got
             if self._cur != NULL:
                 self._cur_fill += got
                 if self._cur_fill == self._cur_len:

@@ -150,13 +150,16 @@ def test_end_of_stream_after_the_frames_says_how_much_of_a_frame_came(running, t
 ])
 def test_a_hostile_prefix_ends_the_loop_after_the_frames_before_it(running, prefix, error, message):
     r = running(max_frame=10_000)
-    r.peer.sendall(_frame(b"a") + _frame(b"b" * 9000) + struct.pack(">i", prefix) + b"z" * 64)
+    stream = _frame(b"a") + _frame(b"b" * 9000) + struct.pack(">i", prefix) + b"z" * 64
+    r.peer.sendall(stream)
     got = r.take_until(2)
     assert [bytes(g) for g in got] == [b"a", b"b" * 9000]
     exc = r.end()
     assert isinstance(exc, error) and message in str(exc)
     r.thread.join(20)
     assert not r.thread.is_alive()
+    # The read that brought the bad prefix is counted too.
+    assert len(stream) - 64 <= r.loop.received_bytes <= len(stream)
 
 
 def test_stop_ends_an_idle_loop_and_take_then_says_so(running):
