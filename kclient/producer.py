@@ -17,7 +17,9 @@ How it differs from kafka-python's and Java's producer, on purpose (it is *small
 * Records are batched per partition (``batch.size``, ``linger.ms``), one batch per partition
   per Produce request, several requests in flight per connection
   (``max.in.flight.requests.per.connection``): a retried batch may overtake a later one
-  (as in Java without idempotence). No idempotence, no transactions.
+  (as in Java without idempotence). With ``max.in.flight.requests.per.connection=1`` a
+  partition has at most one batch in flight, across leader changes too, so its records land
+  in the order sent (Java's guarantee). No idempotence, no transactions.
 * Keyed records go to ``murmur2(key) & 0x7fffffff % partitions`` (Java's default
   partitioner); records without a key stick to one partition until its batch is sent
   (Java's sticky partitioner).
@@ -277,6 +279,10 @@ class KafkaProducer:
         self._open: dict[TopicPartition, _Batch] = {}
         self._queued: dict[TopicPartition, collections.deque] = {}
         self._in_flight = 0                   # Produce requests awaiting an answer
+        # max.in.flight.requests.per.connection=1 promises order: a partition with a batch in
+        # flight sends nothing more until it is answered, even to another (new) leader.
+        self._keep_order = cfg["max.in.flight.requests.per.connection"] == 1
+        self._muted: set[TopicPartition] = set()
         self._buffered_bytes = 0
         self._sticky: dict[str, int] = {}
         self._rng = random.Random()
@@ -547,6 +553,8 @@ class KafkaProducer:
         by_node: dict[int, list[TopicPartition]] = {}
         wait = 2**31
         for tp in set(self._open) | {tp for tp, q in self._queued.items() if q}:
+            if tp in self._muted:
+                continue
             head = self._head(tp, now, flush)
             if head is None:
                 q = self._queued.get(tp)
@@ -578,7 +586,9 @@ class KafkaProducer:
                     batches.append(b)
                     assert b.payload is not None  # _take() closed it
                     size += len(b.payload)
-                    if self._head(tp, now, flush) is not None:
+                    if self._keep_order:
+                        self._muted.add(tp)
+                    elif self._head(tp, now, flush) is not None:
                         rest.append(tp)
                 if not batches:
                     break
@@ -617,6 +627,7 @@ class KafkaProducer:
 
         def on_complete(response, error):
             self._in_flight -= 1
+            self._muted.difference_update(by_tp)
             self._handle_produce_response(by_tp, ids, response, error, node_id)
 
         request = ClientRequest(node_id, PRODUCE_KEY, body, on_complete, version,

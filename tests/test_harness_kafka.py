@@ -83,7 +83,10 @@ def test_three_nodes_survive_the_loss_of_a_leader(kafka3, create_topic, topic_na
     try:
         _wire.wait_until(lambda: kafka3.leader_of(topic_name, 0) not in (victim, -1), 60,
                          f"a new leader for {tp} after node {victim} died")
-        with KafkaProducer(bootstrap_servers=kafka3.bootstrap, acks="all") as p:
+        # One request in flight keeps the order while the producer finds the new leader
+        # (with 5, a batch refused by a node that no longer leads may land after later ones).
+        with KafkaProducer(bootstrap_servers=kafka3.bootstrap, acks="all",
+                           max_in_flight_requests_per_connection=1) as p:
             for i in range(100):
                 p.send(topic_name, b"after-%d" % i, partition=0)
         with KafkaConsumer(bootstrap_servers=kafka3.bootstrap, auto_offset_reset="earliest") as c:

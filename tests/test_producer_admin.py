@@ -273,3 +273,35 @@ def test_committed_offsets_with_metadata_read_by_admin(mock_cluster, create_topi
         offsets = admin.list_consumer_group_offsets(group_id, partitions=[tp0, tp1])
     assert (offsets[tp0].offset, offsets[tp0].metadata) == (7, "meta")
     assert offsets[tp1].offset == 3
+
+
+@pytest.mark.parametrize("in_flight", [1, 5])
+def test_one_request_in_flight_keeps_a_partitions_order_across_a_leader_move(
+        mock_cluster, create_topic, topic_name, in_flight):
+    """max.in.flight.requests.per.connection=1 promises order (as Java): with a batch for p0
+    still unanswered at its old leader, the next batch for p0 waits, though the producer
+    already knows the new leader. With 5 in flight the later batch may overtake (documented)."""
+    NOT_LEADER = 6
+    create_topic(mock_cluster, topic_name, 2)
+    old, new, other = mock_cluster.broker_ids[:3]
+    mock_cluster.partition_set_leader(topic_name, 0, old)
+    mock_cluster.partition_set_leader(topic_name, 1, other)
+    with KafkaProducer(bootstrap_servers=mock_cluster.bootstrap,
+                       max_in_flight_requests_per_connection=in_flight) as p:
+        p.send(topic_name, b"warm-up", partition=1).get(10)     # metadata and a connection
+        # The old leader answers p0's next Produce late, and then says it is not the leader.
+        mock_cluster.broker_push_request_error_rtts(old, 0, [(NOT_LEADER, 1500)])
+        first = p.send(topic_name, b"first", partition=0)
+        p.poll(0)
+        mock_cluster.partition_set_leader(topic_name, 0, new)
+        # p1's refusal makes the producer refresh its metadata: it now sees p0 on `new`.
+        mock_cluster.partition_push_request_errors(topic_name, 1, 0, [NOT_LEADER])
+        p.send(topic_name, b"refresh", partition=1).get(10)
+        second = p.send(topic_name, b"second", partition=0)
+        p.flush(20)
+        assert first.get().partition == second.get().partition == 0
+    got = [r.value for r in read_all(mock_cluster.bootstrap, topic_name, 2, 4) if r.partition == 0]
+    if in_flight == 1:
+        assert got == [b"first", b"second"]
+    else:
+        assert sorted(got) == [b"first", b"second"]
