@@ -43,8 +43,9 @@ def test_hold(tansu, mock_cluster):
     threading.Event().wait()
 """
 INNER_RUNNER = r"""
-import importlib.util, sys
+import faulthandler, importlib.util, signal, sys
 import pytest
+faulthandler.register(signal.SIGUSR1, all_threads=True)   # the test asks for stacks if we hang
 spec = importlib.util.spec_from_file_location("kclient_suite_conftest", sys.argv[1])
 fixtures = importlib.util.module_from_spec(spec)
 sys.modules[spec.name] = fixtures
@@ -150,7 +151,21 @@ def test_sigint_to_pytest_stops_session_brokers_cleanly(tmp_path):
     try:
         pids = json.loads(read_line(inner, 90, prefix=b"PIDS "))
         inner.send_signal(signal.SIGINT)
-        assert inner.wait(30) == pytest.ExitCode.INTERRUPTED
+        try:
+            # communicate() drains stdout and stderr while waiting: a child blocked on a full
+            # pipe would look like a hang.
+            inner.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            inner.send_signal(signal.SIGUSR1)      # every thread's stack, to stderr
+            try:
+                _, err = inner.communicate(timeout=5)
+            except subprocess.TimeoutExpired:
+                inner.kill()
+                _, err = inner.communicate()
+            raise AssertionError("pytest did not exit within 60 s of SIGINT; its stderr, with "
+                                 f"every thread's stack: {err.decode()[-6000:]}") from None
+        code = inner.returncode
+        assert code == pytest.ExitCode.INTERRUPTED
     finally:
         finish(inner)
     wait_gone(pids)
