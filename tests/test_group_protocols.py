@@ -39,6 +39,9 @@ CASES = [pytest.param(("kafka", "classic"), id="kafka-classic"),
 
 #: Classic members choose their timing; consumer-protocol members get it from the broker.
 CLASSIC_TIMING = {"session_timeout_ms": 6000, "heartbeat_interval_ms": 500}
+#: The mock ends a rebalance round that waits for a member after the session timeout: a
+#: shorter one there keeps its rounds short (the pacemaker heartbeats without the GIL).
+MOCK_CLASSIC_TIMING = {"session_timeout_ms": 3000, "heartbeat_interval_ms": 300}
 
 
 #: librdkafka 2.16's mock answers a SyncGroup that arrives after the leader's has completed the
@@ -52,11 +55,11 @@ MOCK_LATE_SYNC = "the mock refuses a follower's late SyncGroup with INVALID_REQU
 #: while preparing a rebalance, which is when a member commits before giving partitions up.
 MOCK_JOINING_COMMIT = "the mock refuses the commit made before a rebalance (Kafka accepts it)"
 MOCK_LATE_SYNC_TESTS = {"test_killed_member_loses_its_partitions_after_the_session_timeout"}
-#: A static member's restart takes the mock two rebalance rounds of session timeout - 1 s each
-#: (14 s here; Kafka hands the partitions back without a rebalance): the suite's time is
-#: spent on Kafka's run of it.
+#: A static member's restart takes the mock two rebalance rounds (6-11 s here with 3 s
+#: sessions; Kafka hands the partitions back without a rebalance): the suite's time is spent
+#: on Kafka's run of it.
 MOCK_SLOW = {"test_static_member_restart_keeps_its_partitions":
-             "the mock spends two 5 s rebalance rounds on a static member's restart; run on Kafka"}
+             "the mock spends two rebalance rounds (6-11 s) on a static member's restart; run on Kafka"}
 
 
 @pytest.fixture(params=CASES)
@@ -68,8 +71,14 @@ def setup(request):
         pytest.skip(MOCK_SLOW[request.node.originalname])
     if kind == "mock" and request.node.originalname == "test_every_record_is_read_once_across_a_hand_over":
         pytest.skip(MOCK_JOINING_COMMIT)
-    cluster = request.getfixturevalue("kafka" if kind == "kafka" else "mock_cluster")
-    return cluster, protocol
+    if kind == "kafka":
+        return request.getfixturevalue("kafka"), protocol
+    # The mock waits group_initial_rebalance_delay_ms (3 s by default) before a new group's
+    # first round: 500 ms still gathers members that join together, for less waiting.
+    mock = request.getfixturevalue("mock_faults")
+    mock.group_initial_rebalance_delay_ms(500)
+    request.addfinalizer(lambda: mock.group_initial_rebalance_delay_ms(3000))
+    return mock, protocol
 
 
 def settings(protocol: str, **extra) -> dict:
@@ -91,6 +100,8 @@ class Members:
         self.poller = MemberPoller(cluster)
 
     def add(self, topics=(), pattern: str | None = None, **extra) -> KafkaConsumer:
+        if self.poller.on_mock and self.protocol == "classic":
+            extra = {**MOCK_CLASSIC_TIMING, **extra}
         c = KafkaConsumer(bootstrap_servers=self.cluster.bootstrap, group_id=self.group_id,
                           **settings(self.protocol, **self.poller.consumer_settings(), **extra))
         if pattern is not None:
