@@ -46,6 +46,10 @@ INNER_RUNNER = r"""
 import faulthandler, importlib.util, signal, sys
 import pytest
 faulthandler.register(signal.SIGUSR1, all_threads=True)   # the test asks for stacks if we hang
+# Ctrl-C as at a terminal: a shell without job control starts background commands with SIGINT
+# ignored, children inherit that, and Python then leaves it ignored (the suite run as
+# `cmd &` from a script hung here until this line).
+signal.signal(signal.SIGINT, signal.default_int_handler)
 spec = importlib.util.spec_from_file_location("kclient_suite_conftest", sys.argv[1])
 fixtures = importlib.util.module_from_spec(spec)
 sys.modules[spec.name] = fixtures
