@@ -11,4 +11,7 @@ echo "[test] mypy (kclient and the kcore stubs; config in pyproject.toml)" >&2
 .venv/bin/mypy --no-error-summary
 # tests/test_build.py fails if any kcore module is imported from anything but a compiled extension;
 # tests/test_wheel.py builds the sdist and wheel and smoke-tests the wheel in a clean venv.
-exec .venv/bin/pytest -p no:cacheprovider -q -rfEs "$@"
+# Two workers (pytest-xdist), a test file each at a time: much of the suite waits on brokers
+# (session timeouts, rebalance rounds, a minute of chaos), so two files at once take about 60%
+# of the serial time on 2 cores. Each worker starts its own brokers. `-n 0` runs serially.
+exec .venv/bin/pytest -p no:cacheprovider -q -rfEs -n 2 --dist loadfile "$@"
