@@ -484,11 +484,12 @@ _CONSUMER_DEFS = [
               doc="the most one partition contributes to a Fetch answer"),
     ConfigDef("fetch.max.in.flight.per.broker", "int", 1, min=1, max=16,
               doc="kclient: Fetch streams kept in flight to one broker, each for a fixed share of its "
-                  "partitions and of fetch.max.bytes (so buffered data stays bounded the same); 1 "
-                  "because on loopback 2 gained about 5% for poll_columnar and lost about 4% per "
-                  "record (a broker serves one request per connection at a time); together with "
-                  "receive.buffer.bytes=-1, 2 took poll_columnar from 9.2 to 11.6 M records/s "
-                  "(README, Performance)"),
+                  "partitions and of fetch.max.bytes (so buffered data stays bounded the same), each "
+                  "stream after the first on a connection of its own (a broker serves one request per "
+                  "connection at a time); 1, as Java, because on loopback with the 64 KiB "
+                  "receive.buffer.bytes 2 gained poll_columnar about 5% (medians of 5 runs, 8.9 to "
+                  "9.3 M records/s), no clear change per record, and with receive.buffer.bytes=-1 "
+                  "1 was fastest (README, Performance)"),
     ConfigDef("max.poll.records", "int", 500, min=1,
               doc="records one poll() returns at most, across partitions"),
     ConfigDef("max.poll.interval.ms", "int", 300000, min=1, max=2147483647,

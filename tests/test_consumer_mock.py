@@ -243,9 +243,9 @@ def test_poll_columnar_asks_for_the_next_answer_before_decoding_this_one(cluster
         fetcher = c._fetcher
         send, decode = fetcher._send_fetch, fetcher._init_columnar
 
-        def spy_send(node_id, slot, version, parts, *rest):
+        def spy_send(node_id, slot, target, version, parts, *rest):
             events.extend(("fetch", offset) for part_tp, offset, *_ in parts if part_tp == tp)
-            return send(node_id, slot, version, parts, *rest)
+            return send(node_id, slot, target, version, parts, *rest)
 
         def spy_decode(cf):
             events.append(("decode", cf.fetch_offset))

@@ -17,7 +17,7 @@ import pytest
 from kclient import errors as Errors
 from kclient.clock import FakeClock
 from kclient.config import ConsumerConfig
-from kclient.consumer.fetcher import Fetcher, PREFETCH_DEPTH
+from kclient.consumer.fetcher import Fetcher, PREFETCH_DEPTH, fetch_stream_node_id
 from kclient.network.future import RequestFuture
 from kclient.network.metadata import Metadata
 from kclient.structs import ConsumerRecord, TopicPartition
@@ -172,7 +172,11 @@ def test_fetches_in_flight_per_broker_share_its_partitions_and_fetch_max_bytes()
     # Node 1 leads three partitions: two fetches share them; node 2's one partition needs one.
     assert fetcher.send_fetches() == 3
     reqs = client.take()
-    node1 = [r for r in reqs if r.node == 1]
+    # The second stream to node 1 has a connection of its own: a Node with its own id and
+    # node 1's address (a broker answers one request per connection at a time).
+    stream = md.cluster.node_by_id(1)._replace(node_id=fetch_stream_node_id(1, 1))
+    node1 = [r for r in reqs if r.node in (1, stream)]
+    assert sorted(r.node if r.node == 1 else r.node.node_id for r in node1) == [1, stream.node_id]
     assert sorted(len(requested(r)) for r in node1) == [1, 2]
     assert set().union(*(requested(r) for r in node1)) == set(tps[:3])
     assert all(r.body["max_bytes"] == 2000 for r in reqs)   # each asks for half of fetch.max.bytes
@@ -182,7 +186,7 @@ def test_fetches_in_flight_per_broker_share_its_partitions_and_fetch_max_bytes()
     first.future.complete(fetch_response([partition_data(tp.partition, batch(0, 5)) for tp in requested(first)]))
     assert fetcher.send_fetches() == 1
     (again,) = client.take()
-    assert again.node == 1 and set(requested(again)) == set(requested(first))
+    assert again.node == first.node and set(requested(again)) == set(requested(first))
     assert set(requested(again).values()) == {5}
     assert fetcher.send_fetches() == 0                       # node 1 is at its two fetches
 

@@ -80,3 +80,31 @@ def test_buffered_bytes_stay_bounded_with_several_fetches_in_flight(kafka, creat
     assert got == 20_000
     assert max(seen) > fetch_max // 2          # it did run ahead
     assert max(seen) <= 2 * fetch_max + 16 * 1024, f"buffered {max(seen):,} bytes"
+
+
+def test_each_fetch_stream_to_a_broker_has_a_connection_of_its_own(kafka, create_topic, topic_name):
+    """A broker answers one request per connection at a time, so a second fetch on the same
+    connection would only queue: with 3 streams the consumer holds 2 connections to the broker
+    more than with 1, and reads every record once."""
+    import psutil
+    create_topic(kafka, topic_name, 6)
+    with KafkaProducer(bootstrap_servers=kafka.bootstrap, linger_ms=5) as p:
+        for i in range(600):
+            p.send(topic_name, b"%d" % i, partition=i % 6)
+        p.flush(30)
+    port = int(kafka.bootstrap.split(",")[0].rsplit(":", 1)[1])
+
+    def connections() -> int:
+        return sum(1 for conn in psutil.Process().net_connections(kind="tcp")
+                   if conn.raddr and conn.raddr.port == port and conn.status == psutil.CONN_ESTABLISHED)
+
+    def read_with(streams: int) -> int:
+        """Connections to the broker while a consumer with this many streams has read all."""
+        with KafkaConsumer(bootstrap_servers=kafka.bootstrap, auto_offset_reset="earliest",
+                           **{"fetch.max.in.flight.per.broker": streams}) as c:
+            c.assign([TopicPartition(topic_name, p) for p in range(6)])
+            got = read(c, 600)
+            assert sorted(int(r.value) for r in got) == list(range(600))
+            return connections()
+
+    assert read_with(3) - read_with(1) == 2

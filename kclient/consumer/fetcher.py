@@ -48,6 +48,7 @@ from kclient.consumer.deserializers import as_deserializer
 from kclient.consumer.fetch_session import FetchPartition, FetchSessionHandler
 from kclient.structs import ConsumerRecord, TopicPartition
 from kclient.consumer.subscription_state import FetchPosition
+from kclient.network.metadata import Node
 from kclient.protocol import ApiKey
 
 if TYPE_CHECKING:
@@ -67,6 +68,18 @@ _ENTRY_HEAD = struct.Struct(">qi")    # base offset, length: the head of every b
 _I32 = struct.Struct(">i")
 # Bytes an entry needs before its v2 last offset delta can be read.
 _PEEK_MIN = layout.V2_LAST_OFFSET_DELTA + 4
+
+
+
+#: Fetch streams after the first get connections under ids of their own, below the group
+#: coordinator's (2**31 - 1 - broker id, as in the Java client): 2**31 - 1 - slot * 2**20 -
+#: broker id, for broker ids below 2**20.
+_STREAM_ID_STRIDE = 1 << 20
+
+
+def fetch_stream_node_id(broker_id: int, slot: int) -> int:
+    """The connection id of fetch stream ``slot`` (>= 1) to ``broker_id``."""
+    return 2**31 - 1 - slot * _STREAM_ID_STRIDE - broker_id
 
 
 class _ResponseBuffer:
@@ -377,19 +390,6 @@ class Fetcher:
             self._metadata.request_update()
         sent = 0
         for node_id, parts in by_node.items():
-            if self._client.is_unavailable(node_id):
-                continue  # in reconnect backoff
-            if not self._client.try_connect(node_id):
-                # Connecting, or the network client sends a due metadata refresh first: a
-                # later poll sends (the connection wakes the selector).
-                self._sends_blocked = True
-                continue
-            version = self._client.api_version(node_id, FETCH_KEY)
-            if version is None:
-                log.warning("node %d offers no Fetch version this client implements", node_id)
-                continue
-            if version >= _TOPIC_ID_VERSION and any(cluster.topic_id(part[0].topic) is None for part in parts):
-                version = _TOPIC_ID_VERSION - 1
             # One fetch per free slot of this broker, each for the partitions of that slot.
             by_slot: dict[int, list] = {}
             for part in parts:
@@ -397,7 +397,21 @@ class Fetcher:
                 if (node_id, slot) not in self._slot_busy:
                     by_slot.setdefault(slot, []).append(part)
             for slot, share in by_slot.items():
-                self._send_fetch(node_id, slot, version, share, assignment_id, cluster, now)
+                target = self._stream_target(node_id, slot, cluster)
+                if target is None or self._client.is_unavailable(target):
+                    continue  # address unknown (a refresh is due), or in reconnect backoff
+                if not self._client.try_connect(target):
+                    # Connecting, or the network client sends a due metadata refresh first: a
+                    # later poll sends (the connection wakes the selector).
+                    self._sends_blocked = True
+                    continue
+                version = self._client.api_version(target, FETCH_KEY)
+                if version is None:
+                    log.warning("node %d offers no Fetch version this client implements", node_id)
+                    continue
+                if version >= _TOPIC_ID_VERSION and any(cluster.topic_id(part[0].topic) is None for part in share):
+                    version = _TOPIC_ID_VERSION - 1
+                self._send_fetch(node_id, slot, target, version, share, assignment_id, cluster, now)
                 sent += 1
         return sent
 
@@ -432,6 +446,18 @@ class Fetcher:
             self._slots_used[node_id] = used + 1
         return slot
 
+    def _stream_target(self, node_id: int, slot: int, cluster) -> Node | int | None:
+        """Where the fetches of (node_id, slot) go: slot 0 on the broker's main connection,
+        every other slot on a connection of its own (a broker serves one request per
+        connection at a time, so streams sharing one would only queue). None: the broker's
+        address is unknown."""
+        if slot == 0:
+            return node_id
+        node = cluster.node_by_id(node_id)
+        if node is None:
+            return None
+        return Node(fetch_stream_node_id(node_id, slot), node.host, node.port, node.rack)
+
     def _session(self, node_id: int, slot: int) -> FetchSessionHandler:
         handler = self._sessions.get((node_id, slot))
         if handler is None:
@@ -460,8 +486,8 @@ class Fetcher:
                 leaders.add(leader.node_id)
         return leader_map, (None if leaders is None else frozenset(leaders))
 
-    def _send_fetch(self, node_id: int, slot: int, version: int, parts: list, assignment_id: int, cluster,
-                    now: int) -> None:
+    def _send_fetch(self, node_id: int, slot: int, target: Node | int, version: int, parts: list,
+                    assignment_id: int, cluster, now: int) -> None:
         handler = self._session(node_id, slot)
         by_topic = version >= _TOPIC_ID_VERSION
         if handler.version not in (None, version):
@@ -506,7 +532,7 @@ class Fetcher:
             log.debug("fetching %s from node %d (v%d, session %d epoch %d, %d listed, %d forgotten)",
                       {tp: o for tp, (o, _) in sent.items()}, node_id, version, data.session_id,
                       data.session_epoch, len(data.to_send), len(data.forgotten))
-        fut = self._client.send(node_id, FETCH_KEY, body, version=version)
+        fut = self._client.send(target, FETCH_KEY, body, version=version)
         self._in_flight_requests += 1
         self._node_in_flight[node_id] = self._node_in_flight.get(node_id, 0) + 1
         self._slot_busy.add((node_id, slot))
