@@ -435,7 +435,8 @@ def tls_settings(ca: str, protocol: str, user: tuple[str, str]) -> dict[str, dic
     return {"kclient": kclient, "java": java, "confluent": confluent}
 
 
-TLS_DRIVERS = {"kclient-records", "kclient-columnar", "java", "confluent-tuned", "confluent-default"}
+TLS_DRIVERS = {"kclient-records", "kclient-columnar", "kclient-records-defaults", "kclient-columnar-defaults", "java",
+               "confluent-tuned", "confluent-default"}
 
 
 def run_config(cluster, broker_pid, cfg: Config, all_drivers: list[str], skipped: dict[str, str],

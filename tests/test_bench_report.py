@@ -52,3 +52,13 @@ def test_the_markdown_names_both_figures():
               "repeat": 3, "configs": [c]}
     text = markdown(report)
     assert "1.67x, round by round 2.00x (median of 3; 1.67x–2.00x) — NOT met" in text
+
+
+def test_defaults_drivers_get_their_own_target_lines():
+    c = config([run(8.0), run(4.0), run(5.0)], [run(4.0), run(2.0), run(2.0)])
+    c["results"]["kclient-records-defaults"] = {"records_per_s": 3.0}
+    c["runs"]["kclient-records-defaults"] = [run(3.0), run(3.0), run(3.0)]
+    names = [t["target"] for t in targets(c)]
+    assert names == ["kclient per record >= 2x the Java consumer (records/s)",
+                     "kclient per record (defaults) >= 2x the Java consumer (records/s)"]
+    assert [t["met"] for t in targets(c)] == [True, False]

@@ -27,6 +27,8 @@ DRIVERS: dict[str, str] = {
     "raw-fetch": "bench.drivers.raw_fetch",
     "kclient-records": "bench.drivers.kclient_records",
     "kclient-columnar": "bench.drivers.kclient_columnar",
+    "kclient-records-defaults": "bench.drivers.kclient_records_defaults",
+    "kclient-columnar-defaults": "bench.drivers.kclient_columnar_defaults",
     "java": "bench.drivers.java_consumer",
     "confluent-tuned": "bench.drivers.confluent_tuned",
     "confluent-default": "bench.drivers.confluent_default",

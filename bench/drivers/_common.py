@@ -26,6 +26,20 @@ import time
 
 import psutil
 
+#: The fetch settings of the tuned peers (the Java consumer's, in Kafka's names; confluent-kafka
+#: tuned sets the same in librdkafka's): 10 MiB per partition, 50 MiB per fetch, a 10 ms fetch
+#: wait, the OS's socket buffer instead of 64 KiB. The kclient drivers run with them too, so the
+#: clients are compared on equal settings; the -defaults drivers run kclient as installed.
+PEER_FETCH_SETTINGS: dict[str, int] = {
+    "max.partition.fetch.bytes": 10 * 1024 * 1024,
+    "fetch.max.bytes": 50 * 1024 * 1024,
+    "fetch.max.wait.ms": 10,
+    "receive.buffer.bytes": -1,
+}
+#: Records per poll of the per-record peers (Java's max.poll.records): the default 500 would
+#: make them pay a poll per 500 records.
+PEER_MAX_POLL_RECORDS = 10_000
+
 SEQ = struct.Struct(">q")
 SEQ_LEN = SEQ.size
 MIN_RECORD_SIZE = SEQ_LEN

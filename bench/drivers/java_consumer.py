@@ -27,7 +27,7 @@ from pathlib import Path
 
 import psutil
 
-from bench.drivers._common import InvalidRun
+from bench.drivers._common import PEER_FETCH_SETTINGS, PEER_MAX_POLL_RECORDS, InvalidRun
 from kclient.testing import MavenError
 from kclient.testing.kafka import kafka_version
 from kclient.testing.maven import cache_root, find_java, resolve_jars
@@ -42,13 +42,8 @@ JVM_OPTIONS = ["-Xmx1g"]
 # Comparable to confluent-kafka "tuned" (bench/drivers/confluent_tuned.py): the same fetch sizes
 # and fetch wait; polls of up to 10,000 records (the default 500 would make this peer pay a
 # report line per 500 records); the OS's socket buffer, as librdkafka uses, instead of 64 KiB.
-SETTINGS = {
-    "max.partition.fetch.bytes": str(10 * 1024 * 1024),
-    "fetch.max.bytes": str(50 * 1024 * 1024),
-    "fetch.max.wait.ms": "10",
-    "max.poll.records": "10000",
-    "receive.buffer.bytes": "-1",
-}
+SETTINGS = {**{k: str(v) for k, v in PEER_FETCH_SETTINGS.items()},
+            "max.poll.records": str(PEER_MAX_POLL_RECORDS)}
 SLF4J_BINDING = "org.slf4j:slf4j-nop:1.7.36"  # kafka-clients logs through slf4j 1.7: keep it quiet
 _classpath: str | None = None
 

@@ -1,4 +1,6 @@
-"""kclient columnar: ``KafkaConsumer.poll_columnar()``, no Python object per record.
+"""kclient columnar: ``KafkaConsumer.poll_columnar()``, no Python object per record, with the
+fetch settings the tuned peers get (bench/drivers/_common.py, PEER_FETCH_SETTINGS); the driver
+kclient-columnar-defaults runs it with kclient's defaults.
 
 Per poll and partition the driver counts the rows, sums the int32 value lengths with numpy
 (a vectorised read of the array, no per-record work) and checks that offsets continue
@@ -8,7 +10,11 @@ measurement window (pyarrow is imported only then).
 """
 from __future__ import annotations
 
+from bench.drivers._common import PEER_FETCH_SETTINGS
+
 LABEL = "kclient (columnar)"
+#: Settings before the job's own (--kclient-setting).
+SETTINGS: dict = dict(PEER_FETCH_SETTINGS)
 GROUP_MODE = True
 MAX_RECORDS = 1_000_000
 
@@ -26,7 +32,7 @@ def prepare() -> None:
     import kcore.records  # noqa: F401
 
 
-def consume(job, tally) -> dict:
+def consume(job, tally, base: dict | None = None) -> dict:
     import numpy as np
 
     from bench.drivers._common import InvalidRun
@@ -36,7 +42,7 @@ def consume(job, tally) -> dict:
     add, timed_out = tally.add, tally.timed_out
     frombuffer, int32 = np.frombuffer, np.int32
     next_offset: dict[int, int] = {}
-    settings = dict(job.extra.get("kclient", {}))
+    settings = {**(SETTINGS if base is None else base), **job.extra.get("kclient", {})}
     if job.mode == "group":
         settings["session_timeout_ms"] = job.session_timeout_ms
     tally.start()
