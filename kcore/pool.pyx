@@ -18,7 +18,8 @@ from cpython.bytes cimport PyBytes_AS_STRING
 from libc.stdlib cimport malloc, free
 from libc.string cimport memmove
 
-__all__ = ["CArray", "pool_clear", "pool_stats", "POOL_SLOTS", "POOL_MAX_TOTAL"]
+__all__ = ["CArray", "pool_clear", "pool_limits", "pool_reserve", "pool_stats", "POOL_SLOTS",
+           "POOL_MAX_TOTAL"]
 
 cdef enum:
     _SLOTS = 128
@@ -31,7 +32,8 @@ cdef size_t _pool_total = 0
 cdef size_t _MAX_TOTAL = 64 << 20
 cdef size_t _MAX_BLOCK = 16 << 20
 cdef size_t _MIN_BLOCK = 16 << 10
-POOL_MAX_TOTAL = _MAX_TOTAL
+cdef size_t _RESERVE_MAX = 1 << 31     # a Kafka frame's size is an int32
+POOL_MAX_TOTAL = _MAX_TOTAL          # the default; pool_reserve may raise it (pool_limits)
 
 
 cdef void _pool_drop(int i) noexcept:
@@ -91,6 +93,28 @@ cdef void pool_give(void* p, size_t size) noexcept:
     _pool_size[_pool_count] = size
     _pool_count += 1
     _pool_total += size
+
+
+def pool_reserve(size_t largest_block):
+    """Keep freed blocks of up to ``largest_block`` bytes, and room for two of them.
+
+    By default blocks over 16 MiB are freed, not kept: a consumer whose fetch answers are
+    larger (fetch.max.bytes of 50 MiB, say) then takes fresh pages for every answer, a page
+    fault per 4 KiB. Limits only grow (the pool is the process's, shared by its consumers).
+    """
+    global _MAX_BLOCK, _MAX_TOTAL
+    if largest_block > _RESERVE_MAX:
+        raise ValueError(f"pool_reserve: {largest_block} bytes is more than the largest frame "
+                         f"({_RESERVE_MAX} bytes)")
+    if largest_block > _MAX_BLOCK:
+        _MAX_BLOCK = largest_block
+    if 2 * largest_block > _MAX_TOTAL:
+        _MAX_TOTAL = 2 * largest_block
+
+
+def pool_limits():
+    """(largest block kept, most bytes held) in bytes."""
+    return _MAX_BLOCK, _MAX_TOTAL
 
 
 def pool_stats():

@@ -525,6 +525,30 @@ def test_buffered_bytes_bound_new_fetches():
     assert fetcher.send_fetches() == 1
 
 
+def test_one_full_answer_buffered_still_lets_the_next_fetch_go():
+    """A full answer (fetch.max.bytes) waiting to be read does not stop fetching: the next
+    answer is fetched while this one is decoded. Two full answers (over fetch.max.bytes and
+    its sixteenth of slack) do."""
+    first = fetch_response([partition_data(0, batch(0, 40))])
+    size = len(first["responses"][0]["partitions"][0]["records"].obj)
+    md = make_metadata()
+    client = ScriptedClient(md)
+    subs = SubscriptionState()
+    fetcher = Fetcher(client, subs, ConsumerConfig({"fetch.max.bytes": size}), clock=FakeClock())
+    subs.assign_from_user([TP0])
+    subs.seek(TP0, 0)
+    assert fetcher.send_fetches() == 1
+    client.take()[0].future.complete(first)
+    assert fetcher.buffered_bytes == size          # exactly fetch.max.bytes buffered
+    assert fetcher.send_fetches() == 1
+    (second,) = client.take()
+    assert requested(second) == {TP0: 40}
+    second.future.complete(fetch_response([partition_data(0, batch(40, 40))]))
+    assert fetcher.buffered_bytes > size + size // 16
+    assert fetcher.send_fetches() == 0
+    assert [r.offset for r in drain(fetcher)[TP0]] == list(range(80))
+
+
 def test_caught_up_partitions_wait_while_records_are_buffered(env):
     assign(env, [TP0, TP1])
     env.fetcher.send_fetches()

@@ -755,3 +755,47 @@ class NoWaitSocket:
 def test_a_negative_wait_is_refused(pair):
     with pytest.raises(ValueError, match="wait_ms"):
         FrameReceiver(1000, 64).receive(pair[0], True, -1)
+
+
+# Frames over 16 MiB are freed unless a consumer asked the pool to keep blocks that large
+# (pool_reserve, called by the fetcher with its largest answer): then a 20 MiB frame's block
+# is kept for the next answer. Fresh process: the pool is process-wide.
+_POOL_RESERVE_CHECK = """
+from test_frames_receive import framed
+from kcore.frames import FrameReceiver
+from kcore.pool import pool_limits, pool_reserve, pool_stats
+import select, socket, threading
+a, b = socket.socketpair(); a.setblocking(False)
+rx = FrameReceiver(1 << 26, 65536)
+def one_frame():
+    sender = threading.Thread(target=b.sendall, args=(framed([b"q" * (20 << 20)]),))
+    sender.start()
+    got = []
+    while not got:
+        assert select.select([a], [], [], 30)[0], "no data within 30 s"
+        got = rx.receive(a)
+    sender.join()
+    assert len(got) == 1 and len(got[0]) == 20 << 20
+    del got
+assert pool_limits() == (16 << 20, 64 << 20)
+one_frame()
+assert pool_stats() == (0, 0), pool_stats()              # over 16 MiB: freed
+pool_reserve(24 << 20)
+assert pool_limits() == (24 << 20, 64 << 20)             # room for two of them already
+one_frame()
+blocks, held = pool_stats()
+assert blocks == 1 and 20 << 20 <= held <= 24 << 20, pool_stats()
+pool_reserve(1 << 20)                                   # limits only grow
+assert pool_limits() == (24 << 20, 64 << 20)
+for bad, error in ((-1, OverflowError), ((1 << 31) + 1, ValueError)):
+    try:
+        pool_reserve(bad)
+    except error:
+        pass
+    else:
+        raise AssertionError(bad)
+"""
+
+
+def test_pool_reserve_keeps_blocks_of_larger_frames():
+    _in_fresh_process(_POOL_RESERVE_CHECK)

@@ -39,6 +39,7 @@ import struct
 from typing import TYPE_CHECKING, Any
 
 from kcore import layout
+from kcore.pool import pool_reserve
 from kcore.records import consumer_records, decode_columnar
 
 from kclient import errors as Errors
@@ -165,6 +166,11 @@ class Fetcher:
         # share of fetch.max.bytes, so what can arrive and be buffered is bounded as with one.
         self._depth = fc.max_in_flight_per_broker
         self._request_max_bytes = max(self._max_bytes // self._depth, 1)
+        # Answers are received into blocks of kcore's pool, which by default keeps none over
+        # 16 MiB: larger answers would each take fresh pages (a page fault per 4 KiB, three
+        # times the kernel time per record with 10 MiB per partition). An answer may pass the
+        # limit by a batch; blocks come in size classes up to 1/8 larger.
+        pool_reserve(min(self._request_max_bytes * 9 // 8 + (1 << 20), 1 << 31))
         # Each (broker, slot) is one fetch stream with its own fetch session (KIP-227); a
         # partition keeps its slot while assigned, so its session does not change under it.
         self._sessions_enabled = fc.incremental_fetch_sessions
@@ -183,7 +189,12 @@ class Fetcher:
         self._read_replicas = 0          # partitions fetched from a follower (KIP-392)
         self._key_deserializer = as_deserializer(fc.key_deserializer)
         self._value_deserializer = as_deserializer(fc.value_deserializer)
-        self._buffer_limit = max(self._max_bytes, 1)
+        # Fetching stops while the buffered answers hold more than fetch.max.bytes (plus a
+        # sixteenth for the frames' own bytes): one full answer waiting to be read still lets
+        # the next be fetched, so what is buffered and in flight stays under about twice
+        # fetch.max.bytes. (At exactly fetch.max.bytes, a full answer stopped fetching until
+        # it was read: with fetch.max.bytes reached by one answer, fetch and decode took turns.)
+        self._buffer_limit = max(self._max_bytes + self._max_bytes // 16, 1)
         self._pipes: dict[TopicPartition, _PartitionPipe] = {}
         self._completed: collections.deque[CompletedFetch] = collections.deque()
         self._next_in_line: CompletedFetch | None = None
@@ -307,7 +318,7 @@ class Fetcher:
         flight (and room in the prefetch buffer). Returns the number of requests sent."""
         self._sends_blocked = False
         self._check_assignment()
-        if self._buffered_bytes >= self._buffer_limit:
+        if self._buffered_bytes > self._buffer_limit:
             return 0
         subs = self._subscriptions
         cluster = self._metadata.cluster
