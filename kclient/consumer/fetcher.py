@@ -9,9 +9,12 @@ share of its fetchable partitions, so it works on one while another answer trave
 
 Memory bound. Buffered answers are accounted by the size of the response frames they keep
 alive (a frame is released when every partition in it was drained or discarded). No new
-fetch is sent while that total is at or above ``fetch.max.bytes``; since each request asks
-for at most ``fetch.max.bytes`` divided by the per-broker depth, what is in flight adds at most
-about ``fetch.max.bytes`` per broker, and prefetched memory stays below about twice that.
+fetch is sent while that total is above ``fetch.max.bytes`` plus a sixteenth (so one full
+answer waiting to be read does not stop the next); since each request asks for at most
+``fetch.max.bytes`` divided by the per-broker depth, what is in flight adds at most about
+``fetch.max.bytes`` per broker, and prefetched memory stays below about twice that. The
+answers' blocks come from kcore's pool, which is asked to keep blocks of the largest answer
+(``pool_reserve``) so that each answer does not take fresh pages.
 
 Decoding is lazy: an answer is decoded (kcore.records) only when the application drains
 that partition, into columns (validated, CRCs checked, no object per record) that both
