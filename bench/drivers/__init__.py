@@ -27,8 +27,8 @@ DRIVERS: dict[str, str] = {
     "raw-fetch": "bench.drivers.raw_fetch",
     "kclient-records": "bench.drivers.kclient_records",
     "kclient-columnar": "bench.drivers.kclient_columnar",
-    "kclient-records-defaults": "bench.drivers.kclient_records_defaults",
-    "kclient-columnar-defaults": "bench.drivers.kclient_columnar_defaults",
+    "kclient-records-defaults": "bench.drivers.kclient_defaults:RECORDS",
+    "kclient-columnar-defaults": "bench.drivers.kclient_defaults:COLUMNAR",
     "java": "bench.drivers.java_consumer",
     "confluent-tuned": "bench.drivers.confluent_tuned",
     "confluent-default": "bench.drivers.confluent_default",
@@ -38,7 +38,10 @@ DRIVERS: dict[str, str] = {
 
 
 def load(name: str):
+    """The driver: a module, or ("module:NAME") an object in one with a module's attributes."""
     try:
-        return importlib.import_module(DRIVERS[name])
+        module, _, attr = DRIVERS[name].partition(":")
     except KeyError:
         raise ValueError(f"unknown driver {name!r}; known: {', '.join(DRIVERS)}") from None
+    found = importlib.import_module(module)
+    return getattr(found, attr) if attr else found

@@ -1,6 +1,6 @@
 """kclient columnar: ``KafkaConsumer.poll_columnar()``, no Python object per record, with the
 fetch settings the tuned peers get (bench/drivers/_common.py, PEER_FETCH_SETTINGS); the driver
-kclient-columnar-defaults runs it with kclient's defaults.
+kclient-columnar-defaults (kclient_defaults.py) runs it with kclient's defaults.
 
 Per poll and partition the driver counts the rows, sums the int32 value lengths with numpy
 (a vectorised read of the array, no per-record work) and checks that offsets continue

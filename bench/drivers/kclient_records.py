@@ -1,6 +1,6 @@
 """kclient per record: ``KafkaConsumer.poll()`` with kafka-python's API, with the fetch settings
 and poll size the tuned peers get (bench/drivers/_common.py, PEER_FETCH_SETTINGS); the driver
-kclient-records-defaults (kclient_records_defaults.py) runs it with kclient's defaults."""
+kclient-records-defaults (kclient_defaults.py) runs it with kclient's defaults."""
 from __future__ import annotations
 
 from bench.drivers._common import PEER_FETCH_SETTINGS, PEER_MAX_POLL_RECORDS
