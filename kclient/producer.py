@@ -586,9 +586,7 @@ class KafkaProducer:
                     batches.append(b)
                     assert b.payload is not None  # _take() closed it
                     size += len(b.payload)
-                    if self._keep_order:
-                        self._muted.add(tp)
-                    elif self._head(tp, now, flush) is not None:
+                    if not self._keep_order and self._head(tp, now, flush) is not None:
                         rest.append(tp)
                 if not batches:
                     break
@@ -606,6 +604,8 @@ class KafkaProducer:
             return
         if version >= _TOPIC_ID_VERSION and any(cluster.topic_id(b.tp.topic) is None for b in batches):
             version = _TOPIC_ID_VERSION - 1
+        if self._keep_order:
+            self._muted.update(b.tp for b in batches)    # until on_complete
         by_topic: dict[str, list] = {}
         for b in batches:
             by_topic.setdefault(b.tp.topic, []).append({"index": b.tp.partition, "records": b.payload})

@@ -74,7 +74,6 @@ _I32 = struct.Struct(">i")
 _PEEK_MIN = layout.V2_LAST_OFFSET_DELTA + 4
 
 
-
 #: Fetch streams after the first get connections under ids of their own, below the group
 #: coordinator's (2**31 - 1 - broker id, as in the Java client): 2**31 - 1 - slot * 2**20 -
 #: broker id, for broker ids below 2**20.
