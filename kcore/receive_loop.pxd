@@ -48,7 +48,7 @@ cdef class ReceiveLoop:
     cdef Py_ssize_t _cur_len
     cdef Py_ssize_t _cur_fill
     cdef size_t _cur_cap
-    cdef Py_ssize_t _uncounted      # bytes read, added to _received at the next lock (or in run())
+    cdef Py_ssize_t _uncounted      # bytes read, added to _received at the next lock (_push, the loop's top, or run())
 
     cdef void _release(self) noexcept
     cdef void _wake_owner(self) noexcept nogil

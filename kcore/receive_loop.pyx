@@ -190,9 +190,13 @@ cdef class ReceiveLoop:
         pthread_mutex_unlock(&self._mu)
 
     cdef bint _push(self, FrameNode* first, FrameNode* last) noexcept nogil:
-        """Queue a chain of frames; True if the owner must be woken."""
+        """Queue a chain of frames; True if the owner must be woken. The bytes of the read
+        that completed them are counted under the same lock: an owner that has taken every
+        frame of a stream then reads received_bytes as the stream's length."""
         cdef bint need
         pthread_mutex_lock(&self._mu)
+        self._received += self._uncounted
+        self._uncounted = 0
         if self._tail == NULL:
             self._head = first
         else:
