@@ -95,7 +95,7 @@ cdef void pool_give(void* p, size_t size) noexcept:
     _pool_total += size
 
 
-def pool_reserve(size_t largest_block):
+def pool_reserve(largest_block):
     """Keep freed blocks of up to ``largest_block`` bytes, and room for two of them.
 
     By default blocks over 16 MiB are freed, not kept: a consumer whose fetch answers are
@@ -103,13 +103,14 @@ def pool_reserve(size_t largest_block):
     fault per 4 KiB. Limits only grow (the pool is the process's, shared by its consumers).
     """
     global _MAX_BLOCK, _MAX_TOTAL
-    if largest_block > _RESERVE_MAX:
-        raise ValueError(f"pool_reserve: {largest_block} bytes is more than the largest frame "
-                         f"({_RESERVE_MAX} bytes)")
-    if largest_block > _MAX_BLOCK:
-        _MAX_BLOCK = largest_block
-    if 2 * largest_block > _MAX_TOTAL:
-        _MAX_TOTAL = 2 * largest_block
+    if not 0 <= largest_block <= _RESERVE_MAX:
+        raise ValueError(f"pool_reserve: a block size must be 0 to {_RESERVE_MAX} bytes (the largest "
+                         f"frame), got {largest_block!r}")
+    cdef size_t n = largest_block
+    if n > _MAX_BLOCK:
+        _MAX_BLOCK = n
+    if 2 * n > _MAX_TOTAL:
+        _MAX_TOTAL = 2 * n
 
 
 def pool_limits():
