@@ -33,6 +33,7 @@ import dataclasses
 import logging
 import random
 import threading
+import weakref
 from collections import namedtuple
 from typing import Any, Callable, Mapping
 
@@ -186,11 +187,18 @@ class FutureRecordMetadata(RequestFuture):
 
     def __init__(self, producer: "KafkaProducer"):
         super().__init__()
-        self._producer = producer
+        # Weak: the producer holds its pending futures, and a strong reference back would make
+        # a cycle, so a producer dropped without close() would wait for the cyclic GC (maybe
+        # for ever) instead of delivering its records in __del__ at once, as kafka-python's
+        # background sender does. A dropped producer's close() settles all its futures.
+        self._producer = weakref.ref(producer)
 
     def get(self, timeout: float | None = None) -> RecordMetadata:
         if not self.is_done:
-            self._producer._drive_until(lambda: self.is_done, None if timeout is None else timeout * 1000)
+            producer = self._producer()
+            if producer is None:    # not reached: close() settled every future first
+                raise Errors.IllegalStateError("the producer of this record is gone")
+            producer._drive_until(lambda: self.is_done, None if timeout is None else timeout * 1000)
         if not self.is_done:
             raise Errors.KafkaTimeoutError(f"record not acknowledged within {timeout} s")
         if self.failed():

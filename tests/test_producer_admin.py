@@ -305,3 +305,20 @@ def test_one_request_in_flight_keeps_a_partitions_order_across_a_leader_move(
         assert got == [b"first", b"second"]
     else:
         assert sorted(got) == [b"first", b"second"]
+
+
+def test_a_producer_dropped_without_close_delivers_its_records_at_once(broker, create_topic, topic_name):
+    """kafka-python's examples send and drop the producer (its background thread delivers).
+    Here the dropped producer's __del__ closes it, which delivers: at once, not whenever the
+    cyclic GC runs (its pending futures must not hold it in a cycle)."""
+    import gc
+    create_topic(broker, topic_name, 1)
+    p = KafkaProducer(bootstrap_servers=broker.bootstrap)
+    future = p.send(topic_name, b"dropped")
+    gc.disable()
+    try:
+        del p
+        assert future.is_done and future.get().offset == 0
+    finally:
+        gc.enable()
+    assert [r.value for r in read_all(broker.bootstrap, topic_name, 1, 1)] == [b"dropped"]
