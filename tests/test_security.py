@@ -456,29 +456,6 @@ def test_sessions_are_reauthenticated_on_the_same_connection(secure, listener, m
     assert len([v for v in seen if v.startswith(b"r")]) >= 10
 
 
-def test_a_connection_due_for_reauthentication_takes_no_request_before_it(secure):
-    """Every send path asks ready() first (the consumer's pipelining hands fetches over without
-    a network poll): a connection whose session is due re-authenticates before it takes a
-    new request, so no request reaches the broker after the session ended."""
-    user = SCRAM_USER
-    with KafkaConsumer(bootstrap_servers=secure.bootstrap_for("SASL_PLAINTEXT"), auto_offset_reset="latest",
-                       security_protocol="SASL_PLAINTEXT", sasl_mechanism="SCRAM-SHA-256",
-                       sasl_plain_username=user[0], sasl_plain_password=user[1]) as consumer:
-        consumer.assign([TopicPartition("secure", 0)])
-        consumer.poll(100)
-        net = consumer._client.client
-        node = next(n for n, c in net._conns.items() if c.reauth_due_ms is not None)
-        conn = net._conns[node]
-        before = net.reauthentications
-        conn.reauth_due_ms = net._clock.now_ms() - 1          # the session is due now
-        assert not net.ready(node)
-        assert conn.reauthenticating
-        deadline = time.monotonic() + 20
-        while net.reauthentications == before and time.monotonic() < deadline:
-            consumer.poll(100)
-        assert net.reauthentications == before + 1 and net.ready(node) and net._conns[node] is conn
-
-
 def test_an_expiring_token_is_refreshed_without_losing_the_group_membership(secure, group_id, caplog):
     """OAUTHBEARER tokens that expire every 4 s: each re-authentication takes a fresh token from
     the provider, and the group member keeps its generation and partition throughout."""

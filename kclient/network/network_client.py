@@ -230,12 +230,6 @@ class NetworkClient:
         """Like ``is_ready``, and start connecting if the node is disconnected and out of backoff."""
         node_id = self._node_id(node)
         now_ms = self._now(now_ms)
-        due = self._conns.get(node_id)
-        if due is not None and due.reauth_due_ms is not None and now_ms >= due.reauth_due_ms:
-            # KIP-368: a session due for re-authentication takes no new request before it
-            # re-authenticates, whichever path sends it (not only a network poll): a request
-            # written after the session ended makes the broker close the connection.
-            self._maybe_reauthenticate(now_ms)
         if self.is_ready(node_id, now_ms):
             return True
         conn = self._conn(node_id)
