@@ -20,6 +20,18 @@ The harness takes the race away, and leaves the client as it is:
   poll: the client raised it as it should (INVALID_REQUEST is not retriable) after asking to
   rejoin, so the next poll starts a new round.
 
+The mock also never answers a connection whose member it dropped while that member's
+JoinGroup or SyncGroup was held: it keeps the connection blocked (it frees the held response
+without unblocking), so nothing sent on it is read again. It drops such a member when it saw
+nothing from it for the session timeout, which a stall of the mock's process longer than the
+session brings about (probed: a 4.5 s SIGSTOP of a 3 s-session group left one member without
+partitions for the whole minute, its JoinGroup unanswered). Apache Kafka answers or closes. So
+``MOCK_REQUEST_TIMEOUTS`` bounds the wait of a member's coordinator requests on the mock: the
+request times out, the client closes the connection and rejoins on a new one. And the leader's
+wait for the followers stays under the session timeout (``RangeAfterFollowersSync``), or it
+would hold every member's next poll (``MemberPoller.poll`` waits for all) past the mock's
+session and sync timers.
+
 On any other cluster the members are polled in turn and errors are raised as they come.
 """
 from __future__ import annotations
@@ -36,6 +48,11 @@ from kclient.testing.mock_cluster import MockCluster
 log = logging.getLogger(__name__)
 
 JOIN_GROUP, SYNC_GROUP = 11, 14
+
+#: Members' request timeouts on the mock (see above): a JoinGroup times out after
+#: max_poll_interval_ms + 5 s (the rebalance timeout and the client's lapse), others after
+#: request_timeout_ms, so a member stuck on a blocked connection rejoins within ~15 s.
+MOCK_REQUEST_TIMEOUTS = {"request_timeout_ms": 10000, "max_poll_interval_ms": 10000}
 
 #: How often the mock refused a late SyncGroup in this process (logged as it happens).
 late_syncs_refused = 0
@@ -64,9 +81,11 @@ def poll_member(consumer, cluster, timeout_ms: int, **kwargs):
 class RangeAfterFollowersSync(RangeAssignor):
     """The range assignor, for the leader on the mock cluster: it returns its assignment once
     the mock has a SyncGroup from each follower of this round (the SyncGroups logged after the
-    round's last JoinGroup), or when ``timeout_s`` has passed."""
+    round's last JoinGroup), or when ``timeout_s`` has passed. ``timeout_s`` stays under the
+    members' session timeout (3 s in the suite): the mock ends a sync round after the session
+    timeout, and drops a member whose next poll waits behind this one for longer."""
 
-    def __init__(self, cluster: MockCluster, timeout_s: float = 5.0) -> None:
+    def __init__(self, cluster: MockCluster, timeout_s: float = 1.5) -> None:
         self.cluster, self.timeout_s = cluster, timeout_s
         self.waits = 0          # rounds in which the followers' SyncGroups were all seen
 
@@ -106,8 +125,11 @@ class MemberPoller:
             self.assignor = RangeAfterFollowersSync(cluster)
 
     def consumer_settings(self) -> dict:
-        """KafkaConsumer keywords the members need (the waiting assignor on the mock)."""
-        return {"partition_assignment_strategy": [self.assignor]} if self.on_mock else {}
+        """KafkaConsumer keywords the members need on the mock: the waiting assignor and
+        bounded request timeouts."""
+        if not self.on_mock:
+            return {}
+        return {"partition_assignment_strategy": [self.assignor], **MOCK_REQUEST_TIMEOUTS}
 
     def poll(self, consumers, timeout_ms: int) -> list[dict]:
         """One poll of each consumer; their results in the same order."""

@@ -103,7 +103,7 @@ class Members:
         if self.poller.on_mock and self.protocol == "classic":
             extra = {**MOCK_CLASSIC_TIMING, **extra}
         c = KafkaConsumer(bootstrap_servers=self.cluster.bootstrap, group_id=self.group_id,
-                          **settings(self.protocol, **self.poller.consumer_settings(), **extra))
+                          **settings(self.protocol, **{**self.poller.consumer_settings(), **extra}))
         if pattern is not None:
             c.subscribe(pattern=pattern)
         else:
@@ -180,6 +180,33 @@ def test_closing_member_hands_its_partitions_over(setup, members, create_topic, 
     members.wait(lambda: split([a, b], parts(topic_name, 4)), 60, "two members to split")
     a.close()
     members.wait(lambda: b.assignment() == parts(topic_name, 4), 30, "the survivor to take everything")
+
+
+def test_members_recover_when_the_mock_stalls_for_longer_than_a_session(mock_faults, create_topic, topic_name, group_id):
+    """The mock's process stopped (SIGSTOP) for longer than the session timeout while a third
+    member joins: the mock then drops members whose JoinGroup or SyncGroup it held, leaving
+    their connections blocked (see mock_group). Their requests time out, the members
+    reconnect and rejoin, and the three split the partitions. (Before MOCK_REQUEST_TIMEOUTS, a
+    member waited on its JoinGroup for max.poll.interval.ms, five minutes: a clean-clone run
+    failed with one member empty for a minute.)"""
+    mock_faults.group_initial_rebalance_delay_ms(500)
+    members = Members(mock_faults, group_id, "classic")
+    try:
+        create_topic(mock_faults, topic_name, 6)
+        first = [members.add([topic_name]) for _ in range(2)]
+        members.wait(lambda: split(first, parts(topic_name, 6)), 60, "two members to split 6 partitions")
+        members.add([topic_name])
+        members.poll_all()                  # the newcomer's JoinGroup is on its way
+        os.kill(mock_faults.pid, signal.SIGSTOP)
+        try:
+            # The fault itself lasts this long (nothing is waited for here).
+            time.sleep(MOCK_CLASSIC_TIMING["session_timeout_ms"] / 1000 + 1.5)
+        finally:
+            os.kill(mock_faults.pid, signal.SIGCONT)
+        members.wait(lambda: split(members.live(), parts(topic_name, 6)), 60, "3 members to split after the stall")
+    finally:
+        members.close()
+        mock_faults.group_initial_rebalance_delay_ms(3000)
 
 
 _CHILD = r"""
