@@ -456,6 +456,33 @@ def test_sessions_are_reauthenticated_on_the_same_connection(secure, listener, m
     assert len([v for v in seen if v.startswith(b"r")]) >= 10
 
 
+def test_a_session_due_for_reauthentication_takes_no_new_request_before_it(secure):
+    """Once a session is due (KIP-368), its connection takes no new request (``is_ready`` and
+    ``send_capacity`` say no), whichever path asks, until a network poll has re-authenticated it
+    on the same connection: the consumer hands fetches over without a poll (pipelining), and a
+    fetch written after the session ended made the broker close the connection."""
+    user = SCRAM_USER
+    with KafkaConsumer(bootstrap_servers=secure.bootstrap_for("SASL_PLAINTEXT"), auto_offset_reset="latest",
+                       security_protocol="SASL_PLAINTEXT", sasl_mechanism="SCRAM-SHA-256",
+                       sasl_plain_username=user[0], sasl_plain_password=user[1]) as consumer:
+        consumer.assign([TopicPartition("secure", 0)])
+        consumer.poll(100)
+        net = consumer._client.client
+        node = next(n for n, c in net._conns.items() if c.reauth_due_ms is not None)
+        conn = net._conns[node]
+        before = net.reauthentications
+        with consumer._client._lock:
+            conn.reauth_due_ms = net._clock.now_ms() - 1          # the session is due now
+            assert not net.is_ready(node) and net.send_capacity(node) == 0
+            assert not conn.reauthenticating                     # only a network poll starts it
+        deadline = time.monotonic() + 20
+        while net.reauthentications == before and time.monotonic() < deadline:
+            consumer.poll(100)
+        assert net.reauthentications == before + 1
+        assert net._conns[node] is conn and conn.sock is not None
+        assert net.send_capacity(node) > 0 or net.in_flight_request_count(node) > 0
+
+
 def test_an_expiring_token_is_refreshed_without_losing_the_group_membership(secure, group_id, caplog):
     """OAUTHBEARER tokens that expire every 4 s: each re-authentication takes a fresh token from
     the provider, and the group member keeps its generation and partition throughout."""

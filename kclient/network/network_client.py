@@ -197,7 +197,17 @@ class NetworkClient:
         (a due refresh goes first so that requests are not sent on stale routing)."""
         node_id = self._node_id(node)
         now_ms = self._now(now_ms)
-        return (not self._metadata_update_due(now_ms)) and self._can_send_request(node_id)
+        return (not self._metadata_update_due(now_ms)) and self._can_send_request(node_id) \
+            and not self._reauthentication_due(node_id, now_ms)
+
+    def _reauthentication_due(self, node_id: int, now_ms: int) -> bool:
+        """KIP-368: the node's session is due for re-authentication. Its connection takes no
+        new request until the next network poll has re-authenticated it: a request written
+        now could reach the broker after the session ended, and the broker closes the
+        connection then. (Only the poll starts the exchange: ready() and send_capacity() are
+        called from threads that do not own the connection's I/O.)"""
+        conn = self._conns.get(node_id)
+        return conn is not None and conn.reauth_due_ms is not None and conn.reauth_due_ms <= now_ms
 
     def throttle_delay(self, node: Node | int, now_ms: int | None = None) -> int:
         """ms until a broker that throttled this client (KIP-219) takes requests again (0: now)."""
@@ -218,6 +228,8 @@ class NetworkClient:
         node_id = self._node_id(node)
         conn = self._conns.get(node_id)
         if conn is None or not conn.is_ready or (self._throttled_until and self._throttled(node_id)):
+            return 0
+        if conn.reauth_due_ms is not None and self._reauthentication_due(node_id, self._clock.now_ms()):
             return 0
         return max(self._in_flight.max_per_connection - self._in_flight.count(node_id), 0)
 
@@ -587,6 +599,9 @@ class NetworkClient:
         if self._closed:
             raise Errors.IllegalStateError("the network client is closed")
         now_ms = self._now(now_ms)
+        if self._sasl_mechanism is not None:
+            # Before anything of this poll is sent on a session that is due (a metadata request).
+            self._maybe_reauthenticate(now_ms)
         timeout = min(max(int(timeout_ms), 0), self._maybe_update_metadata(now_ms),
                       self._next_deadline_ms(now_ms) - now_ms, MAX_SELECT_MS)
         if self._throttled_until:
