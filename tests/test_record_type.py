@@ -24,7 +24,7 @@ FIELDS = ["topic", "partition", "leader_epoch", "offset", "timestamp", "timestam
           "serialized_key_size", "serialized_value_size", "serialized_header_size"]
 Reference = namedtuple("ConsumerRecord", FIELDS)
 ROW = ("t", 3, 7, 42, 1_700_000_000_000, 0, b"k", b"value", [("h", b"1")], None, 1, 5, 2)
-FREELIST_MAX = 1024
+FREELIST_MAX = 32768     # kcore/recordtype.h: KC_REC_FREELIST_MAX
 
 
 def test_consumer_record_is_a_compiled_namedtuple():
@@ -95,10 +95,14 @@ def _batch(n, value=b"v" * 20):
 def test_freelist_is_bounded_and_recycled_records_are_fresh():
     R.record_freelist_clear()
     assert R.record_freelist_len(13) == 0
-    cb = _batch(3000)
-    recs = R.consumer_records(cb, ConsumerRecord, "t", 0, 0, 3000)
+    cb = _batch(40000)
+    recs = R.consumer_records(cb, ConsumerRecord, "t", 0, 0, 10000)
     del recs
-    assert R.record_freelist_len(13) == FREELIST_MAX   # 3000 freed, 1,024 kept
+    assert R.record_freelist_len(13) == 10000          # a tuned poll's worth: all kept
+    recs = R.consumer_records(cb, ConsumerRecord, "t", 0, 0, 40000)
+    assert R.record_freelist_len(13) == 0
+    del recs
+    assert R.record_freelist_len(13) == FREELIST_MAX   # 40,000 freed, 32,768 kept
     # Reused memory holds exactly the new record's fields (a stale slot would show here).
     again = R.consumer_records(cb, ConsumerRecord, "u", 5, 10, 1010)
     assert R.record_freelist_len(13) == FREELIST_MAX - 1000
