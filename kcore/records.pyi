@@ -313,7 +313,7 @@ def record_type(cls: _T) -> _T:
     Two differences, both for the per-record path: each field is a read-only member
     descriptor at its tuple slot (CPython specialises ``rec.value`` as an instance-slot
     read; namedtuple's getters cannot be specialised), and freed instances keep their
-    memory on a bounded free list (1,024 per field count) that consumer_records and
+    memory on a bounded free list (up to 32,768 per field count) that consumer_records and
     decode_consumer_records take from. A Python subclass of the result works as a
     namedtuple subclass does; its instances are freed normally. Assigning a field raises
     AttributeError, as for a namedtuple.
