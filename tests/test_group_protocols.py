@@ -30,7 +30,7 @@ from kclient import KafkaConsumer, KafkaProducer
 from kclient import errors as Errors
 from kclient.structs import TopicPartition
 
-from mock_group import MemberPoller  # noqa: E402
+from mock_group import JOIN_GROUP, MemberPoller  # noqa: E402
 
 #: (broker fixture, group protocol)
 CASES = [pytest.param(("kafka", "classic"), id="kafka-classic"),
@@ -195,8 +195,11 @@ def test_members_recover_when_the_mock_stalls_for_longer_than_a_session(mock_fau
         create_topic(mock_faults, topic_name, 6)
         first = [members.add([topic_name]) for _ in range(2)]
         members.wait(lambda: split(first, parts(topic_name, 6)), 60, "two members to split 6 partitions")
+        joins = sum(1 for r in mock_faults.get_requests() if r.api_key == JOIN_GROUP)
         members.add([topic_name])
-        members.poll_all()                  # the newcomer's JoinGroup is on its way
+        # Stop the mock once it holds the newcomer's JoinGroup (its connection is blocked then).
+        members.wait(lambda: sum(1 for r in mock_faults.get_requests() if r.api_key == JOIN_GROUP) > joins,
+                     30, "the newcomer's JoinGroup")
         os.kill(mock_faults.pid, signal.SIGSTOP)
         try:
             # The fault itself lasts this long (nothing is waited for here).
