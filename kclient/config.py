@@ -51,6 +51,17 @@ class ConfigDef:
     nullable: bool = False           # None allowed
     aliases: tuple[str, ...] = ()    # other accepted spellings (kafka-python names)
     validator: Callable[[str, Any], Any] | None = field(default=None, compare=False)
+    # Accepted so that existing code runs, but kclient does not act on it: why. A value given
+    # outside ``no_effect_ok`` (what kclient does anyway; the default if empty) is logged as a
+    # warning, so that a setting is never silently ignored.
+    no_effect: str = ""
+    no_effect_ok: tuple = ()
+
+    def ignored_value(self, value: Any) -> bool:
+        """True if ``value``, given by the user, asks for something kclient does not do."""
+        if not self.no_effect:
+            return False
+        return value not in (self.no_effect_ok or (self.default,))
 
     @property
     def keyword(self) -> str:
@@ -338,7 +349,8 @@ def common_client_defs() -> list[ConfigDef]:
         ConfigDef("client.dns.lookup", "str", "use_all_dns_ips",
                   choices=("use_all_dns_ips", "resolve_canonical_bootstrap_servers_only"),
                   doc="accepted for compatibility; kclient resolves every address a host name has "
-                      "(use_all_dns_ips) whatever the value"),
+                      "(use_all_dns_ips) whatever the value",
+                  no_effect="kclient resolves every address a host name has (use_all_dns_ips)"),
         ConfigDef("request.timeout.ms", "int", 30000, min=0,
                   doc="how long a request may wait for its answer before it fails and the connection is closed"),
         ConfigDef("connections.max.idle.ms", "long", 540000, doc="connections idle for this long are closed"),
@@ -400,26 +412,34 @@ def common_client_defs() -> list[ConfigDef]:
         ConfigDef("metrics.sample.window.ms", "long", 30000, min=1,
                   doc="length of one metrics window (rates cover num.samples of them)"),
         ConfigDef("metrics.recording.level", "str", "INFO", validator=upper_choice("INFO", "DEBUG", "TRACE"),
-                  doc="accepted for compatibility; no effect"),
+                  doc="accepted for compatibility; no effect",
+                  no_effect="metrics() records the same metrics at every level"),
         ConfigDef("metric.reporters", "list", [], validator=_only_empty("metric reporters are not supported; "
                                                                         "read metrics() instead"),
                   doc="only empty: metric reporters are not supported (read metrics())"),
         ConfigDef("enable.metrics.push", "bool", True,
-                  doc="accepted for compatibility; no effect (no KIP-714 push)"),
+                  doc="accepted for compatibility; no effect (no KIP-714 push)",
+                  no_effect="kclient does not push client metrics to the broker (KIP-714)",
+                  no_effect_ok=(False,)),
         # kafka-python keywords that are not Java settings, accepted so that kafka-python code
         # runs unchanged; those marked "ignored" have no effect here.
-        ConfigDef("api.version", "object", None, doc="ignored: versions are negotiated with each broker"),
+        ConfigDef("api.version", "object", None,
+                  doc="kafka-python: given, a consumer's constructor skips its bootstrap probe; request "
+                      "versions are negotiated with each broker whatever the value"),
         ConfigDef("api.version.auto.timeout.ms", "int", 2000, min=0,
                   doc="how long a consumer's constructor waits for the bootstrap servers"),
         ConfigDef("bootstrap.timeout.ms", "int", 30000, min=0,
                   doc="kafka-python 3 name: if set, how long the constructor waits for the bootstrap servers"),
         ConfigDef("receive.message.max.bytes", "int", 100_000_000, min=1,
                   doc="largest response accepted from a broker (a larger length prefix fails before allocating)"),
-        ConfigDef("metrics.enabled", "bool", True, doc="accepted for compatibility; no effect"),
+        ConfigDef("metrics.enabled", "bool", True, doc="accepted for compatibility; no effect",
+                  no_effect="metrics() is always kept"),
         ConfigDef("socket.options", "object", None, validator=_nodelay_only,
                   doc="only kafka-python's default (TCP_NODELAY on, which kclient always sets) or None"),
-        ConfigDef("sock.chunk.bytes", "int", 4096, doc="ignored"),
-        ConfigDef("sock.chunk.buffer.count", "int", 1000, doc="ignored"),
+        ConfigDef("sock.chunk.bytes", "int", 4096, doc="ignored",
+                  no_effect="kclient sizes its socket reads itself"),
+        ConfigDef("sock.chunk.buffer.count", "int", 1000, doc="ignored",
+                  no_effect="kclient sizes its socket reads itself"),
         ConfigDef("selector", "object", None, validator=_default_selector_only,
                   doc="only None or selectors.DefaultSelector (kafka-python's default)"),
         ConfigDef("kafka.client", "object", None, validator=_kafka_python_client_only,
@@ -526,9 +546,11 @@ _CONSUMER_DEFS = [
     ConfigDef("enable.incremental.fetch.sessions", "bool", True,
               doc="incremental fetch sessions (KIP-227): after the first Fetch to a broker, list only "
                   "partitions whose fetch position changed; false: every Fetch lists every partition"),
-    ConfigDef("legacy.iterator", "bool", False, doc="ignored"),
+    ConfigDef("legacy.iterator", "bool", False, doc="ignored",
+              no_effect="kclient has one iterator (iteration polls like poll())"),
     ConfigDef("metric.group.prefix", "str", "consumer",
-              doc="kafka-python: accepted for compatibility; no effect"),
+              doc="kafka-python: accepted for compatibility; no effect",
+              no_effect="metrics() names its groups itself"),
 ]
 
 _CONSUMER_REGISTRY = ConfigRegistry(common_client_defs() + _CONSUMER_DEFS)
@@ -546,6 +568,19 @@ _BASE_AND_MAX = (("reconnect.backoff.ms", "reconnect.backoff.max.ms"),
 # Settings whose values never appear in a repr, a log line or an error message.
 SECRET_SETTINGS = ("ssl.key.password", "ssl.password", "ssl.keystore.password", "ssl.truststore.password",
                    "ssl.keystore.key", "sasl.jaas.config", "sasl.plain.password")
+
+
+#: (setting, value) pairs already warned about: a client builds several settings objects from
+#: one user's settings (the network layer's view, overrides), one warning is enough.
+_warned_no_effect: set[tuple[str, str]] = set()
+
+
+def _warn_no_effect(name: str, spelling: str, value: Any, why: str) -> None:
+    key = (name, repr(value))
+    if key in _warned_no_effect:
+        return
+    _warned_no_effect.add(key)
+    log.warning("setting %s=%r is accepted for compatibility but has no effect: %s", spelling, value, why)
 
 
 class ClientSettings(Mapping[str, Any]):
@@ -582,6 +617,10 @@ class ClientSettings(Mapping[str, Any]):
                 values[name] = list(d.default) if isinstance(d.default, list) else d.default
         self._values = values
         self._given = frozenset(given)
+        for name in sorted(self._given):
+            d = registry.defs[name]
+            if d.ignored_value(values[name]):
+                _warn_no_effect(name, given[name], values[name], d.no_effect)
         for base, top in _BASE_AND_MAX:
             if base in values and top in values and values[top] < values[base]:
                 log.warning("%s (%d) is below %s (%d); using %d", top, values[top], base, values[base],

@@ -125,7 +125,8 @@ PRODUCER_CONFIGS: list[ConfigDef] = [
     ConfigDef("partitioner.ignore.keys", "bool", False,
               doc="spread keyed records like keyless ones instead of hashing the key"),
     ConfigDef("transaction.timeout.ms", "int", 60000,
-              doc="accepted for compatibility; no effect (no transactions)"),
+              doc="accepted for compatibility; no effect (no transactions)",
+              no_effect="it bounds transactions, which this producer does not support"),
 ]
 
 

@@ -303,3 +303,45 @@ def test_kafka_python_plumbing_settings_work_or_fail():
                           ({"metric_reporters": ["x.Reporter"]}, "metric.reporters")):
         with pytest.raises(Errors.ConfigurationError, match=match):
             ConsumerConfig(**kwargs)
+
+
+# ------------------------------------------------------------------ accepted, but not acted on
+NO_EFFECT_CASES = [
+    ("metrics_enabled", False), ("metrics.recording.level", "DEBUG"), ("enable_metrics_push", True),
+    ("sock_chunk_bytes", 8192), ("sock_chunk_buffer_count", 10), ("legacy_iterator", True),
+    ("metric_group_prefix", "mine"), ("client_dns_lookup", "resolve_canonical_bootstrap_servers_only"),
+]
+
+
+@pytest.mark.parametrize("key,value", NO_EFFECT_CASES)
+def test_a_setting_kclient_does_not_act_on_is_named_in_a_warning(key, value, caplog):
+    import kclient.config as config
+    config._warned_no_effect.clear()
+    with caplog.at_level("WARNING", logger="kclient.config"):
+        ConsumerConfig({key: value})
+        ConsumerConfig({key: value})          # the network layer's copy: warned once
+    warnings = [r.getMessage() for r in caplog.records if "has no effect" in r.getMessage()]
+    assert len(warnings) == 1 and key in warnings[0] and repr(value) in warnings[0], warnings
+
+
+@pytest.mark.parametrize("key,value", [("metrics_enabled", True), ("enable_metrics_push", False),
+                                       ("legacy_iterator", False), ("client_dns_lookup", "use_all_dns_ips"),
+                                       ("api_version", (2, 5, 0))])
+def test_a_value_kclient_does_anyway_gives_no_warning(key, value, caplog):
+    import kclient.config as config
+    config._warned_no_effect.clear()
+    with caplog.at_level("WARNING", logger="kclient.config"):
+        ConsumerConfig({key: value})
+    assert not [r for r in caplog.records if "has no effect" in r.getMessage()]
+
+
+@pytest.mark.parametrize("defs", [CONSUMER_CONFIGS, PRODUCER_CONFIGS, ADMIN_CONFIGS],
+                         ids=["consumer", "producer", "admin"])
+def test_every_setting_documented_as_without_effect_says_why_when_given(defs):
+    """A setting is never silently ignored: one documented as having no effect carries the
+    reason its warning gives."""
+    table = defs if isinstance(defs, dict) else {d.name: d for d in defs}
+    silent = [name for name, d in table.items()
+              if ("no effect" in d.doc or d.doc.startswith("ignored") or "whatever the value" in d.doc)
+              and not d.no_effect and name != "api.version"]
+    assert not silent
