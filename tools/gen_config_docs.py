@@ -27,6 +27,8 @@ as keywords with dots turned into underscores (`bootstrap_servers=...`), plus ka
 keyword names where they differ (the *also* column). An unknown name, a value of the wrong type
 or out of range fails when the client is built, with a message naming the setting. A setting
 marked *refused* is accepted only at its default: any other value fails with the reason given.
+A setting marked *no effect* is accepted so that existing code runs, and kclient does not act
+on it: a value other than the one given there logs a warning naming the setting and the reason.
 """
 
 
@@ -81,6 +83,9 @@ def table(title: str, defs) -> str:
         also = ", ".join(sorted({d.keyword, *d.aliases} - {d.name}))
         refused = _refusal(d)
         doc = d.doc + (f" **Refused** unless default: {refused}." if refused else "")
+        if d.no_effect:
+            ok = ", ".join(repr(v) for v in (d.no_effect_ok or (d.default,)))
+            doc = f"accepted for compatibility. **No effect**: {d.no_effect}; a value other than {ok} logs a warning"
         rows.append("| " + " | ".join(_cell(x) for x in (
             f"`{d.name}`", also, d.type, _default(d), _range(d), doc)) + " |")
     return "\n".join(rows) + "\n"
