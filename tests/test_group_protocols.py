@@ -201,9 +201,16 @@ def test_members_recover_when_the_mock_stalls_for_longer_than_a_session(mock_fau
         members.wait(lambda: sum(1 for r in mock_faults.get_requests() if r.api_key == JOIN_GROUP) > joins,
                      30, "the newcomer's JoinGroup")
         os.kill(mock_faults.pid, signal.SIGSTOP)
+        stopped = time.monotonic()
+        stall_s = MOCK_CLASSIC_TIMING["session_timeout_ms"] / 1000 + 1.5
         try:
-            # The fault itself lasts this long (nothing is waited for here).
-            time.sleep(MOCK_CLASSIC_TIMING["session_timeout_ms"] / 1000 + 1.5)
+            # The members keep polling (and heartbeating into the void) through the stall,
+            # which ends once both earlier members gave the silent coordinator up and the
+            # mock's view of every member is older than its session by a margin (its session
+            # check runs once a second).
+            members.wait(lambda: all(c._coordinator.coordinator_unknown() for c in first)
+                         and time.monotonic() - stopped >= stall_s,
+                         30, "the earlier members to give the stopped coordinator up")
         finally:
             os.kill(mock_faults.pid, signal.SIGCONT)
         members.wait(lambda: split(members.live(), parts(topic_name, 6)), 60, "3 members to split after the stall")
