@@ -38,9 +38,10 @@ DRIVERS: dict[str, str] = {
 
 
 def load(name: str):
-    """The driver: a module, or ("module:NAME") an object in one with a module's attributes."""
+    """The driver: a module, or ("module:NAME") an object in one with a module's attributes.
+    ``<driver>@baseline`` (the runner's --baseline) is that driver run from another checkout."""
     try:
-        module, _, attr = DRIVERS[name].partition(":")
+        module, _, attr = DRIVERS[name.removesuffix("@baseline")].partition(":")
     except KeyError:
         raise ValueError(f"unknown driver {name!r}; known: {', '.join(DRIVERS)}") from None
     found = importlib.import_module(module)
