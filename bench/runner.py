@@ -126,12 +126,13 @@ BASELINE_SUFFIX = "@baseline"
 BASELINE: dict[str, object] = {"repo": None, "tag": ""}
 
 
-def baseline_drivers(drivers: list[str]) -> list[str]:
-    """``drivers`` with ``<d>@baseline`` right after each kclient driver."""
+def baseline_drivers(drivers: list[str], known: str = "") -> list[str]:
+    """``drivers`` with ``<d>@baseline`` right after each kclient driver that the baseline
+    also has (``known``: the text of its bench/drivers/__init__.py; empty: assume all)."""
     out: list[str] = []
     for d in drivers:
         out.append(d)
-        if d.startswith("kclient"):
+        if d.startswith("kclient") and (not known or f'"{d}"' in known):
             out.append(d + BASELINE_SUFFIX)
     return out
 
@@ -424,7 +425,7 @@ def run_suite(args) -> dict:
     drivers = [d for d in DRIVERS if not args.drivers or d in args.drivers]  # report order
     if args.baseline is not None:
         BASELINE["repo"], BASELINE["tag"] = args.baseline, checkout_tag(args.baseline)
-        drivers = baseline_drivers(drivers)
+        drivers = baseline_drivers(drivers, (args.baseline / "bench" / "drivers" / "__init__.py").read_text())
     configs = configurations(args)
     cluster, broker = start_broker(args)
     check_broker_fits(broker["kind"], configs)

@@ -20,6 +20,12 @@ def test_each_kclient_driver_gets_a_baseline_twin_right_after_it():
         "kclient-columnar@baseline", "java"]
 
 
+def test_a_driver_the_baseline_lacks_gets_no_twin():
+    known = 'DRIVERS = {"kclient-records": "bench.drivers.kclient_records"}'
+    assert runner.baseline_drivers(["kclient-records", "kclient-iter"], known) == [
+        "kclient-records", "kclient-records@baseline", "kclient-iter"]
+
+
 def test_a_baseline_driver_loads_as_its_bare_driver():
     assert runner.bare_driver("kclient-records@baseline") == "kclient-records"
     assert runner.bare_driver("java") == "java"

@@ -29,6 +29,7 @@ DRIVERS: dict[str, str] = {
     "kclient-columnar": "bench.drivers.kclient_columnar",
     "kclient-records-defaults": "bench.drivers.kclient_defaults:RECORDS",
     "kclient-columnar-defaults": "bench.drivers.kclient_defaults:COLUMNAR",
+    "kclient-iter": "bench.drivers.kclient_iter",
     "java": "bench.drivers.java_consumer",
     "confluent-tuned": "bench.drivers.confluent_tuned",
     "confluent-default": "bench.drivers.confluent_default",
