@@ -195,7 +195,7 @@ def _convert(d: ConfigDef, value: Any, noun: str = "setting", strict: bool = Fal
     if d.max is not None and v > d.max:
         raise ConfigurationError(f"{noun} {d.name!r} must be at most {d.max}, got {v!r}")
     if d.choices is not None:
-        key = v.lower() if isinstance(v, str) else v
+        key = v.lower() if isinstance(v, str) and not strict else v
         if key not in d.choices:
             raise ConfigurationError(f"{noun} {d.name!r} must be one of {list(d.choices)}, got {v!r}")
         v = key
