@@ -56,6 +56,7 @@ class ConfigDef:
     # warning, so that a setting is never silently ignored.
     no_effect: str = ""
     no_effect_ok: tuple = ()
+    group: str = ""                  # a part of a table, as in Kafka's ConfigDef ("streaming")
 
     def ignored_value(self, value: Any) -> bool:
         """True if ``value``, given by the user, asks for something kclient does not do."""
