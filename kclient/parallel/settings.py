@@ -61,8 +61,8 @@ PARALLEL_CONFIGS = ConfigRegistry([
     ConfigDef("max_uncommitted_records", "int", 100_000, min=1,
               doc="per partition: records held back from the commit (behind an unfinished one) before "
                   "its fetching pauses"),
-    ConfigDef("low_water", "float", 0.5, validator=_fraction,
-              doc="fetching resumes below this fraction of each backpressure bound"),
+    ConfigDef("low_water", "float", 0.5, min=0, validator=_fraction,
+              doc="fetching resumes below this fraction (below 1) of each backpressure bound"),
     ConfigDef("commit_interval_ms", "float", 1000.0, min=0, doc="periodic commit (0: every loop)"),
     ConfigDef("poll_timeout_ms", "int", 100, min=1, max=60_000, doc="the longest poll() of the loop"),
     ConfigDef("shutdown_timeout_ms", "float", 30_000.0, min=0,
