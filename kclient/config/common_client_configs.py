@@ -53,8 +53,6 @@ def _bootstrap_validator(name: str, value: list) -> list:
     return value
 
 
-
-
 def common_client_defs() -> list[ConfigDef]:
     """Settings every client takes (consumer, producer, admin): connections, security,
     metrics, with Kafka's documented defaults, and kafka-python's keywords for them.

@@ -19,6 +19,7 @@ default means that default (kafka-python code often passes its own defaults expl
 Tables of Python-level options (``strict``: ParallelConsumer's keyword arguments) take values
 of their type as they are: no parsing of strings, and a float must be finite.
 """
+from __future__ import annotations
 
 import difflib
 import importlib
@@ -117,10 +118,6 @@ class ConfigRegistry:
             what = f"{self.what} " if self.what else ""
             raise ConfigurationError(f"unknown {what}{self.noun} {key!r}{hint}{self.unknown_hint}")
         return name
-
-    def convert(self, name: str, value: Any) -> Any:
-        """``value`` checked and converted as setting ``name`` (a dotted name of this table)."""
-        return _convert(self.defs[name], value, self.noun, self.strict)
 
 
 # ------------------------------------------------------------------ conversions
@@ -244,7 +241,6 @@ def parse_bootstrap_servers(value: Any, name: str = "bootstrap.servers") -> list
     return out
 
 
-
 def kafka_python_value(d: ConfigDef, value: Any) -> Any:
     """kafka-python's spellings of some values (see the module doc); ``_DEFAULT`` means
     "not given"."""
@@ -308,7 +304,6 @@ def only_empty(reason: str) -> Callable[[str, Any], Any]:
     return check
 
 
-
 def upper_choice(*choices: str) -> Callable[[str, Any], Any]:
     """A validator for upper-case enumerations given in any case (security.protocol)."""
     def check(name: str, value: str) -> str:
@@ -317,7 +312,6 @@ def upper_choice(*choices: str) -> Callable[[str, Any], Any]:
             raise ConfigurationError(f"setting {name!r} must be one of {list(choices)}, got {value!r}")
         return up
     return check
-
 
 
 # Java silently raises a maximum below its base; so do we, but say so.
@@ -395,11 +389,6 @@ class AbstractConfig(Mapping[str, Any]):
                 log.warning("%s (%d) is below %s (%d); using %d", top, values[top], base, values[base],
                             values[base])
                 values[top] = values[base]
-
-    @property
-    def registry(self) -> ConfigRegistry:
-        """The table these settings were checked against."""
-        return self._registry
 
     def given(self) -> dict[str, Any]:
         """The settings the user gave, by dotted name (defaults left out)."""

@@ -37,7 +37,6 @@ def isolation_level(name: str, value: Any) -> str:
         f"setting {name!r} must be 'read_uncommitted' or 'read_committed' (or IsolationLevel), got {value!r}")
 
 
-
 # Names, types and defaults as documented for the Kafka consumer (Kafka 3.x/4.x).
 _CONSUMER_DEFS = [
     ConfigDef("client.rack", "str", "", doc="rack of the client, for fetching from the closest replica"),

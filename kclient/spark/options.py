@@ -403,7 +403,6 @@ def _position_option(source, get, spelled, side: str, streaming: bool) -> tuple[
     return ("offsets", specific)
 
 
-
 def _checked(name: str, spelled: str, value: Any) -> Any:
     """``value`` of option ``name`` (given as ``spelled``) checked against its definition; its
     default if not given."""
