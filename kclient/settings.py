@@ -1,16 +1,16 @@
-"""Typed settings for each consumer component, built once from the checked config table.
+"""The consumer's settings builder: one typed, immutable config per component.
 
-``ConsumerConfig`` (kclient.config) checks every setting a user passes: name, type, range,
-default, against the one table. This module turns that mapping into one immutable object per
-component, named as in the Java client, so a component reads typed fields and never a dotted
-key: ``NetworkClientConfig`` (NetworkClient), ``FetchConfig`` (Fetcher),
-``GroupRebalanceConfig`` (AbstractCoordinator and its heartbeat) and ``ConsumerCoordinatorConfig``
-(ConsumerCoordinator). ``ConsumerSettings.of(config)`` builds them all; KafkaConsumer does that
-once and hands each component its part. Each component also accepts a plain mapping (it builds
-its part through the same functions), which is what unit tests pass.
+``ConsumerConfig`` (``kclient.config``) is the consumer's table and a user's values checked
+against it: name, type, range, default. ``ConsumerSettings.of(config)`` turns that into one
+object per component, named as in the Java client, so that a component reads typed fields and
+never a dotted key: ``NetworkClientConfig`` (NetworkClient), ``FetchConfig`` (Fetcher),
+``GroupRebalanceConfig`` (AbstractCoordinator and its heartbeat) and
+``ConsumerCoordinatorConfig`` (ConsumerCoordinator). KafkaConsumer builds them once and hands
+each component its part; the producer and the admin client build their ``NetworkClientConfig``
+from their own checked settings (``ProducerConfig``, ``AdminClientConfig``) the same way.
 
 Checks that involve more than one setting live here too (a heartbeat interval must be below
-the session timeout), so each rule exists once.
+the session timeout; settings of the other group protocol), so each rule exists once.
 """
 from __future__ import annotations
 
@@ -18,14 +18,16 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from kclient import errors as Errors
-from kclient.config import ConsumerConfig, as_config
+from kclient.config import AbstractConfig, ConsumerConfig, as_config
 
 __all__ = ["NetworkClientConfig", "FetchConfig", "GroupRebalanceConfig", "ConsumerCoordinatorConfig",
            "ConsumerSettings"]
 
 
-def _checked(config: Mapping[str, Any] | ConsumerConfig | None) -> ConsumerConfig:
-    return config if isinstance(config, ConsumerConfig) else as_config(config)
+def _checked(config: Mapping[str, Any] | AbstractConfig | None) -> AbstractConfig:
+    """Checked settings: any client's as they are (each table has the settings its components
+    read), a mapping checked as a consumer's."""
+    return config if isinstance(config, AbstractConfig) else as_config(config)
 
 
 @dataclass(frozen=True, slots=True)
@@ -240,6 +242,6 @@ class ConsumerSettings:
 
     @classmethod
     def of(cls, config: Any) -> "ConsumerSettings":
-        c = _checked(config)
+        c = config if isinstance(config, ConsumerConfig) else ConsumerConfig(config)
         return cls(c, NetworkClientConfig.of(c), FetchConfig.of(c), GroupRebalanceConfig.of(c),
                    ConsumerCoordinatorConfig.of(c))

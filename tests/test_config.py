@@ -8,19 +8,50 @@ import pytest
 
 from kclient import errors as Errors
 from kclient.admin import ADMIN_CONFIGS
-from kclient.config import (CONSUMER_CONFIGS, ClientSettings, ConsumerConfig, IsolationLevel,
-                            common_client_defs)
+from kclient.config import (CONSUMER_CONFIGS, AdminClientConfig, ClientSettings, ConsumerConfig, IsolationLevel,
+                            ProducerConfig, common_client_defs)
 from kclient.consumer.kafka_consumer import KafkaConsumer
 from kclient.consumer.deserializers import JsonSerializer
 from kclient.producer import PRODUCER_CONFIGS
+from kclient.settings import NetworkClientConfig
 
 
 def producer_settings(**kwargs):
-    return ClientSettings(PRODUCER_CONFIGS, "producer", None, kwargs)
+    return ProducerConfig(**kwargs)
 
 
 def admin_settings(**kwargs):
-    return ClientSettings(ADMIN_CONFIGS, "admin client", None, kwargs)
+    return AdminClientConfig(**kwargs)
+
+
+def test_a_table_given_directly_checks_as_the_client_class_does():
+    # ClientSettings (the former name of AbstractConfig) still takes a table and a name.
+    direct = ClientSettings(PRODUCER_CONFIGS, "producer", None, {"linger_ms": 5})
+    assert dict(direct) == dict(ProducerConfig(linger_ms=5))
+    with pytest.raises(Errors.ConfigurationError, match="unknown producer setting 'group_id'"):
+        ClientSettings(PRODUCER_CONFIGS, "producer", None, {"group_id": "g"})
+
+
+@pytest.mark.parametrize("make, key, value, what", [
+    (ProducerConfig, "group_id", "g", "producer"),
+    (ProducerConfig, "fetch.max.bytes", 1, "producer"),
+    (ProducerConfig, "enable_auto_commit", False, "producer"),
+    (AdminClientConfig, "linger_ms", 5, "admin client"),
+    (AdminClientConfig, "acks", "all", "admin client"),
+])
+def test_a_setting_of_another_client_fails_naming_it(make, key, value, what):
+    with pytest.raises(Errors.ConfigurationError, match=f"unknown {what} setting '{key}'"):
+        make({key: value})
+
+
+def test_the_producer_checks_its_own_settings():
+    p = ProducerConfig({"acks": "all", "compression.type": "ZSTD"}, linger_ms="5", batch_size=1000)
+    assert (p["acks"], p["compression.type"], p.linger_ms, p["batch.size"]) == (-1, "zstd", 5, 1000)
+    for key, value, match in [("acks", 2, "'acks' must be"), ("linger.ms", -1, "'linger.ms' must be at least 0"),
+                              ("batch_size", "big", "'batch.size' must be an integer"),
+                              ("compression_type", "brotli", "'compression.type' must be one of")]:
+        with pytest.raises(Errors.ConfigurationError, match=match):
+            ProducerConfig({key: value})
 
 
 # ---------------------------------------------------------------------- unknown settings
@@ -245,10 +276,9 @@ def test_every_client_takes_the_shared_settings_from_one_place():
 
 def test_network_config_carries_the_shared_settings():
     p = producer_settings(bootstrap_servers="p:1", request_timeout_ms=1234, linger_ms=5)
-    net = p.network_config()
-    assert isinstance(net, ConsumerConfig)
-    assert net.bootstrap_addresses == [("p", 1)] and net["request.timeout.ms"] == 1234
-    assert net["receive.buffer.bytes"] == 32768
+    net = NetworkClientConfig.of(p)
+    assert net.bootstrap_addresses == (("p", 1),) and net.request_timeout_ms == 1234
+    assert net.receive_buffer_bytes == 32768
 
 
 def test_repr_hides_secrets():
@@ -315,7 +345,7 @@ NO_EFFECT_CASES = [
 
 @pytest.mark.parametrize("key,value", NO_EFFECT_CASES)
 def test_a_setting_kclient_does_not_act_on_is_named_in_a_warning(key, value, caplog):
-    import kclient.config as config
+    import kclient.config.config_def as config
     config._warned_no_effect.clear()
     with caplog.at_level("WARNING", logger="kclient.config"):
         ConsumerConfig({key: value})
@@ -328,7 +358,7 @@ def test_a_setting_kclient_does_not_act_on_is_named_in_a_warning(key, value, cap
                                        ("legacy_iterator", False), ("client_dns_lookup", "use_all_dns_ips"),
                                        ("api_version", (2, 5, 0))])
 def test_a_value_kclient_does_anyway_gives_no_warning(key, value, caplog):
-    import kclient.config as config
+    import kclient.config.config_def as config
     config._warned_no_effect.clear()
     with caplog.at_level("WARNING", logger="kclient.config"):
         ConsumerConfig({key: value})
