@@ -218,7 +218,6 @@ KAFKA_CONSUMER_DEFAULTS = {            # as documented for the Java consumer (Ka
     "metadata.max.age.ms": 300000,
     "connections.max.idle.ms": 540000,
     "send.buffer.bytes": 131072,
-    "receive.buffer.bytes": 65536,
     "socket.connection.setup.timeout.ms": 10000,
     "socket.connection.setup.timeout.max.ms": 30000,
     "isolation.level": "read_uncommitted",
@@ -236,6 +235,14 @@ KAFKA_CONSUMER_DEFAULTS = {            # as documented for the Java consumer (Ka
 def test_consumer_defaults_are_kafkas(name, default):
     assert ConsumerConfig()[name] == default
     assert CONSUMER_CONFIGS[name].default == default
+
+
+def test_the_consumer_leaves_its_receive_buffer_to_the_os_as_kafka_python_and_librdkafka_do():
+    # The one consumer default that is not the Java consumer's (65536): documented with why.
+    assert ConsumerConfig()["receive.buffer.bytes"] == CONSUMER_CONFIGS["receive.buffer.bytes"].default == -1
+    doc = CONSUMER_CONFIGS["receive.buffer.bytes"].doc
+    assert "kafka-python" in doc and "librdkafka" in doc and "65536" in doc
+    assert ConsumerConfig(receive_buffer_bytes=65536)["receive.buffer.bytes"] == 65536
 
 
 def test_producer_and_admin_defaults_follow_their_java_clients():

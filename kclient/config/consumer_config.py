@@ -8,6 +8,7 @@ config (``kclient.settings.ConsumerSettings``).
 """
 from __future__ import annotations
 
+import dataclasses
 import enum
 import math
 from typing import Any, Mapping
@@ -113,7 +114,20 @@ _CONSUMER_DEFS = [
               no_effect="metrics() names its groups itself"),
 ]
 
-_CONSUMER_REGISTRY = ConfigRegistry(common_client_defs() + _CONSUMER_DEFS)
+# The one default that differs from the Java consumer's: its 64 KiB receive buffer caps a
+# fetch answer's throughput on loopback and fast links (measured: poll_columnar 17-40% slower),
+# where kafka-python (receive_buffer_bytes=None) and librdkafka (socket.receive.buffer.bytes=0)
+# leave the buffer to the OS's autotuning; -1 does the same. Java's 65536 is one setting away.
+_RECEIVE_BUFFER_DOC = ("the socket's receive buffer; -1 (default): the OS's autotuned size, as kafka-python and "
+                       "librdkafka leave it (the Java consumer sets 65536, which slows large fetches)")
+
+
+def _consumer_common_defs() -> list[ConfigDef]:
+    return [dataclasses.replace(d, default=-1, doc=_RECEIVE_BUFFER_DOC) if d.name == "receive.buffer.bytes" else d
+            for d in common_client_defs()]
+
+
+_CONSUMER_REGISTRY = ConfigRegistry(_consumer_common_defs() + _CONSUMER_DEFS)
 #: The consumer's table, by dotted name.
 CONSUMER_CONFIGS: dict[str, ConfigDef] = _CONSUMER_REGISTRY.defs
 define = _CONSUMER_REGISTRY.define
