@@ -59,10 +59,6 @@ class CompletedFetch:
         self.drained = False
         self.size = len(raw)
 
-    @property
-    def initialized(self) -> bool:
-        return self.columnar is not None
-
     def __repr__(self) -> str:
         return (f"CompletedFetch({self.tp}, fetch_offset={self.fetch_offset}, bytes={self.size}, "
                 f"pos={self.pos}, drained={self.drained})")

@@ -31,7 +31,6 @@ class Fetcher:
             raise TypeError(f"Fetcher takes a FetchConfig (FetchConfig.of(settings)), not {type(config).__name__}")
         clock = clock or SYSTEM_CLOCK
         metrics = metrics if metrics is not None else collections.Counter()
-        self.settings = config
         self.buffer = FetchBuffer(subscriptions, config.max_bytes)
         self.requests = FetchRequests(client, subscriptions, self.buffer, config, clock=clock, metrics=metrics,
                                       stats=stats)
