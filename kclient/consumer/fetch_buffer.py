@@ -37,19 +37,19 @@ class ResponseFrame:
 class CompletedFetch:
     """One partition's answer from one Fetch response, drained over one or more polls."""
 
-    __slots__ = ("tp", "fetch_offset", "epoch", "assignment_id", "raw", "aborted", "buffer",
+    __slots__ = ("tp", "fetch_offset", "epoch", "assignment_id", "raw", "aborted", "frame",
                  "columnar", "error", "pos", "next_offset", "last_offset", "last_epoch",
                  "drained", "size")
 
     def __init__(self, tp: TopicPartition, fetch_offset: int, epoch: int, assignment_id: int,
-                 raw, aborted, buffer: ResponseFrame):
+                 raw, aborted, frame: ResponseFrame):
         self.tp = tp
         self.fetch_offset = fetch_offset
         self.epoch = epoch
         self.assignment_id = assignment_id
         self.raw = raw                  # memoryview into the response frame
         self.aborted = aborted          # aborted transactions (read_committed) or None
-        self.buffer = buffer
+        self.frame = frame              # the response frame raw is a view into
         self.columnar: ColumnarChunk | None = None  # decoded columns (both paths drain them)
         self.error: BaseException | None = None  # raised from poll() when drained
         self.pos = 0                    # next row to hand out
@@ -121,7 +121,7 @@ class FetchBuffer:
 
     def add(self, cf: CompletedFetch, pipe: PartitionPipe) -> None:
         """Buffer cf (an answer for ``pipe``'s partition at its current epoch)."""
-        cf.buffer.pending += 1
+        cf.frame.pending += 1
         pipe.buffered += 1
         self.completed.append(cf)
 
@@ -144,10 +144,10 @@ class FetchBuffer:
         pipe = self.pipes.get(cf.tp)
         if pipe is not None and pipe.epoch == cf.epoch and pipe.buffered > 0:
             pipe.buffered -= 1
-        buf = cf.buffer
-        buf.pending -= 1
-        if buf.pending == 0:
-            self.buffered_bytes -= buf.nbytes
+        frame = cf.frame
+        frame.pending -= 1
+        if frame.pending == 0:
+            self.buffered_bytes -= frame.nbytes
 
     def clear_partition(self, tp: TopicPartition) -> None:
         """Forget everything fetched or being fetched for tp (its position changed)."""
