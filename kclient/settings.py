@@ -15,10 +15,11 @@ the session timeout; settings of the other group protocol), so each rule exists 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
 from kclient import errors as Errors
 from kclient.config import AbstractConfig, ConsumerConfig, as_config
+from kclient.consumer.fetch_config import FetchConfig
 
 __all__ = ["NetworkClientConfig", "FetchConfig", "GroupRebalanceConfig", "ConsumerCoordinatorConfig",
            "ConsumerSettings"]
@@ -92,48 +93,6 @@ class NetworkClientConfig:
             retry_backoff_max_ms=c["retry.backoff.max.ms"],
             metadata_max_age_ms=c["metadata.max.age.ms"],
             allow_auto_create_topics=c["allow.auto.create.topics"],
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class FetchConfig:
-    """What shapes each Fetch and what poll() returns (mechanisms §7)."""
-
-    min_bytes: int
-    max_bytes: int
-    max_wait_ms: int
-    max_partition_fetch_bytes: int
-    max_in_flight_per_broker: int
-    incremental_fetch_sessions: bool
-    max_poll_records: int
-    check_crcs: bool
-    isolation_level: str
-    retry_backoff_ms: int
-    client_rack: str
-    metadata_max_age_ms: int
-    key_deserializer: Callable | None
-    value_deserializer: Callable | None
-
-    @classmethod
-    def of(cls, config: Any) -> "FetchConfig":
-        if isinstance(config, cls):
-            return config
-        c = _checked(config)
-        return cls(
-            min_bytes=c["fetch.min.bytes"],
-            max_bytes=c["fetch.max.bytes"],
-            max_wait_ms=c["fetch.max.wait.ms"],
-            max_partition_fetch_bytes=c["max.partition.fetch.bytes"],
-            max_in_flight_per_broker=c["fetch.max.in.flight.per.broker"],
-            incremental_fetch_sessions=c["enable.incremental.fetch.sessions"],
-            max_poll_records=c["max.poll.records"],
-            check_crcs=c["check.crcs"],
-            isolation_level=c["isolation.level"],
-            retry_backoff_ms=c["retry.backoff.ms"],
-            client_rack=c["client.rack"] or "",
-            metadata_max_age_ms=c["metadata.max.age.ms"],
-            key_deserializer=c["key.deserializer"],
-            value_deserializer=c["value.deserializer"],
         )
 
 

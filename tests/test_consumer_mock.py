@@ -240,8 +240,8 @@ def test_poll_columnar_asks_for_the_next_answer_before_decoding_this_one(cluster
     events: list[tuple[str, int]] = []
     with KafkaConsumer(bootstrap_servers=cluster.bootstrap, auto_offset_reset="earliest",
                        max_partition_fetch_bytes=512) as c:     # a few batches per answer
-        fetcher = c._fetcher
-        send, decode = fetcher._send_fetch, fetcher._init_columnar
+        requests, collector = c._fetcher.requests, c._fetcher.collector
+        send, decode = requests._send_fetch, collector._init_columnar
 
         def spy_send(node_id, slot, target, version, parts, *rest):
             events.extend(("fetch", offset) for part_tp, offset, *_ in parts if part_tp == tp)
@@ -251,7 +251,7 @@ def test_poll_columnar_asks_for_the_next_answer_before_decoding_this_one(cluster
             events.append(("decode", cf.fetch_offset))
             return decode(cf)
 
-        fetcher._send_fetch, fetcher._init_columnar = spy_send, spy_decode
+        requests._send_fetch, collector._init_columnar = spy_send, spy_decode
         c.assign([tp])
         read, deadline = 0, time.monotonic() + 30
         while read < 400 and time.monotonic() < deadline:

@@ -11,6 +11,7 @@ from kclient.clock import FakeClock
 from kclient.config import ConsumerConfig
 from kclient.consumer.fetch_session import (FINAL_EPOCH, INITIAL_EPOCH, FetchPartition, FetchSessionHandler,
                                             next_epoch)
+from kclient.consumer.fetch_config import FetchConfig
 from kclient.consumer.fetcher import Fetcher
 from kclient.consumer.kafka_consumer import KafkaConsumer
 from kclient.consumer.subscription_state import SubscriptionState
@@ -124,7 +125,7 @@ def make(fetch_version=12, **config):
     clock = FakeClock()
     client = ScriptedClient(make_metadata(), fetch_version=fetch_version)
     subs = SubscriptionState("earliest")
-    fetcher = Fetcher(client, subs, ConsumerConfig({"bootstrap.servers": "h1:9092", **config}), clock=clock)
+    fetcher = Fetcher(client, subs, FetchConfig.of(ConsumerConfig({"bootstrap.servers": "h1:9092", **config})), clock=clock)
     subs.assign_from_user([TP0, TP1, TP2])
     for tp in (TP0, TP1, TP2):
         subs.seek(tp, 0)

@@ -17,7 +17,9 @@ import pytest
 from kclient import errors as Errors
 from kclient.clock import FakeClock
 from kclient.config import ConsumerConfig
-from kclient.consumer.fetcher import Fetcher, PREFETCH_DEPTH, fetch_stream_node_id
+from kclient.consumer.fetch_config import FetchConfig
+from kclient.consumer.fetch_requests import PREFETCH_DEPTH, fetch_stream_node_id, peek_next_offset
+from kclient.consumer.fetcher import Fetcher
 from kclient.network.future import RequestFuture
 from kclient.network.metadata import Metadata
 from kclient.structs import ConsumerRecord, TopicPartition
@@ -107,7 +109,7 @@ def env():
     client = ScriptedClient(md)
     subs = SubscriptionState("earliest")
     cfg = ConsumerConfig({"bootstrap.servers": "h1:9092", "max.poll.records": 500})
-    fetcher = Fetcher(client, subs, cfg, clock=clock)
+    fetcher = Fetcher(client, subs, FetchConfig.of(cfg), clock=clock)
     return SimpleNamespace(clock=clock, md=md, client=client, subs=subs, cfg=cfg, fetcher=fetcher)
 
 
@@ -138,7 +140,7 @@ def test_fetch_request_shape_and_one_request_per_leader():
     subs = SubscriptionState()
     cfg = ConsumerConfig({"fetch.min.bytes": 7, "fetch.max.wait.ms": 123, "fetch.max.bytes": 4567,
                           "max.partition.fetch.bytes": 890, "isolation.level": "read_committed"})
-    fetcher = Fetcher(client, subs, cfg, clock=clock)
+    fetcher = Fetcher(client, subs, FetchConfig.of(cfg), clock=clock)
     subs.assign_from_user([TP0, TP1, TP2])
     for tp, off in ((TP0, 10), (TP1, 20), (TP2, 30)):
         subs.seek(tp, off)
@@ -164,7 +166,7 @@ def test_fetches_in_flight_per_broker_share_its_partitions_and_fetch_max_bytes()
     client = ScriptedClient(md)
     subs = SubscriptionState()
     cfg = ConsumerConfig({"fetch.max.bytes": 4000, "fetch.max.in.flight.per.broker": 2})
-    fetcher = Fetcher(client, subs, cfg, clock=clock)
+    fetcher = Fetcher(client, subs, FetchConfig.of(cfg), clock=clock)
     tps = [TopicPartition(T, p) for p in range(4)]
     subs.assign_from_user(tps)
     for tp in tps:
@@ -211,7 +213,7 @@ def test_topic_without_id_falls_back_to_v12():
     md = make_metadata(topic_id=uuid.UUID(int=0))
     client = ScriptedClient(md, fetch_version=15)
     subs = SubscriptionState()
-    fetcher = Fetcher(client, subs, ConsumerConfig(), clock=FakeClock())
+    fetcher = Fetcher(client, subs, FetchConfig.of(ConsumerConfig()), clock=FakeClock())
     subs.assign_from_user([TP0])
     subs.seek(TP0, 0)
     fetcher.send_fetches()
@@ -309,7 +311,7 @@ def test_record_larger_than_partition_fetch_size_still_makes_progress(env, caplo
     env.fetcher.send_fetches()
     (req,) = env.client.take()
     big = batch(0, 1, size=5000)
-    with caplog.at_level(logging.WARNING, logger="kclient.consumer.fetcher"):
+    with caplog.at_level(logging.WARNING, logger="kclient.consumer.fetch_requests"):
         req.future.complete(fetch_response([partition_data(0, big[:1000])]))
     assert drain(env.fetcher) == {}
     assert "larger than max.partition.fetch.bytes" in caplog.text
@@ -347,7 +349,7 @@ def test_peek_next_offset_matches_the_decoder(env):
         # The epoch of the last batch that arrived whole (the one the next fetch follows).
         whole = sum(1 for i in range(len(parts)) if len(b"".join(parts[:i + 1])) <= len(data))
         expected_epoch = epochs[whole - 1] if whole and expected > 17 else -1
-        assert Fetcher._peek_next_offset(memoryview(data), 17) == (max(expected, 17), expected_epoch)
+        assert peek_next_offset(memoryview(data), 17) == (max(expected, 17), expected_epoch)
 
 
 # ---------------------------------------------------------------------- errors
@@ -364,7 +366,7 @@ def test_offset_out_of_range_without_policy_raises_from_poll():
     md = make_metadata()
     client = ScriptedClient(md)
     subs = SubscriptionState("none")
-    fetcher = Fetcher(client, subs, ConsumerConfig(), clock=FakeClock())
+    fetcher = Fetcher(client, subs, FetchConfig.of(ConsumerConfig()), clock=FakeClock())
     subs.assign_from_user([TP0])
     subs.seek(TP0, 50)
     fetcher.send_fetches()
@@ -508,7 +510,7 @@ def test_buffered_bytes_bound_new_fetches():
     md = make_metadata()
     client = ScriptedClient(md)
     subs = SubscriptionState()
-    fetcher = Fetcher(client, subs, ConsumerConfig({"fetch.max.bytes": 2000}), clock=clock)
+    fetcher = Fetcher(client, subs, FetchConfig.of(ConsumerConfig({"fetch.max.bytes": 2000})), clock=clock)
     subs.assign_from_user([TP0, TP1])
     subs.seek(TP0, 0)
     subs.seek(TP1, 0)
@@ -534,7 +536,7 @@ def test_one_full_answer_buffered_still_lets_the_next_fetch_go():
     md = make_metadata()
     client = ScriptedClient(md)
     subs = SubscriptionState()
-    fetcher = Fetcher(client, subs, ConsumerConfig({"fetch.max.bytes": size}), clock=FakeClock())
+    fetcher = Fetcher(client, subs, FetchConfig.of(ConsumerConfig({"fetch.max.bytes": size})), clock=FakeClock())
     subs.assign_from_user([TP0])
     subs.seek(TP0, 0)
     assert fetcher.send_fetches() == 1
@@ -570,7 +572,7 @@ def test_read_committed_skips_aborted_and_control_records():
     md = make_metadata()
     client = ScriptedClient(md)
     subs = SubscriptionState()
-    fetcher = Fetcher(client, subs, ConsumerConfig({"isolation.level": "read_committed"}), clock=FakeClock())
+    fetcher = Fetcher(client, subs, FetchConfig.of(ConsumerConfig({"isolation.level": "read_committed"})), clock=FakeClock())
     subs.assign_from_user([TP0])
     subs.seek(TP0, 0)
     fetcher.send_fetches()
@@ -617,7 +619,7 @@ def test_deserializers_functions_and_objects():
     subs = SubscriptionState()
     cfg = ConsumerConfig({"key.deserializer": lambda b: None if b is None else b.decode(),
                           "value.deserializer": Upper()})
-    fetcher = Fetcher(client, subs, cfg, clock=FakeClock())
+    fetcher = Fetcher(client, subs, FetchConfig.of(cfg), clock=FakeClock())
     subs.assign_from_user([TP0])
     subs.seek(TP0, 0)
     fetcher.send_fetches()
@@ -782,7 +784,7 @@ def _follower_env(**config):
     subs = SubscriptionState("earliest")
     cfg = ConsumerConfig({"bootstrap.servers": "h1:9092", "client.rack": "rack-2", "metadata.max.age.ms": 5000,
                           **config})
-    fetcher = Fetcher(client, subs, cfg, clock=clock)
+    fetcher = Fetcher(client, subs, FetchConfig.of(cfg), clock=clock)
     subs.assign_from_user([TP0, TP1])
     for tp in (TP0, TP1):
         subs.seek(tp, 0)

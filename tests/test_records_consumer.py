@@ -27,6 +27,7 @@ from kclient.config import ConsumerConfig
 from kclient.errors import (CorruptRecordError, CrcMismatchError, DecompressionLimitError,
                             InvalidRecordLengthError, KafkaError, RecordVarintError,
                             UnsupportedCodecError)
+from kclient.consumer.fetch_config import FetchConfig
 from kclient.consumer.fetcher import Fetcher
 from kclient.structs import ConsumerRecord
 from kclient.consumer.subscription_state import SubscriptionState
@@ -599,7 +600,7 @@ def _fetcher(**cfg):
     md = make_metadata()
     client = ScriptedClient(md)
     subs = SubscriptionState("earliest")
-    fetcher = Fetcher(client, subs, ConsumerConfig({"bootstrap.servers": "h1:9092", **cfg}),
+    fetcher = Fetcher(client, subs, FetchConfig.of(ConsumerConfig({"bootstrap.servers": "h1:9092", **cfg})),
                       clock=FakeClock())
     subs.assign_from_user([TP0, TP1])
     subs.seek(TP0, 0)

@@ -12,6 +12,7 @@ import pytest
 from kclient import errors as Errors
 from kclient.clock import FakeClock
 from kclient.config import ConsumerConfig
+from kclient.consumer.fetch_config import FetchConfig
 from kclient.consumer.fetcher import Fetcher
 from kclient.consumer.offset_fetcher import OffsetFetcher
 from kclient.consumer.subscription_state import FetchPosition, SubscriptionState
@@ -88,7 +89,7 @@ def env():
         subs = SubscriptionState(reset)
         subs.assign_from_user([TP0, TP1])
         cfg = ConsumerConfig({"bootstrap.servers": "h1:9092"})
-        fetcher = Fetcher(client, subs, cfg, clock=clock)
+        fetcher = Fetcher(client, subs, FetchConfig.of(cfg), clock=clock)
         offsets = OffsetFetcher(client, subs, clock=clock, on_position_reset=fetcher.clear_partition)
         return SimpleNamespace(clock=clock, md=md, client=client, subs=subs, fetcher=fetcher, offsets=offsets)
     return make
