@@ -15,7 +15,7 @@ import enum
 import logging
 from typing import Iterable, Mapping
 
-from kclient.group.consumer_protocol import HIGHEST_VERSION, Assignment, Subscription
+from kclient.group.classic_embedded_protocol import HIGHEST_VERSION, Assignment, Subscription
 from kclient.errors import ConfigurationError
 from kclient.structs import TopicPartition
 
