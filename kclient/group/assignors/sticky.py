@@ -31,7 +31,7 @@ import logging
 import struct
 from typing import Mapping
 
-from kclient.group.assignors import (
+from kclient.group.assignors.base import (
     AbstractPartitionAssignor,
     Assignment,
     RebalanceProtocol,
