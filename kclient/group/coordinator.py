@@ -1,14 +1,17 @@
 """AbstractCoordinator: membership of one group through the classic group protocol (mechanisms §1, §4, §5).
 
-Finds the group coordinator (FindCoordinator), joins the group (JoinGroup, then SyncGroup with
-the leader's assignment), keeps the membership alive from a ``HeartbeatThread``, and leaves
-(LeaveGroup) on close or when the application stops polling. Subclasses (the consumer's
+Finds the group coordinator (through its ``CoordinatorChannel``), joins the group (JoinGroup,
+then SyncGroup with the leader's assignment), keeps the membership alive through a heartbeat
+driver chosen once (kclient.group.heartbeat_driver: the pacemaker link, or the Python
+``HeartbeatThread`` alone), and leaves (LeaveGroup) on close or when the application stops
+polling. Subclasses (the consumer's
 ``ConsumerCoordinator``) supply the embedded protocol: what a member advertises, how the
 leader assigns, and what happens before and after a rebalance.
 
 Threads and locks. The application thread drives joins and commits; the heartbeat thread
-heartbeats. ``_lock`` (re-entrant, with condition ``_cond``) guards the membership state:
-coordinator, generation, member state, rejoin flags and the ``Heartbeat`` timing object.
+heartbeats. The channel's lock (``lock``, re-entrant, with condition ``cond``) guards the
+membership state: coordinator, generation, member state, rejoin flags and the ``Heartbeat``
+timing object.
 It is held only for short state changes, never while waiting on the network, and response
 handlers take it when they run. The heartbeat thread never waits for the network client's
 lock (see kclient.group.heartbeat_thread), so the two locks cannot deadlock.

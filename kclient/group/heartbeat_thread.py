@@ -25,8 +25,11 @@ do not wait for that lock either.)
 The GIL. Python code in the application thread gives up the GIL every switch interval
 (5 ms), so this thread keeps heartbeating while the application computes in pure Python
 for longer than session.timeout.ms. A C extension call that holds the GIL for longer than
-the session timeout cannot be survived by a Python thread: the compiled
-``kcore.timers.Heartbeat`` exposes a nogil C interface for a future GIL-free sender.
+the session timeout cannot be survived by a Python thread: where it can, the coordinator's
+driver is the pacemaker link (kclient.group.pacemaker), which carries this thread and
+heartbeats without the GIL; this thread then waits for the pacemaker's events.
+
+The thread talks to its coordinator through ``ClassicHeartbeatHost`` only.
 """
 from __future__ import annotations
 
