@@ -3,7 +3,7 @@ and no module reading another module's private names.
 
 Imports are read with ``ast`` from the source, including those under ``if TYPE_CHECKING:`` and
 inside functions (a function-local import still makes a cycle). A private name is one that
-starts with one underscore: ``from m import _name`` is refused, and so is ``obj._attr`` unless
+starts with one underscore: ``from m import _name`` and ``import m._private`` are refused, and so is ``obj._attr`` unless
 ``_attr`` is an attribute the same module defines itself (``self._attr = ...`` or a class body
 assignment) or the access is on ``self``/``cls``.
 """
@@ -149,7 +149,9 @@ def test_group_does_not_import_the_consumer_layer(module):
 @pytest.mark.parametrize("module", sorted(MODULES))
 def test_group_imports_no_private_names(module):
     bad = [(target, n, line) for target, names, line in _imports(module) for n in names if _is_private(n)]
-    assert not bad, f"{module} imports private names of other modules: {bad}"
+    bad += [(target, "", line) for target, _names, line in _imports(module)
+            if any(_is_private(part) for part in target.split("."))]
+    assert not bad, f"{module} imports private names or modules of other modules: {bad}"
 
 
 @pytest.mark.parametrize("module", sorted(MODULES))
