@@ -18,7 +18,7 @@ _LAZY = {
     "OffsetAndMetadata": "kclient.structs",
     "OffsetAndTimestamp": "kclient.structs",
     "ConsumerRecord": "kclient.structs",
-    "ConsumerRebalanceListener": "kclient.consumer.listener",
+    "ConsumerRebalanceListener": "kclient.subscription.listener",
     "KafkaConsumer": "kclient.consumer.kafka_consumer",
     "IsolationLevel": "kclient.consumer.kafka_consumer",
     "KafkaProducer": "kclient.producer",

@@ -519,7 +519,7 @@ class KafkaAdminClient:
     def _member(m: dict, protocol_type: str | None) -> MemberDescription:
         metadata, assignment = m.get("member_metadata"), m.get("member_assignment")
         if protocol_type == "consumer":
-            from kclient.group.consumer_protocol import deserialize_assignment, deserialize_subscription
+            from kclient.group.classic_embedded_protocol import deserialize_assignment, deserialize_subscription
             try:
                 metadata = deserialize_subscription(metadata) if metadata else None
                 assignment = deserialize_assignment(assignment) if assignment else None

@@ -24,7 +24,7 @@ from kclient.group.assignors.sticky import (
     encode_sticky_user_data,
     sticky_assign,
 )
-from kclient.group.consumer_protocol import deserialize_subscription, serialize_subscription
+from kclient.group.classic_embedded_protocol import deserialize_subscription, serialize_subscription
 from kclient.errors import ConfigurationError
 from kclient.structs import TopicPartition as TP
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from kclient.group.consumer_protocol import Assignment, Subscription, serialize_assignment, serialize_subscription
+from kclient.group.classic_embedded_protocol import Assignment, Subscription, serialize_assignment, serialize_subscription
 from kclient.protocol import CLIENT_VERSIONS, ApiKey, decode_response, encode_request
 from kclient.structs import TopicPartition
 from kclient.testing import _wire

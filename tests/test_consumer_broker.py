@@ -13,7 +13,7 @@ import pytest
 
 from kclient import errors as Errors
 from kclient.consumer.kafka_consumer import KafkaConsumer
-from kclient.consumer.listener import ConsumerRebalanceListener
+from kclient.subscription.listener import ConsumerRebalanceListener
 from kclient.producer import KafkaProducer
 from kclient.structs import OffsetAndMetadata, TopicPartition
 

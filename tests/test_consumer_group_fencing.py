@@ -57,13 +57,11 @@ def test_fenced_member_reports_lost_and_rejoins(kafka, create_topic, topic_name,
         coord = a._coordinator
         epoch = coord.membership.member_epoch
         a.commit({tp: OffsetAndMetadata(0) for tp in mine})   # with the member epoch as generation
-        loop = coord._loop
-        loop.stop()                                           # a's heartbeats stop: the broker fences it
-        loop.join(5)
-        coord._loop = None                                    # a's next poll starts a new one
-        link, coord._cg_pacemaker = coord._cg_pacemaker, None
-        assert link is not None and link.engaged              # ... the GIL-free pacemaker's too
-        link.close()
+        link = coord.heartbeat_driver                         # the GIL-free pacemaker's link and its loop
+        assert link is not None and link.engaged
+        link.python_driver.close(5)                           # a's heartbeats stop: the broker fences it
+        coord._driver = None                                  # a's next poll starts a new driver
+        link.close()                                          # ... the pacemaker's too
         poll_until([b], lambda: b.assignment() == everything, 60, "the broker to give b everything")
         poll_until([a, b], lambda: bool(a.assignment()) and not a.assignment() & b.assignment(), 60,
                    "a to rejoin and get partitions again")

@@ -4,7 +4,7 @@ import struct
 from hypothesis import given, settings, strategies as st
 import pytest
 
-from kclient.group.consumer_protocol import (
+from kclient.group.classic_embedded_protocol import (
     HIGHEST_VERSION,
     Assignment,
     Subscription,

@@ -24,8 +24,9 @@ from kclient.config import ConsumerConfig
 from kclient.group.consumer_coordinator import ConsumerCoordinator
 from kclient.network.consumer_network_client import ConsumerNetworkClient
 from kclient.group.coordinator import MemberState
+from kclient.group.group_config import ConsumerCoordinatorConfig, GroupRebalanceConfig
 from kclient.structs import OffsetAndMetadata, TopicPartition
-from kclient.consumer.subscription_state import SubscriptionState
+from kclient.subscription.state import SubscriptionState
 
 # A changed member state (assignment, listener call, poll) notifies this condition.
 CHANGED = threading.Condition()
@@ -79,7 +80,8 @@ class GroupMember:
         self.listener = Listener()
         self.subs.subscribe(list(topics), self.listener)
         self.client.metadata.set_topics(topics)
-        self.coord = ConsumerCoordinator(self.client, self.subs, self.client.metadata, self.config)
+        self.coord = ConsumerCoordinator(self.client, self.subs, self.client.metadata,
+                                         GroupRebalanceConfig.of(self.config), ConsumerCoordinatorConfig.of(self.config))
         self._stop = threading.Event()
         self._running = threading.Event()
         self._running.set()
@@ -341,7 +343,7 @@ def test_member_computing_longer_than_session_timeout_keeps_its_partitions(broke
     assert other.coord.generation().generation_id == generation.generation_id
     assert busy.assigned() == mine and busy.stable()
     assert busy.listener.kinds()[seen:] == []             # nothing revoked, lost or reassigned since
-    assert busy.coord.heartbeat_thread.failure is None
+    assert busy.coord.heartbeat_driver.failure is None
 
 
 def test_commit_with_a_stale_generation_fails(broker, topic_name, group_id, create_topic, members):

@@ -17,7 +17,8 @@ import time
 import pytest
 
 from kclient import errors as Errors
-from kclient.group.coordinator import MemberState, coordinator_node_id
+from kclient.group.coordinator import MemberState
+from kclient.group.coordinator_channel import coordinator_node_id
 from kclient.structs import OffsetAndMetadata, TopicPartition
 
 from test_coordinator_broker import GroupMember, wait_until  # noqa: E402
@@ -87,8 +88,8 @@ def test_coordinator_move_keeps_the_assignment(mock, member, group_id, topic_nam
     generation = m.coord.generation()
     moved_at = m.client._clock.now_ms()
     mock.coordinator_set("group", group_id, others[0])
-    wait_until(lambda: m.coord._coordinator is not None
-               and m.coord._coordinator.node_id == coordinator_node_id(others[0])
+    wait_until(lambda: m.coord.channel.known_node is not None
+               and m.coord.channel.known_node.node_id == coordinator_node_id(others[0])
                and heartbeat_answered_after(m, moved_at + 200), 30, "heartbeats to the new coordinator")
     assert m.coord.generation() == generation and m.stable()
     assert m.assigned() == frozenset(TopicPartition(topic_name, p) for p in range(4))
@@ -176,7 +177,7 @@ def test_coordinator_down_then_back_is_rediscovered(mock, member):
     broker_id = coordinator_node_id(node)          # the mapping is its own inverse
     mock.broker_set_down(broker_id)
     try:
-        wait_until(lambda: m.coord._coordinator is None or m.coord.state is not MemberState.STABLE, 30,
+        wait_until(lambda: m.coord.channel.known_node is None or m.coord.state is not MemberState.STABLE, 30,
                    "the member to notice the coordinator is gone")
     finally:
         mock.broker_set_up(broker_id)

@@ -25,16 +25,18 @@ from kclient.clock import SYSTEM_CLOCK, FakeClock
 from kclient.config import ConsumerConfig
 from kclient.group.consumer_coordinator import ConsumerCoordinator
 from kclient.network.consumer_network_client import ConsumerNetworkClient
-from kclient.group.consumer_protocol import (
+from kclient.group.classic_embedded_protocol import (
     Assignment, Subscription, deserialize_assignment, deserialize_subscription, serialize_assignment,
     serialize_subscription,
 )
-from kclient.group.coordinator import NO_GENERATION, MemberState, coordinator_node_id
+from kclient.group.coordinator import NO_GENERATION, MemberState
+from kclient.group.coordinator_channel import coordinator_node_id
+from kclient.group.group_config import ConsumerCoordinatorConfig, GroupRebalanceConfig
 from kclient.consumer.interceptors import ConsumerInterceptor, ConsumerInterceptors
 from kclient.network.network_client import NetworkClient
 from kclient.protocol import decode_request, encode_response
 from kclient.structs import OffsetAndMetadata, TopicPartition
-from kclient.consumer.subscription_state import FetchState, SubscriptionState
+from kclient.subscription.state import FetchState, SubscriptionState
 from kcore.frames import FrameSplitter
 
 FIND_COORDINATOR, JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP = 10, 11, 12, 13, 14
@@ -366,7 +368,8 @@ class Stack:
         elif topics is not None:
             self.subs.subscribe(list(topics), self.listener)
             self.metadata.set_topics(topics)
-        self.coord = ConsumerCoordinator(self.client, self.subs, self.metadata, self.config, clock=clock,
+        self.coord = ConsumerCoordinator(self.client, self.subs, self.metadata, GroupRebalanceConfig.of(self.config),
+                                         ConsumerCoordinatorConfig.of(self.config), clock=clock,
                                          interceptors=interceptors, start_heartbeat_thread=start_heartbeat_thread)
 
     def join(self, timeout_ms=5000):
@@ -384,11 +387,9 @@ class Stack:
 
     def close(self):
         try:
-            hb = self.coord.heartbeat_thread
+            hb = self.coord.heartbeat_driver
             if hb is not None:
-                hb.close()
-                if hb.is_alive():
-                    hb.join(5)
+                hb.close(5)
         finally:
             self.client.close()
 
@@ -795,14 +796,14 @@ def test_commit_async_callback_runs_on_next_poll(broker, make_stack):
     results = []
     s.coord.commit_offsets_async({tp("t", 0): OffsetAndMetadata(4)}, lambda o, e: results.append((o, e)))
     broker.wait_count(OFFSET_COMMIT, 1)
-    s.pump(lambda: s.coord._completed_offset_commits)
+    s.pump(lambda: s.coord.committer.has_completed_commits)
     assert results == []                                 # not on the network thread
     s.coord.poll(0)
     assert results == [({tp("t", 0): OffsetAndMetadata(4)}, None)]
     assert ic.commits == [{tp("t", 0): OffsetAndMetadata(4)}]
     broker.errors[OFFSET_COMMIT].append(15)
     s.coord.commit_offsets_async({tp("t", 0): OffsetAndMetadata(5)}, lambda o, e: results.append((o, e)))
-    s.pump(lambda: s.coord._completed_offset_commits)
+    s.pump(lambda: s.coord.committer.has_completed_commits)
     s.coord.poll(0)
     assert isinstance(results[-1][1], Errors.RetriableCommitFailedError)
 
@@ -812,7 +813,7 @@ def test_commit_async_finds_the_coordinator_first(broker, make_stack):
     s.subs.assign_from_user([tp("t", 0)])
     results = []
     s.coord.commit_offsets_async({tp("t", 0): OffsetAndMetadata(9)}, lambda o, e: results.append(e))
-    s.pump(lambda: results or s.coord._completed_offset_commits)
+    s.pump(lambda: results or s.coord.committer.has_completed_commits)
     s.coord.poll(0)
     assert results == [None]
     (_, body), = broker.bodies(OFFSET_COMMIT)
@@ -864,7 +865,8 @@ def test_no_group_id_commit_raises_and_poll_is_a_no_op(broker):
     try:
         subs = SubscriptionState()
         subs.assign_from_user([tp("t", 0)])
-        coord = ConsumerCoordinator(client, subs, client.metadata, cfg)
+        coord = ConsumerCoordinator(client, subs, client.metadata, GroupRebalanceConfig.of(cfg),
+                                    ConsumerCoordinatorConfig.of(cfg))
         assert coord.poll(0) is True
         assert coord.refresh_committed_offsets_if_needed(0) is True
         with pytest.raises(Errors.InvalidGroupIdError):

@@ -10,7 +10,7 @@ from kclient.clock import FakeClock
 from kclient.config import ConsumerConfig
 from kclient.consumer.fetch_config import FetchConfig
 from kclient.consumer.fetcher import Fetcher
-from kclient.consumer.subscription_state import SubscriptionState
+from kclient.subscription.state import SubscriptionState
 
 from test_fetcher import TP0, TP1, ScriptedClient, batch, fetch_response, make_metadata, partition_data, requested
 

@@ -14,7 +14,7 @@ from kclient.consumer.fetch_session import (FINAL_EPOCH, INITIAL_EPOCH, FetchPar
 from kclient.consumer.fetch_config import FetchConfig
 from kclient.consumer.fetcher import Fetcher
 from kclient.consumer.kafka_consumer import KafkaConsumer
-from kclient.consumer.subscription_state import SubscriptionState
+from kclient.subscription.state import SubscriptionState
 from kclient import errors as Errors
 from kclient.producer import KafkaProducer
 from kclient.structs import TopicPartition

@@ -23,7 +23,7 @@ from kclient.consumer.fetcher import Fetcher
 from kclient.network.future import RequestFuture
 from kclient.network.metadata import Metadata
 from kclient.structs import ConsumerRecord, TopicPartition
-from kclient.consumer.subscription_state import FetchState, SubscriptionState
+from kclient.subscription.state import FetchState, SubscriptionState
 from kcore.records import control_record, decode_records, encode_batch
 
 T = "topic-a"

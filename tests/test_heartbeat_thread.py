@@ -27,6 +27,12 @@ from test_coordinator_unit import (  # noqa: E402  (the scripted peer lives ther
 SESSION, INTERVAL, MAX_POLL, BACKOFF = 10_000, 3_000, 60_000, 100
 
 
+def python_thread(coord):
+    """The coordinator's Python heartbeat thread (carried by the pacemaker link if there is one)."""
+    driver = coord.heartbeat_driver
+    return getattr(driver, "python_driver", driver)
+
+
 @pytest.fixture
 def broker():
     b = ScriptedBroker({"t": 2})
@@ -45,7 +51,7 @@ def joined(broker):
         s = Stack(broker, clock=FakeClock(), **cfg)
         stacks.append(s)
         s.join()
-        hb = s.coord.heartbeat_thread
+        hb = python_thread(s.coord)
         assert hb is not None and not hb.is_alive() and hb.enabled
         return s, hb
 
@@ -130,7 +136,7 @@ def test_coordinator_lookup_that_fails_at_once_backs_off(joined, broker):
     broker.kill_connections()                        # every connection fails, new ones are refused
     s.pump(lambda: s.coord.coordinator_unknown())
     assert hb.run_once() == 0                        # a lookup is tried once...
-    s.pump(lambda: s.coord._find_coordinator_future is None)
+    s.pump(lambda: not s.coord.lookup_in_flight())
     # ...the only broker is now in reconnect backoff (the fake clock does not move)
     assert hb.run_once() == BACKOFF                  # no node to ask: failed at once
     broker.refuse = False
@@ -158,7 +164,7 @@ def test_coordinator_lookup_does_not_wait_for_a_polling_application(joined, brok
     locked.wait(5)
     try:
         assert hb.run_once() == 0
-        assert s.coord._find_coordinator_future is not None
+        assert s.coord.lookup_in_flight()
     finally:
         release.set()
         t.join(5)
@@ -170,7 +176,7 @@ def test_session_expiry_marks_coordinator_unknown(joined):
     assert s.coord.coordinator() is not None
     s.clock.advance(SESSION + 1)                     # no heartbeat response for session.timeout.ms
     assert hb.run_once() == 0
-    assert s.coord._coordinator is None
+    assert s.coord.channel.known_node is None
 
 
 # ---------------------------------------------------------------------- step 5
@@ -274,7 +280,7 @@ def test_coordinator_errors_mark_it_unknown(joined, broker, code):
     broker.errors[HEARTBEAT].append(code)
     send_one_heartbeat(s, hb, broker)
     s.pump(lambda: s.coord.heartbeat.heartbeat_failed)
-    assert s.coord._coordinator is None
+    assert s.coord.channel.known_node is None
     finds = broker.count(FIND_COORDINATOR)
     assert hb.run_once() == 0                        # rediscovery starts
     s.pump(lambda: broker.count(FIND_COORDINATOR) == finds + 1)
@@ -301,15 +307,15 @@ def test_error_for_an_older_generation_is_discarded(joined, broker, caplog):
     s, hb = joined()
     broker.hold.add(HEARTBEAT)
     send_one_heartbeat(s, hb, broker)
-    s.pump(lambda: s.coord._client.pending_request_count(s.coord._coordinator) == 1
-           and s.net.in_flight_request_count(s.coord._coordinator) == 1)
+    s.pump(lambda: s.client.pending_request_count(s.coord.channel.known_node) == 1
+           and s.net.in_flight_request_count(s.coord.channel.known_node) == 1)
     broker.wait_held(HEARTBEAT)
     s.coord.maybe_leave_group("test")               # the generation ends while the heartbeat is out
     assert s.coord.generation() == NO_GENERATION
     s.coord.last_reset_member_id = "x"
     with caplog.at_level(logging.WARNING):
         broker.release(HEARTBEAT, error_code=25)    # UNKNOWN_MEMBER_ID about generation 1
-        s.pump(lambda: broker.count(LEAVE_GROUP) == 1 and not s.coord._client.has_pending_requests())
+        s.pump(lambda: broker.count(LEAVE_GROUP) == 1 and not s.client.has_pending_requests())
     assert not any("removed from the group" in r.getMessage() for r in caplog.records)
     assert s.coord.last_reset_member_id == "x"      # no second reset for the stale answer
     assert hb.failure is None
@@ -327,7 +333,7 @@ def test_fatal_error_ends_loop_and_next_poll_raises_once(joined, broker, code, e
     assert hb.run_once() == EXIT
     with pytest.raises(exc):
         s.coord.poll(0)
-    assert s.coord.heartbeat_thread is None or s.coord.heartbeat_thread is not hb
+    assert python_thread(s.coord) is None or python_thread(s.coord) is not hb
 
 
 def test_static_member_on_a_broker_without_heartbeat_v3_ends_thread(joined, broker):
@@ -368,7 +374,7 @@ def live(broker):
         s = Stack(broker, start_heartbeat_thread=True, **cfg)
         stacks.append(s)
         s.join()
-        hb = s.coord.heartbeat_thread
+        hb = python_thread(s.coord)
         assert hb.is_alive() and hb.name == "kclient-heartbeat-g" and hb.daemon
         return s, hb
 

@@ -505,11 +505,10 @@ def test_create_link_logs_why_it_falls_back(caplog):
         settings = Settings()
 
     class Coordinator:
-        _client = Client()
         group_id = "g"
 
     with caplog.at_level("INFO", logger="kclient.group.pacemaker"):
-        assert create_link(Coordinator()) is None
+        assert create_link(Coordinator(), Client()) is None
     lines = [r.getMessage() for r in caplog.records if r.name == "kclient.group.pacemaker"]
     assert len(lines) == 1 and "security.protocol SSL" in lines[0] and "Python heartbeat thread" in lines[0]
 

@@ -42,7 +42,7 @@ SESSION_MS = 6000
 CHILD = r'''
 import ctypes, ctypes.util, json, select, sys, time
 from kclient.consumer.kafka_consumer import KafkaConsumer
-from kclient.consumer.listener import ConsumerRebalanceListener
+from kclient.subscription.listener import ConsumerRebalanceListener
 
 cfg = json.loads(sys.argv[1])
 events = []
@@ -75,7 +75,7 @@ while not c.assignment():
         sys.exit(1)
     c.poll(timeout_ms=200)
 coord = c._coordinator
-link = lambda: getattr(coord, "_cg_pacemaker", None) or coord._pacemaker
+link = lambda: coord.heartbeat_driver if hasattr(coord.heartbeat_driver, "pacemaker") else None
 say(phase="stable", at=time.monotonic(), generation=coord.generation().generation_id,
     member=coord.generation().member_id, assignment=sorted(p.partition for p in c.assignment()),
     pacemaker=link() is not None)
@@ -410,7 +410,7 @@ def test_consumer_protocol_reassignment_arrives_through_the_pacemaker(kafka, cre
     b = None
     try:
         poll_until([a], lambda: len(a.assignment()) == 4, "A to own the 4 partitions")
-        link = a._coordinator._cg_pacemaker
+        link = a._coordinator.heartbeat_driver
         assert link is not None
         poll_until([a], lambda: link.engaged and link.pacemaker.stats()["received"] >= 2, "pacemaker heartbeats")
         adopted = link.assignments_adopted
@@ -451,15 +451,15 @@ def mock_member(mock_faults, create_topic, topic_name, group_id):
 
 
 def _pacemaker_sent(m):
-    link = m.coord._pacemaker
+    link = m.coord.heartbeat_driver
     return link.pacemaker.stats()["sent"] if link is not None else 0
 
 
 def test_pacemaker_follows_a_coordinator_move(mock_faults, mock_member, group_id):
-    from kclient.group.coordinator import coordinator_node_id
+    from kclient.group.coordinator_channel import coordinator_node_id
 
     m = mock_member()
-    link = m.coord._pacemaker
+    link = m.coord.heartbeat_driver
     assert link is not None and link.engaged
     wait_until(lambda: _pacemaker_sent(m) >= 2, 30, "pacemaker heartbeats")
     generation = m.coord.generation()
@@ -467,8 +467,8 @@ def test_pacemaker_follows_a_coordinator_move(mock_faults, mock_member, group_id
     target = next(b for b in (1, 2, 3) if coordinator_node_id(b) != old)
     connects = link.pacemaker.stats()["connects"]
     mock_faults.coordinator_set("group", group_id, target)
-    wait_until(lambda: m.coord._coordinator is not None
-               and m.coord._coordinator.node_id == coordinator_node_id(target)
+    wait_until(lambda: m.coord.channel.known_node is not None
+               and m.coord.channel.known_node.node_id == coordinator_node_id(target)
                and link.pacemaker.stats()["connects"] > connects and link.pacemaker.is_active, 30,
                "the pacemaker on the new coordinator")
     received = link.pacemaker.stats()["received"]
@@ -486,4 +486,4 @@ def test_pacemaker_unknown_member_id_makes_the_member_rejoin(mock_faults, mock_m
                "the member to rejoin with a new member id")
     assert m.error is None, m.error
     assert "lost" in [k for k, _ in m.listener.events]     # the eviction is visible
-    assert m.coord._pacemaker.engaged
+    assert m.coord.heartbeat_driver.engaged

@@ -30,7 +30,7 @@ from kclient.errors import (CorruptRecordError, CrcMismatchError, DecompressionL
 from kclient.consumer.fetch_config import FetchConfig
 from kclient.consumer.fetcher import Fetcher
 from kclient.structs import ConsumerRecord
-from kclient.consumer.subscription_state import SubscriptionState
+from kclient.subscription.state import SubscriptionState
 from kcore import records as R
 from test_fetcher import T, TP0, TP1, ScriptedClient, fetch_response, make_metadata, partition_data
 from test_fuzz_records import corpus, fix_crc, mutate

@@ -10,9 +10,9 @@ from kclient.errors import (
     IllegalStateError,
     NoOffsetForPartitionError,
 )
-from kclient.consumer.listener import ConsumerRebalanceListener, invoke_partitions_lost
+from kclient.subscription.listener import ConsumerRebalanceListener, invoke_partitions_lost
 from kclient.structs import OffsetAndMetadata, TopicPartition as TP
-from kclient.consumer.subscription_state import (
+from kclient.subscription.state import (
     FetchPosition,
     FetchState,
     OffsetResetStrategy,

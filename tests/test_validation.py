@@ -15,7 +15,7 @@ from kclient.config import ConsumerConfig
 from kclient.consumer.fetch_config import FetchConfig
 from kclient.consumer.fetcher import Fetcher
 from kclient.consumer.offset_fetcher import OffsetFetcher
-from kclient.consumer.subscription_state import FetchPosition, SubscriptionState
+from kclient.subscription.state import FetchPosition, SubscriptionState
 from kclient.network.future import RequestFuture
 from kclient.network.metadata import Metadata
 from kclient.protocol import ApiKey

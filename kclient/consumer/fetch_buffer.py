@@ -18,7 +18,7 @@ from __future__ import annotations
 import collections
 
 from kclient.consumer.columnar import ColumnarChunk
-from kclient.consumer.subscription_state import SubscriptionState
+from kclient.subscription.state import SubscriptionState
 from kclient.structs import TopicPartition
 
 __all__ = ["FetchBuffer", "CompletedFetch", "PartitionPipe", "ResponseFrame"]

@@ -24,7 +24,7 @@ from kclient.consumer.columnar import ColumnarChunk, ColumnarRecords, epoch_of_r
 from kclient.consumer.deserializers import as_deserializer
 from kclient.consumer.fetch_buffer import CompletedFetch, FetchBuffer
 from kclient.consumer.fetch_config import FetchConfig
-from kclient.consumer.subscription_state import FetchPosition, SubscriptionState
+from kclient.subscription.state import FetchPosition, SubscriptionState
 from kclient.structs import ConsumerRecord, TopicPartition
 
 __all__ = ["FetchCollector"]

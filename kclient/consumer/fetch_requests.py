@@ -33,7 +33,7 @@ from kclient.clock import Clock
 from kclient.consumer.fetch_buffer import CompletedFetch, FetchBuffer, PartitionPipe, ResponseFrame
 from kclient.consumer.fetch_config import FetchConfig
 from kclient.consumer.fetch_session import FetchPartition, FetchSessionHandler
-from kclient.consumer.subscription_state import SubscriptionState
+from kclient.subscription.state import SubscriptionState
 from kclient.network.metadata import Node
 from kclient.protocol import ApiKey
 from kclient.structs import TopicPartition

@@ -17,7 +17,7 @@ from kclient.consumer.fetch_collector import FetchCollector
 from kclient.consumer.fetch_config import FetchConfig
 from kclient.consumer.fetch_requests import FetchRequests
 from kclient.consumer.fetch_session import FetchSessionHandler
-from kclient.consumer.subscription_state import SubscriptionState
+from kclient.subscription.state import SubscriptionState
 
 __all__ = ["Fetcher"]
 

@@ -28,7 +28,7 @@ import os
 import re
 import threading
 import weakref
-from typing import TYPE_CHECKING, Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
 from kcore.cursor import ListCursor
 
@@ -38,16 +38,16 @@ from kclient.config import ConsumerConfig, IsolationLevel  # noqa: F401 (Isolati
 from kclient.settings import ConsumerSettings
 from kclient.network.consumer_network_client import ConsumerNetworkClient
 from kclient.consumer.deserializers import DefaultSerializer, JsonSerializer  # noqa: F401 (kafka-python names)
-from kclient.consumer.listener import ConsumerRebalanceListener  # noqa: F401
+from kclient.subscription.listener import ConsumerRebalanceListener  # noqa: F401
 from kclient.consumer.metrics import ConsumerMetrics
 from kclient.consumer.fetcher import Fetcher
 from kclient.consumer.interceptors import ConsumerInterceptors
 from kclient.consumer.offset_fetcher import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, OffsetFetcher
 from kclient.structs import OffsetAndMetadata, TopicPartition
-from kclient.consumer.subscription_state import FetchPosition, OffsetResetStrategy, SubscriptionState
-
-if TYPE_CHECKING:  # pragma: no cover
-    from kclient.group.consumer_coordinator import ConsumerCoordinator
+from kclient.group.consumer_coordinator import ConsumerCoordinator
+from kclient.group.consumer_group_coordinator import ConsumerGroupCoordinator
+from kclient.group.member_coordinator import MemberCoordinator
+from kclient.subscription.state import FetchPosition, OffsetResetStrategy, SubscriptionState
 
 __all__ = ["KafkaConsumer", "IsolationLevel", "TopicPartition", "OffsetAndMetadata", "JsonSerializer",
            "DefaultSerializer", "ConsumerRebalanceListener"]
@@ -141,18 +141,15 @@ class KafkaConsumer:
                 request_timeout_ms=self._request_timeout_ms, retry_backoff_ms=self._retry_backoff_ms,
                 clock=self._clock, on_position_reset=self._fetcher.clear_partition)
             self._interceptors = ConsumerInterceptors.from_config(cfg)
-            self._coordinator: ConsumerCoordinator | None = None
+            self._coordinator: MemberCoordinator | None = None
             if settings.rebalance.group_id is not None and settings.coordinator.group_protocol == "consumer":
-                from kclient.group.consumer_group_coordinator import ConsumerGroupCoordinator
                 self._coordinator = ConsumerGroupCoordinator(
-                    self._client, self._subscriptions, self._metadata, settings,
-                    remote_assignor=settings.coordinator.remote_assignor,
-                    rack_id=settings.coordinator.client_rack, clock=self._clock, interceptors=self._interceptors)
+                    self._client, self._subscriptions, self._metadata, settings.rebalance, settings.coordinator,
+                    clock=self._clock, interceptors=self._interceptors)
             elif settings.rebalance.group_id is not None:
-                from kclient.group.consumer_coordinator import ConsumerCoordinator
-                self._coordinator = ConsumerCoordinator(self._client, self._subscriptions, self._metadata, settings,
-                                                        clock=self._clock, interceptors=self._interceptors)
-                self._coordinator.stats = self._stats
+                self._coordinator = ConsumerCoordinator(
+                    self._client, self._subscriptions, self._metadata, settings.rebalance, settings.coordinator,
+                    clock=self._clock, interceptors=self._interceptors, stats=self._stats)
             if cfg["api.version"] is None:
                 # kafka-python probes the cluster here: an unreachable bootstrap fails at once.
                 wait = (cfg["bootstrap.timeout.ms"] if cfg.is_set("bootstrap.timeout.ms")

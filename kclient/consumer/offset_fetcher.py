@@ -18,7 +18,7 @@ from typing import Callable, Iterable
 from kclient import errors as Errors
 from kclient.clock import SYSTEM_CLOCK, Clock
 from kclient.structs import OffsetAndTimestamp, TopicPartition
-from kclient.consumer.subscription_state import FetchPosition, OffsetResetStrategy, Truncation
+from kclient.subscription.state import FetchPosition, OffsetResetStrategy, Truncation
 from kclient.protocol import ApiKey
 
 __all__ = ["OffsetFetcher", "EARLIEST_TIMESTAMP", "LATEST_TIMESTAMP", "MAX_TIMESTAMP",

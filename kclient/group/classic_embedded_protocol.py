@@ -1,4 +1,5 @@
-"""The "consumer" embedded protocol: what members put in JoinGroup metadata and SyncGroup assignments.
+"""The classic group protocol's embedded "consumer" protocol: what members put in JoinGroup
+metadata and SyncGroup assignments (``group.protocol=classic``; KIP-848 members send no such bytes).
 
 The group coordinator treats these bytes as opaque; only consumers read them. Layouts follow
 Kafka's ConsumerProtocolSubscription.json and ConsumerProtocolAssignment.json (versions 0-3,
@@ -32,7 +33,7 @@ from kclient.structs import TopicPartition
 __all__ = [
     "PROTOCOL_TYPE", "LOWEST_VERSION", "HIGHEST_VERSION", "Subscription", "Assignment",
     "serialize_subscription", "deserialize_subscription",
-    "serialize_assignment", "deserialize_assignment", "deserialize_version",
+    "serialize_assignment", "deserialize_assignment", "deserialize_version", "EmbeddedReader",
 ]
 
 PROTOCOL_TYPE = "consumer"
@@ -155,7 +156,10 @@ def serialize_assignment(assignment: Assignment, version: int = HIGHEST_VERSION)
 
 
 # --------------------------------------------------------------------------- reading
-class _Reader:
+class EmbeddedReader:
+    """Bounds-checked reads of the embedded protocol's non-flexible encoding (also used for the
+    sticky assignor's user data)."""
+
     __slots__ = ("buf", "pos", "what")
 
     def __init__(self, data, what: str):
@@ -236,12 +240,12 @@ class _Reader:
 
 def deserialize_version(data) -> int:
     """The int16 version that prefixes subscription and assignment bytes."""
-    return _Reader(data, "header").int16("version")
+    return EmbeddedReader(data, "header").int16("version")
 
 
 def deserialize_subscription(data, *, group_instance_id: str | None = None) -> Subscription:
     """Decode JoinGroup member metadata; ``group_instance_id`` comes from the JoinGroup member entry."""
-    r = _Reader(data, "subscription")
+    r = EmbeddedReader(data, "subscription")
     version = _check_version(r.int16("version"), "subscription")
     topics = tuple(r.string("topics") for _ in range(r.count("topics", 2)))
     user_data = r.nullable_bytes("user_data")
@@ -270,7 +274,7 @@ def deserialize_assignment(data) -> Assignment:
             f"consumer protocol assignment has {len(data)} bytes, fewer than its version prefix;"
             " the group leader's assignor probably returned nothing for this member"
         )
-    r = _Reader(data, "assignment")
+    r = EmbeddedReader(data, "assignment")
     _check_version(r.int16("version"), "assignment")
     partitions = r.topic_partitions("assigned_partitions")
     user_data = r.nullable_bytes("user_data")
