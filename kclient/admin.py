@@ -17,6 +17,7 @@ from kclient.clock import SYSTEM_CLOCK, Clock
 from kclient.config import ClientSettings, ConfigDef, common_client_defs
 from kclient.network.consumer_network_client import ConsumerNetworkClient
 from kclient.network.metadata import Node
+from kclient.network.network_config import NetworkClientConfig
 from kclient.consumer.offset_fetcher import (EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, ISOLATION,
                                     list_offsets_body, parse_list_offsets)
 from kclient.structs import OffsetAndMetadata, TopicPartition
@@ -132,7 +133,7 @@ class KafkaAdminClient:
                  **kwargs: Any):
         self.config = ClientSettings(ADMIN_CONFIGS, "admin client", configs, kwargs)
         self._clock = clock or SYSTEM_CLOCK
-        self._client = ConsumerNetworkClient(config=self.config.network_config(), clock=self._clock,
+        self._client = ConsumerNetworkClient(config=NetworkClientConfig.of(self.config.network_config()), clock=self._clock,
                                              max_response_bytes=self.config["receive.message.max.bytes"])
         self._metadata = self._client.metadata
         self._timeout_ms = self.config["default.api.timeout.ms"]

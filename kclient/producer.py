@@ -45,6 +45,7 @@ from kclient.config import ClientSettings, ConfigDef, common_client_defs, plugin
 from kclient.consumer.deserializers import as_serializer
 from kclient.network.future import RequestFuture
 from kclient.network.network_client import ClientRequest, NetworkClient
+from kclient.network.network_config import NetworkClientConfig
 from kclient.structs import TopicPartition
 from kclient.protocol import ApiKey
 
@@ -264,7 +265,7 @@ class KafkaProducer:
         self.config = ClientSettings(PRODUCER_CONFIGS, "producer", configs, kwargs)
         cfg = self.config
         self._clock = clock or SYSTEM_CLOCK
-        self._client = NetworkClient(cfg.network_config(), clock=self._clock,
+        self._client = NetworkClient(NetworkClientConfig.of(cfg.network_config()), clock=self._clock,
                                      max_response_bytes=cfg["receive.message.max.bytes"])
         self._metadata = self._client.metadata
         self._lock = threading.RLock()

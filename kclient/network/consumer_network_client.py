@@ -29,6 +29,7 @@ from kclient import errors as Errors
 from kclient.clock import SYSTEM_CLOCK, Clock
 from kclient.network.future import RequestFuture
 from kclient.network.metadata import Metadata, Node
+from kclient.network.network_config import NetworkClientConfig
 from kclient.network.network_client import ClientRequest, NetworkClient
 
 __all__ = ["ConsumerNetworkClient", "RequestFutureCompletionHandler"]
@@ -87,10 +88,12 @@ class RequestFutureCompletionHandler(RequestFuture):
 class ConsumerNetworkClient:
     def __init__(self, client: NetworkClient | None = None, *, metadata: Metadata | None = None,
                  clock: Clock | None = None, request_timeout_ms: int | None = None,
-                 config: Any = None, **kwargs: Any):
-        """Wrap ``client``, or build one from ``config``/keywords (``socket_factory=...``
-        and other NetworkClient keywords are passed through)."""
+                 config: NetworkClientConfig | None = None, **kwargs: Any):
+        """Wrap ``client``, or build one from ``config`` (``socket_factory=...`` and other
+        NetworkClient keywords are passed through)."""
         if client is None:
+            if config is None:
+                raise TypeError("ConsumerNetworkClient needs a NetworkClient or a NetworkClientConfig")
             client = NetworkClient(config, metadata=metadata, clock=clock, **kwargs)
         self.client = client
         self.metadata = client.metadata

@@ -25,10 +25,9 @@ from kclient import __version__
 from kclient import errors as Errors
 from kclient import protocol
 from kclient.clock import SYSTEM_CLOCK, Clock
-from kclient.config import ConsumerConfig, as_config
-from kclient.settings import NetworkClientConfig
 from kclient.network.connection import RECEIVE_BUFFER, BrokerConnection, ConnectionState, ExponentialBackoff
 from kclient.network.metadata import Metadata, Node
+from kclient.network.network_config import NetworkClientConfig
 from kclient.protocol import ApiKey
 
 __all__ = ["NetworkClient", "ClientRequest", "API_VERSIONS_KEY", "METADATA_KEY"]
@@ -83,14 +82,15 @@ def _is_tls_alert(exc: BaseException) -> bool:
 
 
 class NetworkClient:
-    def __init__(self, config: NetworkClientConfig | ConsumerConfig | dict | None = None, *,
+    def __init__(self, config: NetworkClientConfig, *,
                  metadata: Metadata | None = None,
                  clock: Clock | None = None, socket_factory: Callable[[Node], socket.socket] | None = None,
                  max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
-                 client_software_name: str = "kclient", client_software_version: str = __version__,
-                 **kwargs: Any):
-        net = self.settings = (config if isinstance(config, NetworkClientConfig)
-                               else NetworkClientConfig.of(as_config(config, **kwargs)))
+                 client_software_name: str = "kclient", client_software_version: str = __version__):
+        if not isinstance(config, NetworkClientConfig):
+            raise TypeError(f"NetworkClient takes a NetworkClientConfig (NetworkClientConfig.of(settings)), "
+                            f"got {type(config).__name__}")
+        net = self.settings = config
         self._ssl_context = net.ssl_context          # SSL, SASL_SSL
         self._sasl_mechanism = net.sasl_mechanism    # SASL_*: a fresh mechanism per connection
         # node id -> the authentication error of its last connection (raised from poll()).
