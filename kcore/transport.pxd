@@ -31,12 +31,15 @@ ctypedef struct tp_conn:
     int err                    # errno behind the last TP_IO / TP_CONNECT_FAILED (0: none)
 
 
-# A frame being received by tp_recv_frame: resumable after TP_AGAIN-like results (TP_WOKEN,
-# TP_TIMEOUT), so a caller woken for another reason goes on where it stopped.
+# A frame being received by tp_recv_frame: resumable after TP_WOKEN and TP_TIMEOUT, so a
+# caller woken for another reason goes on where it stopped. Once the stream cannot go on
+# (end of stream, an I/O error, a refused prefix) every later call returns the same result.
 ctypedef struct tp_frame:
     uint8_t head[4]
     Py_ssize_t got             # bytes of the prefix (size < 0) or of the body received
-    Py_ssize_t size            # the frame's length once its prefix is complete, else -1
+    Py_ssize_t size            # the frame's length once its prefix is complete and accepted, else -1
+    int ended                  # the result that ended the stream, 0 while it goes on
+    int32_t refused            # the length in a refused prefix
 
 
 cdef inline int tp_frame_size(const uint8_t* prefix, Py_ssize_t max_frame_bytes,

@@ -215,17 +215,30 @@ cdef int tp_send_all(tp_conn* c, const uint8_t* p, Py_ssize_t n, int64_t deadlin
 cdef void tp_frame_start(tp_frame* f) noexcept nogil:
     f.got = 0
     f.size = -1
+    f.ended = TP_OK
+    f.refused = 0
+
+
+cdef inline int _end(tp_frame* f, int rc) noexcept nogil:
+    f.ended = rc
+    return rc
 
 
 cdef int tp_recv_frame(tp_conn* c, tp_frame* f, uint8_t* buf, Py_ssize_t max_frame_bytes,
                        int64_t deadline_ms, int wake_fd) noexcept nogil:
     """Receive one frame into buf (room for max_frame_bytes), its length in f.size, without
     its prefix, by deadline_ms. TP_OK; TP_WOKEN or TP_TIMEOUT (call again with the same f to
-    go on); TP_CLOSED, TP_IO, TP_NEGATIVE or TP_TOO_BIG (f.size: the refused length): the
-    stream cannot go on. Reads never go past the frame: what follows stays in the socket."""
+    go on); TP_CLOSED, TP_IO, TP_NEGATIVE or TP_TOO_BIG (f.refused: the length): the stream
+    cannot go on, and every later call says so again. Reads never go past the frame: what
+    follows stays in the socket."""
     cdef Py_ssize_t k
     cdef int32_t length
     cdef int rc, left
+    if f.ended != TP_OK:
+        return f.ended
+    if f.size > max_frame_bytes:        # accepted under a larger bound than buf has room for now
+        f.refused = <int32_t>f.size
+        return _end(f, TP_TOO_BIG)
     while True:
         if f.size < 0:
             k = tp_recv(c, f.head + f.got, 4 - f.got)
@@ -237,21 +250,24 @@ cdef int tp_recv_frame(tp_conn* c, tp_frame* f, uint8_t* buf, Py_ssize_t max_fra
             f.got += k
             if f.size < 0 and f.got == 4:
                 rc = tp_frame_size(f.head, max_frame_bytes, &length)
+                if rc != TP_OK:
+                    f.refused = length
+                    return _end(f, rc)
                 f.size = length
                 f.got = 0
-                if rc != TP_OK:
-                    return rc
             continue
         if k == 0:
-            return TP_CLOSED
+            return _end(f, TP_CLOSED)
         if k != TP_AGAIN:
-            return TP_IO
+            return _end(f, TP_IO)
         left = _remaining(deadline_ms)
         if left == 0:
             return TP_TIMEOUT
         rc = tp_wait(c, False, wake_fd, left)
-        if rc == TP_WOKEN or rc == TP_IO:
+        if rc == TP_WOKEN:
             return rc
+        if rc == TP_IO:
+            return _end(f, rc)
 
 
 cdef object frame_size_error(int rc, int64_t length, Py_ssize_t max_frame_bytes):
@@ -364,7 +380,7 @@ cdef class Connection:
         self._check_open()
         _check_bound(max_frame_bytes)
         if self._buf_cap < max_frame_bytes or self._buf == NULL:
-            if f.size >= 0 and f.got > 0:
+            if f.size > 0 and f.got > 0:
                 raise ValueError("max_frame_bytes cannot grow while a frame is partly received")
             free(self._buf)
             self._buf = <uint8_t*>malloc(max_frame_bytes if max_frame_bytes else 1)
@@ -382,7 +398,7 @@ cdef class Connection:
         if rc == TP_TIMEOUT:
             raise TimeoutError(f"no complete frame within {timeout_ms} ms")
         if rc == TP_NEGATIVE or rc == TP_TOO_BIG:
-            raise frame_size_error(rc, f.size, max_frame_bytes)
+            raise frame_size_error(rc, f.refused, max_frame_bytes)
         if rc == TP_CLOSED:
             if f.size >= 0:
                 raise KafkaConnectionError(
