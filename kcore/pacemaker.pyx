@@ -1,10 +1,10 @@
 # cython: language_level=3
-"""A heartbeat sender that runs without the GIL (issue 14; mechanisms §2).
+"""A heartbeat sender that runs without the GIL (mechanisms §2).
 
 Why: a Python heartbeat thread cannot run while the application holds the GIL (a long C
 call), so a member whose C call outlasts session.timeout.ms is evicted. ``Pacemaker.run()``
 releases the GIL for its whole life and keeps the member alive with its own coordinator
-connection. It speaks the classic protocol's Heartbeat (versions 0-4) and LeaveGroup
+connection (kcore.transport: connect, send a request, receive its answer). It speaks the classic protocol's Heartbeat (versions 0-4) and LeaveGroup
 (0-5) in C (kcore.groupcodec), or, configured with ``configure_consumer()``, KIP-848's
 ConsumerGroupHeartbeat (0-1) in its short "nothing changed" form; the version is the one the
 main client negotiated with the coordinator.

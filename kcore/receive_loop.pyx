@@ -7,7 +7,8 @@ pushed through the network stack in the receiver's context) is a fifth of the pe
 path's time; and while the application holds the GIL between polls, the socket fills up and
 the broker waits. A ReceiveLoop drains the socket as data arrives, in parallel with the
 application: ``run()`` (called on a dedicated thread) reads and frames without ever taking
-the GIL, and the consumer's thread collects whole frames with ``take()``.
+the GIL (its reads, waits and size-prefix checks are kcore.transport's), and the consumer's
+thread collects whole frames with ``take()``.
 
 Protocol with the owner (the network client, on its own thread):
   - ``wake_fd`` becomes readable when frames (or an error) wait: register it in the selector;
