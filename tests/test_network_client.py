@@ -731,12 +731,15 @@ def test_security_settings_that_cannot_work_are_refused_when_the_client_is_built
 
 
 def test_network_client_takes_only_its_typed_config():
+    from kclient.network.consumer_network_client import ConsumerNetworkClient
     settings = {"bootstrap.servers": "h:1"}
     for given in (settings, ConsumerConfig(settings), None):
         with pytest.raises(TypeError, match="NetworkClientConfig"):
             NetworkClient(given)  # type: ignore[arg-type]
     with pytest.raises(TypeError):
         NetworkClient(NetworkClientConfig.of(settings), bootstrap_servers="h:1")  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="NetworkClientConfig"):
+        ConsumerNetworkClient(config=settings)  # type: ignore[arg-type]
 
 # ---------------------------------------------------------------------- KIP-219 throttling
 def test_throttled_broker_gets_no_request_until_the_throttle_ends(client, cluster, clock):
