@@ -16,8 +16,8 @@ from kclient import errors as Errors
 from kclient.clock import SYSTEM_CLOCK, Clock
 from kclient.config import ADMIN_CONFIGS, AdminClientConfig
 from kclient.network.consumer_network_client import ConsumerNetworkClient
-from kclient.network.network_client import NetworkClientConfig
 from kclient.network.metadata import Node
+from kclient.network.network_config import NetworkClientConfig
 from kclient.consumer.offset_fetcher import (EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, ISOLATION,
                                     list_offsets_body, parse_list_offsets)
 from kclient.structs import OffsetAndMetadata, TopicPartition

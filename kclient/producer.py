@@ -43,7 +43,8 @@ from kclient.clock import SYSTEM_CLOCK, Clock
 from kclient.config import CODECS, PRODUCER_CONFIGS, ClientSettings, ProducerConfig
 from kclient.consumer.deserializers import as_serializer
 from kclient.network.future import RequestFuture
-from kclient.network.network_client import ClientRequest, NetworkClient, NetworkClientConfig
+from kclient.network.network_client import ClientRequest, NetworkClient
+from kclient.network.network_config import NetworkClientConfig
 from kclient.structs import TopicPartition
 from kclient.protocol import ApiKey
 

@@ -10,6 +10,7 @@ import pytest
 from kclient import errors as Errors
 from kclient.clock import FakeClock
 from kclient.network.connection import ConnectionState
+from kclient.network.network_config import NetworkClientConfig
 from kclient.network.consumer_network_client import ConsumerNetworkClient
 from kclient.network.future import RequestFuture, RequestFutureAdapter
 from kclient.network.network_client import ClientRequest
@@ -39,7 +40,7 @@ def make_cnc(clock, cluster, **cfg):
     if clock is None:
         from kclient.clock import SYSTEM_CLOCK
         md = known_metadata(SYSTEM_CLOCK)
-    return ConsumerNetworkClient(config=cfg, metadata=md, clock=clock,
+    return ConsumerNetworkClient(config=NetworkClientConfig.of(cfg), metadata=md, clock=clock,
                                  socket_factory=cluster.socket_factory)
 
 

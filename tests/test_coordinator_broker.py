@@ -23,6 +23,7 @@ from kclient import errors as Errors
 from kclient.config import ConsumerConfig
 from kclient.group.consumer_coordinator import ConsumerCoordinator
 from kclient.network.consumer_network_client import ConsumerNetworkClient
+from kclient.network.network_config import NetworkClientConfig
 from kclient.group.coordinator import MemberState
 from kclient.group.group_config import ConsumerCoordinatorConfig, GroupRebalanceConfig
 from kclient.structs import OffsetAndMetadata, TopicPartition
@@ -75,7 +76,7 @@ class GroupMember:
         settings.update({k.replace("_", "."): v for k, v in cfg.items()})
         self.name = name
         self.config = ConsumerConfig(settings)
-        self.client = ConsumerNetworkClient(config=self.config)
+        self.client = ConsumerNetworkClient(config=NetworkClientConfig.of(self.config))
         self.subs = SubscriptionState(self.config["auto.offset.reset"], self.config["exclude.internal.topics"])
         self.listener = Listener()
         self.subs.subscribe(list(topics), self.listener)

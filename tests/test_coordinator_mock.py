@@ -191,7 +191,8 @@ def test_group_api_versions_the_mock_misparses_are_capped(mock):
     """MockCluster.start caps what librdkafka 2.16's mock advertises but mis-parses
     (SyncGroup v4+, JoinGroup v6+, LeaveGroup v3+): a client negotiates versions it parses."""
     from kclient.network.consumer_network_client import ConsumerNetworkClient
-    with ConsumerNetworkClient(config={"bootstrap.servers": mock.bootstrap}) as cnc:
+    from kclient.network.network_config import NetworkClientConfig
+    with ConsumerNetworkClient(config=NetworkClientConfig.of({"bootstrap.servers": mock.bootstrap})) as cnc:
         cnc.ensure_bootstrapped(10_000)
         node = cnc.least_loaded_node()
         deadline = time.monotonic() + 10

@@ -25,6 +25,7 @@ from kclient.clock import SYSTEM_CLOCK, FakeClock
 from kclient.config import ConsumerConfig
 from kclient.group.consumer_coordinator import ConsumerCoordinator
 from kclient.network.consumer_network_client import ConsumerNetworkClient
+from kclient.network.network_config import NetworkClientConfig
 from kclient.group.classic_embedded_protocol import (
     Assignment, Subscription, deserialize_assignment, deserialize_subscription, serialize_assignment,
     serialize_subscription,
@@ -357,7 +358,7 @@ class Stack:
         settings.update({k.replace("_", "."): v for k, v in cfg.items()})
         self.config = ConsumerConfig(settings)
         self.clock = clock
-        self.net = NetworkClient(self.config, clock=clock, socket_factory=broker.socket_factory)
+        self.net = NetworkClient(NetworkClientConfig.of(self.config), clock=clock, socket_factory=broker.socket_factory)
         self.client = ConsumerNetworkClient(self.net, clock=clock)
         self.metadata = self.client.metadata
         self.subs = SubscriptionState("earliest", self.config["exclude.internal.topics"])
@@ -860,7 +861,7 @@ def test_offset_fetch_authorization_error_raised(broker, make_stack):
 
 def test_no_group_id_commit_raises_and_poll_is_a_no_op(broker):
     cfg = ConsumerConfig({"bootstrap.servers": "broker1:9092"})
-    net = NetworkClient(cfg, socket_factory=broker.socket_factory)
+    net = NetworkClient(NetworkClientConfig.of(cfg), socket_factory=broker.socket_factory)
     client = ConsumerNetworkClient(net)
     try:
         subs = SubscriptionState()

@@ -20,6 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kclient.network.connection import BrokerConnection, ExponentialBackoff
+from kclient.network.network_config import NetworkClientConfig
 from kclient.errors import FrameTooLargeError, InvalidLengthError, KafkaConnectionError
 from kclient.network.metadata import Node
 from kcore.frames import Frame, FrameReceiver
@@ -572,7 +573,7 @@ def ready_client():
     from kclient.network.network_client import NetworkClient
     clock = FakeClock(1_000_000)
     cluster = ScriptedCluster()
-    client = NetworkClient({"bootstrap.servers": "broker1:9092", "receive.thread": False},
+    client = NetworkClient(NetworkClientConfig.of({"bootstrap.servers": "broker1:9092", "receive.thread": False}),
                            metadata=known_metadata(clock), clock=clock,
                            socket_factory=cluster.socket_factory)
     connect(client, cluster, 1)

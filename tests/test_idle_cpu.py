@@ -12,13 +12,14 @@ import time
 import psutil
 
 from kclient.network.consumer_network_client import ConsumerNetworkClient
+from kclient.network.network_config import NetworkClientConfig
 
 IDLE_SECONDS = 5.0
 CPU_BOUND_S = 0.05
 
 
 def test_idle_connected_client_uses_almost_no_cpu(mock_cluster):
-    cnc = ConsumerNetworkClient(config={"bootstrap.servers": mock_cluster.bootstrap})
+    cnc = ConsumerNetworkClient(config=NetworkClientConfig.of({"bootstrap.servers": mock_cluster.bootstrap}))
     try:
         cnc.ensure_bootstrapped(10_000)
         node = cnc.least_loaded_node()

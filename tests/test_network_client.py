@@ -17,6 +17,7 @@ from kclient import errors as Errors
 from kclient.clock import FakeClock
 from kclient.config import ConsumerConfig, parse_bootstrap_servers
 from kclient.network.connection import ConnectionState, ExponentialBackoff
+from kclient.network.network_config import NetworkClientConfig
 from kclient.network.metadata import Metadata, Node
 from kclient.network.network_client import ClientRequest, NetworkClient
 from kclient.protocol import decode_request, encode_response
@@ -130,7 +131,7 @@ def known_metadata(clock, **kwargs) -> Metadata:
 
 def make_client(clock, cluster, metadata=None, **cfg):
     cfg.setdefault("bootstrap.servers", "broker1:9092")
-    return NetworkClient(cfg, metadata=metadata if metadata is not None else known_metadata(clock),
+    return NetworkClient(NetworkClientConfig.of(cfg), metadata=metadata if metadata is not None else known_metadata(clock),
                          clock=clock, socket_factory=cluster.socket_factory)
 
 
@@ -558,7 +559,7 @@ def test_metadata_failure_backs_off(clock, cluster):
 
 
 def test_bootstrap_from_config_uses_placeholder_nodes(clock, cluster):
-    client = NetworkClient({"bootstrap.servers": "b1:9092,b2:9093"}, clock=clock,
+    client = NetworkClient(NetworkClientConfig.of({"bootstrap.servers": "b1:9092,b2:9093"}), clock=clock,
                            socket_factory=cluster.socket_factory)
     assert sorted(n.address for n in client.metadata.cluster.nodes()) == ["b1:9092", "b2:9093"]
     client.poll(0)                               # metadata due at once: connect to one
@@ -595,8 +596,8 @@ def test_default_socket_options_and_bootstrap_over_tcp(clock):
     listener.bind(("127.0.0.1", 0))
     listener.listen(1)
     port = listener.getsockname()[1]
-    client = NetworkClient({"bootstrap.servers": f"127.0.0.1:{port}", "send.buffer.bytes": 65536,
-                            "receive.buffer.bytes": -1}, clock=clock)
+    client = NetworkClient(NetworkClientConfig.of({"bootstrap.servers": f"127.0.0.1:{port}", "send.buffer.bytes": 65536,
+                            "receive.buffer.bytes": -1}), clock=clock)
     try:
         client.poll(0)
         conn = client._conns[-1]
@@ -618,7 +619,7 @@ def test_unreachable_bootstrap_reports_address():
     s.bind(("127.0.0.1", 0))
     port = s.getsockname()[1]
     s.close()                                  # nothing listens there now
-    cnc = ConsumerNetworkClient(config={"bootstrap.servers": f"127.0.0.1:{port}"})
+    cnc = ConsumerNetworkClient(config=NetworkClientConfig.of({"bootstrap.servers": f"127.0.0.1:{port}"}))
     try:
         with pytest.raises(Errors.NoBrokersAvailable, match=f"127.0.0.1:{port}"):
             cnc.ensure_bootstrapped(300)
@@ -705,8 +706,8 @@ def test_connect_tries_each_resolved_address(monkeypatch):
     port = listener.getsockname()[1]
     monkeypatch.setattr(connection, "resolve", lambda host, p: [
         (socket.AF_INET, ("127.0.0.2", p)), (socket.AF_INET, ("127.0.0.1", p))])
-    client = NetworkClient({"bootstrap.servers": f"multi.test:{port}", "reconnect.backoff.ms": 5,
-                            "reconnect.backoff.max.ms": 10})
+    client = NetworkClient(NetworkClientConfig.of({"bootstrap.servers": f"multi.test:{port}", "reconnect.backoff.ms": 5,
+                            "reconnect.backoff.max.ms": 10}))
     try:
         deadline = time.monotonic() + 5
         while client.connection_state(-1) is not ConnectionState.API_VERSIONS:
@@ -721,12 +722,24 @@ def test_connect_tries_each_resolved_address(monkeypatch):
 
 def test_security_settings_that_cannot_work_are_refused_when_the_client_is_built():
     with pytest.raises(Errors.ConfigurationError, match="sasl.mechanism GSSAPI"):
-        NetworkClient({"bootstrap.servers": "h:1", "security.protocol": "sasl_plaintext"})
+        NetworkClient(NetworkClientConfig.of({"bootstrap.servers": "h:1", "security.protocol": "sasl_plaintext"}))
     with pytest.raises(Errors.ConfigurationError, match="needs a username and a password"):
-        NetworkClient({"bootstrap.servers": "h:1", "security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN"})
+        NetworkClient(NetworkClientConfig.of({"bootstrap.servers": "h:1", "security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN"}))
     with pytest.raises(Errors.ConfigurationError, match="ssl.cafile.*no such file"):
-        NetworkClient({"bootstrap.servers": "h:1", "security.protocol": "SSL", "ssl_cafile": "/nonexistent/ca.pem"})
+        NetworkClient(NetworkClientConfig.of({"bootstrap.servers": "h:1", "security.protocol": "SSL", "ssl_cafile": "/nonexistent/ca.pem"}))
 
+
+
+def test_network_client_takes_only_its_typed_config():
+    from kclient.network.consumer_network_client import ConsumerNetworkClient
+    settings = {"bootstrap.servers": "h:1"}
+    for given in (settings, ConsumerConfig(settings), None):
+        with pytest.raises(TypeError, match="NetworkClientConfig"):
+            NetworkClient(given)  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        NetworkClient(NetworkClientConfig.of(settings), bootstrap_servers="h:1")  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="NetworkClientConfig"):
+        ConsumerNetworkClient(config=settings)  # type: ignore[arg-type]
 
 # ---------------------------------------------------------------------- KIP-219 throttling
 def test_throttled_broker_gets_no_request_until_the_throttle_ends(client, cluster, clock):

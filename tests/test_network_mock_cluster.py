@@ -10,13 +10,14 @@ import pytest
 
 from kclient import errors as Errors
 from kclient.network.consumer_network_client import ConsumerNetworkClient
+from kclient.network.network_config import NetworkClientConfig
 from kclient.protocol import ApiKey
 from kclient.testing.mock_cluster import TRANSPORT
 
 
 def make_cnc(bootstrap: str, **cfg) -> ConsumerNetworkClient:
     cfg = {"bootstrap.servers": bootstrap, "request.timeout.ms": 10_000, **cfg}
-    return ConsumerNetworkClient(config=cfg)
+    return ConsumerNetworkClient(config=NetworkClientConfig.of(cfg))
 
 
 @pytest.fixture

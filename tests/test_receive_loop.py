@@ -269,9 +269,10 @@ def client_pair():
     from test_network_client import ScriptedCluster, connect, known_metadata
     from kclient.clock import FakeClock
     from kclient.network.network_client import NetworkClient
+    from kclient.network.network_config import NetworkClientConfig
     clock = FakeClock(1_000_000)
     cluster = ScriptedCluster()
-    client = NetworkClient({"bootstrap.servers": "broker1:9092"}, metadata=known_metadata(clock),
+    client = NetworkClient(NetworkClientConfig.of({"bootstrap.servers": "broker1:9092"}), metadata=known_metadata(clock),
                            clock=clock, socket_factory=cluster.socket_factory)
     connect(client, cluster, 1)
     yield client, cluster.peer(1), client._conns[1]
@@ -352,9 +353,10 @@ def test_receive_thread_false_reads_on_the_polling_thread():
     from test_network_client import ScriptedCluster, connect, known_metadata
     from kclient.clock import FakeClock
     from kclient.network.network_client import NetworkClient
+    from kclient.network.network_config import NetworkClientConfig
     clock = FakeClock(1_000_000)
     cluster = ScriptedCluster()
-    client = NetworkClient({"bootstrap.servers": "broker1:9092", "receive.thread": False},
+    client = NetworkClient(NetworkClientConfig.of({"bootstrap.servers": "broker1:9092", "receive.thread": False}),
                            metadata=known_metadata(clock), clock=clock,
                            socket_factory=cluster.socket_factory)
     try:

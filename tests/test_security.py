@@ -14,6 +14,7 @@ from kclient.admin import KafkaAdminClient
 from kclient.config import ConsumerConfig
 from kclient.consumer.kafka_consumer import KafkaConsumer
 from kclient.network.consumer_network_client import ConsumerNetworkClient
+from kclient.network.network_config import NetworkClientConfig
 from kclient.network.sasl import PlainMechanism, ScramMechanism, mechanism_from_config, parse_jaas_config
 from kclient.network.tls import build_ssl_context
 from kclient.producer import KafkaProducer
@@ -147,7 +148,7 @@ def test_a_wrong_password_raises_authentication_failed_without_a_reconnect_storm
     assert mechanism in str(exc) and user in str(exc)
     # Paced by reconnect.backoff.max.ms: over 3 s of polling, a few more handshakes at most.
     caplog.clear()
-    cnc = ConsumerNetworkClient(config={"bootstrap.servers": secure.bootstrap_for("SASL_PLAINTEXT"), **settings})
+    cnc = ConsumerNetworkClient(config=NetworkClientConfig.of({"bootstrap.servers": secure.bootstrap_for("SASL_PLAINTEXT"), **settings}))
     try:
         deadline = time.monotonic() + 3
         while time.monotonic() < deadline:
