@@ -28,7 +28,7 @@ import os
 import re
 import threading
 import weakref
-from typing import TYPE_CHECKING, Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Literal, Mapping, overload
 
 from kcore.cursor import ListCursor
 
@@ -43,11 +43,13 @@ from kclient.consumer.metrics import ConsumerMetrics
 from kclient.consumer.fetcher import Fetcher
 from kclient.consumer.interceptors import ConsumerInterceptors
 from kclient.consumer.offset_fetcher import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, OffsetFetcher
-from kclient.structs import OffsetAndMetadata, TopicPartition
+from kclient.structs import ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
 from kclient.consumer.subscription_state import FetchPosition, OffsetResetStrategy, SubscriptionState
 
 if TYPE_CHECKING:  # pragma: no cover
+    from kclient.consumer.columnar import ColumnarRecords
     from kclient.group.consumer_coordinator import ConsumerCoordinator
+    from kclient.network.future import RequestFuture
 
 __all__ = ["KafkaConsumer", "IsolationLevel", "TopicPartition", "OffsetAndMetadata", "JsonSerializer",
            "DefaultSerializer", "ConsumerRebalanceListener"]
@@ -279,7 +281,7 @@ class KafkaConsumer:
 
     # ------------------------------------------------------------------ poll
     def poll(self, timeout_ms: int = 0, max_records: int | None = None, update_offsets: bool = True,
-             ) -> dict[TopicPartition, list]:
+             ) -> dict[TopicPartition, list[ConsumerRecord]]:
         """Records fetched since the last poll, {TopicPartition: [ConsumerRecord, ...]}, waiting
         up to timeout_ms for some. At most max_records (default max.poll.records) in all."""
         self._acquire_open()
@@ -292,7 +294,7 @@ class KafkaConsumer:
             self._release()
 
     def poll_columnar(self, timeout_ms: int = 0, max_records: int | None = None,
-                      ) -> dict[TopicPartition, Any]:
+                      ) -> dict[TopicPartition, ColumnarRecords]:
         """Like poll(), but each partition's records come as one ColumnarRecords (arrays, or
         ``.to_arrow()``), without a Python object per record. Positions advance as with
         poll(); max_records defaults to max.poll.records (pass a large value for throughput).
@@ -425,10 +427,10 @@ class KafkaConsumer:
     # list runs out or when the application changed something between two records (a seek, a
     # pause, an assignment: ``_changed`` holds the cursor). Positions are written lazily
     # (``_flush_iteration``) before anything reads them, from the cursor's index.
-    def __iter__(self) -> ListCursor:
+    def __iter__(self) -> ListCursor[ConsumerRecord]:
         return self._cursor
 
-    def __next__(self):
+    def __next__(self) -> ConsumerRecord:
         return self._cursor.__next__()
 
     def _iterating(self) -> bool:
@@ -582,7 +584,7 @@ class KafkaConsumer:
         self._iter_pending.clear()
 
     # ------------------------------------------------------------------ positions
-    def seek(self, partition: TopicPartition, offset) -> None:
+    def seek(self, partition: TopicPartition, offset: int | OffsetAndMetadata) -> None:
         """Fetch from ``offset`` next (an int or OffsetAndMetadata)."""
         self._acquire_open()
         try:
@@ -730,7 +732,8 @@ class KafkaConsumer:
             self._release()
 
     def commit_async(self, offsets: Mapping[TopicPartition, OffsetAndMetadata] | None = None,
-                     callback=None):
+                     callback: Callable[[Mapping[TopicPartition, OffsetAndMetadata], BaseException | None], Any]
+                     | None = None) -> RequestFuture:
         """Commit without waiting; ``callback(offsets, exception_or_None)`` runs in a later
         poll() or commit call."""
         self._acquire_open()
@@ -746,7 +749,20 @@ class KafkaConsumer:
         finally:
             self._release()
 
-    def committed(self, partition: TopicPartition, metadata: bool = False, timeout_ms: int | None = None):
+    @overload
+    def committed(self, partition: TopicPartition, metadata: Literal[False] = False,
+                  timeout_ms: int | None = None) -> int | None: ...
+
+    @overload
+    def committed(self, partition: TopicPartition, metadata: Literal[True],
+                  timeout_ms: int | None = None) -> OffsetAndMetadata | None: ...
+
+    @overload
+    def committed(self, partition: TopicPartition, metadata: bool,
+                  timeout_ms: int | None = None) -> int | OffsetAndMetadata | None: ...
+
+    def committed(self, partition: TopicPartition, metadata: bool = False,
+                  timeout_ms: int | None = None) -> int | OffsetAndMetadata | None:
         """The last committed offset of a partition (None if none); with metadata=True the
         OffsetAndMetadata."""
         self._acquire_open()
@@ -765,7 +781,8 @@ class KafkaConsumer:
     def _lookup_timeout(self, timeout_ms) -> int:
         return self._request_timeout_ms if timeout_ms is None else _check_timeout(timeout_ms)
 
-    def beginning_offsets(self, partitions: Iterable[TopicPartition], timeout_ms: int | None = None) -> dict:
+    def beginning_offsets(self, partitions: Iterable[TopicPartition], timeout_ms: int | None = None,
+                          ) -> dict[TopicPartition, int]:
         """{tp: earliest offset} (does not change positions)."""
         self._acquire_open()
         try:
@@ -774,7 +791,8 @@ class KafkaConsumer:
         finally:
             self._release()
 
-    def end_offsets(self, partitions: Iterable[TopicPartition], timeout_ms: int | None = None) -> dict:
+    def end_offsets(self, partitions: Iterable[TopicPartition], timeout_ms: int | None = None,
+                    ) -> dict[TopicPartition, int]:
         """{tp: end offset}: the high watermark (read_uncommitted) or last stable offset
         (read_committed), i.e. the offset the next record will get."""
         self._acquire_open()
@@ -784,7 +802,8 @@ class KafkaConsumer:
         finally:
             self._release()
 
-    def offsets_for_times(self, timestamps: Mapping[TopicPartition, int], timeout_ms: int | None = None) -> dict:
+    def offsets_for_times(self, timestamps: Mapping[TopicPartition, int], timeout_ms: int | None = None,
+                          ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
         """{tp: OffsetAndTimestamp | None}: the earliest offset whose timestamp is >= the
         given one (None if there is none)."""
         self._acquire_open()
@@ -837,7 +856,7 @@ class KafkaConsumer:
         """True once a connection to the cluster completed its handshake."""
         return not self._closed and self._client.ever_connected()
 
-    def metrics(self, raw: bool = False) -> dict:
+    def metrics(self, raw: bool = False) -> dict[str, dict[str, Any]]:
         """Operator metrics under the Java client's names, as ``{group: {name: value}}``
         (kclient.consumer.metrics lists them): rates and latencies over the last
         ``metrics.num.samples`` × ``metrics.sample.window.ms``, lag per assigned partition."""
@@ -921,7 +940,7 @@ class KafkaConsumer:
     def __enter__(self) -> "KafkaConsumer":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def __del__(self):
