@@ -1,5 +1,5 @@
 # cython: language_level=3
-"""C interface of kcore.pacemaker: the GIL-free heartbeat sender (issue 14, mechanisms §2).
+"""C interface of kcore.pacemaker: the GIL-free heartbeat sender (mechanisms §2).
 
 The run loop (``Pacemaker._loop``) runs entirely without the GIL: it owns one TCP connection
 to the group coordinator, encodes Heartbeat (and, when max.poll.interval.ms expires,

@@ -1,5 +1,5 @@
 # cython: language_level=3
-"""A heartbeat sender that runs without the GIL (issue 14; mechanisms §2).
+"""A heartbeat sender that runs without the GIL (mechanisms §2).
 
 Why: a Python heartbeat thread cannot run while the application holds the GIL (a long C
 call), so a member whose C call outlasts session.timeout.ms is evicted. ``Pacemaker.run()``

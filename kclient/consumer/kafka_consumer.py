@@ -15,9 +15,10 @@ Threads: the consumer is used by one thread at a time. A second thread entering 
 (other than ``wakeup()``) gets ConcurrentAccessError; ``wakeup()`` from any thread makes a
 blocking ``poll()`` raise WakeupError.
 
-Differences from kafka-python: ``security_protocol`` must be PLAINTEXT for now; ``api_version``
-is accepted and ignored (versions are negotiated with each broker); a pattern matches whole
-topic names (Java's rule), not prefixes.
+Differences from kafka-python: ``security_protocol`` may be PLAINTEXT, SSL, SASL_PLAINTEXT or
+SASL_SSL, with SASL PLAIN, SCRAM-SHA-256/512 or OAUTHBEARER (GSSAPI is refused); ``api_version``
+only makes the constructor skip its bootstrap probe (request versions are negotiated with each
+broker); a pattern matches whole topic names (Java's rule), not prefixes.
 """
 from __future__ import annotations
 

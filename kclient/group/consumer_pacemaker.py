@@ -1,4 +1,4 @@
-"""The KIP-848 coordinator's side of the GIL-free pacemaker (issues 14 and 15; mechanisms §2).
+"""The KIP-848 coordinator's side of the GIL-free pacemaker (mechanisms §2).
 
 ``kcore.pacemaker.Pacemaker.configure_consumer`` heartbeats a ``group.protocol=consumer``
 member without the GIL: ConsumerGroupHeartbeat in its short form (group, member, epoch,

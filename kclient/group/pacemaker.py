@@ -1,4 +1,4 @@
-"""The coordinator's side of the GIL-free heartbeat pacemaker (issue 14; mechanisms §2).
+"""The coordinator's side of the GIL-free heartbeat pacemaker (mechanisms §2).
 
 ``kcore.pacemaker.Pacemaker`` heartbeats without the GIL, so a member survives a C call
 that holds the GIL for longer than session.timeout.ms. This module is the small interface
