@@ -1,6 +1,6 @@
 """Benchmark results as a Markdown table, JSON and a PNG chart.
 
-Targets (the fetch-path issue's), computed from figures measured in the same run, for the
+Targets for the fetch path, computed from figures measured in the same run, for the
 kclient drivers (the tuned peers' fetch settings) and again for the -defaults drivers:
 - kclient per record >= 2.5x confluent-kafka tuned and >= 2x the Java consumer (records/s);
 - kclient columnar >= 85% of the raw-fetch ceiling;

@@ -1,5 +1,5 @@
 """kcore.groupcodec and kcore.pacemaker: the C codec against kclient.protocol (the schema-driven reference), hostile
-input, and the GIL-free loop against a scripted coordinator socket peer (issue 14).
+input, and the GIL-free loop against a scripted coordinator socket peer.
 
 Timing is checked with conditions and deadlines; intervals are read from the pacemaker's
 own send instants (never early), never asserted as upper bounds.

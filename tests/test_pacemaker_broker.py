@@ -1,4 +1,4 @@
-"""Membership through a GIL-holding C call, on Apache Kafka and librdkafka's mock cluster (issue 14).
+"""Membership through a GIL-holding C call, on Apache Kafka and librdkafka's mock cluster.
 
 Member A runs in a child process (its stall holds that interpreter's GIL, not ours): it
 joins, owns the topic's only partition, then calls libc ``sleep`` through ``ctypes.PyDLL``

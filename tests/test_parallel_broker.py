@@ -143,7 +143,7 @@ def test_every_record_handled_exactly_once_and_committed(cluster, topic_name, gr
     n, parts = 2000, 4
     create_topic(cluster, topic_name, parts)
     produce(cluster, topic_name, n, parts, keys=50)
-    # Subscribed at construction, as in the example: ParallelConsumer re-subscribes
+    # Subscribed at construction, as in docs/parallel.md's example: ParallelConsumer re-subscribes
     # with its listener, which calls the application's afterwards.
     consumer = new_consumer(cluster, group_id, topic_name)
     events = []

@@ -88,6 +88,8 @@ def test_sdist_carries_the_sources_and_the_wheel_the_compiled_modules(dist):
         assert any(n.startswith(f"kcore/{name}.") and n.endswith(".so") for n in names), name
         assert f"kcore/{name}.pyi" in names
         assert (f"kcore/{name}.pxd" in names) != (name in NO_C_API), name
+    for name in ("kclient/py.typed", "kclient/__init__.pyi", "kclient/spark/__init__.pyi"):
+        assert name in names, f"{name} (the public names' types) missing from the wheel"
     assert not any(n.endswith(".pyx") or n.endswith(".c") for n in names), "sources in the wheel"
     metadata = next(n for n in names if n.endswith("METADATA"))
     with zipfile.ZipFile(wheel) as z:

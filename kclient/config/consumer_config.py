@@ -70,7 +70,7 @@ _CONSUMER_DEFS = [
                   "connection at a time); 1, as Java, because on loopback with the 64 KiB "
                   "receive.buffer.bytes 2 gained poll_columnar about 5% (medians of 5 runs, 8.9 to "
                   "9.3 M records/s), no clear change per record, and with receive.buffer.bytes=-1 "
-                  "1 was fastest (README, Performance)"),
+                  "1 was fastest (docs/performance.md)"),
     ConfigDef("max.poll.records", "int", 500, min=1,
               doc="records one poll() returns at most, across partitions"),
     ConfigDef("max.poll.interval.ms", "int", 300000, min=1, max=2147483647,

@@ -15,9 +15,10 @@ Threads: the consumer is used by one thread at a time. A second thread entering 
 (other than ``wakeup()``) gets ConcurrentAccessError; ``wakeup()`` from any thread makes a
 blocking ``poll()`` raise WakeupError.
 
-Differences from kafka-python: ``security_protocol`` must be PLAINTEXT for now; ``api_version``
-is accepted and ignored (versions are negotiated with each broker); a pattern matches whole
-topic names (Java's rule), not prefixes.
+Differences from kafka-python: ``security_protocol`` may be PLAINTEXT, SSL, SASL_PLAINTEXT or
+SASL_SSL, with SASL PLAIN, SCRAM-SHA-256/512 or OAUTHBEARER (GSSAPI is refused); ``api_version``
+only makes the constructor skip its bootstrap probe (request versions are negotiated with each
+broker); a pattern matches whole topic names (Java's rule), not prefixes.
 """
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ import os
 import re
 import threading
 import weakref
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Literal, Mapping, overload
 
 from kcore.cursor import ListCursor
 
@@ -43,10 +44,12 @@ from kclient.consumer.metrics import ConsumerMetrics
 from kclient.consumer.fetcher import Fetcher
 from kclient.consumer.interceptors import ConsumerInterceptors
 from kclient.consumer.offset_fetcher import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, OffsetFetcher
-from kclient.structs import OffsetAndMetadata, TopicPartition
+from kclient.structs import ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
+from kclient.consumer.columnar import ColumnarRecords
 from kclient.group.consumer_coordinator import ConsumerCoordinator
 from kclient.group.consumer_group_coordinator import ConsumerGroupCoordinator
 from kclient.group.member_coordinator import MemberCoordinator
+from kclient.network.future import RequestFuture
 from kclient.subscription.state import FetchPosition, OffsetResetStrategy, SubscriptionState
 
 __all__ = ["KafkaConsumer", "IsolationLevel", "TopicPartition", "OffsetAndMetadata", "JsonSerializer",
@@ -276,7 +279,7 @@ class KafkaConsumer:
 
     # ------------------------------------------------------------------ poll
     def poll(self, timeout_ms: int = 0, max_records: int | None = None, update_offsets: bool = True,
-             ) -> dict[TopicPartition, list]:
+             ) -> dict[TopicPartition, list[ConsumerRecord]]:
         """Records fetched since the last poll, {TopicPartition: [ConsumerRecord, ...]}, waiting
         up to timeout_ms for some. At most max_records (default max.poll.records) in all."""
         self._acquire_open()
@@ -289,7 +292,7 @@ class KafkaConsumer:
             self._release()
 
     def poll_columnar(self, timeout_ms: int = 0, max_records: int | None = None,
-                      ) -> dict[TopicPartition, Any]:
+                      ) -> dict[TopicPartition, ColumnarRecords]:
         """Like poll(), but each partition's records come as one ColumnarRecords (arrays, or
         ``.to_arrow()``), without a Python object per record. Positions advance as with
         poll(); max_records defaults to max.poll.records (pass a large value for throughput).
@@ -422,10 +425,10 @@ class KafkaConsumer:
     # list runs out or when the application changed something between two records (a seek, a
     # pause, an assignment: ``_changed`` holds the cursor). Positions are written lazily
     # (``_flush_iteration``) before anything reads them, from the cursor's index.
-    def __iter__(self) -> ListCursor:
+    def __iter__(self) -> ListCursor[ConsumerRecord]:
         return self._cursor
 
-    def __next__(self):
+    def __next__(self) -> ConsumerRecord:
         return self._cursor.__next__()
 
     def _iterating(self) -> bool:
@@ -579,7 +582,7 @@ class KafkaConsumer:
         self._iter_pending.clear()
 
     # ------------------------------------------------------------------ positions
-    def seek(self, partition: TopicPartition, offset) -> None:
+    def seek(self, partition: TopicPartition, offset: int | OffsetAndMetadata) -> None:
         """Fetch from ``offset`` next (an int or OffsetAndMetadata)."""
         self._acquire_open()
         try:
@@ -727,7 +730,8 @@ class KafkaConsumer:
             self._release()
 
     def commit_async(self, offsets: Mapping[TopicPartition, OffsetAndMetadata] | None = None,
-                     callback=None):
+                     callback: Callable[[Mapping[TopicPartition, OffsetAndMetadata], BaseException | None], Any]
+                     | None = None) -> RequestFuture:
         """Commit without waiting; ``callback(offsets, exception_or_None)`` runs in a later
         poll() or commit call."""
         self._acquire_open()
@@ -743,7 +747,20 @@ class KafkaConsumer:
         finally:
             self._release()
 
-    def committed(self, partition: TopicPartition, metadata: bool = False, timeout_ms: int | None = None):
+    @overload
+    def committed(self, partition: TopicPartition, metadata: Literal[False] = False,
+                  timeout_ms: int | None = None) -> int | None: ...
+
+    @overload
+    def committed(self, partition: TopicPartition, metadata: Literal[True],
+                  timeout_ms: int | None = None) -> OffsetAndMetadata | None: ...
+
+    @overload
+    def committed(self, partition: TopicPartition, metadata: bool,
+                  timeout_ms: int | None = None) -> int | OffsetAndMetadata | None: ...
+
+    def committed(self, partition: TopicPartition, metadata: bool = False,
+                  timeout_ms: int | None = None) -> int | OffsetAndMetadata | None:
         """The last committed offset of a partition (None if none); with metadata=True the
         OffsetAndMetadata."""
         self._acquire_open()
@@ -762,7 +779,8 @@ class KafkaConsumer:
     def _lookup_timeout(self, timeout_ms) -> int:
         return self._request_timeout_ms if timeout_ms is None else _check_timeout(timeout_ms)
 
-    def beginning_offsets(self, partitions: Iterable[TopicPartition], timeout_ms: int | None = None) -> dict:
+    def beginning_offsets(self, partitions: Iterable[TopicPartition], timeout_ms: int | None = None,
+                          ) -> dict[TopicPartition, int]:
         """{tp: earliest offset} (does not change positions)."""
         self._acquire_open()
         try:
@@ -771,7 +789,8 @@ class KafkaConsumer:
         finally:
             self._release()
 
-    def end_offsets(self, partitions: Iterable[TopicPartition], timeout_ms: int | None = None) -> dict:
+    def end_offsets(self, partitions: Iterable[TopicPartition], timeout_ms: int | None = None,
+                    ) -> dict[TopicPartition, int]:
         """{tp: end offset}: the high watermark (read_uncommitted) or last stable offset
         (read_committed), i.e. the offset the next record will get."""
         self._acquire_open()
@@ -781,7 +800,8 @@ class KafkaConsumer:
         finally:
             self._release()
 
-    def offsets_for_times(self, timestamps: Mapping[TopicPartition, int], timeout_ms: int | None = None) -> dict:
+    def offsets_for_times(self, timestamps: Mapping[TopicPartition, int], timeout_ms: int | None = None,
+                          ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
         """{tp: OffsetAndTimestamp | None}: the earliest offset whose timestamp is >= the
         given one (None if there is none)."""
         self._acquire_open()
@@ -834,7 +854,7 @@ class KafkaConsumer:
         """True once a connection to the cluster completed its handshake."""
         return not self._closed and self._client.ever_connected()
 
-    def metrics(self, raw: bool = False) -> dict:
+    def metrics(self, raw: bool = False) -> dict[str, dict[str, Any]]:
         """Operator metrics under the Java client's names, as ``{group: {name: value}}``
         (kclient.consumer.metrics lists them): rates and latencies over the last
         ``metrics.num.samples`` × ``metrics.sample.window.ms``, lag per assigned partition."""
@@ -918,7 +938,7 @@ class KafkaConsumer:
     def __enter__(self) -> "KafkaConsumer":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def __del__(self):
