@@ -13,7 +13,7 @@ from kclient.consumer.deserializers import Serializer as Serializer
 from kclient.consumer.interceptors import ConsumerInterceptor as ConsumerInterceptor
 from kclient.consumer.kafka_consumer import IsolationLevel as IsolationLevel
 from kclient.consumer.kafka_consumer import KafkaConsumer as KafkaConsumer
-from kclient.consumer.listener import ConsumerRebalanceListener as ConsumerRebalanceListener
+from kclient.subscription.listener import ConsumerRebalanceListener as ConsumerRebalanceListener
 from kclient.producer import KafkaProducer as KafkaProducer
 from kclient.producer import RecordMetadata as RecordMetadata
 from kclient.structs import ConsumerRecord as ConsumerRecord

@@ -13,7 +13,7 @@ from kclient.config import (CONSUMER_CONFIGS, AdminClientConfig, ClientSettings,
 from kclient.consumer.kafka_consumer import KafkaConsumer
 from kclient.consumer.deserializers import JsonSerializer
 from kclient.producer import PRODUCER_CONFIGS
-from kclient.settings import NetworkClientConfig
+from kclient.network.network_config import NetworkClientConfig
 
 
 def producer_settings(**kwargs):
@@ -295,7 +295,7 @@ def test_repr_hides_secrets():
 
 def test_group_protocol_settings_of_the_other_protocol_are_refused():
     # As the Java client does: a setting the chosen protocol does not use is an error, not a no-op.
-    from kclient.settings import ConsumerSettings
+    from kclient.consumer.consumer_settings import ConsumerSettings
     s = ConsumerSettings.of(ConsumerConfig(group_id="g", group_protocol="CONSUMER", group_remote_assignor="range"))
     assert (s.coordinator.group_protocol, s.coordinator.remote_assignor) == ("consumer", "range")
     for name, value in (("partition.assignment.strategy", ["range"]), ("session.timeout.ms", 10000),
@@ -313,7 +313,7 @@ def test_group_protocol_settings_of_the_other_protocol_are_refused():
 
 
 def test_typed_settings_are_built_once_from_the_table():
-    from kclient.settings import ConsumerSettings, FetchConfig, GroupRebalanceConfig
+    from kclient.consumer.consumer_settings import ConsumerSettings, FetchConfig, GroupRebalanceConfig
     s = ConsumerSettings.of(ConsumerConfig(group_id="g", fetch_max_wait_ms=7, session_timeout_ms=10000))
     assert s.fetch.max_wait_ms == 7 and s.rebalance.session_timeout_ms == 10000
     assert s.rebalance.heartbeat_interval_ms == CONSUMER_CONFIGS["heartbeat.interval.ms"].default

@@ -30,7 +30,7 @@ READERS = {
     "parallel/settings.py": "ParallelConsumer's table",
     "spark/options.py": "the Spark source's table; it checks the 'kafka.'-prefixed options as consumer settings",
     # builders: checked settings -> a typed config or a part of one
-    "settings.py": "builds each consumer component's typed config",
+    "consumer/consumer_settings.py": "builds each consumer component's typed config",
     "network/tls.py": "builds NetworkClientConfig's SSL context",
     "network/sasl.py": "builds NetworkClientConfig's SASL mechanism",
     "consumer/interceptors.py": "builds the interceptors, which Kafka configures with the whole config",

@@ -12,7 +12,7 @@ values checked against it:
   (``ConsumerConfig``, ``ProducerConfig``, ``AdminClientConfig``).
 
 A client checks its settings once, when it is built, and then hands each component a typed
-config of its own (``kclient.settings``); the configuration reference (docs/configuration.md)
+config of its own (``kclient.consumer.consumer_settings``); the configuration reference (docs/configuration.md)
 is generated from these tables. ParallelConsumer's and the Spark source's options have tables
 of their own on the same machinery (``kclient.parallel.settings``, ``kclient.spark.options``).
 """

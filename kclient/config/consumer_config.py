@@ -4,7 +4,7 @@
 (``common_client_defs()``) and the consumer's own, with kafka-python's keywords for them;
 ``define()`` adds to it or replaces a definition. ``ConsumerConfig`` is a user's settings
 checked against it, which ``KafkaConsumer`` builds once and turns into each component's typed
-config (``kclient.settings.ConsumerSettings``).
+config (``kclient.consumer.consumer_settings.ConsumerSettings``).
 """
 from __future__ import annotations
 

@@ -36,7 +36,7 @@ from kcore.cursor import ListCursor
 from kclient import errors as Errors
 from kclient.clock import SYSTEM_CLOCK, Clock
 from kclient.config import ConsumerConfig, IsolationLevel  # noqa: F401 (IsolationLevel: kafka-python name)
-from kclient.settings import ConsumerSettings
+from kclient.consumer.consumer_settings import ConsumerSettings
 from kclient.network.consumer_network_client import ConsumerNetworkClient
 from kclient.consumer.deserializers import DefaultSerializer, JsonSerializer  # noqa: F401 (kafka-python names)
 from kclient.subscription.listener import ConsumerRebalanceListener  # noqa: F401

@@ -2,7 +2,7 @@
 
 ``GroupRebalanceConfig``: membership timing of one member (the coordinators, their heartbeat
 drivers). ``ConsumerCoordinatorConfig``: assignors, commits and the group protocol of the
-consumer's member. ``KafkaConsumer`` builds both once (``kclient.settings.ConsumerSettings``) and
+consumer's member. ``KafkaConsumer`` builds both once (``kclient.consumer.consumer_settings.ConsumerSettings``) and
 hands them to the coordinator it chooses; the coordinators accept nothing else.
 """
 from __future__ import annotations
