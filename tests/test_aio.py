@@ -469,3 +469,65 @@ def test_settings_fail_loudly():
     assert consumer._settings["partition_assignment_strategy"] == ("roundrobin",)
     with pytest.raises(Errors.IllegalStateError):
         consumer.seek(TopicPartition("t", 0), 1)
+
+
+# ------------------------------------------------------------------------ TLS and SASL
+@pytest.fixture(scope="module")
+def secure():
+    from kclient.testing.kafka import KafkaCluster
+    from kclient.testing.maven import MavenError
+    try:
+        cluster = KafkaCluster(security=True).start()
+    except MavenError as exc:
+        pytest.skip(f"Apache Kafka is unavailable: {exc}")
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+class AsyncTokenProvider:
+    """aiokafka's AbstractTokenProvider shape: ``async def token()``."""
+
+    def __init__(self):
+        self.calls = 0
+
+    async def token(self) -> str:
+        from kclient.network.sasl import unsecured_jws
+        await asyncio.sleep(0)
+        self.calls += 1
+        return unsecured_jws("oauth-user", 3600)
+
+
+def test_sasl_ssl_with_an_ssl_context_and_oauthbearer_with_an_async_token_provider(secure):
+    from kclient.aio.helpers import create_ssl_context
+    from kclient.testing.pki import SCRAM_USER
+
+    topic = f"aio-secure-{time.monotonic_ns()}"
+    secure.create_topic(topic, 1)
+    secure.wait_for_topic(topic, 1)
+    provider = AsyncTokenProvider()
+    cases = {
+        "SASL_SSL": {"security_protocol": "SASL_SSL", "sasl_mechanism": "SCRAM-SHA-512",
+                     "sasl_plain_username": SCRAM_USER[0], "sasl_plain_password": SCRAM_USER[1],
+                     "ssl_context": create_ssl_context(cafile=str(secure.pki.ca_file))},
+        "SASL_PLAINTEXT": {"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "OAUTHBEARER",
+                           "sasl_oauth_token_provider": provider},
+    }
+
+    async def main():
+        for i, (listener, settings) in enumerate(cases.items()):
+            bootstrap = secure.bootstrap_for(listener)
+            async with AIOKafkaProducer(bootstrap_servers=bootstrap, **settings) as producer:
+                await producer.send_and_wait(topic, listener.encode(), partition=0)
+            tp = TopicPartition(topic, 0)
+            async with AIOKafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest",
+                                        **settings) as consumer:
+                consumer.assign([tp])
+                got: list = []
+                while len(got) < i + 1:
+                    got += (await consumer.getmany(timeout_ms=5000)).get(tp, [])
+                assert [r.value for r in got] == [name.encode() for name in list(cases)[:i + 1]]
+        assert provider.calls >= 2   # one token per connection, producer and consumer
+
+    asyncio.run(main())
