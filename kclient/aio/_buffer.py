@@ -129,16 +129,23 @@ class RecordBuffer:
         return out, positions
 
     def take_one(self, wanted: Container[TopicPartition] | None, paused: Container[TopicPartition],
-                 ) -> tuple[Any, TopicPartition, FetchPosition] | None:
-        for tp, runs in self._eligible(wanted, paused):
-            run = runs[0]
-            record = run.records[run.start]
-            run.start += 1
-            position = _after(run, run.start)
-            if run.start >= len(run.records):
-                runs.popleft()
-                if not runs:
-                    del self._parts[tp]
-            return record, tp, position
+                 ) -> tuple[Any, TopicPartition, _Run, int] | None:
+        """The next record, its partition, and (run, index after it) for ``position_after``
+        (worked out only when the position is needed: this is getone()'s per-record path)."""
+        for tp, runs in self._parts.items():
+            if (wanted is None or tp in wanted) and tp not in paused:
+                run = runs[0]
+                stop = run.start + 1
+                run.start = stop
+                if stop >= len(run.records):
+                    runs.popleft()
+                    if not runs:
+                        del self._parts[tp]   # the loop ends here: safe while iterating
+                return run.records[stop - 1], tp, run, stop
         return None
+
+
+def position_after(run: _Run, stop: int) -> FetchPosition:
+    """The position after a run's records up to ``stop`` (from take_one)."""
+    return _after(run, stop)
 

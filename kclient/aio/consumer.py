@@ -24,7 +24,7 @@ import time
 from typing import Any, Iterable, Mapping
 
 from kclient import errors as Errors
-from kclient.aio._buffer import RecordBuffer
+from kclient.aio._buffer import RecordBuffer, position_after
 from kclient.aio._core import FetchPosition, SyncCore
 from kclient.aio._settings import UNLIMITED_RECORDS, bind_token_provider, consumer_settings
 from kclient.aio._worker import Worker
@@ -39,6 +39,14 @@ log = logging.getLogger(__name__)
 
 #: The longest single poll of the worker while a coroutine waits for records.
 _SLICE_MS = 100
+#: Records getmany() hands out at most when neither max_records nor max_poll_records caps
+#: them (aiokafka: everything prefetched). The application processes a batch without
+#: yielding, so its size is the event loop's latency: at about 1 µs per record, 2,000 keep it
+#: near 2 ms, where a whole prefetch (10 MiB per partition) kept the loop 300 ms.
+_HANDOUT_RECORDS = 2000
+#: Records one worker poll brings at most for getone()/getmany() (those beyond the hand-out
+#: wait in the loop's buffer, and the next call takes them without a thread switch).
+_FETCH_RECORDS = 10000
 
 
 class _Fetched:
@@ -96,6 +104,8 @@ class AIOKafkaConsumer:
         self._columns = RecordBuffer(columnar=True)
         self._assignment_id = -1      # the assignment the buffered records were fetched under
         self._delivered: dict[TopicPartition, tuple[FetchPosition, int]] = {}
+        # getone()'s deliveries, turned into positions by _flush_delivered().
+        self._delivered_one: dict[TopicPartition, tuple[Any, int, int]] = {}
         self._paused: set[TopicPartition] = set()
         # Fetch results the worker produced before the job with this sequence number ran are
         # stale (a seek or assignment change came after them).
@@ -192,6 +202,13 @@ class AIOKafkaConsumer:
     def _flush_delivered(self) -> None:
         """Send the positions after the records handed out to the worker: queued before any
         other job, never cancelled with the call that carries them."""
+        if self._delivered_one:
+            for tp, (run, stop, aid) in self._delivered_one.items():
+                position = position_after(run, stop)
+                known = self._delivered.get(tp)
+                if known is None or known[1] != aid or known[0].offset < position.offset:
+                    self._delivered[tp] = (position, aid)
+            self._delivered_one = {}
         delivered = self._delivered
         if delivered and self._worker is not None and self._core is not None:
             self._delivered = {}
@@ -327,10 +344,10 @@ class AIOKafkaConsumer:
             self._raise_pending()
             got = self._records.take_one(wanted, self._paused)
             if got is not None:
-                record, tp, position = got
-                self._delivered[tp] = (position, self._assignment_id)
+                record, tp, run, stop = got
+                self._delivered_one[tp] = (run, stop, self._assignment_id)
                 return record
-            await self._fetch_round(_SLICE_MS, self._poll_cap(None), False)
+            await self._fetch_round(_SLICE_MS, self._max_poll_records or _FETCH_RECORDS, False)
 
     async def getmany(self, *partitions: TopicPartition, timeout_ms: int = 0,
                       max_records: int | None = None) -> dict[TopicPartition, list]:
@@ -354,7 +371,15 @@ class AIOKafkaConsumer:
                                         or max_records < 1):
             raise ValueError(f"max_records must be a positive integer, got {max_records!r}")
         self._check_started()
-        cap = self._poll_cap(max_records)
+        if max_records is not None:
+            cap = fetch_cap = max_records
+        elif self._max_poll_records is not None:
+            cap = fetch_cap = self._max_poll_records
+        elif buffer.columnar:
+            # Columns cost the loop nothing per record: hand out all there is.
+            cap = fetch_cap = UNLIMITED_RECORDS
+        else:
+            cap, fetch_cap = _HANDOUT_RECORDS, _FETCH_RECORDS
         loop = self._loop
         assert loop is not None   # set by start()
         deadline = loop.time() + timeout_ms / 1000
@@ -372,12 +397,7 @@ class AIOKafkaConsumer:
             if left_ms <= 0 and not first:
                 return {}
             first = False
-            await self._fetch_round(min(max(int(left_ms), 0), _SLICE_MS), cap, buffer.columnar)
-
-    def _poll_cap(self, max_records: int | None) -> int:
-        if max_records is not None:
-            return max_records
-        return self._max_poll_records or UNLIMITED_RECORDS
+            await self._fetch_round(min(max(int(left_ms), 0), _SLICE_MS), fetch_cap, buffer.columnar)
 
     def _raise_pending(self) -> None:
         self._check_started()
@@ -474,6 +494,7 @@ class AIOKafkaConsumer:
         (tp,) = self._assigned([partition])
         self._drop([tp], rewind=False)
         self._delivered.pop(tp, None)
+        self._delivered_one.pop(tp, None)
         self._stale_before[tp] = self._post(core.consumer.seek, tp, offset)
 
     async def _seek_job(self, partitions: tuple, fn: Any, *extra: Any) -> Any:
@@ -482,6 +503,7 @@ class AIOKafkaConsumer:
         self._drop(parts, rewind=False)
         for tp in parts:
             self._delivered.pop(tp, None)
+            self._delivered_one.pop(tp, None)
         worker, _ = self._check_started()
         self._flush_delivered()
         job = worker.post(fn, parts, *extra)
