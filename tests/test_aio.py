@@ -209,6 +209,30 @@ def test_seek_and_getmany_by_partition(kafka, topic4):
     asyncio.run(main())
 
 
+def test_pause_holds_a_partition_back_and_resume_returns_its_records(kafka, topic4):
+    produce(kafka.bootstrap, topic4, 400, 4)
+
+    async def main():
+        tps = [TopicPartition(topic4, p) for p in range(4)]
+        async with AIOKafkaConsumer(bootstrap_servers=kafka.bootstrap, auto_offset_reset="earliest") as consumer:
+            consumer.assign(tps)
+            consumer.pause(tps[1])
+            assert consumer.paused() == {tps[1]}
+            seen = Seen(4)
+            while seen.count() < 300:
+                batch = await consumer.getmany(timeout_ms=2000)
+                assert tps[1] not in batch
+                seen.add_batch(batch)
+            assert await consumer.getmany(timeout_ms=300) == {}
+            assert await consumer.position(tps[1]) == 0
+            consumer.resume(tps[1])
+            assert consumer.paused() == set()
+            await read_until(consumer, seen, 400)
+            assert seen.by_partition == expected(400, 4)
+
+    asyncio.run(main())
+
+
 def test_batch_consumption_with_max_records(kafka, topic4):
     produce(kafka.bootstrap, topic4, 1000, 4)
 

@@ -116,6 +116,15 @@ class AIOKafkaProducer:
         finally:
             await worker.stop()
 
+    def __del__(self) -> None:
+        # Never stopped: close the synchronous producer on its own thread (it sends what is
+        # queued, briefly, as kclient's producer does when dropped).
+        worker, producer = getattr(self, "_worker", None), getattr(self, "_producer", None)
+        if worker is not None and producer is not None and not self._closed:
+            self._closed = True
+            worker.post(producer.close, 5)
+            worker.stop_nowait()
+
     async def __aenter__(self) -> "AIOKafkaProducer":
         await self.start()
         return self
