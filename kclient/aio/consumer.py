@@ -406,29 +406,33 @@ class AIOKafkaConsumer:
             raise exc
 
     async def _fetch_round(self, timeout_ms: int, max_records: int, columnar: bool) -> None:
-        """One worker poll of up to timeout_ms (or the one already in flight); its records go
-        to the buffers whether or not the caller is still waiting."""
+        """One worker poll of up to timeout_ms, or (waiting no longer than that) the one
+        already in flight; its records go to the buffers whether or not the caller is still
+        waiting."""
         worker, core = self._check_started()
         done = self._fetching
-        if done is None:
-            other = self._columns if not columnar else self._records
-            if other:
-                # Switching between getmany() and getmany_columnar(): the other kind's
-                # buffered records are fetched again in this kind.
-                self._drop(other.partitions(), rewind=True)
-            self._flush_delivered()
-            loop = self._loop
-            assert loop is not None
-            done = self._fetching = loop.create_future()
-            job = worker.post(self._fetch_on_worker, core, timeout_ms, max_records, columnar, fetch=True)
+        if done is not None:
+            # Another call's poll (perhaps a longer one): wait for it within this call's time.
+            await asyncio.wait([done], timeout=timeout_ms / 1000)
+            return
+        other = self._columns if not columnar else self._records
+        if other:
+            # Switching between getmany() and getmany_columnar(): the other kind's
+            # buffered records are fetched again in this kind.
+            self._drop(other.partitions(), rewind=True)
+        self._flush_delivered()
+        loop = self._loop
+        assert loop is not None
+        done = self._fetching = loop.create_future()
+        job = worker.post(self._fetch_on_worker, core, timeout_ms, max_records, columnar, fetch=True)
 
-            def finished(future: Any, done: asyncio.Future = done) -> None:
-                try:
-                    loop.call_soon_threadsafe(self._fetched, future, done, columnar)
-                except RuntimeError:   # the loop is closed
-                    pass
+        def finished(future: Any, done: asyncio.Future = done) -> None:
+            try:
+                loop.call_soon_threadsafe(self._fetched, future, done, columnar)
+            except RuntimeError:   # the loop is closed
+                pass
 
-            job.future.add_done_callback(finished)
+        job.future.add_done_callback(finished)
         await asyncio.shield(done)
 
     def _fetch_on_worker(self, core: SyncCore, timeout_ms: int, max_records: int, columnar: bool) -> _Fetched:
