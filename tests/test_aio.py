@@ -233,6 +233,38 @@ def test_pause_holds_a_partition_back_and_resume_returns_its_records(kafka, topi
     asyncio.run(main())
 
 
+def test_seek_drops_buffered_records_and_applies_to_a_waiting_getmany(kafka, create_topic, topic_name):
+    topic = create_topic(kafka, topic_name, partitions=1)
+    produce(kafka.bootstrap, topic, 100, 1)
+
+    async def main():
+        tp = TopicPartition(topic, 0)
+        async with AIOKafkaConsumer(bootstrap_servers=kafka.bootstrap, auto_offset_reset="earliest") as consumer:
+            consumer.assign([tp])
+            got = (await consumer.getmany(timeout_ms=5000, max_records=50))[tp]
+            assert [r.offset for r in got] == list(range(50))
+            # Records 50..99 wait in the buffer; the seek drops them.
+            consumer.seek(tp, 10)
+            assert (await consumer.getone()).offset == 10
+            rest: list = []
+            while len(rest) < 89:
+                rest += (await consumer.getmany(timeout_ms=5000)).get(tp, [])
+            assert [r.offset for r in rest] == list(range(11, 100))
+            # A seek while a getmany waits at the end of the partition: it returns records
+            # from the new position, each once.
+            waiting = asyncio.create_task(consumer.getmany(timeout_ms=5000))
+            await asyncio.sleep(0.2)
+            consumer.seek(tp, 95)
+            got = (await waiting).get(tp, [])
+            while len(got) < 5:
+                got += (await consumer.getmany(timeout_ms=5000)).get(tp, [])
+            assert [r.offset for r in got] == [95, 96, 97, 98, 99]
+            assert await consumer.getmany(timeout_ms=300) == {}
+            assert await consumer.position(tp) == 100
+
+    asyncio.run(main())
+
+
 def test_batch_consumption_with_max_records(kafka, topic4):
     produce(kafka.bootstrap, topic4, 1000, 4)
 
