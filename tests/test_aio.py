@@ -114,6 +114,26 @@ def test_manual_commit_then_a_new_consumer_resumes(kafka, topic4, group_id):
     asyncio.run(main())
 
 
+def test_stop_commits_what_was_handed_out_and_nothing_prefetched(kafka, topic4, group_id):
+    produce(kafka.bootstrap, topic4, 400, 4)
+
+    async def main():
+        consumer = AIOKafkaConsumer(topic4, bootstrap_servers=kafka.bootstrap, group_id=group_id,
+                                    auto_offset_reset="earliest", **GROUP)   # enable_auto_commit=True
+        seen = Seen(4)
+        async with consumer:
+            while seen.count() < 150:
+                seen.add_batch(await consumer.getmany(timeout_ms=1000, max_records=7))
+            for _ in range(3):
+                seen.add(await consumer.getone())
+        # stop() committed exactly the records handed out, though more were fetched.
+        async with AIOKafkaConsumer(bootstrap_servers=kafka.bootstrap, group_id=group_id) as check:
+            committed = {p: await check.committed(TopicPartition(topic4, p)) for p in range(4)}
+        assert committed == {p: len(v) for p, v in seen.by_partition.items()}
+
+    asyncio.run(main())
+
+
 def test_listener_commits_on_revoke_and_two_members_split_and_hand_over(kafka, topic4, group_id):
     produce(kafka.bootstrap, topic4, 2000, 4)
 
