@@ -95,6 +95,10 @@ class AIOKafkaConsumer:
         self._worker: Worker | None = None
         self._core: SyncCore | None = None
         self._closed = False
+        # stop() began: no more fetches; other calls (a rebalance listener's commit while the
+        # consumer leaves its group) still run until the consumer is closed.
+        self._stopping = False
+        self._listener: LoopListener | None = None
         # What subscribe()/assign() asked for before start(): applied by start().
         self._pending: tuple | None = ("subscribe", list(topics), None, None) if topics else None
         self._mode: str | None = "subscribe" if topics else None
@@ -119,7 +123,7 @@ class AIOKafkaConsumer:
     async def start(self) -> None:
         """Connect to the cluster (on the worker thread) and apply the subscription or
         assignment given so far. The group is joined by the first getmany()/getone()."""
-        if self._closed:
+        if self._closed or self._stopping:
             raise Errors.ConsumerStoppedError("the consumer was stopped; make a new one")
         if self._worker is not None:
             return
@@ -145,18 +149,24 @@ class AIOKafkaConsumer:
     async def stop(self) -> None:
         """Commit the consumed offsets (with enable_auto_commit), leave the group and close
         the connections; calls waiting for records raise ConsumerStoppedError."""
-        if self._closed:
+        if self._closed or self._stopping:
             return
-        self._closed = True
+        self._stopping = True
         worker, core = self._worker, self._core
         if worker is None or core is None:
+            self._closed = True
             return
         self._flush_delivered()
+        if self._listener is not None:
+            # aiokafka leaves the group on stop() without calling the listener (kclient's
+            # close() would call on_partitions_revoked, on a consumer already closed).
+            self._listener.detach()
         try:
             await worker.call(core.consumer.close, self._auto_commit)
         except Exception as exc:
             log.warning("closing the consumer failed: %s", exc)
         finally:
+            self._closed = True
             await worker.stop()
 
     def __del__(self) -> None:
@@ -268,6 +278,9 @@ class AIOKafkaConsumer:
     def _subscribe_now(self, topics: list[str], pattern: re.Pattern | None, listener: Any) -> None:
         worker, core = self._check_started()
         bridge = None if listener is None else LoopListener(listener, worker.run_on_loop, self._on_rebalance)
+        if self._listener is not None:
+            self._listener.detach()
+        self._listener = bridge
         self._drop(None, rewind=False)
         self._stale_before_all = self._post(core.consumer.subscribe, topics, pattern, bridge)
 
@@ -333,7 +346,7 @@ class AIOKafkaConsumer:
         return frozenset(self._core.subscription())
 
     def _check_not_stopped(self) -> None:
-        if self._closed:
+        if self._closed or self._stopping:
             raise Errors.ConsumerStoppedError("the consumer was stopped")
 
     # ------------------------------------------------------------------ records
@@ -401,6 +414,8 @@ class AIOKafkaConsumer:
 
     def _raise_pending(self) -> None:
         self._check_started()
+        if self._stopping:
+            raise Errors.ConsumerStoppedError("the consumer was stopped")
         exc, self._error = self._error, None
         if exc is not None:
             raise exc
@@ -410,6 +425,8 @@ class AIOKafkaConsumer:
         already in flight; its records go to the buffers whether or not the caller is still
         waiting."""
         worker, core = self._check_started()
+        if self._stopping:
+            raise Errors.ConsumerStoppedError("the consumer was stopped")
         done = self._fetching
         if done is not None:
             # Another call's poll (perhaps a longer one): wait for it within this call's time.

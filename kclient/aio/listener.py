@@ -40,9 +40,15 @@ class LoopListener(SyncListener):
         self._user = user
         self._run_on_loop = run_on_loop
         self._on_change = on_change
+        self._detached = False
+
+    def detach(self) -> None:
+        """Call the user's listener no more (the consumer is stopping or subscribed anew)."""
+        self._detached = True
 
     def _call(self, name: str, partitions: Collection[TopicPartition]) -> None:
-        self._run_on_loop(self._on_loop, name, set(partitions))
+        if not self._detached:
+            self._run_on_loop(self._on_loop, name, set(partitions))
 
     def _on_loop(self, name: str, partitions: set[TopicPartition]) -> Any:
         # Records the loop holds were fetched under the assignment that is changing now.
