@@ -419,6 +419,38 @@ def test_event_loop_lag_stays_small_while_reading(kafka, create_topic, topic_nam
     asyncio.run(main())
 
 
+def test_a_stalled_event_loop_keeps_the_membership(kafka, topic4, group_id):
+    """Heartbeats come from kclient's heartbeat thread, not from the loop: an application that
+    holds the loop longer than session_timeout_ms keeps its partitions (aiokafka's heartbeat
+    is a task on the loop)."""
+    produce(kafka.bootstrap, topic4, 100, 4)
+
+    async def main():
+        events: list = []
+
+        class Recorder(ConsumerRebalanceListener):
+            def on_partitions_revoked(self, revoked):
+                events.append(("revoked", set(revoked)))
+
+            def on_partitions_assigned(self, assigned):
+                events.append(("assigned", set(assigned)))
+
+        consumer = AIOKafkaConsumer(bootstrap_servers=kafka.bootstrap, group_id=group_id,
+                                    auto_offset_reset="earliest", **GROUP)
+        async with consumer:
+            consumer.subscribe([topic4], listener=Recorder())
+            seen = Seen(4)
+            await read_until(consumer, seen, 1)
+            before = list(events)
+            assert before and before[-1][0] == "assigned"
+            time.sleep(GROUP["session_timeout_ms"] / 1000 * 1.5)   # the application holds the loop
+            await read_until(consumer, seen, 100)
+            assert events == before, events
+            assert seen.by_partition == expected(100, 4)
+
+    asyncio.run(main())
+
+
 def test_cancelled_getmany_and_getone_lose_no_record(kafka, topic4, group_id):
     n = 3000
     produce(kafka.bootstrap, topic4, n, 4)
