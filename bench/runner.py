@@ -283,7 +283,7 @@ def summarize(runs: list[dict], mode: str) -> dict:
     if not valid:
         return out
     keys = (["records_per_s", "steady_records_per_s", "mb_per_s", "cpu_us_per_record", "broker_cpu_us_per_record", "peak_rss_bytes",
-             "wall_s", "cpu_s", "first_record_s", "other_load_cores"] if mode == "assign"
+             "wall_s", "cpu_s", "first_record_s", "other_load_cores", "max_loop_lag_ms"] if mode == "assign"
             else ["first_record_s", "peak_rss_bytes"])
     for key in keys:
         values = [r[key] for r in valid if key in r]

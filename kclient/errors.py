@@ -1282,6 +1282,49 @@ class LogTruncationError(OffsetOutOfRangeError):
     divergent_offsets: dict
     partitions: dict
 
+# --------------------------------------------------------------------------- aiokafka's names
+# kclient.aio raises these; code written for aiokafka catches them by these names. Names that
+# aiokafka gives a broker error code are the same classes as kclient's for that code.
+class ConsumerStoppedError(KafkaError):
+    """The consumer was stopped (``await consumer.stop()``); its calls, and iteration, end."""
+
+
+class IllegalOperation(IllegalStateError):
+    """The call needs something this consumer was not set up with (e.g. commit() without
+    group_id)."""
+
+
+class ProducerClosed(KafkaError):
+    """The producer was stopped before the record could be sent."""
+
+
+class RecordTooLargeError(KafkaError):
+    """A record (with its headers) is larger than max_request_size / max_batch_size allow."""
+
+
+class KafkaUnavailableError(KafkaError):
+    """No broker of the cluster could be reached."""
+    retriable = True
+
+
+NotLeaderForPartitionError = NotLeaderOrFollowerError
+GroupCoordinatorNotAvailableError = CoordinatorNotAvailableError
+GroupLoadInProgressError = CoordinatorLoadInProgressError
+NotCoordinatorForGroupError = NotCoordinatorError
+MessageSizeTooLargeError = MessageTooLargeError
+CorruptRecordException = CorruptRecordError
+InvalidMessageError = CorruptRecordError
+InvalidFetchRequestError = InvalidFetchSizeError
+UnknownError = UnknownServerErrorError
+KafkaConfigurationError = ConfigurationError
+KafkaProtocolError = ProtocolError
+CorrelationIdError = CorrelationIdMismatchError
+Cancelled = RequestCancelledError
+SaslAuthenticationFailed = SaslAuthenticationFailedError
+InvalidConfigurationError = InvalidConfigError
+InvalidReplicationAssignmentError = InvalidReplicaAssignmentError
+
+
 # Public: every KafkaError class defined or re-exported above (UnknownBrokerError, below, is
 # reached through for_code()).
 for _name, _obj in list(globals().items()):

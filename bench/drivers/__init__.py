@@ -33,6 +33,8 @@ DRIVERS: dict[str, str] = {
     "java": "bench.drivers.java_consumer",
     "confluent-tuned": "bench.drivers.confluent_tuned",
     "confluent-default": "bench.drivers.confluent_default",
+    "kclient-aio": "bench.drivers.kclient_aio",
+    "kclient-aio-columnar": "bench.drivers.kclient_aio:COLUMNAR",
     "aiokafka": "bench.drivers.aiokafka_driver",
     "kafka-python": "bench.drivers.kafka_python",
 }
