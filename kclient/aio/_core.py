@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any, Iterable, Mapping
 
 from kclient.consumer.kafka_consumer import KafkaConsumer
-from kclient.consumer.subscription_state import FetchPosition, SubscriptionState
+from kclient.subscription.state import FetchPosition, SubscriptionState
 from kclient.structs import OffsetAndMetadata, TopicPartition
 
 __all__ = ["SyncCore", "FetchPosition"]

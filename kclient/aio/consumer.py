@@ -30,7 +30,7 @@ from kclient.aio._settings import UNLIMITED_RECORDS, bind_token_provider, consum
 from kclient.aio._worker import Worker
 from kclient.aio.listener import LoopListener
 from kclient.config import ConsumerConfig
-from kclient.consumer.listener import validate_listener
+from kclient.subscription.listener import validate_listener
 from kclient.structs import OffsetAndMetadata, TopicPartition
 
 __all__ = ["AIOKafkaConsumer"]

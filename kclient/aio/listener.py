@@ -12,7 +12,7 @@ import abc
 import logging
 from typing import Any, Callable, Collection
 
-from kclient.consumer.listener import ConsumerRebalanceListener as SyncListener
+from kclient.subscription.listener import ConsumerRebalanceListener as SyncListener
 from kclient.structs import TopicPartition
 
 __all__ = ["ConsumerRebalanceListener"]

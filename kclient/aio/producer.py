@@ -16,7 +16,8 @@ from typing import Any
 from kclient import errors as Errors
 from kclient.aio._settings import bind_token_provider, producer_settings
 from kclient.aio._worker import Worker
-from kclient.producer import PRODUCER_CONFIGS, ClientSettings, KafkaProducer
+from kclient.config import ProducerConfig
+from kclient.producer import KafkaProducer
 
 __all__ = ["AIOKafkaProducer", "BatchBuilder"]
 
@@ -68,7 +69,7 @@ class AIOKafkaProducer:
 
     def __init__(self, *, loop: asyncio.AbstractEventLoop | None = None, **configs: Any):
         self._settings = producer_settings(configs)
-        config = ClientSettings(PRODUCER_CONFIGS, "producer", None, self._settings)  # fails here if bad
+        config = ProducerConfig(self._settings)  # fails here if bad
         self._batch_size = max(config["batch.size"], 1)
         self._loop = loop
         self._worker: Worker | None = None
