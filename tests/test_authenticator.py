@@ -26,6 +26,7 @@ class Host:
         self.sent: list[tuple[int, int, dict, str]] = []
         self.closed: list[BaseException] = []
         self.ready = 0
+        self.room = True
 
     def send_setup_request(self, conn, api_key, version, body, purpose, now_ms):
         self.sent.append((api_key, version, body, purpose))
@@ -37,6 +38,9 @@ class Host:
     def connection_ready(self, conn, now_ms):
         self.ready += 1
         conn.mark_ready(now_ms)
+
+    def has_room_for_request(self, conn):
+        return self.room
 
 
 def make(sasl=None):
@@ -125,6 +129,23 @@ def test_a_bounded_session_is_reauthenticated_on_the_same_connection():
                      {"error_code": 0, "auth_bytes": b"", "session_lifetime_ms": 10_000}, due)
     assert auth.reauthentications == 1 and conn.is_ready and host.ready == 1
     assert conn.reauth_due_ms is not None and conn.reauth_due_ms > due
+
+
+def test_a_due_session_with_a_full_in_flight_queue_waits_for_room():
+    # The SASL exchange is a request in flight like any other: with the connection's
+    # max.in.flight.requests.per.connection requests out, it waits until an answer made room
+    # (the due session takes no new request meanwhile), instead of overfilling the queue.
+    host, auth, conn = make(plain)
+    authenticate(host, auth, conn, lifetime_ms=10_000)
+    due = conn.reauth_due_ms
+    sent = len(host.sent)
+    host.room = False
+    auth.maybe_reauthenticate([conn], due)
+    assert len(host.sent) == sent and not conn.reauthenticating
+    assert auth.reauthentication_due(conn, due)            # still due: new requests wait
+    host.room = True
+    auth.maybe_reauthenticate([conn], due + 5)
+    assert host.sent[-1][3] == "sasl_handshake" and conn.reauthenticating
 
 
 def test_a_refused_password_fails_once_without_a_storm_and_never_shows_the_secret():

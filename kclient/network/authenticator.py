@@ -59,6 +59,9 @@ class AuthenticationHost(Protocol):
     def connection_ready(self, conn: BrokerConnection, now_ms: int) -> None:
         """The set-up completed: the connection takes requests from now on."""
 
+    def has_room_for_request(self, conn: BrokerConnection) -> bool:
+        """Whether one more request may go in flight on the connection now."""
+
 
 def _is_tls_alert(exc: BaseException) -> bool:
     return isinstance(exc, ssl.SSLError) and not isinstance(exc, (ssl.SSLWantReadError, ssl.SSLWantWriteError))
@@ -265,8 +268,10 @@ class Authenticator:
         if self._sasl_mechanism is None:
             return
         for conn in conns:
+            # A connection with max.in.flight.requests.per.connection requests in flight waits:
+            # being due, it takes no new request, so its answers make room by the next poll.
             if (conn.reauth_due_ms is not None and now_ms >= conn.reauth_due_ms and not conn.reauthenticating
-                    and conn.state is ConnectionState.READY):
+                    and conn.state is ConnectionState.READY and self._host.has_room_for_request(conn)):
                 log.debug("node %d (%s): session ends in %d ms; re-authenticating", conn.node_id, conn.address,
                           (conn.session_expiry_ms or now_ms) - now_ms)
                 conn.reauthenticating = True

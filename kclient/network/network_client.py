@@ -318,6 +318,9 @@ class NetworkClient:
         conn.mark_ready(now_ms)
         self._start_receive_loop(conn)
 
+    def has_room_for_request(self, conn: BrokerConnection) -> bool:
+        return self._in_flight.can_send_more(conn.node_id)
+
     def send_setup_request(self, conn: BrokerConnection, api_key: int, version: int, body: dict, purpose: str,
                            now_ms: int) -> None:
         """A request of the connection's own set-up (ApiVersions, SASL), bounded by the
