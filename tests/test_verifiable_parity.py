@@ -21,8 +21,10 @@ from kclient.testing.maven import MavenError, find_java, resolve_jars
 
 RECORDS = 60
 PARTITIONS = 2
-# The arguments both tools get besides the bootstrap address and the group.
-COMMON = ("--session-timeout", "6000", "--reset-policy", "earliest", "--verbose")
+# The arguments both tools get besides the bootstrap address and the group (and, with the
+# classic protocol, a short session: the consumer protocol's is the broker's).
+COMMON = ("--reset-policy", "earliest", "--verbose")
+CLASSIC = ("--session-timeout", "6000")
 
 
 @pytest.fixture(scope="module")
@@ -116,9 +118,9 @@ def parse(stdout: bytes, who: str) -> list[dict]:
     return events
 
 
-def run_bounded(cmd: list[str], bootstrap: str, topic: str, group: str) -> list[dict]:
+def run_bounded(cmd: list[str], bootstrap: str, topic: str, group: str, *extra: str) -> list[dict]:
     done = subprocess.run([*cmd, "--bootstrap-server", bootstrap, "--topic", topic, "--group-id", group,
-                           "--max-messages", str(RECORDS), *COMMON],
+                           "--max-messages", str(RECORDS), *COMMON, *extra],
                           capture_output=True, timeout=180, stdin=subprocess.DEVNULL)
     assert done.returncode == 0, done.stderr.decode()[-3000:]
     return parse(done.stdout, cmd[0])
@@ -127,7 +129,7 @@ def run_bounded(cmd: list[str], bootstrap: str, topic: str, group: str) -> list[
 def run_until_sigterm(cmd: list[str], bootstrap: str, topic: str, group: str) -> list[dict]:
     """Run without a message limit until every record was consumed, then stop it with SIGTERM."""
     proc = subprocess.Popen([*cmd, "--bootstrap-server", bootstrap, "--topic", topic, "--group-id", group,
-                             *COMMON], stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+                             *COMMON, *CLASSIC], stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
     events: list[dict] = []
     try:
         deadline = time.monotonic() + 120
@@ -166,11 +168,13 @@ def differences(java: list[dict], ours: list[dict]) -> list[str]:
     return out
 
 
-def test_bounded_run_speaks_kafkas_protocol(kafka, create_topic, topic_name, group_id, java_tool):
+@pytest.mark.parametrize("extra", [CLASSIC, (*CLASSIC, "--enable-autocommit"), ("--group-protocol", "consumer")],
+                         ids=["commits", "autocommit", "consumer-protocol"])
+def test_bounded_run_speaks_kafkas_protocol(kafka, create_topic, topic_name, group_id, java_tool, extra):
     create_topic(kafka, topic_name, PARTITIONS)
     produce(kafka.bootstrap, topic_name)
-    java = run_bounded(java_tool, kafka.bootstrap, topic_name, group_id + "-java")
-    ours = run_bounded(kclient_tool(), kafka.bootstrap, topic_name, group_id + "-kclient")
+    java = run_bounded(java_tool, kafka.bootstrap, topic_name, group_id + "-java", *extra)
+    ours = run_bounded(kclient_tool(), kafka.bootstrap, topic_name, group_id + "-kclient", *extra)
     diff = differences(java, ours)
     assert not diff, "\n".join(diff)
     for events in (java, ours):
