@@ -72,8 +72,8 @@ def _properties(path: str) -> dict[str, str]:
 def consumer_settings(args: argparse.Namespace) -> dict[str, Any]:
     """The consumer's settings: the config file's, then the options' (which win, as in the Java
     tool); a ``client.id`` from the file is kept."""
-    settings: dict[str, Any] = _properties(args.consumer_config) if args.consumer_config else {}
-    settings.setdefault("client.id", _CLIENT_ID)
+    settings: dict[str, Any] = {"client.id": _CLIENT_ID,
+                                **(_properties(args.consumer_config) if args.consumer_config else {})}
     settings.update({"bootstrap.servers": args.bootstrap_server, "group.id": args.group_id,
                      "auto.offset.reset": args.reset_policy, "enable.auto.commit": args.enable_autocommit,
                      "group.protocol": args.group_protocol})
