@@ -41,7 +41,7 @@ from kcore.records import RecordBatchBuilder, decode_records
 from kclient import errors as Errors
 from kclient.clock import SYSTEM_CLOCK, Clock
 from kclient.config import CODECS, PRODUCER_CONFIGS, ClientSettings, ProducerConfig
-from kclient.consumer.deserializers import as_serializer
+from kclient.consumer.deserializers import as_serializer, close_plugins
 from kclient.network.future import RequestFuture
 from kclient.network.network_client import ClientRequest, NetworkClient
 from kclient.network.network_config import NetworkClientConfig
@@ -297,6 +297,7 @@ class KafkaProducer:
                 self._closed = True
                 self._fail_all(Errors.KafkaTimeoutError("the producer was closed before the record was delivered"))
                 self._client.close()
+                close_plugins(self.config["key.serializer"], self.config["value.serializer"], method="serialize")
 
     def partitions_for(self, topic: str) -> set[int]:
         """Partition ids of ``topic`` (waits for its metadata up to max.block.ms)."""

@@ -16,6 +16,7 @@ from typing import Any, Mapping
 from kclient.config.common_client_configs import common_client_defs
 from kclient.config.config_def import (AbstractConfig, ClientConfig, ConfigDef, ConfigRegistry, callable_or_none,
                                        plugin)
+from kclient.config.durations import BY_DURATION_PREFIX, by_duration_ms
 from kclient.errors import ConfigurationError
 
 __all__ = ["ConsumerConfig", "CONSUMER_CONFIGS", "IsolationLevel", "isolation_level", "define",
@@ -36,6 +37,21 @@ def isolation_level(name: str, value: Any) -> str:
         return value.strip().lower()
     raise ConfigurationError(
         f"setting {name!r} must be 'read_uncommitted' or 'read_committed' (or IsolationLevel), got {value!r}")
+
+
+_RESET_NAMES = ("latest", "earliest", "none", "smallest", "largest")
+
+
+def auto_offset_reset(name: str, value: str) -> str:
+    """earliest / latest / none (kafka-python's smallest / largest too), in any case, or
+    ``by_duration:<ISO-8601 duration>`` with a duration of zero or more."""
+    if by_duration_ms(value, name) is not None:
+        return BY_DURATION_PREFIX + value.strip()[len(BY_DURATION_PREFIX):].strip()
+    key = value.strip().lower()
+    if key not in _RESET_NAMES:
+        raise ConfigurationError(f"setting {name!r} must be one of {list(_RESET_NAMES)} or "
+                                 f"by_duration:<ISO-8601 duration>, got {value!r}")
+    return key
 
 
 # Names, types and defaults as documented for the Kafka consumer (Kafka 3.x/4.x).
@@ -83,9 +99,11 @@ _CONSUMER_DEFS = [
     ConfigDef("enable.auto.commit", "bool", True,
               doc="commit the positions every auto.commit.interval.ms, on revocation and on close"),
     ConfigDef("auto.commit.interval.ms", "int", 5000, min=0, doc="how often positions are auto-committed"),
-    ConfigDef("auto.offset.reset", "str", "latest",
-              choices=("latest", "earliest", "none", "smallest", "largest"),
-              doc="where to start without a committed offset or out of range: earliest, latest, or none (raise)"),
+    ConfigDef("auto.offset.reset", "str", "latest", validator=auto_offset_reset,
+              doc="where to start without a committed offset or out of range: earliest, latest, none (raise), "
+                  "or by_duration:DURATION with an ISO-8601 duration PnDTnHnMn.nS (KIP-1106: the first record "
+                  "no older than the duration, e.g. by_duration:PT1H or by_duration:P1DT2H; the end if none "
+                  "is that recent); smallest and largest are kafka-python's names for earliest and latest"),
     ConfigDef("allow.auto.create.topics", "bool", True,
               doc="let Metadata requests create missing topics (if the broker allows it)"),
     ConfigDef("exclude.internal.topics", "bool", True,

@@ -39,6 +39,7 @@ from kclient.config import ConsumerConfig, IsolationLevel  # noqa: F401 (Isolati
 from kclient.consumer.consumer_settings import ConsumerSettings
 from kclient.network.consumer_network_client import ConsumerNetworkClient
 from kclient.consumer.deserializers import DefaultSerializer, JsonSerializer  # noqa: F401 (kafka-python names)
+from kclient.consumer.deserializers import close_plugins
 from kclient.subscription.listener import ConsumerRebalanceListener  # noqa: F401
 from kclient.consumer.metrics import ConsumerMetrics
 from kclient.consumer.fetcher import Fetcher
@@ -911,6 +912,8 @@ class KafkaConsumer:
                 self._fetcher.close()
                 self._interceptors.close()
                 self._client.close()
+                close_plugins(self.config["key.deserializer"], self.config["value.deserializer"],
+                              method="deserialize")
             log.debug("consumer closed")
         finally:
             self._release()

@@ -39,6 +39,7 @@ from kclient.errors import (
     IllegalStateError,
     NoOffsetForPartitionError,
 )
+from kclient.config.durations import by_duration_ms
 from kclient.subscription.listener import validate_listener
 from kclient.structs import OffsetAndMetadata, TopicPartition
 
@@ -101,6 +102,7 @@ class OffsetResetStrategy(str, enum.Enum):
     EARLIEST = "earliest"
     LATEST = "latest"
     NONE = "none"
+    BY_DURATION = "by_duration"  # KIP-1106; how far back: SubscriptionState.reset_duration_ms
 
 
 _RESET_ALIASES = {"smallest": "earliest", "largest": "latest"}  # old names kafka-python accepts
@@ -113,6 +115,8 @@ def parse_reset_strategy(value) -> OffsetResetStrategy:
     if isinstance(value, str):
         key = value.strip().lower()
         key = _RESET_ALIASES.get(key, key)
+        if by_duration_ms(value) is not None:
+            return OffsetResetStrategy.BY_DURATION
         try:
             return OffsetResetStrategy(key)
         except ValueError:
@@ -249,6 +253,8 @@ class SubscriptionState:
     def __init__(self, default_reset_strategy="latest", exclude_internal_topics: bool = True):
         self._lock = threading.RLock()
         self._default_reset_strategy = parse_reset_strategy(default_reset_strategy)
+        self.reset_duration_ms = (by_duration_ms(default_reset_strategy)
+                                  if isinstance(default_reset_strategy, str) else None)
         self._exclude_internal_topics = bool(exclude_internal_topics)
         self._type = SubscriptionType.NONE
         self._pattern: re.Pattern | None = None

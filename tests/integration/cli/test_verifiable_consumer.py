@@ -33,7 +33,9 @@ def test_events_for_a_bounded_run_with_commits(kafka, create_topic, topic_name, 
     produce(kafka.bootstrap, topic_name, 100)
     events = run(kafka.bootstrap, topic_name, group_id, "--max-messages", "100")
     names = [e["name"] for e in events]
-    assert names[0] == "startup_complete" and names[-1] == "shutdown_complete"
+    # As Kafka's tool (whose exit hook reports it), a run that ended by itself reports
+    # shutdown_requested last.
+    assert names[0] == "startup_complete" and names[-2:] == ["shutdown_complete", "shutdown_requested"]
     assert all(isinstance(e["timestamp"], int) for e in events)
     assigned = [e for e in events if e["name"] == "partitions_assigned"]
     # The group may settle over more than one rebalance (a first, empty assignment included).
@@ -46,7 +48,8 @@ def test_events_for_a_bounded_run_with_commits(kafka, create_topic, topic_name, 
         for p in e["partitions"]:
             assert p["maxOffset"] - p["minOffset"] + 1 == p["count"]
     commits = [e for e in events if e["name"] == "offsets_committed"]
-    assert len(commits) == len(consumed) and all(c["success"] and c["error"] is None for c in commits)
+    # Kafka's tool leaves "error" out of a successful commit's event.
+    assert len(commits) == len(consumed) and all(c["success"] and "error" not in c for c in commits)
     last = {}
     for c in commits:
         for o in c["offsets"]:
