@@ -1,6 +1,6 @@
 """``auto.offset.reset=by_duration:<ISO-8601 duration>`` (KIP-1106), one layer at a time: the
 duration parser, the consumer's config check, and OffsetFetcher's two ListOffsets requests
-against a scripted client (the broker test is test_reset_by_duration_broker.py)."""
+against a scripted client (the broker test is integration/consumer/test_reset_by_duration.py)."""
 from __future__ import annotations
 
 import pytest
