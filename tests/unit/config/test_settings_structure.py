@@ -36,6 +36,8 @@ READERS = {
     "consumer/interceptors.py": "builds the interceptors, which Kafka configures with the whole config",
     # facades: build a client from a user's settings, or read the public config of one
     "consumer/kafka_consumer.py": "the consumer's facade",
+    "aio/consumer.py": "the asyncio consumer's facade (aiokafka's keywords onto the consumer's config)",
+    "aio/producer.py": "the asyncio producer's facade",
     "producer.py": "the producer's facade",
     "admin.py": "the admin client's facade",
     "parallel/driver.py": "checks the KafkaConsumer it is given (group.id, enable.auto.commit)",
