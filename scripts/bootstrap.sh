@@ -46,7 +46,7 @@ if [ ! -x .venv/bin/python ]; then
 fi
 
 # Reinstall only when the sources or the wanted extras changed.
-stamp=$( { echo "$EXTRAS"; cat setup.py pyproject.toml; find kcore kclient -type f \( -name '*.py' -o -name '*.pyx' -o -name '*.pxd' -o -name '*.pyi' -o -name '*.h' \) | LC_ALL=C sort | xargs cat; } | sha256sum | cut -c1-16)
+stamp=$( { echo "$EXTRAS"; cat setup.py pyproject.toml; find kcore kclient pyspark_kclient -type f \( -name '*.py' -o -name '*.pyx' -o -name '*.pxd' -o -name '*.pyi' -o -name '*.h' \) | LC_ALL=C sort | xargs cat; } | sha256sum | cut -c1-16)
 if [ "$(cat .venv/.kclient-stamp 2>/dev/null)" != "$stamp" ]; then
   # Editable: the PEP 660 build compiles every kcore/*.pyx in place, so the checkout itself is
   # the compiled package. Subprocesses and Spark workers that start from the checkout (cwd on
