@@ -43,7 +43,7 @@ from kclient import errors as Errors
 from kclient.clock import SYSTEM_CLOCK, Clock
 from kclient.config import ClientSettings, ConfigDef, common_client_defs, plugin, unsupported
 from kclient.consumer.deserializers import as_serializer
-from kclient.network.future import RequestFuture
+from kclient.network.future import _PENDING, _SUCCEEDED, RequestFuture
 from kclient.network.network_client import ClientRequest, NetworkClient
 from kclient.structs import TopicPartition
 from kclient.protocol import ApiKey
@@ -187,12 +187,52 @@ class FutureRecordMetadata(RequestFuture):
     __slots__ = ("_producer",)
 
     def __init__(self, producer: "KafkaProducer"):
-        super().__init__()
+        shared = getattr(producer, "_future_shared", None)
+        if shared is None:
+            super().__init__()
+            self._producer = weakref.ref(producer)
+            return
+        # The futures of one producer share one weak reference to it and one lock: a lock and
+        # a weakref of its own cost each record about a µs. One lock serves them all because a
+        # RequestFuture holds its lock only to read or change its own state, never while it
+        # calls out (listeners run after it is released).
         # Weak: the producer holds its pending futures, and a strong reference back would make
         # a cycle, so a producer dropped without close() would wait for the cyclic GC (maybe
         # for ever) instead of delivering its records in __del__ at once, as kafka-python's
         # background sender does. A dropped producer's close() settles all its futures.
-        self._producer = weakref.ref(producer)
+        self._producer, self._lock = shared
+        self._state = _PENDING
+        self._value = None
+        self._exception = None
+        self._listeners = []
+        self._event = None
+
+    @staticmethod
+    def _succeed_all(futures: list, tp: TopicPartition, base_offset: int, append_time: int | None,
+                     log_start_offset: int) -> None:
+        """Complete a batch's [(future, timestamp, key size, value size, header size)] of one
+        producer: the futures nobody listens to or waits for under one hold of their shared
+        lock, the others through complete() once it is released."""
+        if not futures:
+            return
+        lock = futures[0][0]._lock
+        slow = []
+        topic, partition = tp
+        with lock:
+            for i, (fut, ts, ks, vs, hs) in enumerate(futures):
+                if fut._state != _PENDING:
+                    continue
+                metadata = RecordMetadata(topic, partition, tp, base_offset + i if base_offset >= 0 else -1,
+                                          append_time or ts, log_start_offset, None, ks, vs, hs)
+                if fut._listeners or fut._event is not None or fut._lock is not lock:
+                    slow.append((fut, metadata))
+                    continue
+                fut._value = metadata
+                fut._state = _SUCCEEDED
+                fut._listeners = None
+        for fut, metadata in slow:
+            if not fut.is_done:
+                fut.complete(metadata)
 
     def get(self, timeout: float | None = None) -> RecordMetadata:
         if not self.is_done:
@@ -244,15 +284,9 @@ class _Batch:
                 fut.raise_(exc)
 
     def succeed(self, base_offset: int, log_append_time: int, log_start_offset: int) -> None:
-        tp = self.tp
-        for i, (fut, ts, ks, vs, hs) in enumerate(self.futures):
-            if fut.is_done:
-                continue
-            offset = base_offset + i if base_offset >= 0 else -1
-            # -1 means CreateTime; librdkafka's mock cluster sends 0 for it, also not a real append time.
-            timestamp = log_append_time if log_append_time is not None and log_append_time > 0 else ts
-            fut.complete(RecordMetadata(tp.topic, tp.partition, tp, offset, timestamp,
-                                        log_start_offset, None, ks, vs, hs))
+        # -1 means CreateTime; librdkafka's mock cluster sends 0 for it, also not a real append time.
+        append_time = log_append_time if log_append_time is not None and log_append_time > 0 else None
+        FutureRecordMetadata._succeed_all(self.futures, self.tp, base_offset, append_time, log_start_offset)
 
 
 class _TopicParts(NamedTuple):
@@ -321,6 +355,7 @@ class KafkaProducer:
         self._topic_parts: dict[str, _TopicParts] = {}
         self._key_hashes: dict[bytes, int] = {}
         self._records_sent = 0
+        self._future_shared = (weakref.ref(self), threading.Lock())    # see FutureRecordMetadata
         log.debug("producer created: %r", dict(cfg))
 
     # ------------------------------------------------------------------ public API
