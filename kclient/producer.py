@@ -291,6 +291,7 @@ class _Batch:
 
 class _TopicParts(NamedTuple):
     """A topic's partitions in one metadata snapshot, as send() needs them."""
+    topic: str
     cluster: Any                          # the snapshot these were read from
     all_ids: list[int]
     available: list[int]                  # with a leader (all of them if none has one)
@@ -388,7 +389,10 @@ class KafkaProducer:
             else:
                 vbytes = self._serialize(self._value_serializer, topic, headers or [], value, "value")
             now = self._clock.now_ms()
-            tp = self._partition(topic, partition, kbytes, now, key, value, vbytes)
+            parts = self._topic_parts.get(topic)
+            if parts is None or parts.cluster is not self._metadata.cluster:
+                parts = self._topic_partitions(topic)
+            tp = self._partition(parts, partition, kbytes, key, value, vbytes)
             ts = self._clock.wall_ms() if timestamp_ms is None else int(timestamp_ms)
             future = FutureRecordMetadata(self)
             self._append(tp, ts, kbytes, vbytes, headers, future, now, hsize)
@@ -491,14 +495,14 @@ class KafkaProducer:
         parts = cluster.partitions_for_topic(topic)
         assert parts is not None  # _wait_for_topic() returns only once the topic has partitions
         all_ids = [p.partition for p in parts]
-        entry = _TopicParts(cluster, all_ids, [p.partition for p in parts if p.leader >= 0] or all_ids,
+        entry = _TopicParts(topic, cluster, all_ids, [p.partition for p in parts if p.leader >= 0] or all_ids,
                             {i: TopicPartition(topic, i) for i in all_ids})
         self._topic_parts[topic] = entry
         return entry
 
-    def _partition(self, topic: str, partition: int | None, key: bytes | None, now: int,
+    def _partition(self, parts: _TopicParts, partition: int | None, key: bytes | None,
                    raw_key: Any = None, raw_value: Any = None, value: bytes | None = None) -> TopicPartition:
-        parts = self._topic_partitions(topic)
+        topic = parts.topic
         all_ids = parts.all_ids
         if partition is not None:
             if not isinstance(partition, int) or isinstance(partition, bool) or partition not in parts.tps:

@@ -106,7 +106,8 @@ def _seed(bootstrap: str, topic: str, count: int, *, users: int, compression: st
     # Skewed traffic: a few users produce much of it, so "top keys" has an answer.
     weights = [1.0 / (i + 1) ** 1.1 for i in range(users)]
     user_keys = [b"user-%05d" % i for i in range(users)]
-    schema = ("schema", b"click.v1")
+    # One headers list per source, shared by its events (send() does not keep or change it).
+    headers = {s: [("source", s), ("schema", b"click.v1")] for s in SOURCES}
     progress = _Progress("produced", count)
     started = time.monotonic()
     step = span_ms / count
@@ -123,7 +124,7 @@ def _seed(bootstrap: str, topic: str, count: int, *, users: int, compression: st
                 ts = start_ms + int((sent + j) * step)
                 key = keys[j]
                 send(topic, b'{"user":"%s","page":"%s","action":"click","ts":%d}' % (key, pages[j], ts), key,
-                     [("source", sources[j]), schema], None, ts)
+                     headers[sources[j]], None, ts)
             sent += n
             progress.update(sent)
         producer.flush()
