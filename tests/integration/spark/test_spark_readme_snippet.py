@@ -78,8 +78,8 @@ def test_readme_spark_snippet_runs_outside_the_checkout(activated, kafka, create
     expected = sorted([p, i, f"k-{i}", f"v-{p}-{i}"] for p in range(PARTITIONS) for i in range(PER_PARTITION))
 
     snippet = readme_batch_snippet()
-    assert '"localhost:9092"' in snippet and '"orders"' in snippet, snippet
-    snippet = snippet.replace('"localhost:9092"', json.dumps(kafka.bootstrap)).replace('"orders"', json.dumps(topic_name))
+    assert '"localhost:9092"' in snippet and '"quickstart"' in snippet, snippet
+    snippet = snippet.replace('"localhost:9092"', json.dumps(kafka.bootstrap)).replace('"quickstart"', json.dumps(topic_name))
     work = tmp_path / "elsewhere"
     work.mkdir()
     (work / "job.py").write_text(SCRIPT.format(snippet="\n".join("    " + line for line in snippet.splitlines())))
