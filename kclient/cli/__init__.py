@@ -28,6 +28,7 @@ class Command(NamedTuple):
 COMMANDS: dict[str, Command] = {
     "broker": Command("kclient.testing.broker_command",
                       "run a test broker (Tansu; --kafka: Apache Kafka; --mock N: librdkafka's mock cluster) until Ctrl-C"),
+    "produce": Command("kclient.cli.produce", "send lines of stdin to a topic (like kcat -P)"),
     "consume": Command("kclient.cli.console", "print records of a topic (like kcat -C)"),
     "bench": Command("bench.runner", "benchmark kclient against other clients (from a source checkout)",
                      "the benchmark suite runs from a source checkout: python -m bench (in the "
