@@ -1282,6 +1282,82 @@ class LogTruncationError(OffsetOutOfRangeError):
     divergent_offsets: dict
     partitions: dict
 
+# --------------------------------------------------------------------------- kafka-python's names
+# Every exception name kafka.errors exports exists here, so code written for kafka-python
+# imports and catches unchanged. Where kafka-python has its own name for a class above, the
+# name is an alias of that class (the same class: ``except`` catches what kclient raises).
+KafkaConfigurationError = ConfigurationError
+KafkaProtocolError = ProtocolError
+CorrelationIdError = CorrelationIdMismatchError
+Cancelled = RequestCancelledError
+UnknownError = UnknownServerErrorError
+CorruptRecordException = CorruptRecordError
+InvalidFetchRequestError = InvalidFetchSizeError
+NotLeaderForPartitionError = NotLeaderOrFollowerError
+MessageSizeTooLargeError = MessageTooLargeError
+NetworkExceptionError = NetworkError
+IncompatibleBrokerVersion = UnsupportedVersionError
+InvalidReplicationAssignmentError = InvalidReplicaAssignmentError
+InvalidConfigurationError = InvalidConfigError
+KafkaStorageError = KafkaStorageErrorError
+FetchSessionTopicIdError = FetchSessionTopicIdErrorError
+
+
+class RetriableError(KafkaError):
+    """kafka-python's base of retriable errors. kclient marks them with ``retriable = True``
+    instead of a base class: test ``exc.retriable``."""
+    retriable = True
+
+
+class InvalidMetadataError(RetriableError):
+    """kafka-python's base of errors that call for a metadata refresh. kclient marks them with
+    ``invalid_metadata = True`` instead of a base class: test ``exc.invalid_metadata``."""
+    invalid_metadata = True
+
+
+class StaleMetadata(InvalidMetadataError):
+    """kafka-python's name; kclient refreshes stale metadata itself and does not raise it."""
+
+
+class MetadataEmptyBrokerList(RetriableError):
+    """kafka-python's name; kclient raises NoBrokersAvailable when no broker can be reached."""
+
+
+class TooManyInFlightRequests(RetriableError):
+    """kafka-python's name; kclient queues requests beyond the in-flight limit instead."""
+
+
+class InvalidReceiveError(ProtocolError):
+    """kafka-python's name; kclient raises FrameTooLargeError or InvalidLengthError for a bad frame."""
+
+
+class UnknownBrokerIdError(KafkaError):
+    """kafka-python's name for a broker id that metadata does not list."""
+
+
+class QuotaViolationError(KafkaError):
+    """kafka-python's name; brokers throttle (throttle_time_ms) rather than fail a request."""
+
+
+class UnrecognizedBrokerVersion(KafkaError):
+    """kafka-python's name; kclient negotiates versions with ApiVersions and raises
+    UnsupportedVersionError when none fits."""
+
+
+class TransactionAbortedError(KafkaError):
+    """kafka-python's name (its transactional producer); kclient's producer has no transactions."""
+
+
+class AuthorizationError(BrokerResponseError):
+    """kafka-python's base of the authorization errors. kclient raises the specific ones
+    (TopicAuthorizationFailedError, GroupAuthorizationFailedError, ...), which do not derive from it."""
+
+
+class NoError(BrokerResponseError):
+    """kafka-python's class for error code 0 (success); never raised."""
+    errno = 0
+
+
 # Public: every KafkaError class defined or re-exported above (UnknownBrokerError, below, is
 # reached through for_code()).
 for _name, _obj in list(globals().items()):
