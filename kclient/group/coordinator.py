@@ -615,12 +615,24 @@ class AbstractCoordinator(abc.ABC):
                         return {"group_id": group_id, "members": [member]}
                     return {"group_id": group_id, "member_id": generation.member_id}
 
-                future = self._group_sender.send(node, LEAVE_GROUP, body).compose(_LeaveGroupHandler(self, None, node))
+                future = self._group_sender.send(self._leave_route(node), LEAVE_GROUP, body).compose(
+                    _LeaveGroupHandler(self, None, node))
             self.reset_state_and_generation(f"left the group: {reason}", reset_member_id=True)
         if future is not None:
             # Push it out now: the heartbeat thread parks itself next, the application may be slow.
             self._poll_network_nowait(0)
         return future
+
+    def _leave_route(self, coordinator: Node) -> Node:
+        """Where LeaveGroup goes: the coordinator's connection, unless a JoinGroup or SyncGroup
+        is held there. A broker holds those until the rebalance completes and reads nothing
+        else from that connection meanwhile, so a LeaveGroup behind one would wait as long
+        (up to the other members' rebalance timeout). The broker's main connection carries it
+        at once, and the broker then answers the held request."""
+        if self._join_future is None and self._sync_future is None:
+            return coordinator
+        broker = self._client.metadata.cluster.node_by_id(_INT32_MAX - coordinator.node_id)
+        return broker if broker is not None else coordinator
 
     def close(self, timeout_ms: int | None = None) -> None:
         """Stop the heartbeat thread, leave the group, wait for pending coordinator requests."""
@@ -638,12 +650,15 @@ class AbstractCoordinator(abc.ABC):
             if thread.is_alive() and thread is not threading.current_thread():
                 remaining = timer.remaining_ms()
                 thread.join(None if remaining is None else remaining / 1000.0)
+        leave = None
         try:
             if self.leave_group_on_close:
                 try:
                     self.on_leave_prepare()
                 finally:
-                    self.maybe_leave_group("the consumer is being closed")
+                    leave = self.maybe_leave_group("the consumer is being closed")
+            if leave is not None:   # it may have gone over another connection than the coordinator's
+                self._client.poll_future(leave, timer.remaining_ms(), disable_wakeup=True)
             node = self._coordinator
             if node is not None:
                 if not self._client.await_pending_requests(node, timer.remaining_ms()):
