@@ -235,6 +235,44 @@ def test_close_during_a_pending_rebalance_returns_within_its_timeout(broker, cre
         admin.close()
 
 
+HELD_JOIN_CHILD = textwrap.dedent("""\
+    import logging
+    from kclient import KafkaConsumer
+    logging.basicConfig(level=logging.DEBUG, format="%(name)s %(message)s")
+    with KafkaConsumer("{topic}", bootstrap_servers="{bootstrap}", group_id="{group}",
+                       auto_offset_reset="earliest") as consumer:
+        for record in consumer:
+            pass
+    """)
+
+
+@pytest.mark.tansu
+def test_ctrl_c_while_the_broker_holds_the_first_join_exits_at_once(tansu, create_topic, topic_name, group_id):
+    # Tansu holds a JoinGroup for half the session timeout (22.5 s by default) and does not
+    # answer it when the member leaves meanwhile: close() must not wait for that answer.
+    create_topic(tansu, topic_name, 1)
+    child = subprocess.Popen([sys.executable, "-c", HELD_JOIN_CHILD.format(topic=topic_name, bootstrap=tansu.bootstrap,
+                                                                           group=group_id)],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        joins = 0
+        for line in iter(child.stderr.readline, b""):
+            joins += b"sending <ClientRequest api=11 " in line     # JoinGroup
+            if joins == 2:      # the first is answered MEMBER_ID_REQUIRED; the second is held
+                break
+        else:
+            raise AssertionError("the child never sent its second JoinGroup")
+        started = time.monotonic()
+        child.send_signal(signal.SIGINT)
+        child.communicate(timeout=60)
+        elapsed = time.monotonic() - started
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    assert elapsed < 10, f"exit took {elapsed:.1f} s after Ctrl-C"
+
+
 # ---------------------------------------------------------------------- clear words for mistakes
 def test_a_missing_topic_warns_once_naming_it(broker, topic_name, caplog):
     caplog.set_level(logging.WARNING, logger="kclient")

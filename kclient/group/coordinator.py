@@ -651,6 +651,7 @@ class AbstractCoordinator(abc.ABC):
                 remaining = timer.remaining_ms()
                 thread.join(None if remaining is None else remaining / 1000.0)
         leave = None
+        held = [f for f in (self._join_future, self._sync_future) if f is not None]
         try:
             if self.leave_group_on_close:
                 try:
@@ -659,10 +660,18 @@ class AbstractCoordinator(abc.ABC):
                     leave = self.maybe_leave_group("the consumer is being closed")
             if leave is not None:   # it may have gone over another connection than the coordinator's
                 self._client.poll_future(leave, timer.remaining_ms(), disable_wakeup=True)
+            # Once the member has left, the answer to a JoinGroup/SyncGroup the broker still
+            # holds is moot: waiting for it would only wait out the rebalance.
+            moot = held if leave is not None and leave.succeeded() else []
             node = self._coordinator
             if node is not None:
-                if not self._client.await_pending_requests(node, timer.remaining_ms()):
-                    log.warning("group %s: coordinator requests still pending at close", self.group_id)
+                while self._client.pending_request_count(node) > sum(1 for f in moot if not f.is_done):
+                    remaining = timer.remaining_ms()
+                    if remaining is not None and remaining <= 0:
+                        log.warning("group %s: coordinator requests still pending at close", self.group_id)
+                        break
+                    self._client.poll(100 if remaining is None else min(remaining, 100),
+                                      execute_delayed_tasks=False, disable_wakeup=True)
         finally:
             with self._lock:
                 self._closed = True
