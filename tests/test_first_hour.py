@@ -285,6 +285,13 @@ def test_a_missing_topic_warns_once_naming_it(broker, topic_name, caplog):
     assert "does not exist" in warnings[0] and "allow_auto_create_topics=False" in warnings[0]
 
 
+def test_consume_of_a_missing_topic_says_so(broker, topic_name):
+    done = kclient("consume", "-b", broker.bootstrap, "-t", topic_name, "-X", "allow.auto.create.topics=false",
+                   "--idle-timeout-ms", "2000")
+    assert done.returncode == 0 and done.stdout == b""
+    assert f"topic '{topic_name}' does not exist".encode() in done.stderr, done.stderr
+
+
 def test_a_missing_topic_warning_waits_for_auto_creation():
     from kclient.consumer.missing_topics import AUTO_CREATE_GRACE_MS, MissingTopicWarner
     clock = FakeClock()

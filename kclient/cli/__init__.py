@@ -92,6 +92,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.verbose:
         logging.basicConfig(level=logging.DEBUG if args.verbose > 1 else logging.INFO,
                             format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    else:
+        # Warnings (a topic that does not exist, a setting without effect) reach the user even
+        # without -v: the library's own NullHandler would otherwise keep them silent.
+        logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(message)s", stream=sys.stderr)
     if not args.command:
         parser.print_help(sys.stderr)
         return 2
