@@ -1,4 +1,4 @@
-"""``python -m bench chaos --minutes N [--seed S] [--members M]``: the chaos soak (issue #19).
+"""``python -m bench chaos --minutes N [--seed S] [--members M]``: the chaos soak.
 
 Starts a 3-broker Apache Kafka cluster (replication 3, min.insync.replicas 2) with a fault
 proxy in front of every broker, and runs kclient.testing.chaos for N minutes: a producer

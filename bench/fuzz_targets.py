@@ -24,7 +24,7 @@ Expected errors, per the documentation each target cites:
 - kcore.compression.decompress: DecompressionLimitError, DecompressionError,
   UnsupportedCodecError (all CorruptRecordError).
 - kcore.groupcodec decoders: "ValueError names what is wrong".
-- kclient.group.consumer_protocol: "Hostile input raises a ProtocolError subclass".
+- kclient.group.classic_embedded_protocol: "Hostile input raises a ProtocolError subclass".
 - kclient.group.assignors.sticky.decode_sticky_user_data: never raises ("unreadable data
   counts as owning nothing").
 - kclient.network.sasl.ScramMechanism.step: AuthenticationFailedError.
@@ -502,24 +502,24 @@ def _value_error() -> tuple[type[BaseException], ...]:
 
 # --------------------------------------------------------------------------- consumer protocol
 def _run_assignment(data: bytes) -> None:
-    from kclient.group.consumer_protocol import deserialize_assignment
+    from kclient.group.classic_embedded_protocol import deserialize_assignment
     deserialize_assignment(data)
 
 
 def _run_subscription(data: bytes) -> None:
-    from kclient.group.consumer_protocol import deserialize_subscription
+    from kclient.group.classic_embedded_protocol import deserialize_subscription
     deserialize_subscription(data, group_instance_id="static-1")
 
 
 def _assignment_seeds() -> list[bytes]:
-    from kclient.group.consumer_protocol import Assignment, serialize_assignment
+    from kclient.group.classic_embedded_protocol import Assignment, serialize_assignment
     from kclient.structs import TopicPartition as TP
     a = Assignment((TP("orders", 0), TP("orders", 3), TP("päyments", 1)), user_data=b"\x00\x01")
     return [serialize_assignment(a, v) for v in range(4)] + [serialize_assignment(Assignment())]
 
 
 def _subscription_seeds() -> list[bytes]:
-    from kclient.group.consumer_protocol import Subscription, serialize_subscription
+    from kclient.group.classic_embedded_protocol import Subscription, serialize_subscription
     from kclient.structs import TopicPartition as TP
     s = Subscription(("orders", "payments"), user_data=b"ud", owned_partitions=(TP("orders", 2),),
                      generation_id=4, rack_id="rack-a")
@@ -627,12 +627,12 @@ def build_targets() -> dict[str, Target]:
         _value_error, lambda: _groupcodec_seeds(13, 5))
     add("groupcodec.consumer_group_heartbeat", "kcore.groupcodec.decode_consumer_group_heartbeat_response",
         _run_consumer_group_heartbeat, _value_error, _cgh_seeds)
-    add("consumer_protocol.assignment", "kclient.group.consumer_protocol.deserialize_assignment",
-        _run_assignment, _protocol_expected, _assignment_seeds, ["kclient.group.consumer_protocol"])
-    add("consumer_protocol.subscription", "kclient.group.consumer_protocol.deserialize_subscription",
-        _run_subscription, _protocol_expected, _subscription_seeds, ["kclient.group.consumer_protocol"])
+    add("consumer_protocol.assignment", "kclient.group.classic_embedded_protocol.deserialize_assignment",
+        _run_assignment, _protocol_expected, _assignment_seeds, ["kclient.group.classic_embedded_protocol"])
+    add("consumer_protocol.subscription", "kclient.group.classic_embedded_protocol.deserialize_subscription",
+        _run_subscription, _protocol_expected, _subscription_seeds, ["kclient.group.classic_embedded_protocol"])
     add("sticky_user_data", "kclient.group.assignors.sticky.decode_sticky_user_data", _run_sticky, _nothing,
-        _sticky_seeds, ["kclient.group.assignors.sticky", "kclient.group.consumer_protocol"])
+        _sticky_seeds, ["kclient.group.assignors.sticky", "kclient.group.classic_embedded_protocol"])
     add("sasl.scram", "kclient.network.sasl.ScramMechanism.step (server-first, server-final)", _run_scram,
         _sasl_expected, _scram_seeds, ["kclient.network.sasl"])
     # Checks of the harness itself (not in "all"): a finding of each kind on the first seed.

@@ -1,6 +1,6 @@
 """Benchmark results as a Markdown table, JSON and a PNG chart.
 
-Targets (the fetch-path issue's), computed from figures measured in the same run, for the
+Targets for the fetch path, computed from figures measured in the same run, for the
 kclient drivers (the tuned peers' fetch settings) and again for the -defaults drivers:
 - kclient per record >= 2.5x confluent-kafka tuned and >= 2x the Java consumer (records/s);
 - kclient columnar >= 85% of the raw-fetch ceiling;
@@ -169,6 +169,11 @@ def _config_table(c: dict) -> list[str]:
             f"| {_fmt(s.get('broker_cpu_us_per_record'), '.2f')} "
             f"| {_fmt(s['peak_rss_bytes'] / MiB if s.get('peak_rss_bytes') else None, '.0f')} "
             f"| {first} | {valid} |")
+    lags = [(s.get("label", name), s) for name, s in c["results"].items() if s.get("max_loop_lag_ms") is not None]
+    if lags:
+        lines += ["", "Largest event-loop lag while reading (a 1 ms sleeper on the same loop; asyncio "
+                  "clients): " + ", ".join(f"{label} {_spread(s, 'max_loop_lag_ms', '.1f')} ms"
+                                           for label, s in lags)]
     tuned = [(s.get("label", name), s["settings"]) for name, s in c["results"].items()
              if s.get("settings") and not s.get("skipped")]
     if tuned:

@@ -119,16 +119,43 @@ def produce(bootstrap: str, topic: str, cfg: Config) -> dict:
 
 
 # ---------------------------------------------------------------------------- child runs
+# --baseline DIR: each kclient driver also runs as "<driver>@baseline" from another checkout
+# (its own bench drivers and its own compiled kclient), in the same rounds as everything else,
+# so a change's before/after shares the broker, the data and the machine's speed of the moment.
+BASELINE_SUFFIX = "@baseline"
+BASELINE: dict[str, object] = {"repo": None, "tag": ""}
+
+
+def baseline_drivers(drivers: list[str], known: str = "") -> list[str]:
+    """``drivers`` with ``<d>@baseline`` right after each kclient driver that the baseline
+    also has (``known``: the text of its bench/drivers/__init__.py; empty: assume all)."""
+    out: list[str] = []
+    for d in drivers:
+        out.append(d)
+        if d.startswith("kclient") and (not known or f'"{d}"' in known):
+            out.append(d + BASELINE_SUFFIX)
+    return out
+
+
+def bare_driver(name: str) -> str:
+    return name[:-len(BASELINE_SUFFIX)] if name.endswith(BASELINE_SUFFIX) else name
+
+
 def run_child(job: Job, grace_s: float = 60.0) -> dict:
     """Run one driver in a fresh interpreter; returns its result (``ok`` False on failure)."""
     fd, path = tempfile.mkstemp(prefix=f"bench-{job.driver}-", suffix=".json")
     os.close(fd)
+    repo = REPO
+    name = job.driver
+    if name.endswith(BASELINE_SUFFIX):
+        repo = Path(str(BASELINE["repo"]))
+        job = dataclasses.replace(job, driver=bare_driver(name))
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+    env["PYTHONPATH"] = os.pathsep.join([str(repo)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
     cmd = [sys.executable, "-m", "bench.drivers", json.dumps(dataclasses.asdict(job)), path]
     load_before = os.getloadavg()
     started = time.monotonic()
-    proc = subprocess.Popen(cmd, cwd=str(REPO), env=env, stdin=subprocess.DEVNULL)
+    proc = subprocess.Popen(cmd, cwd=str(repo), env=env, stdin=subprocess.DEVNULL)
     try:
         code = proc.wait(job.timeout_s + grace_s)
     except subprocess.TimeoutExpired:
@@ -152,6 +179,9 @@ def run_child(job: Job, grace_s: float = 60.0) -> dict:
             os.unlink(path)
         except OSError:
             pass
+    if name != job.driver:
+        result["driver"] = name
+        result["label"] = f"{result.get('label', job.driver)} [baseline {BASELINE['tag']}]"
     result["exit_status"] = code
     result["process_seconds"] = elapsed
     result["loadavg_before"] = load_before
@@ -253,7 +283,7 @@ def summarize(runs: list[dict], mode: str) -> dict:
     if not valid:
         return out
     keys = (["records_per_s", "steady_records_per_s", "mb_per_s", "cpu_us_per_record", "broker_cpu_us_per_record", "peak_rss_bytes",
-             "wall_s", "cpu_s", "first_record_s", "other_load_cores"] if mode == "assign"
+             "wall_s", "cpu_s", "first_record_s", "other_load_cores", "max_loop_lag_ms"] if mode == "assign"
             else ["first_record_s", "peak_rss_bytes"])
     for key in keys:
         values = [r[key] for r in valid if key in r]
@@ -393,6 +423,9 @@ def run_suite(args) -> dict:
     if unknown:
         raise SystemExit(f"unknown driver(s) {unknown}; known: {', '.join(DRIVERS)}")
     drivers = [d for d in DRIVERS if not args.drivers or d in args.drivers]  # report order
+    if args.baseline is not None:
+        BASELINE["repo"], BASELINE["tag"] = args.baseline, checkout_tag(args.baseline)
+        drivers = baseline_drivers(drivers, (args.baseline / "bench" / "drivers" / "__init__.py").read_text())
     configs = configurations(args)
     cluster, broker = start_broker(args)
     check_broker_fits(broker["kind"], configs)
@@ -559,6 +592,23 @@ def _broker_arg(text: str) -> str:
     return text
 
 
+def _checkout(text: str) -> Path:
+    path = Path(text).resolve()
+    if not (path / "bench" / "drivers").is_dir() or not (path / "kclient").is_dir():
+        raise argparse.ArgumentTypeError(f"{text}: not a kclient checkout (no bench/drivers or kclient/)")
+    return path
+
+
+def checkout_tag(path: Path) -> str:
+    """The checkout's commit, for the report's labels."""
+    try:
+        out = subprocess.run(["git", "-C", str(path), "rev-parse", "--short", "HEAD"], capture_output=True,
+                             text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return path.name
+    return out.stdout.strip() or path.name
+
+
 def _str_list(text: str) -> list[str]:
     return [x.strip() for x in text.split(",") if x.strip()]
 
@@ -600,6 +650,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     t.add_argument("--kclient-setting", action="append", default=[], type=_setting, metavar="KEY=VALUE",
                    help="a consumer setting for the kclient drivers only (repeatable), e.g. "
                         "fetch.max.in.flight.per.broker=2; the report lists it")
+    t.add_argument("--baseline", type=_checkout, metavar="DIR",
+                   help="a second checkout (built in place) whose kclient drivers run beside this one's "
+                        "in the same rounds, labelled [baseline <commit>]: a change's before and after "
+                        "in one run")
     t.add_argument("--timeout", type=float, help="seconds one driver run may take (default from the size)")
     t.add_argument("--profile", type=_str_list, help="also run these drivers once under py-spy (untimed) "
                                                      "and summarise where their time goes")

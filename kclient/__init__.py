@@ -1,7 +1,8 @@
 """kclient: a fast Kafka consumer for Python.
 
 Public names are imported lazily (PEP 562) so that ``import kclient`` (or one submodule such
-as ``kclient.errors``) stays cheap and does not pull in the whole consumer.
+as ``kclient.errors``) stays cheap and does not pull in the whole consumer. Type checkers read
+them from ``__init__.pyi``, which imports each from its module.
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ _LAZY = {
     "OffsetAndMetadata": "kclient.structs",
     "OffsetAndTimestamp": "kclient.structs",
     "ConsumerRecord": "kclient.structs",
-    "ConsumerRebalanceListener": "kclient.consumer.listener",
+    "ConsumerRebalanceListener": "kclient.subscription.listener",
     "KafkaConsumer": "kclient.consumer.kafka_consumer",
     "IsolationLevel": "kclient.consumer.kafka_consumer",
     "KafkaProducer": "kclient.producer",

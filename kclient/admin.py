@@ -14,16 +14,17 @@ from typing import Any, Iterable, Mapping
 
 from kclient import errors as Errors
 from kclient.clock import SYSTEM_CLOCK, Clock
-from kclient.config import ClientSettings, ConfigDef, common_client_defs
+from kclient.config import ADMIN_CONFIGS, AdminClientConfig
 from kclient.network.consumer_network_client import ConsumerNetworkClient
 from kclient.network.metadata import Node
+from kclient.network.network_config import NetworkClientConfig
 from kclient.consumer.offset_fetcher import (EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, ISOLATION,
                                     list_offsets_body, parse_list_offsets)
 from kclient.structs import OffsetAndMetadata, TopicPartition
 from kclient.protocol import ApiKey
 
 __all__ = ["KafkaAdminClient", "NewTopic", "NewPartitions", "OffsetSpec", "ListOffsetsResultInfo",
-           "GroupDescription", "MemberDescription"]
+           "GroupDescription", "MemberDescription", "AdminClientConfig", "ADMIN_CONFIGS"]
 
 log = logging.getLogger(__name__)
 
@@ -32,14 +33,6 @@ CREATE_TOPICS, DELETE_TOPICS, LIST_OFFSETS, FIND_COORDINATOR = (
 DESCRIBE_GROUPS, LIST_GROUPS, OFFSET_FETCH = (
     int(k) for k in (ApiKey.DESCRIBE_GROUPS, ApiKey.LIST_GROUPS, ApiKey.OFFSET_FETCH))
 CREATE_PARTITIONS, DELETE_RECORDS = (int(k) for k in (ApiKey.CREATE_PARTITIONS, ApiKey.DELETE_RECORDS))
-
-ADMIN_CONFIGS: list[ConfigDef] = common_client_defs() + [
-    ConfigDef("default.api.timeout.ms", "int", 60000, min=0,
-              doc="the timeout of blocking calls given none (committed, position, offsets lookups...)"),
-    # Metadata lookups of deleted topics must not create them again.
-    ConfigDef("allow.auto.create.topics", "bool", False,
-              doc="let Metadata requests create missing topics (if the broker allows it)"),
-]
 
 
 class NewTopic:
@@ -130,9 +123,9 @@ def _new_partitions(topic: Any, spec: Any) -> NewPartitions:
 class KafkaAdminClient:
     def __init__(self, configs: Mapping[str, Any] | None = None, *, clock: Clock | None = None,
                  **kwargs: Any):
-        self.config = ClientSettings(ADMIN_CONFIGS, "admin client", configs, kwargs)
+        self.config = AdminClientConfig(configs, **kwargs)
         self._clock = clock or SYSTEM_CLOCK
-        self._client = ConsumerNetworkClient(config=self.config.network_config(), clock=self._clock,
+        self._client = ConsumerNetworkClient(config=NetworkClientConfig.of(self.config), clock=self._clock,
                                              max_response_bytes=self.config["receive.message.max.bytes"])
         self._metadata = self._client.metadata
         self._timeout_ms = self.config["default.api.timeout.ms"]
@@ -526,7 +519,7 @@ class KafkaAdminClient:
     def _member(m: dict, protocol_type: str | None) -> MemberDescription:
         metadata, assignment = m.get("member_metadata"), m.get("member_assignment")
         if protocol_type == "consumer":
-            from kclient.group.consumer_protocol import deserialize_assignment, deserialize_subscription
+            from kclient.group.classic_embedded_protocol import deserialize_assignment, deserialize_subscription
             try:
                 metadata = deserialize_subscription(metadata) if metadata else None
                 assignment = deserialize_assignment(assignment) if assignment else None

@@ -1282,23 +1282,51 @@ class LogTruncationError(OffsetOutOfRangeError):
     divergent_offsets: dict
     partitions: dict
 
-# --------------------------------------------------------------------------- kafka-python's names
-# Every exception name kafka.errors exports exists here, so code written for kafka-python
-# imports and catches unchanged. Where kafka-python has its own name for a class above, the
-# name is an alias of that class (the same class: ``except`` catches what kclient raises).
+# --------------------------------------------------------------------------- aiokafka's names
+# kclient.aio raises these; code written for aiokafka catches them by these names. Names that
+# aiokafka gives a broker error code are the same classes as kclient's for that code.
+class ConsumerStoppedError(KafkaError):
+    """The consumer was stopped (``await consumer.stop()``); its calls, and iteration, end."""
+
+
+class IllegalOperation(IllegalStateError):
+    """The call needs something this consumer was not set up with (e.g. commit() without
+    group_id)."""
+
+
+class ProducerClosed(KafkaError):
+    """The producer was stopped before the record could be sent."""
+
+
+class RecordTooLargeError(KafkaError):
+    """A record (with its headers) is larger than max_request_size / max_batch_size allow."""
+
+
+class KafkaUnavailableError(KafkaError):
+    """No broker of the cluster could be reached."""
+    retriable = True
+
+
+NotLeaderForPartitionError = NotLeaderOrFollowerError
+GroupCoordinatorNotAvailableError = CoordinatorNotAvailableError
+GroupLoadInProgressError = CoordinatorLoadInProgressError
+NotCoordinatorForGroupError = NotCoordinatorError
+MessageSizeTooLargeError = MessageTooLargeError
+CorruptRecordException = CorruptRecordError
+InvalidMessageError = CorruptRecordError
+InvalidFetchRequestError = InvalidFetchSizeError
+UnknownError = UnknownServerErrorError
+# kafka-python's names: every exception name kafka.errors exports exists here; where it names
+# one of kclient's classes the name is an alias of it (``except`` catches what kclient raises).
 KafkaConfigurationError = ConfigurationError
 KafkaProtocolError = ProtocolError
 CorrelationIdError = CorrelationIdMismatchError
 Cancelled = RequestCancelledError
-UnknownError = UnknownServerErrorError
-CorruptRecordException = CorruptRecordError
-InvalidFetchRequestError = InvalidFetchSizeError
-NotLeaderForPartitionError = NotLeaderOrFollowerError
-MessageSizeTooLargeError = MessageTooLargeError
+SaslAuthenticationFailed = SaslAuthenticationFailedError
+InvalidConfigurationError = InvalidConfigError
+InvalidReplicationAssignmentError = InvalidReplicaAssignmentError
 NetworkExceptionError = NetworkError
 IncompatibleBrokerVersion = UnsupportedVersionError
-InvalidReplicationAssignmentError = InvalidReplicaAssignmentError
-InvalidConfigurationError = InvalidConfigError
 KafkaStorageError = KafkaStorageErrorError
 FetchSessionTopicIdError = FetchSessionTopicIdErrorError
 

@@ -29,7 +29,6 @@ Thread-safe: one lock serialises every call.
 from __future__ import annotations
 
 import collections
-import dataclasses
 import logging
 import random
 import threading
@@ -41,15 +40,16 @@ from kcore.records import RecordBatchBuilder, decode_records
 
 from kclient import errors as Errors
 from kclient.clock import SYSTEM_CLOCK, Clock
-from kclient.config import ClientSettings, ConfigDef, common_client_defs, plugin, unsupported
-from kclient.consumer.deserializers import as_serializer
+from kclient.config import CODECS, PRODUCER_CONFIGS, ClientSettings, ProducerConfig
+from kclient.consumer.deserializers import as_serializer, close_plugins
 from kclient.network.future import RequestFuture
 from kclient.network.network_client import ClientRequest, NetworkClient
+from kclient.network.network_config import NetworkClientConfig
 from kclient.structs import TopicPartition
 from kclient.protocol import ApiKey
 
 __all__ = ["KafkaProducer", "RecordMetadata", "FutureRecordMetadata", "murmur2",
-           "default_partitioner", "PRODUCER_CONFIGS", "ClientSettings"]
+           "default_partitioner", "ProducerConfig", "PRODUCER_CONFIGS", "ClientSettings"]
 
 log = logging.getLogger(__name__)
 
@@ -64,71 +64,6 @@ RecordMetadata = namedtuple(
 RecordMetadata.__doc__ = """Where a sent record landed (kafka-python's fields). offset is -1
 with acks=0 (the broker does not answer); timestamp is the broker's LogAppendTime when the
 topic uses it, else the record's CreateTime."""
-
-CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
-
-
-# ------------------------------------------------------------------ settings
-def _acks(name: str, value: Any) -> int:
-    if isinstance(value, str):
-        v = value.strip().lower()
-        if v == "all":
-            return -1
-        try:
-            value = int(v)
-        except ValueError:
-            raise Errors.ConfigurationError(f"setting {name!r} must be 'all', -1, 0 or 1, got {value!r}") from None
-    if isinstance(value, bool) or value not in (-1, 0, 1):
-        raise Errors.ConfigurationError(f"setting {name!r} must be 'all', -1, 0 or 1, got {value!r}")
-    return int(value)
-
-
-def _codec(name: str, value: Any) -> str:
-    v = "none" if value is None else str(value).lower()
-    if v not in CODECS:
-        raise Errors.ConfigurationError(f"setting {name!r} must be one of {sorted(CODECS)}, got {value!r}")
-    return v
-
-
-PRODUCER_CONFIGS: list[ConfigDef] = [
-    *(dataclasses.replace(d, default=32768) if d.name == "receive.buffer.bytes" else d   # Java's producer default
-      for d in common_client_defs()),
-    ConfigDef("acks", "object", 1, validator=_acks,
-              doc="-1/'all': all in-sync replicas; 1: the leader; 0: no answer (kafka-python default 1)"),
-    ConfigDef("linger.ms", "int", 0, min=0,
-              doc="wait up to this long for more records to fill a batch (0: send at once)"),
-    ConfigDef("batch.size", "int", 16384, min=0, doc="bytes per partition batch before it is sent"),
-    ConfigDef("compression.type", "object", "none", validator=_codec, doc="none, gzip, snappy, lz4 or zstd"),
-    ConfigDef("compression.level", "int", None, nullable=True,
-              doc="the codec's level (None: the codec's default)"),
-    ConfigDef("key.serializer", "object", None, validator=plugin("serialize", "topic, data"),
-              doc="object -> bytes for keys (None: bytes given as is)"),
-    ConfigDef("value.serializer", "object", None, validator=plugin("serialize", "topic, data"),
-              doc="object -> bytes for values (None: bytes given as is)"),
-    ConfigDef("partitioner", "object", None, validator=plugin("partition", "topic, key, ..."),
-              doc="partitioner(key_bytes, all_partitions, available_partitions) -> partition, or a "
-                  "kafka-python 3 Partitioner (partition(topic, key, key_bytes, value, value_bytes, cluster))"),
-    ConfigDef("max.request.size", "int", 1048576, min=1, doc="the largest Produce request (and record) sent"),
-    ConfigDef("buffer.memory", "long", 33554432, min=0,
-              doc="bytes of records waiting to be sent before send() blocks"),
-    ConfigDef("max.block.ms", "long", 60000, min=0,
-              doc="how long send() may block for buffer space or metadata"),
-    ConfigDef("retries", "int", 2147483647, min=0,
-              doc="how often a failed batch is retried (within delivery.timeout.ms)"),
-    ConfigDef("delivery.timeout.ms", "int", 120000, min=0,
-              doc="a record fails if not acknowledged within this long of send()"),
-    ConfigDef("allow.auto.create.topics", "bool", True,
-              doc="let Metadata requests create missing topics (if the broker allows it)"),
-    ConfigDef("enable.idempotence", "bool", False, validator=unsupported("not supported by this small producer")),
-    ConfigDef("transactional.id", "str", None, nullable=True,
-              validator=unsupported("transactions are not supported by this small producer")),
-    ConfigDef("partitioner.ignore.keys", "bool", False,
-              doc="spread keyed records like keyless ones instead of hashing the key"),
-    ConfigDef("transaction.timeout.ms", "int", 60000,
-              doc="accepted for compatibility; no effect (no transactions)",
-              no_effect="it bounds transactions, which this producer does not support"),
-]
-
 
 # ------------------------------------------------------------------ partitioning
 def murmur2(data: bytes) -> int:
@@ -261,10 +196,10 @@ class KafkaProducer:
 
     def __init__(self, configs: Mapping[str, Any] | None = None, *, clock: Clock | None = None,
                  **kwargs: Any):
-        self.config = ClientSettings(PRODUCER_CONFIGS, "producer", configs, kwargs)
+        self.config = ProducerConfig(configs, **kwargs)
         cfg = self.config
         self._clock = clock or SYSTEM_CLOCK
-        self._client = NetworkClient(cfg.network_config(), clock=self._clock,
+        self._client = NetworkClient(NetworkClientConfig.of(cfg), clock=self._clock,
                                      max_response_bytes=cfg["receive.message.max.bytes"])
         self._metadata = self._client.metadata
         self._lock = threading.RLock()
@@ -362,6 +297,7 @@ class KafkaProducer:
                 self._closed = True
                 self._fail_all(Errors.KafkaTimeoutError("the producer was closed before the record was delivered"))
                 self._client.close()
+                close_plugins(self.config["key.serializer"], self.config["value.serializer"], method="serialize")
 
     def partitions_for(self, topic: str) -> set[int]:
         """Partition ids of ``topic`` (waits for its metadata up to max.block.ms)."""

@@ -47,7 +47,7 @@ cdef class FrameReceiver:
     cdef object _error             # set once a bad prefix was seen: the stream is unusable
     cdef object _deferred          # socket error met after frames were read; raised next call
 
-    cdef int _fail(self, int32_t length) except -1
+    cdef int _fail(self, int rc, int32_t length) except -1
     cdef int _split(self, list frames) except -1
     cdef Py_ssize_t _recv(self, object sock, char* dst, Py_ssize_t want) except -2
     cdef int _closed(self) except -1

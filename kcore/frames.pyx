@@ -26,9 +26,10 @@ from libc.string cimport memcpy, memmove
 
 from kcore.pool cimport CArray, pool_give, pool_size_class, pool_take
 from kcore.posixsys cimport POLLIN, poll, pollfd
+from kcore.transport cimport TP_OK, frame_size_error, tp_frame_size
 from kcore.wire cimport load_be32
 
-from kcore.errors import FrameTooLargeError, InvalidLengthError, KafkaConnectionError
+from kcore.errors import KafkaConnectionError
 
 cdef bint _readable_within(int fd, int wait_ms) noexcept:
     """Whether fd becomes readable (or errored: the next read says how) within wait_ms,
@@ -244,6 +245,7 @@ cdef class FrameSplitter:
         cdef const uint8_t* p
         cdef Py_ssize_t n, pos = 0, take
         cdef int32_t length
+        cdef int rc
         cdef bint zero_copy
         cdef list frames = []
         cdef object mv = None
@@ -277,17 +279,12 @@ cdef class FrameSplitter:
                     if self._hdr_len < 4:
                         break
                     self._hdr_len = 0
-                    length = <int32_t>load_be32(self._hdr)
+                    rc = tp_frame_size(self._hdr, self.max_frame_bytes, &length)
                 else:
-                    length = <int32_t>load_be32(p + pos)
+                    rc = tp_frame_size(p + pos, self.max_frame_bytes, &length)
                     pos += 4
-                if length < 0:
-                    self._error = InvalidLengthError(f"negative frame size {length}")
-                    raise self._error
-                if length > self.max_frame_bytes:
-                    self._error = FrameTooLargeError(
-                        f"frame of {length} bytes exceeds the limit of "
-                        f"{self.max_frame_bytes} bytes")
+                if rc != TP_OK:
+                    self._error = frame_size_error(rc, length, self.max_frame_bytes)
                     raise self._error
                 if n - pos >= length:
                     if zero_copy and length >= ZERO_COPY_MIN:
@@ -401,12 +398,8 @@ cdef class FrameReceiver:
             raise ValueError(f"wait_ms must be >= 0, got {wait_ms}")
         return self.receive_c(sock, drain, wait_ms)
 
-    cdef int _fail(self, int32_t length) except -1:
-        if length < 0:
-            self._error = InvalidLengthError(f"negative frame size {length}")
-        else:
-            self._error = FrameTooLargeError(
-                f"frame of {length} bytes exceeds the limit of {self.max_frame_bytes} bytes")
+    cdef int _fail(self, int rc, int32_t length) except -1:
+        self._error = frame_size_error(rc, length, self.max_frame_bytes)
         raise self._error
 
     cdef int _split(self, list frames) except -1:
@@ -415,11 +408,12 @@ cdef class FrameReceiver:
         cdef const uint8_t* p = <const uint8_t*>self._buf
         cdef Py_ssize_t start = self._start, end = self._end, avail
         cdef int32_t length
+        cdef int rc
         try:
             while end - start >= 4:
-                length = <int32_t>load_be32(p + start)
-                if length < 0 or length > self.max_frame_bytes:
-                    self._fail(length)
+                rc = tp_frame_size(p + start, self.max_frame_bytes, &length)
+                if rc != TP_OK:
+                    self._fail(rc, length)
                 avail = end - start - 4
                 if avail >= length:
                     frames.append(PyBytes_FromStringAndSize(<const char*>p + start + 4, length))

@@ -1,5 +1,5 @@
 # cython: language_level=3
-"""C interface of kcore.pacemaker: the GIL-free heartbeat sender (issue 14, mechanisms §2).
+"""C interface of kcore.pacemaker: the GIL-free heartbeat sender (mechanisms §2).
 
 The run loop (``Pacemaker._loop``) runs entirely without the GIL: it owns one TCP connection
 to the group coordinator, encodes Heartbeat (and, when max.poll.interval.ms expires,
@@ -12,6 +12,7 @@ from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t
 
 from kcore.posixsys cimport pthread_cond_t, pthread_mutex_t
 from kcore.timers cimport Heartbeat, heartbeat_state
+from kcore.transport cimport tp_conn
 
 cdef enum:
     PM_EVENT_CAP = 64          # events kept until Python drains them (older ones are counted, dropped)
@@ -82,9 +83,10 @@ cdef class Pacemaker:
     cdef void _post(self, int kind, int code, int32_t generation, int64_t at_ms, int64_t detail) noexcept nogil
     cdef void _wake_loop(self) noexcept nogil
     cdef void _idle_wait(self, int64_t ms) noexcept nogil
-    cdef int _recv_frame(self, int fd, Py_ssize_t* n_out, int64_t deadline, int64_t epoch0) noexcept nogil
-    cdef int _exchange(self, int fd, Py_ssize_t n, Py_ssize_t* rn, int64_t deadline, int64_t epoch0) noexcept nogil
-    cdef int _connect(self, int64_t timeout_ms, int* err) noexcept nogil
+    cdef int _recv_frame(self, tp_conn* conn, Py_ssize_t* n_out, int64_t deadline, int64_t epoch0) noexcept nogil
+    cdef int _exchange(self, tp_conn* conn, Py_ssize_t n, Py_ssize_t* rn, int64_t deadline,
+                       int64_t epoch0) noexcept nogil
+    cdef int _connect(self, tp_conn* conn, int64_t timeout_ms) noexcept nogil
     cdef void _loop(self) noexcept nogil
     cdef void _handle_heartbeat_error(self, int16_t code, int32_t gen0, int64_t now) noexcept nogil
     cdef void _handle_consumer_answer(self, int16_t code, int32_t gen0, int32_t new_epoch, int32_t interval,

@@ -1,4 +1,4 @@
-"""Typed public API of kcore.pacemaker: the GIL-free heartbeat loop (issue 14)."""
+"""Typed public API of kcore.pacemaker: the GIL-free heartbeat loop."""
 from kcore.timers import Heartbeat
 
 __all__ = [

@@ -1,10 +1,10 @@
 # cython: language_level=3
-"""A heartbeat sender that runs without the GIL (issue 14; mechanisms §2).
+"""A heartbeat sender that runs without the GIL (mechanisms §2).
 
 Why: a Python heartbeat thread cannot run while the application holds the GIL (a long C
 call), so a member whose C call outlasts session.timeout.ms is evicted. ``Pacemaker.run()``
 releases the GIL for its whole life and keeps the member alive with its own coordinator
-connection. It speaks the classic protocol's Heartbeat (versions 0-4) and LeaveGroup
+connection (kcore.transport: connect, send a request, receive its answer). It speaks the classic protocol's Heartbeat (versions 0-4) and LeaveGroup
 (0-5) in C (kcore.groupcodec), or, configured with ``configure_consumer()``, KIP-848's
 ConsumerGroupHeartbeat (0-1) in its short "nothing changed" form; the version is the one the
 main client negotiated with the coordinator.
@@ -39,19 +39,14 @@ is always mu then hb mutex. Neither is held during I/O, and the loop never takes
 """
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from libc.stdint cimport INT32_MAX, int16_t, int32_t, int64_t, uint8_t
-from libc.stdio cimport snprintf
 from libc.stdlib cimport free, malloc
-from libc.string cimport memcpy, memset, strlen
+from libc.string cimport memcpy, strlen
 
 from kcore.posixsys cimport (
-    AF_UNSPEC, AI_NUMERICSERV, CLOCK_MONOTONIC, EAGAIN, EINPROGRESS, EINTR, EWOULDBLOCK, F_GETFL,
-    F_SETFD, F_SETFL, FD_CLOEXEC, IPPROTO_TCP, MSG_NOSIGNAL, O_NONBLOCK, POLLERR, POLLHUP, POLLIN,
-    POLLNVAL, POLLOUT, SO_ERROR, SOCK_STREAM, SOL_SOCKET, TCP_NODELAY, addrinfo, clock_gettime,
-    close, connect, errno, fcntl, freeaddrinfo, getaddrinfo, getsockopt, monotonic_ms, pipe, poll,
-    pollfd, pthread_cond_broadcast, pthread_cond_destroy, pthread_cond_init, pthread_cond_timedwait,
-    pthread_condattr_destroy, pthread_condattr_init, pthread_condattr_setclock, pthread_condattr_t,
-    pthread_mutex_destroy, pthread_mutex_init, pthread_mutex_lock, pthread_mutex_unlock, read, recv,
-    send, setsockopt, socket, socklen_t, ssize_t, timespec, write)
+    CLOCK_MONOTONIC, POLLIN, close, errno, monotonic_ms, poll, pollfd, pthread_cond_broadcast,
+    pthread_cond_destroy, pthread_cond_init, pthread_cond_timedwait, pthread_condattr_destroy,
+    pthread_condattr_init, pthread_condattr_setclock, pthread_condattr_t, pthread_mutex_destroy,
+    pthread_mutex_init, pthread_mutex_lock, pthread_mutex_unlock, read, timespec, write)
 from kcore.timers cimport (
     Heartbeat, hb_fail_heartbeat, hb_next_wakeup_ms, hb_poll_timeout_expired, hb_received_heartbeat,
     hb_sent_heartbeat, hb_session_expiry_ms, hb_session_timeout_expired, hb_should_heartbeat, heartbeat_state)
@@ -60,7 +55,9 @@ from kcore.groupcodec cimport (
     PM_TIMEOUT, PM_TOO_BIG, check_version, pm_decode_consumer_group_heartbeat_response,
     pm_decode_heartbeat_response, pm_decode_leave_group_response, pm_encode_consumer_group_heartbeat,
     pm_encode_heartbeat, pm_encode_leave_group, utf8_arg)
-from kcore.wire cimport load_be32
+from kcore.transport cimport (
+    TP_OK, TP_TIMEOUT, TP_TOO_BIG, TP_WOKEN, tp_close, tp_conn, tp_connect, tp_frame, tp_frame_start,
+    tp_pipe, tp_recv_frame, tp_send_all)
 
 __all__ = [
     "Pacemaker", "MAX_HEARTBEAT_VERSION", "MAX_LEAVE_GROUP_VERSION", "MAX_CONSUMER_GROUP_HEARTBEAT_VERSION",
@@ -133,44 +130,16 @@ cdef inline int memcmp_(const char* a, const char* b, Py_ssize_t n) noexcept:
     return 0
 
 
-# ---------------------------------------------------------------- socket helpers (nogil)
-cdef inline int _set_nonblocking(int fd) noexcept nogil:
-    cdef int fl = fcntl(fd, F_GETFL, 0)
-    if fl < 0:
-        return -1
-    fcntl(fd, F_SETFD, FD_CLOEXEC)
-    return fcntl(fd, F_SETFL, fl | O_NONBLOCK)
-
-
-cdef inline int _remaining(int64_t deadline) noexcept nogil:
-    cdef int64_t left = deadline - monotonic_ms()
-    if left <= 0:
-        return 0
-    return <int>(left if left < INT32_MAX else INT32_MAX)
-
-
-cdef int _send_all(int fd, const uint8_t* p, Py_ssize_t n, int64_t deadline) noexcept nogil:
-    cdef pollfd pfd
-    cdef ssize_t k
-    while n > 0:
-        k = send(fd, p, <size_t>n, MSG_NOSIGNAL)
-        if k > 0:
-            p += k
-            n -= k
-            continue
-        if k < 0 and (errno == EAGAIN or errno == EWOULDBLOCK or errno == EINTR):
-            pfd.fd = fd
-            pfd.events = POLLOUT
-            pfd.revents = 0
-            if _remaining(deadline) == 0:
-                return PM_TIMEOUT
-            if poll(&pfd, 1, _remaining(deadline)) < 0 and errno != EINTR:
-                return PM_IO
-            if pfd.revents & (POLLERR | POLLHUP | POLLNVAL):
-                return PM_IO
-            continue
-        return PM_IO
-    return PM_OK
+cdef inline int _io_result(int rc) noexcept nogil:
+    """The loop's result for a transport one (an end of stream or a refused size prefix is
+    an I/O failure like the others: the connection is closed and opened again)."""
+    if rc == TP_OK:
+        return PM_OK
+    if rc == TP_TIMEOUT:
+        return PM_TIMEOUT
+    if rc == TP_TOO_BIG:
+        return PM_TOO_BIG
+    return PM_IO
 
 
 cdef class Pacemaker:
@@ -208,12 +177,10 @@ cdef class Pacemaker:
         self.abuf = <uint8_t*>malloc(PM_RECV_CAP)
         if self.sbuf == NULL or self.rbuf == NULL or self.abuf == NULL:
             raise MemoryError()
-        if pipe(fds) != 0:
+        if tp_pipe(fds) != 0:
             raise OSError(errno, "pipe() failed for the pacemaker's wake-up channel")
         self.wake_r = fds[0]
         self.wake_w = fds[1]
-        _set_nonblocking(self.wake_r)
-        _set_nonblocking(self.wake_w)
         self.client_id = _dup(cid, &self.client_id_len)
         self.hs = heartbeat.state_ptr()
         self.hmu = &heartbeat.mutex
@@ -489,121 +456,50 @@ cdef class Pacemaker:
             while read(self.wake_r, drain, 64) > 0:
                 pass
 
-    cdef int _recv_frame(self, int fd, Py_ssize_t* n_out, int64_t deadline, int64_t epoch0) noexcept nogil:
-        """Read one response frame into rbuf (without its size prefix)."""
-        cdef uint8_t head[4]
-        cdef Py_ssize_t want = 4, got = 0, size = -1
-        cdef pollfd pfds[2]
-        cdef ssize_t k
+    cdef int _recv_frame(self, tp_conn* conn, Py_ssize_t* n_out, int64_t deadline, int64_t epoch0) noexcept nogil:
+        """Read one response frame into rbuf (without its size prefix); a wake-up that
+        reconfigured or stopped the loop abandons it."""
+        cdef tp_frame f
         cdef char drain[64]
         cdef bint changed
+        cdef int rc
+        tp_frame_start(&f)
         while True:
-            if size < 0:
-                k = recv(fd, head + got, <size_t>(want - got), 0)
-            else:
-                k = recv(fd, self.rbuf + got, <size_t>(want - got), 0)
-            if k > 0:
-                got += k
-                if got < want:
-                    continue
-                if size >= 0:
-                    n_out[0] = size
-                    return PM_OK
-                size = <int32_t>load_be32(head)
-                if size < 0:
-                    return PM_IO
-                if size > PM_RECV_CAP:
-                    return PM_TOO_BIG
-                want = size
-                got = 0
-                if size == 0:
-                    n_out[0] = 0
-                    return PM_OK
-                continue
-            if k == 0:
-                return PM_IO                 # the coordinator closed the connection
-            if errno != EAGAIN and errno != EWOULDBLOCK and errno != EINTR:
-                return PM_IO
-            if _remaining(deadline) == 0:
-                return PM_TIMEOUT
-            pfds[0].fd = fd
-            pfds[0].events = POLLIN
-            pfds[0].revents = 0
-            pfds[1].fd = self.wake_r
-            pfds[1].events = POLLIN
-            pfds[1].revents = 0
-            if poll(pfds, 2, _remaining(deadline)) < 0 and errno != EINTR:
-                return PM_IO
-            if pfds[1].revents & POLLIN:
-                while read(self.wake_r, drain, 64) > 0:
-                    pass
-                pthread_mutex_lock(&self.mu)
-                changed = self.stop or self.epoch != epoch0
-                pthread_mutex_unlock(&self.mu)
-                if changed:
-                    return PM_ABANDONED
-            if pfds[0].revents & (POLLERR | POLLNVAL):
-                return PM_IO
+            rc = tp_recv_frame(conn, &f, self.rbuf, PM_RECV_CAP, deadline, self.wake_r)
+            if rc != TP_WOKEN:
+                break
+            while read(self.wake_r, drain, 64) > 0:
+                pass
+            pthread_mutex_lock(&self.mu)
+            changed = self.stop or self.epoch != epoch0
+            pthread_mutex_unlock(&self.mu)
+            if changed:
+                return PM_ABANDONED
+        if rc == TP_OK:
+            n_out[0] = f.size
+        return _io_result(rc)
 
-    cdef int _exchange(self, int fd, Py_ssize_t n, Py_ssize_t* rn, int64_t deadline, int64_t epoch0) noexcept nogil:
-        cdef int rc = _send_all(fd, self.sbuf, n, deadline)
-        if rc != PM_OK:
-            return rc
-        return self._recv_frame(fd, rn, deadline, epoch0)
+    cdef int _exchange(self, tp_conn* conn, Py_ssize_t n, Py_ssize_t* rn, int64_t deadline,
+                       int64_t epoch0) noexcept nogil:
+        cdef int rc = tp_send_all(conn, self.sbuf, n, deadline)
+        if rc != TP_OK:
+            return _io_result(rc)
+        return self._recv_frame(conn, rn, deadline, epoch0)
 
-    cdef int _connect(self, int64_t timeout_ms, int* err) noexcept nogil:
-        """Connect to the configured address (copied under mu); a non-blocking fd or -1."""
+    cdef int _connect(self, tp_conn* conn, int64_t timeout_ms) noexcept nogil:
+        """Connect to the configured address (copied under mu): PM_OK or PM_CONNECT_FAILED
+        (conn.err: why)."""
         cdef char host[256]
-        cdef char port[16]
-        cdef addrinfo hints
-        cdef addrinfo* res = NULL
-        cdef addrinfo* ai
-        cdef int fd = -1, rc, one = 1, soerr = 0
-        cdef socklen_t slen
-        cdef pollfd pfd
-        cdef int64_t deadline = monotonic_ms() + timeout_ms
+        cdef int port
         pthread_mutex_lock(&self.mu)
         memcpy(host, self.host, 256)
-        snprintf(port, 16, "%d", self.port)
+        port = self.port
         pthread_mutex_unlock(&self.mu)
-        memset(&hints, 0, sizeof(hints))
-        hints.ai_family = AF_UNSPEC
-        hints.ai_socktype = SOCK_STREAM
-        hints.ai_flags = AI_NUMERICSERV
-        err[0] = 0
-        if getaddrinfo(host, port, &hints, &res) != 0 or res == NULL:
-            err[0] = errno
-            return -1
-        ai = res
-        while ai != NULL:
-            fd = socket(ai.ai_family, ai.ai_socktype, ai.ai_protocol)
-            if fd >= 0:
-                _set_nonblocking(fd)
-                rc = connect(fd, ai.ai_addr, ai.ai_addrlen)
-                if rc != 0 and errno == EINPROGRESS:
-                    pfd.fd = fd
-                    pfd.events = POLLOUT
-                    pfd.revents = 0
-                    if poll(&pfd, 1, _remaining(deadline)) == 1:
-                        slen = sizeof(soerr)
-                        getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &slen)
-                        rc = 0 if soerr == 0 else -1
-                        err[0] = soerr
-                    else:
-                        rc = -1
-                elif rc != 0:
-                    err[0] = errno
-                if rc == 0:
-                    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one))
-                    break
-                close(fd)
-                fd = -1
-            ai = ai.ai_next
-        freeaddrinfo(res)
-        return fd
+        return PM_OK if tp_connect(conn, host, port, timeout_ms) == TP_OK else PM_CONNECT_FAILED
 
     cdef void _loop(self) noexcept nogil:
-        cdef int fd = -1, rc, err = 0
+        cdef tp_conn conn
+        cdef int rc
         cdef int64_t cur_addr = -1, next_connect = 0, now, wake_at, epoch0, since_poll = 0, backoff, rto, connect_timeout, reply_deadline
         cdef int32_t corr = 0, gen0, rcorr = 0, throttle = 0
         cdef int16_t code = 0
@@ -612,19 +508,18 @@ cdef class Pacemaker:
         cdef bint poll_expired, session_expired, due, consumer0 = False
         cdef int32_t new_epoch = 0, interval = 0
         cdef int has_assignment = 0
+        conn.fd = -1
+        conn.err = 0
         pthread_mutex_lock(&self.mu)
         while not self.stop:
             if not self.active or self.halted:
-                if fd >= 0:
-                    close(fd)
-                    fd = -1
+                tp_close(&conn)
                 pthread_mutex_unlock(&self.mu)
                 self._idle_wait(-1)
                 pthread_mutex_lock(&self.mu)
                 continue
-            if fd >= 0 and cur_addr != self.addr_gen:
-                close(fd)
-                fd = -1
+            if conn.fd >= 0 and cur_addr != self.addr_gen:
+                tp_close(&conn)
                 next_connect = 0
             now = monotonic_ms()
             pthread_mutex_lock(self.hmu)
@@ -665,10 +560,10 @@ cdef class Pacemaker:
                     rc = PM_OVERFLOW
                     pthread_mutex_unlock(&self.mu)
                     if n > 0:
-                        if fd < 0:
-                            fd = self._connect(connect_timeout, &err)
-                        if fd >= 0:
-                            rc = self._exchange(fd, n, &rn, now + rto, epoch0)
+                        if conn.fd < 0:
+                            self._connect(&conn, connect_timeout)
+                        if conn.fd >= 0:
+                            rc = self._exchange(&conn, n, &rn, now + rto, epoch0)
                             if rc == PM_OK and consumer0:
                                 rc = pm_decode_consumer_group_heartbeat_response(
                                     self.rbuf, rn, version0, &rcorr, &throttle, &code, &new_epoch, &interval,
@@ -686,7 +581,7 @@ cdef class Pacemaker:
                 self.halted = True
                 self._post(_EV_COORDINATOR_LOST, _CODE_SESSION_EXPIRED, gen0, now, 0)
                 continue
-            if fd < 0:
+            if conn.fd < 0:
                 if now < next_connect:
                     pthread_mutex_unlock(&self.mu)
                     self._idle_wait((next_connect if next_connect < wake_at else wake_at) - now)
@@ -694,11 +589,11 @@ cdef class Pacemaker:
                     continue
                 cur_addr = self.addr_gen
                 pthread_mutex_unlock(&self.mu)
-                fd = self._connect(connect_timeout, &err)
+                rc = self._connect(&conn, connect_timeout)
                 pthread_mutex_lock(&self.mu)
-                if fd < 0:
+                if rc != PM_OK:
                     next_connect = monotonic_ms() + (backoff if backoff > 50 else 50)
-                    self._post(_EV_DISCONNECTED, PM_CONNECT_FAILED, gen0, now, err)
+                    self._post(_EV_DISCONNECTED, PM_CONNECT_FAILED, gen0, now, conn.err)
                 else:
                     self.n_connects += 1
                 continue
@@ -736,7 +631,7 @@ cdef class Pacemaker:
             self.n_send_times += 1
             self.n_sent += 1
             pthread_mutex_unlock(&self.mu)
-            rc = self._exchange(fd, n, &rn, reply_deadline, epoch0)
+            rc = self._exchange(&conn, n, &rn, reply_deadline, epoch0)
             if rc == PM_OK:
                 if consumer0:
                     rc = pm_decode_consumer_group_heartbeat_response(self.rbuf, rn, version0, &rcorr, &throttle,
@@ -748,15 +643,14 @@ cdef class Pacemaker:
             pthread_mutex_lock(&self.mu)
             now = monotonic_ms()
             if rc != PM_OK:
-                close(fd)
-                fd = -1
+                tp_close(&conn)
                 if rc == PM_ABANDONED:
                     continue
                 self.n_failed += 1
                 pthread_mutex_lock(self.hmu)
                 hb_fail_heartbeat(self.hs, now)
                 pthread_mutex_unlock(self.hmu)
-                self._post(_EV_DISCONNECTED, rc, gen0, now, errno)
+                self._post(_EV_DISCONNECTED, rc, gen0, now, conn.err)
                 continue
             if self.epoch != epoch0:
                 continue     # answers a configuration that is gone
@@ -765,10 +659,8 @@ cdef class Pacemaker:
             else:
                 self._handle_heartbeat_error(code, gen0, now)
             if code == _E_NOT_COORDINATOR or code == _E_COORDINATOR_NOT_AVAILABLE:
-                close(fd)
-                fd = -1
-        if fd >= 0:
-            close(fd)
+                tp_close(&conn)
+        tp_close(&conn)
         self.running = False
         pthread_cond_broadcast(&self.ev_cond)
         pthread_mutex_unlock(&self.mu)

@@ -36,6 +36,8 @@ cdef extern from "<errno.h>" nogil:
     int EAGAIN
     int EWOULDBLOCK
     int EINPROGRESS
+    int ETIMEDOUT
+    int EBADF
 
 cdef extern from "<unistd.h>" nogil:
     ctypedef long ssize_t

@@ -3,6 +3,7 @@
 its own (see receive_loop.pyx)."""
 from libc.stdint cimport int64_t
 from kcore.posixsys cimport pthread_mutex_t
+from kcore.transport cimport tp_conn
 
 cdef enum:
     _STASH = 2          # pooled blocks waiting for the loop's next large frames
@@ -21,6 +22,7 @@ cdef class ReceiveLoop:
     cdef readonly int fd
     cdef readonly Py_ssize_t max_frame_bytes
     cdef readonly Py_ssize_t buffer_size
+    cdef tp_conn _conn              # the socket (the owner's: the loop only reads it)
     cdef int _pid                   # the process that made the loop (the only one that runs it)
     cdef Py_ssize_t _direct_min
     cdef int _wake[2]               # loop -> owner: readable while frames or an error wait

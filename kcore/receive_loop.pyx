@@ -7,7 +7,8 @@ pushed through the network stack in the receiver's context) is a fifth of the pe
 path's time; and while the application holds the GIL between polls, the socket fills up and
 the broker waits. A ReceiveLoop drains the socket as data arrives, in parallel with the
 application: ``run()`` (called on a dedicated thread) reads and frames without ever taking
-the GIL, and the consumer's thread collects whole frames with ``take()``.
+the GIL (its reads, waits and size-prefix checks are kcore.transport's), and the consumer's
+thread collects whole frames with ``take()``.
 
 Protocol with the owner (the network client, on its own thread):
   - ``wake_fd`` becomes readable when frames (or an error) wait: register it in the selector;
@@ -33,15 +34,15 @@ from kcore.frames cimport check_receive_sizes, frame_over
 from kcore.pool cimport pool_block_fits, pool_give, pool_size_class, pool_take_pooled
 from posix.unistd cimport getpid
 
-from kcore.posixsys cimport (EAGAIN, EINTR, EWOULDBLOCK, F_GETFL, F_SETFD, F_SETFL, FD_CLOEXEC,
-                             O_NONBLOCK, POLLIN, close, errno, fcntl, pipe, poll, pollfd,
-                             pthread_mutex_destroy, pthread_mutex_init, pthread_mutex_lock,
-                             pthread_mutex_unlock, read, recv, write)
+from kcore.posixsys cimport (close, errno, pthread_mutex_destroy, pthread_mutex_init, pthread_mutex_lock,
+                             pthread_mutex_unlock, read, write)
+from kcore.transport cimport (TP_AGAIN, TP_IO, TP_OK, TP_WOKEN, frame_size_error,
+                              tp_attach, tp_frame_size, tp_pipe, tp_recv, tp_wait)
 from kcore.wire cimport load_be32
 
 import os
 
-from kcore.errors import FrameTooLargeError, InvalidLengthError, KafkaConnectionError
+from kcore.errors import KafkaConnectionError
 
 __all__ = ["ReceiveLoop", "STASH_BLOCKS"]
 
@@ -51,18 +52,14 @@ STASH_BLOCKS = _STASH
 cdef enum:
     E_NONE = 0
     E_EOF = 1           # end of stream; err_a, err_b: bytes of a frame received, its size
-    E_NEGATIVE = 2      # negative size prefix (err_a)
-    E_TOO_LARGE = 3     # size prefix (err_a) above max_frame_bytes
+    E_FRAME_SIZE = 2    # a size prefix refused: err_a the transport's result, err_b the length
     E_ERRNO = 4         # recv()/poll() failed with errno err_a
     E_NOMEM = 5         # no memory for a frame of err_a bytes
 
 
 cdef int _pipe_nonblocking(int* fds) except -1:
-    if pipe(fds) != 0:
+    if tp_pipe(fds) != 0:
         raise OSError(errno, os.strerror(errno))
-    for fd in (fds[0], fds[1]):
-        fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
-        fcntl(fd, F_SETFD, FD_CLOEXEC)
     return 0
 
 
@@ -76,6 +73,7 @@ cdef class ReceiveLoop:
             raise ValueError(f"fd must be a file descriptor, got {fd}")
         check_receive_sizes(max_frame_bytes, buffer_size)
         self.fd = fd
+        tp_attach(&self._conn, fd)
         self._pid = getpid()
         self.max_frame_bytes = max_frame_bytes
         self.buffer_size = buffer_size
@@ -251,13 +249,11 @@ cdef class ReceiveLoop:
         cdef char* mem
         cdef size_t cap
         cdef FrameNode* n
+        cdef int rc
         while self._end - self._start >= 4:
-            length = <int32_t>load_be32(p + self._start)
-            if length < 0:
-                self._fail(E_NEGATIVE, length, 0)
-                return -1
-            if length > self.max_frame_bytes:
-                self._fail(E_TOO_LARGE, length, 0)
+            rc = tp_frame_size(p + self._start, self.max_frame_bytes, &length)
+            if rc != TP_OK:
+                self._fail(E_FRAME_SIZE, rc, length)
                 return -1
             avail = self._end - self._start - 4
             if avail >= length:
@@ -293,17 +289,12 @@ cdef class ReceiveLoop:
         return 0
 
     cdef void _loop(self) noexcept nogil:
-        cdef pollfd pfds[2]
         cdef Py_ssize_t want, got
         cdef FrameNode* first
         cdef FrameNode* last
         cdef FrameNode* n
         cdef bint stopping
-        cdef int e
-        pfds[0].fd = self.fd
-        pfds[0].events = POLLIN
-        pfds[1].fd = self._stop[0]
-        pfds[1].events = POLLIN
+        cdef int rc
         while True:
             pthread_mutex_lock(&self._mu)
             self._received += self._uncounted
@@ -315,27 +306,24 @@ cdef class ReceiveLoop:
             first = last = NULL
             if self._cur != NULL:
                 want = self._cur_len - self._cur_fill
-                got = recv(self.fd, self._cur + self._cur_fill, want, 0)
+                got = tp_recv(&self._conn, self._cur + self._cur_fill, want)
             else:
                 if self._start > 0 and self.buffer_size - self._end < self._direct_min:
                     memmove(self._buf, self._buf + self._start, self._end - self._start)
                     self._end -= self._start
                     self._start = 0
                 want = self.buffer_size - self._end
-                got = recv(self.fd, self._buf + self._end, want, 0)
+                got = tp_recv(&self._conn, self._buf + self._end, want)
+            if got == TP_AGAIN:
+                rc = tp_wait(&self._conn, False, self._stop[0], -1)
+                if rc == TP_WOKEN:
+                    return
+                if rc == TP_IO:
+                    self._fail(E_ERRNO, self._conn.err, 0)
+                    return
+                continue
             if got < 0:
-                e = errno
-                if e == EINTR:
-                    continue
-                if e == EAGAIN or e == EWOULDBLOCK:
-                    pfds[0].revents = pfds[1].revents = 0
-                    if poll(pfds, 2, -1) < 0 and errno != EINTR:
-                        self._fail(E_ERRNO, errno, 0)
-                        return
-                    if pfds[1].revents:
-                        return
-                    continue
-                self._fail(E_ERRNO, e, 0)
+                self._fail(E_ERRNO, self._conn.err, 0)
                 return
             if got == 0:
                 if self._cur != NULL:
@@ -456,11 +444,8 @@ cdef class ReceiveLoop:
                 return KafkaConnectionError("connection closed by the peer after part of a "
                                             "frame size prefix")
             return KafkaConnectionError("connection closed by the peer")
-        if kind == E_NEGATIVE:
-            return InvalidLengthError(f"negative frame size {a}")
-        if kind == E_TOO_LARGE:
-            return FrameTooLargeError(
-                f"frame of {a} bytes exceeds the limit of {self.max_frame_bytes} bytes")
+        if kind == E_FRAME_SIZE:
+            return frame_size_error(<int>a, b, self.max_frame_bytes)
         if kind == E_ERRNO:
             return OSError(<int>a, os.strerror(<int>a))
         if kind == E_NOMEM:

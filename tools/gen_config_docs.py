@@ -1,4 +1,6 @@
-"""Generate docs/configuration.md from the clients' config tables (the one source of truth).
+"""Generate docs/configuration.md from the config tables (the one source of truth): the
+consumer's, producer's and admin client's settings, ParallelConsumer's arguments and the Spark
+source's options.
 
 Usage:
     python tools/gen_config_docs.py [OUT]      (OUT defaults to docs/configuration.md)
@@ -29,6 +31,12 @@ or out of range fails when the client is built, with a message naming the settin
 marked *refused* is accepted only at its default: any other value fails with the reason given.
 A setting marked *no effect* is accepted so that existing code runs, and kclient does not act
 on it: a value other than the one given there logs a warning naming the setting and the reason.
+
+[ParallelConsumer](parallel.md) takes its settings as keyword arguments, checked the same way
+(Python values of the type shown; strings are not parsed). The Spark source's options are
+given to `spark.read.format("kclient")` / `readStream` with `.option(name, value)`; their names
+are case-insensitive, and every `kafka.`-prefixed option is a consumer setting from the first
+table, prefix removed.
 """
 
 
@@ -75,29 +83,33 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def table(title: str, defs) -> str:
+def table(title: str, defs, noun: str = "setting", ordered: bool = True) -> str:
+    # Keyword arguments and Spark's options have one spelling each: no "also" column.
+    spellings = noun == "setting"
     rows = [f"## {title}", "",
-            "| setting | also | type | default | allowed | what it does |",
-            "|---|---|---|---|---|---|"]
-    for d in sorted(defs, key=lambda d: d.name):
-        also = ", ".join(sorted({d.keyword, *d.aliases} - {d.name}))
+            f"| {noun} |{' also |' if spellings else ''} type | default | allowed | what it does |",
+            "|---|---|---|---|---|" + ("---|" if spellings else "")]
+    for d in (sorted(defs, key=lambda d: d.name) if ordered else defs):
+        also = [", ".join(sorted({d.keyword, *d.aliases} - {d.name}))] if spellings else []
         refused = _refusal(d)
         doc = d.doc + (f" **Refused** unless default: {refused}." if refused else "")
         if d.no_effect:
             ok = ", ".join(repr(v) for v in (d.no_effect_ok or (d.default,)))
             doc = f"accepted for compatibility. **No effect**: {d.no_effect}; a value other than {ok} logs a warning"
         rows.append("| " + " | ".join(_cell(x) for x in (
-            f"`{d.name}`", also, d.type, _default(d), _range(d), doc)) + " |")
+            f"`{d.name}`", *also, d.type, _default(d), _range(d), doc)) + " |")
     return "\n".join(rows) + "\n"
 
 
 def render() -> str:
-    from kclient.admin import ADMIN_CONFIGS
-    from kclient.config import CONSUMER_CONFIGS
-    from kclient.producer import PRODUCER_CONFIGS
+    from kclient.config import ADMIN_CONFIGS, CONSUMER_CONFIGS, PRODUCER_CONFIGS
+    from kclient.parallel.settings import PARALLEL_CONFIGS
+    from kclient.spark.options import SOURCE_OPTIONS
     return "\n".join([INTRO, table("Consumer (KafkaConsumer)", CONSUMER_CONFIGS.values()),
                       table("Producer (KafkaProducer)", PRODUCER_CONFIGS),
-                      table("Admin client (KafkaAdminClient)", ADMIN_CONFIGS)])
+                      table("Admin client (KafkaAdminClient)", ADMIN_CONFIGS),
+                      table("ParallelConsumer", PARALLEL_CONFIGS.defs.values(), "argument", ordered=False),
+                      table("Spark source options", SOURCE_OPTIONS.defs.values(), "option", ordered=False)])
 
 
 def main(argv: list[str]) -> int:

@@ -29,18 +29,22 @@ DRIVERS: dict[str, str] = {
     "kclient-columnar": "bench.drivers.kclient_columnar",
     "kclient-records-defaults": "bench.drivers.kclient_defaults:RECORDS",
     "kclient-columnar-defaults": "bench.drivers.kclient_defaults:COLUMNAR",
+    "kclient-iter": "bench.drivers.kclient_iter",
     "java": "bench.drivers.java_consumer",
     "confluent-tuned": "bench.drivers.confluent_tuned",
     "confluent-default": "bench.drivers.confluent_default",
+    "kclient-aio": "bench.drivers.kclient_aio",
+    "kclient-aio-columnar": "bench.drivers.kclient_aio:COLUMNAR",
     "aiokafka": "bench.drivers.aiokafka_driver",
     "kafka-python": "bench.drivers.kafka_python",
 }
 
 
 def load(name: str):
-    """The driver: a module, or ("module:NAME") an object in one with a module's attributes."""
+    """The driver: a module, or ("module:NAME") an object in one with a module's attributes.
+    ``<driver>@baseline`` (the runner's --baseline) is that driver run from another checkout."""
     try:
-        module, _, attr = DRIVERS[name].partition(":")
+        module, _, attr = DRIVERS[name.removesuffix("@baseline")].partition(":")
     except KeyError:
         raise ValueError(f"unknown driver {name!r}; known: {', '.join(DRIVERS)}") from None
     found = importlib.import_module(module)

@@ -49,6 +49,7 @@ def main(argv: list[str]) -> int:
         result["traceback"] = traceback.format_exc()
     if tally is not None:
         result.update(tally.result())
+        result.update(tally.extra_results)
         if not result["ok"]:
             result["complete"] = False
     with open(result_path, "w") as f:

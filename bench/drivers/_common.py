@@ -136,6 +136,8 @@ class Tally:
         self.first_batch = 0
         # Checks that need not be timed (nor profiled): run by the child after consume().
         self.after_window: list = []
+        # Figures a driver adds to its result (e.g. max_loop_lag_ms of the asyncio drivers).
+        self.extra_results: dict = {}
         self._next_progress = 0.0
         self._partitions = job.partitions
 

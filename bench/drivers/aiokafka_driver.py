@@ -1,4 +1,5 @@
-"""aiokafka with its default settings, ``getmany()`` in an asyncio loop."""
+"""aiokafka with its default settings, ``getmany()`` in an asyncio loop; reports the largest
+delay of a 1 ms sleeper on the same loop (bench/drivers/_loop_lag.py)."""
 from __future__ import annotations
 
 LABEL = "aiokafka"
@@ -31,8 +32,12 @@ def consume(job, tally) -> dict:
 async def _consume(job, tally) -> dict:
     from aiokafka import AIOKafkaConsumer, TopicPartition
 
+    from bench.drivers._loop_lag import LoopLag
+
     add, check, timed_out = tally.add, tally.check, tally.timed_out
     settings = {"session_timeout_ms": job.session_timeout_ms} if job.mode == "group" else {}
+    lag = LoopLag()
+    lag.start()
     tally.start()
     consumer = AIOKafkaConsumer(bootstrap_servers=job.bootstrap, group_id=job.group_id,
                                 enable_auto_commit=False, auto_offset_reset="earliest", **settings)
@@ -60,6 +65,7 @@ async def _consume(job, tally) -> dict:
             if add(n, nbytes):
                 break
     finally:
+        await lag.stop(tally)
         await consumer.stop()
     return settings
 

@@ -52,16 +52,16 @@ def version() -> str:
     return f"kafka-clients {kafka_version()}"
 
 
-def classpath() -> str:
-    """The compiled driver first, then kafka-clients and its dependencies; compiled again only
-    when the source or the classpath changed."""
+def classpath(source: Path = SOURCE) -> str:
+    """The compiled driver (``source``, by default this driver's) first, then kafka-clients and
+    its dependencies; compiled again only when the source or the classpath changed."""
     java = find_java()
     jars = resolve_jars([f"org.apache.kafka:kafka-clients:{kafka_version()}", SLF4J_BINDING],
                         f"bench-java-deps-{kafka_version()}")
     deps = os.pathsep.join(str(j) for j in jars)
-    digest = hashlib.sha256(SOURCE.read_bytes() + deps.encode()).hexdigest()[:16]
+    digest = hashlib.sha256(source.read_bytes() + deps.encode()).hexdigest()[:16]
     out = cache_root() / "bench-java" / digest
-    if not (out / "JavaConsumerBench.class").is_file():
+    if not (out / f"{source.stem}.class").is_file():
         javac = os.path.join(os.path.dirname(os.path.realpath(java)), "javac")
         if not os.access(javac, os.X_OK):
             javac = shutil.which("javac")
@@ -70,11 +70,11 @@ def classpath() -> str:
                              "driver): install a JDK, e.g. `apt-get install openjdk-17-jdk-headless`")
         tmp = out.with_name(f"{digest}.tmp{os.getpid()}")
         tmp.mkdir(parents=True, exist_ok=True)
-        done = subprocess.run([javac, "-d", str(tmp), "-cp", deps, str(SOURCE)],
+        done = subprocess.run([javac, "-d", str(tmp), "-cp", deps, str(source)],
                               capture_output=True, text=True, timeout=300)
         if done.returncode != 0:
             shutil.rmtree(tmp, ignore_errors=True)
-            raise MavenError(f"javac failed on {SOURCE.name}:\n{done.stderr[-2000:]}")
+            raise MavenError(f"javac failed on {source.name}:\n{done.stderr[-2000:]}")
         try:
             tmp.rename(out)  # whole or not at all, should two runners compile at once
         except OSError:

@@ -1,7 +1,7 @@
 """kclient as installed: the kclient-records and kclient-columnar drivers run with the tuned
 peers' fetch settings (bench/drivers/_common.py); these run the same loops with kclient's
-defaults (Kafka's documented consumer defaults: 64 KiB receive buffer, 1 MiB per partition,
-500 ms fetch wait, 500 records per poll)."""
+defaults (Kafka's documented consumer defaults: 1 MiB per partition, 500 ms fetch wait, 500
+records per poll; the receive buffer left to the OS, as kafka-python and librdkafka leave it)."""
 from __future__ import annotations
 
 from types import ModuleType

@@ -35,6 +35,6 @@ def member(bootstrap, topic, group_id, session_timeout_ms, heartbeat_interval_ms
     """A group member for the liveness benchmark (bench/liveness.py)."""
     from bench.drivers.kafka_python import PollMember
     from kclient.consumer.kafka_consumer import KafkaConsumer
-    from kclient.consumer.listener import ConsumerRebalanceListener
+    from kclient.subscription.listener import ConsumerRebalanceListener
     return PollMember(KafkaConsumer, ConsumerRebalanceListener, bootstrap, topic, group_id,
                       session_timeout_ms, heartbeat_interval_ms, event)

@@ -1,6 +1,8 @@
 """The consumer layer: ``KafkaConsumer`` (mechanisms §7) and what it is built from.
 
 ``Fetcher`` (pipelined fetches, record decoding), ``OffsetFetcher`` (offset lookups and
-resets), ``SubscriptionState`` (subscriptions, assignments, positions), the columnar records,
-deserializers, interceptors and the rebalance listener interface.
+resets), the columnar records, deserializers and interceptors. ``KafkaConsumer`` builds the
+group layer's coordinator (kclient.group) and hands it the interceptors; the subscription
+state and the rebalance listener interface, which both layers use, live in
+kclient.subscription.
 """

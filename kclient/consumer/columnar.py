@@ -168,12 +168,14 @@ class ColumnarRecords:
                 key, value = keys[k], values[k]
                 k += 1
                 hsize = -1 if not headers else sum(len(a.encode()) + (len(v) if v else 0) for a, v in headers)
-                yield ConsumerRecord(tp.topic, tp.partition, _epoch_of_row(b, row), offs[row], ts[row], tts[row],
+                yield ConsumerRecord(tp.topic, tp.partition, epoch_of_row(b, row), offs[row], ts[row], tts[row],
                                      key, value, headers, None, -1 if key is None else len(key),
                                      -1 if value is None else len(value), hsize)
 
 
-def _epoch_of_row(batch, row: int) -> int:
+def epoch_of_row(batch, row: int) -> int:
+    """The partition leader epoch of the record batch that holds row ``row`` of a decoded
+    (kcore ColumnarBatch) answer, -1 if unknown."""
     for b in reversed(batch.batches):
         if b.record_start <= row < b.record_end:
             return b.partition_leader_epoch

@@ -4,17 +4,21 @@ Accepted wherever a ``key_serializer``/``value_deserializer``... setting is take
 * a plain function of the bytes/object (``value_deserializer=json.loads``);
 * an object with ``deserialize(topic, headers, data)`` / ``serialize(topic, headers, data)``
   (kafka-python 3 and the classes below) or ``deserialize(topic, data)`` (kafka-python 2).
-``as_deserializer``/``as_serializer`` turn any of them into one ``f(topic, headers, data)``.
+``as_deserializer``/``as_serializer`` turn any of them into one ``f(topic, headers, data)``;
+``close_plugins`` closes the objects when their client closes, as kafka-python 3 and Java do.
 """
 from __future__ import annotations
 
 import abc
 import inspect
 import json
+import logging
 from typing import Any, Callable
 
 __all__ = ["Serializer", "Deserializer", "DefaultSerializer", "JsonSerializer",
-           "as_deserializer", "as_serializer"]
+           "as_deserializer", "as_serializer", "close_plugins"]
+
+log = logging.getLogger(__name__)
 
 
 class Serializer(abc.ABC):
@@ -90,3 +94,18 @@ def as_deserializer(obj) -> Callable[[str, list, Any], Any] | None:
 
 def as_serializer(obj) -> Callable[[str, list, Any], Any] | None:
     return _adapt(obj, "serialize")
+
+
+def close_plugins(*plugins, method: str) -> None:
+    """``close()`` each object that has a ``method`` (``"deserialize"``/``"serialize"``) and a
+    ``close()``: a closing client releases what its serializers hold, as kafka-python 3 and
+    Java do. Plain functions have nothing to close. A failing close() is logged, not raised,
+    so that the client still closes the rest."""
+    for obj in plugins:
+        close = getattr(obj, "close", None)
+        if obj is None or not callable(getattr(obj, method, None)) or not callable(close):
+            continue
+        try:
+            close()
+        except Exception as exc:
+            log.warning("closing %r failed: %s", obj, exc)

@@ -15,9 +15,10 @@ Threads: the consumer is used by one thread at a time. A second thread entering 
 (other than ``wakeup()``) gets ConcurrentAccessError; ``wakeup()`` from any thread makes a
 blocking ``poll()`` raise WakeupError.
 
-Differences from kafka-python: ``security_protocol`` must be PLAINTEXT for now; ``api_version``
-is accepted and ignored (versions are negotiated with each broker); a pattern matches whole
-topic names (Java's rule), not prefixes.
+Differences from kafka-python: ``security_protocol`` may be PLAINTEXT, SSL, SASL_PLAINTEXT or
+SASL_SSL, with SASL PLAIN, SCRAM-SHA-256/512 or OAUTHBEARER (GSSAPI is refused); ``api_version``
+only makes the constructor skip its bootstrap probe (request versions are negotiated with each
+broker); a pattern matches whole topic names (Java's rule), not prefixes.
 """
 from __future__ import annotations
 
@@ -29,25 +30,30 @@ import os
 import re
 import threading
 import weakref
-from typing import TYPE_CHECKING, Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Literal, Mapping, overload
+
+from kcore.cursor import ListCursor
 
 from kclient import errors as Errors
 from kclient.clock import SYSTEM_CLOCK, Clock
 from kclient.config import ConsumerConfig, IsolationLevel  # noqa: F401 (IsolationLevel: kafka-python name)
-from kclient.settings import ConsumerSettings
+from kclient.consumer.consumer_settings import ConsumerSettings
 from kclient.network.consumer_network_client import ConsumerNetworkClient
 from kclient.consumer.deserializers import DefaultSerializer, JsonSerializer  # noqa: F401 (kafka-python names)
-from kclient.consumer.listener import ConsumerRebalanceListener  # noqa: F401
+from kclient.consumer.deserializers import close_plugins
+from kclient.subscription.listener import ConsumerRebalanceListener  # noqa: F401
 from kclient.consumer.metrics import ConsumerMetrics
 from kclient.consumer.fetcher import Fetcher
 from kclient.consumer.interceptors import ConsumerInterceptors
 from kclient.consumer.missing_topics import MissingTopicWarner, requested_topics
 from kclient.consumer.offset_fetcher import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, OffsetFetcher
-from kclient.structs import OffsetAndMetadata, TopicPartition
-from kclient.consumer.subscription_state import FetchPosition, OffsetResetStrategy, SubscriptionState
-
-if TYPE_CHECKING:  # pragma: no cover
-    from kclient.group.consumer_coordinator import ConsumerCoordinator
+from kclient.structs import ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
+from kclient.consumer.columnar import ColumnarRecords
+from kclient.group.consumer_coordinator import ConsumerCoordinator
+from kclient.group.consumer_group_coordinator import ConsumerGroupCoordinator
+from kclient.group.member_coordinator import MemberCoordinator
+from kclient.network.future import RequestFuture
+from kclient.subscription.state import FetchPosition, OffsetResetStrategy, SubscriptionState
 
 __all__ = ["KafkaConsumer", "IsolationLevel", "TopicPartition", "OffsetAndMetadata", "JsonSerializer",
            "DefaultSerializer", "ConsumerRebalanceListener"]
@@ -101,6 +107,19 @@ def _check_timeout(timeout_ms, what: str = "timeout_ms") -> int:
     return int(timeout_ms)
 
 
+def _refill_of(consumer: "KafkaConsumer"):
+    """The iteration cursor's refill, holding the consumer weakly: a consumer dropped without
+    close() is then freed (and its connections closed) at once, not when the cyclic GC runs."""
+    ref = weakref.ref(consumer)
+
+    def refill():
+        owner = ref()
+        if owner is None:
+            raise StopIteration
+        return owner._next_record()
+    return refill
+
+
 class KafkaConsumer:
     """Consume records from Kafka (see the module doc)."""
 
@@ -123,8 +142,13 @@ class KafkaConsumer:
         self._owner: int | None = None
         self._owner_depth = 0
         self._metrics: collections.Counter[str] = collections.Counter()
-        self._iterator = None
-        self._iter_deadline = math.inf
+        # Iteration (see __iter__): the cursor holds the partition being handed out
+        # (``_iter_tp``), ``_iter_queue`` the rest of that poll's partitions.
+        self._cursor: ListCursor = ListCursor(_refill_of(self))
+        self._iter_tp: TopicPartition | None = None
+        self._iter_queue: list[tuple[TopicPartition, list]] = []
+        self._iter_poll_ends: dict[TopicPartition, FetchPosition] = {}
+        self._iter_poll_epoch = 0
         self._consumer_timeout_ms = cfg["consumer.timeout.ms"]
         self._iter_last: dict[TopicPartition, Any] = {}          # last record handed out
         self._iter_ends: dict[TopicPartition, FetchPosition] = {}
@@ -150,18 +174,15 @@ class KafkaConsumer:
                 request_timeout_ms=self._request_timeout_ms, retry_backoff_ms=self._retry_backoff_ms,
                 clock=self._clock, on_position_reset=self._fetcher.clear_partition)
             self._interceptors = ConsumerInterceptors.from_config(cfg)
-            self._coordinator: ConsumerCoordinator | None = None
+            self._coordinator: MemberCoordinator | None = None
             if settings.rebalance.group_id is not None and settings.coordinator.group_protocol == "consumer":
-                from kclient.group.consumer_group_coordinator import ConsumerGroupCoordinator
                 self._coordinator = ConsumerGroupCoordinator(
-                    self._client, self._subscriptions, self._metadata, settings,
-                    remote_assignor=settings.coordinator.remote_assignor,
-                    rack_id=settings.coordinator.client_rack, clock=self._clock, interceptors=self._interceptors)
+                    self._client, self._subscriptions, self._metadata, settings.rebalance, settings.coordinator,
+                    clock=self._clock, interceptors=self._interceptors)
             elif settings.rebalance.group_id is not None:
-                from kclient.group.consumer_coordinator import ConsumerCoordinator
-                self._coordinator = ConsumerCoordinator(self._client, self._subscriptions, self._metadata, settings,
-                                                        clock=self._clock, interceptors=self._interceptors)
-                self._coordinator.stats = self._stats
+                self._coordinator = ConsumerCoordinator(
+                    self._client, self._subscriptions, self._metadata, settings.rebalance, settings.coordinator,
+                    clock=self._clock, interceptors=self._interceptors, stats=self._stats)
             if cfg["api.version"] is None:
                 # kafka-python probes the cluster here: an unreachable bootstrap fails at once.
                 wait = (cfg["bootstrap.timeout.ms"] if cfg.is_set("bootstrap.timeout.ms")
@@ -290,12 +311,12 @@ class KafkaConsumer:
 
     # ------------------------------------------------------------------ poll
     def poll(self, timeout_ms: int = 0, max_records: int | None = None, update_offsets: bool = True,
-             ) -> dict[TopicPartition, list]:
+             ) -> dict[TopicPartition, list[ConsumerRecord]]:
         """Records fetched since the last poll, {TopicPartition: [ConsumerRecord, ...]}, waiting
         up to timeout_ms for some. At most max_records (default max.poll.records) in all."""
         self._acquire_open()
         try:
-            if self._iterator is not None:
+            if self._iterating():
                 self._abandon_iteration()
             records, _ = self._poll(timeout_ms, max_records, update_offsets, columnar=False)
             return records
@@ -303,14 +324,14 @@ class KafkaConsumer:
             self._release()
 
     def poll_columnar(self, timeout_ms: int = 0, max_records: int | None = None,
-                      ) -> dict[TopicPartition, Any]:
+                      ) -> dict[TopicPartition, ColumnarRecords]:
         """Like poll(), but each partition's records come as one ColumnarRecords (arrays, or
         ``.to_arrow()``), without a Python object per record. Positions advance as with
         poll(); max_records defaults to max.poll.records (pass a large value for throughput).
         Interceptors' on_consume receive this dict."""
         self._acquire_open()
         try:
-            if self._iterator is not None:
+            if self._iterating():
                 self._abandon_iteration()
             records, _ = self._poll(timeout_ms, max_records, True, columnar=True)
             return records
@@ -428,73 +449,127 @@ class KafkaConsumer:
         return self._fetched(max_records, update_offsets, columnar)
 
     # ------------------------------------------------------------------ iteration
-    def __iter__(self) -> "KafkaConsumer":
-        return self
+    # kafka-python's iteration: records one by one, each partition's position following the
+    # records handed out, so a commit between two records commits exactly what was consumed.
+    # ``for record in consumer`` iterates a compiled ListCursor loaded with one partition's
+    # records of a poll at a time: handing out a record runs no Python code, so the loop costs
+    # what poll() does. The cursor calls ``_next_record`` (under the consumer's lock) when its
+    # list runs out or when the application changed something between two records (a seek, a
+    # pause, an assignment: ``_changed`` holds the cursor). Positions are written lazily
+    # (``_flush_iteration``) before anything reads them, from the cursor's index.
+    def __iter__(self) -> ListCursor[ConsumerRecord]:
+        return self._cursor
 
-    def __next__(self):
+    def __next__(self) -> ConsumerRecord:
+        return self._cursor.__next__()
+
+    def _iterating(self) -> bool:
+        return bool(self._iter_queue) or self._iter_tp is not None
+
+    def _next_record(self):
+        """The cursor's refill: the next record after the checks the fast path skips, or
+        StopIteration (consumer closed, or nothing within consumer_timeout_ms)."""
         self._acquire()
         try:
             if self._closed:
+                self._abandon_iteration()
                 raise StopIteration("the consumer is closed")  # kafka-python ends iteration
-            timeout = self._consumer_timeout_ms
-            self._iter_deadline = self._clock.now_ms() + timeout if timeout != math.inf else math.inf
-            iterator = self._iterator
-            if iterator is None:
-                iterator = self._iterator = self._message_generator()
-            return next(iterator)
+            cursor = self._cursor
+            deadline = None
+            while True:
+                tp = self._iter_tp
+                if tp is not None:
+                    if cursor.held:
+                        if self._still_in_order(tp):
+                            cursor.resume()
+                            return cursor.__next__()
+                        self._drop_current(tp)
+                    elif cursor.remaining:  # just loaded
+                        return cursor.__next__()
+                    else:
+                        self._finish_current(tp)
+                    continue
+                if self._iter_queue:
+                    self._load_next()
+                    continue
+                now = self._clock.now_ms()
+                if deadline is None:
+                    timeout = self._consumer_timeout_ms
+                    deadline = now + timeout if timeout != math.inf else math.inf
+                if now >= deadline:
+                    raise StopIteration
+                wait = deadline - now
+                wait = _ITER_POLL_MS if not math.isfinite(wait) else min(int(wait), _ITER_POLL_MS)
+                records, ends = self._poll(wait, None, False, columnar=False)
+                if records:
+                    self._iter_queue = list(records.items())
+                    self._iter_queue.reverse()  # popped from the end, in the poll's order
+                    self._iter_pending.update(records)
+                    self._iter_poll_ends = ends
+                    self._iter_poll_epoch = self._iter_epoch
+                if self._closed:
+                    raise StopIteration("the consumer is closed")
         except StopIteration:
-            self._iterator = None
             raise
         except BaseException:
-            # WakeupError, a poll error...: the generator is finished; its undelivered
-            # records are fetched again by the next iteration.
+            # WakeupError, a poll error...: the records not handed out are fetched again by
+            # the next iteration.
             self._abandon_iteration()
             raise
         finally:
             self._release()
 
-    def _message_generator(self):
-        """kafka-python's iteration: records one by one, each partition's position following
-        the records handed out, so a commit between two records commits exactly what was
-        consumed. Positions are written lazily (``_flush_iteration``) before anything reads
-        them; a seek/pause/assignment change between two records drops the rest of that
-        partition's records from the current poll (they are fetched again from the position)."""
+    def _load_next(self) -> None:
+        """Put the next partition of the current poll into the cursor."""
+        tp, recs = self._iter_queue.pop()
+        self._iter_tp = tp
+        self._cursor.load(recs)
+        if self._iter_epoch != self._iter_poll_epoch:
+            # The application changed something after this poll: check before the first record.
+            self._cursor.hold()
+
+    def _still_in_order(self, tp: TopicPartition) -> bool:
+        """After a change by the application: does the current partition's next record still
+        follow its position (not sought elsewhere, still assigned and not paused)?"""
         subs = self._subscriptions
-        last = self._iter_last
-        while True:
-            now = self._clock.now_ms()
-            if self._closed or now >= self._iter_deadline:
-                return
-            wait = self._iter_deadline - now
-            wait = _ITER_POLL_MS if not math.isfinite(wait) else min(int(wait), _ITER_POLL_MS)
-            records, ends = self._poll(wait, None, False, columnar=False)
-            pending = self._iter_pending
-            pending.update(records)
-            for tp, recs in records.items():
-                epoch = self._iter_epoch
-                dropped = False
-                expected = None  # offset + 1 of the last record handed out
-                for r in recs:
-                    if self._iter_epoch != epoch:  # the application changed something: re-check
-                        self._flush_iteration()
-                        position = subs.valid_position(tp) if subs.is_fetchable(tp) else None
-                        if position is None or (position.offset != expected if expected is not None
-                                                else position.offset > r.offset):
-                            dropped = True
-                            break
-                        epoch = self._iter_epoch
-                    last[tp] = r
-                    expected = r.offset + 1
-                    yield r
-                pending.discard(tp)
-                if dropped:
-                    last.pop(tp, None)
-                    self._fetcher.clear_partition(tp)
-                elif tp in ends:
-                    self._iter_ends[tp] = ends[tp]
+        items, index = self._cursor.items, self._cursor.index
+        position = subs.valid_position(tp) if subs.is_fetchable(tp) else None
+        if position is None:
+            return False
+        if index > 0:
+            return position.offset == items[index - 1].offset + 1
+        return position.offset <= items[index].offset
+
+    def _finish_current(self, tp: TopicPartition) -> None:
+        """The current partition's records were all handed out."""
+        items, _ = self._cursor.clear()
+        self._iter_tp = None
+        if items:
+            self._iter_last[tp] = items[-1]
+        self._iter_pending.discard(tp)
+        end = self._iter_poll_ends.get(tp)
+        if end is not None:
+            self._iter_ends[tp] = end
+
+    def _drop_current(self, tp: TopicPartition) -> None:
+        """The application moved the current partition: its remaining records are fetched
+        again from wherever its position now is."""
+        items, index = self._cursor.clear()
+        self._iter_tp = None
+        if index > 0:
+            self._iter_last[tp] = items[index - 1]
+        self._flush_iteration()
+        self._iter_last.pop(tp, None)
+        self._iter_pending.discard(tp)
+        self._fetcher.clear_partition(tp)
 
     def _flush_iteration(self) -> None:
         """Write the positions of the records iteration handed out."""
+        tp = self._iter_tp
+        if tp is not None:
+            index = self._cursor.index
+            if index > 0:
+                self._iter_last[tp] = self._cursor.items[index - 1]
         last, ends = self._iter_last, self._iter_ends
         if not last and not ends:
             return
@@ -514,21 +589,32 @@ class KafkaConsumer:
         ends.clear()
 
     def _changed(self) -> None:
-        """The application changed positions/assignment/pause state: iteration re-checks."""
+        """The application changed positions/assignment/pause state: iteration re-checks
+        before its next record."""
         self._flush_iteration()
         self._iter_epoch += 1
+        self._cursor.hold()
+
+    def _stop_iteration(self) -> None:
+        """Closing: nothing more is handed out."""
+        self._cursor.clear()
+        self._iter_tp = None
+        self._iter_queue = []
+        self._iter_pending.clear()
 
     def _abandon_iteration(self) -> None:
         """poll() while an iteration is suspended: its undelivered records are fetched again."""
         self._flush_iteration()
+        self._cursor.clear()
+        self._iter_tp = None
+        self._iter_queue = []
         for tp in self._iter_pending:
             if self._subscriptions.is_assigned(tp):
                 self._fetcher.clear_partition(tp)
         self._iter_pending.clear()
-        self._iterator = None
 
     # ------------------------------------------------------------------ positions
-    def seek(self, partition: TopicPartition, offset) -> None:
+    def seek(self, partition: TopicPartition, offset: int | OffsetAndMetadata) -> None:
         """Fetch from ``offset`` next (an int or OffsetAndMetadata)."""
         self._acquire_open()
         try:
@@ -676,7 +762,8 @@ class KafkaConsumer:
             self._release()
 
     def commit_async(self, offsets: Mapping[TopicPartition, OffsetAndMetadata] | None = None,
-                     callback=None):
+                     callback: Callable[[Mapping[TopicPartition, OffsetAndMetadata], BaseException | None], Any]
+                     | None = None) -> RequestFuture:
         """Commit without waiting; ``callback(offsets, exception_or_None)`` runs in a later
         poll() or commit call."""
         self._acquire_open()
@@ -692,7 +779,20 @@ class KafkaConsumer:
         finally:
             self._release()
 
-    def committed(self, partition: TopicPartition, metadata: bool = False, timeout_ms: int | None = None):
+    @overload
+    def committed(self, partition: TopicPartition, metadata: Literal[False] = False,
+                  timeout_ms: int | None = None) -> int | None: ...
+
+    @overload
+    def committed(self, partition: TopicPartition, metadata: Literal[True],
+                  timeout_ms: int | None = None) -> OffsetAndMetadata | None: ...
+
+    @overload
+    def committed(self, partition: TopicPartition, metadata: bool,
+                  timeout_ms: int | None = None) -> int | OffsetAndMetadata | None: ...
+
+    def committed(self, partition: TopicPartition, metadata: bool = False,
+                  timeout_ms: int | None = None) -> int | OffsetAndMetadata | None:
         """The last committed offset of a partition (None if none); with metadata=True the
         OffsetAndMetadata."""
         self._acquire_open()
@@ -711,7 +811,8 @@ class KafkaConsumer:
     def _lookup_timeout(self, timeout_ms) -> int:
         return self._request_timeout_ms if timeout_ms is None else _check_timeout(timeout_ms)
 
-    def beginning_offsets(self, partitions: Iterable[TopicPartition], timeout_ms: int | None = None) -> dict:
+    def beginning_offsets(self, partitions: Iterable[TopicPartition], timeout_ms: int | None = None,
+                          ) -> dict[TopicPartition, int]:
         """{tp: earliest offset} (does not change positions)."""
         self._acquire_open()
         try:
@@ -720,7 +821,8 @@ class KafkaConsumer:
         finally:
             self._release()
 
-    def end_offsets(self, partitions: Iterable[TopicPartition], timeout_ms: int | None = None) -> dict:
+    def end_offsets(self, partitions: Iterable[TopicPartition], timeout_ms: int | None = None,
+                    ) -> dict[TopicPartition, int]:
         """{tp: end offset}: the high watermark (read_uncommitted) or last stable offset
         (read_committed), i.e. the offset the next record will get."""
         self._acquire_open()
@@ -730,7 +832,8 @@ class KafkaConsumer:
         finally:
             self._release()
 
-    def offsets_for_times(self, timestamps: Mapping[TopicPartition, int], timeout_ms: int | None = None) -> dict:
+    def offsets_for_times(self, timestamps: Mapping[TopicPartition, int], timeout_ms: int | None = None,
+                          ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
         """{tp: OffsetAndTimestamp | None}: the earliest offset whose timestamp is >= the
         given one (None if there is none)."""
         self._acquire_open()
@@ -783,7 +886,7 @@ class KafkaConsumer:
         """True once a connection to the cluster completed its handshake."""
         return not self._closed and self._client.ever_connected()
 
-    def metrics(self, raw: bool = False) -> dict:
+    def metrics(self, raw: bool = False) -> dict[str, dict[str, Any]]:
         """Operator metrics under the Java client's names, as ``{group: {name: value}}``
         (kclient.consumer.metrics lists them): rates and latencies over the last
         ``metrics.num.samples`` × ``metrics.sample.window.ms``, lag per assigned partition."""
@@ -837,10 +940,12 @@ class KafkaConsumer:
             except Exception as exc:
                 log.warning("closing the group coordinator failed: %s", exc)
             finally:
-                self._iterator = None
+                self._stop_iteration()
                 self._fetcher.close()
                 self._interceptors.close()
                 self._client.close()
+                close_plugins(self.config["key.deserializer"], self.config["value.deserializer"],
+                              method="deserialize")
             log.debug("consumer closed")
         finally:
             self._release()
@@ -859,7 +964,7 @@ class KafkaConsumer:
         call close() there."""
         self._closed = True
         _open_consumers.discard(self)
-        self._iterator = None
+        self._stop_iteration()
         self._coordinator = None
         # Deleted rather than set to None: they are never None while the consumer is usable,
         # and no method of a closed consumer reaches them.
@@ -869,7 +974,7 @@ class KafkaConsumer:
     def __enter__(self) -> "KafkaConsumer":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def __del__(self):

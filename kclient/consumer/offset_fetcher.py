@@ -9,6 +9,13 @@ retrying after metadata refreshes when a leader moved.
 
 Positions from a reset carry the leader epoch the broker answered with; the offset epoch is
 unknown (as in Java), so no truncation check is needed for them.
+
+A ``by_duration:<duration>`` reset (KIP-1106) looks up the first offset whose timestamp is at
+or after now - duration. When no record is that recent the broker answers with no offset, and
+the partition starts at the end instead, as if the lookup had found the next record appended:
+the end offset is asked first, so that records appended between the two requests are not
+skipped. (Java's consumer leaves the partition awaiting its reset and asks again after
+``request.timeout.ms``, which ends at the same offset for records appended since.)
 """
 from __future__ import annotations
 
@@ -18,7 +25,7 @@ from typing import Callable, Iterable
 from kclient import errors as Errors
 from kclient.clock import SYSTEM_CLOCK, Clock
 from kclient.structs import OffsetAndTimestamp, TopicPartition
-from kclient.consumer.subscription_state import FetchPosition, OffsetResetStrategy, Truncation
+from kclient.subscription.state import FetchPosition, OffsetResetStrategy, Truncation
 from kclient.protocol import ApiKey
 
 __all__ = ["OffsetFetcher", "EARLIEST_TIMESTAMP", "LATEST_TIMESTAMP", "MAX_TIMESTAMP",
@@ -151,7 +158,8 @@ class OffsetFetcher:
         strategies: dict[TopicPartition, OffsetResetStrategy] = {}
         for tp in partitions:
             strategy = self._subscriptions.reset_strategy(tp)
-            ts = _STRATEGY_TIMESTAMP.get(strategy)
+            # A by_duration reset starts by asking for the end offset (see the module's doc).
+            ts = LATEST_TIMESTAMP if strategy is OffsetResetStrategy.BY_DURATION else _STRATEGY_TIMESTAMP.get(strategy)
             if ts is None:
                 continue
             leader = cluster.leader_for(tp)
@@ -166,9 +174,47 @@ class OffsetFetcher:
         for node_id, parts in by_node.items():
             # Not again until this request answered or timed out (a retry would duplicate it).
             self._subscriptions.set_next_allowed_retry(parts, now + self._request_timeout_ms)
-            fut = self._client.send(node_id, LIST_OFFSETS_KEY,
-                                    list_offsets_body(parts, self._isolation, self._request_timeout_ms))
-            fut.add_both(self._on_reset_response, parts, strategies)
+            by_duration = {tp: v for tp, v in parts.items() if strategies[tp] is OffsetResetStrategy.BY_DURATION}
+            plain = {tp: v for tp, v in parts.items() if tp not in by_duration}
+            if plain:
+                fut = self._client.send(node_id, LIST_OFFSETS_KEY,
+                                        list_offsets_body(plain, self._isolation, self._request_timeout_ms))
+                fut.add_both(self._on_reset_response, plain, strategies)
+            if by_duration:
+                fut = self._client.send(node_id, LIST_OFFSETS_KEY,
+                                        list_offsets_body(by_duration, self._isolation, self._request_timeout_ms))
+                fut.add_both(self._on_end_offsets_for_duration_reset, node_id, by_duration, strategies)
+
+    def _on_end_offsets_for_duration_reset(self, node_id: int, parts, strategies, result) -> None:
+        """The end offsets are known: look up the offsets for now - duration (from the same
+        leader), falling back to these ends."""
+        if isinstance(result, BaseException):
+            self._on_reset_response(parts, strategies, result)
+            return
+        ends = parse_list_offsets(result)
+        found = {tp: ends[tp] for tp in parts if tp in ends and ends[tp][0] == 0 and ends[tp][1] >= 0}
+        missing = {tp: v for tp, v in parts.items() if tp not in found}
+        if missing:  # errors: retried, or raised, as for any reset
+            self._apply_reset_results(missing, strategies, ends)
+        if not found:
+            return
+        target = self._clock.wall_ms() - (self._subscriptions.reset_duration_ms or 0)
+        lookup = {tp: (target, epoch) for tp, (_ts, epoch) in parts.items() if tp in found}
+        fut = self._client.send(node_id, LIST_OFFSETS_KEY,
+                                list_offsets_body(lookup, self._isolation, self._request_timeout_ms))
+        fut.add_both(self._on_duration_lookup_response, lookup, strategies, found)
+
+    def _on_duration_lookup_response(self, parts, strategies, ends, result) -> None:
+        if isinstance(result, BaseException):
+            self._on_reset_response(parts, strategies, result)
+            return
+        results = parse_list_offsets(result)
+        for tp in parts:
+            code, offset, _ts, _epoch = results.get(tp, (Errors.UnknownTopicOrPartitionError.errno, -1, -1, -1))
+            if code == 0 and offset < 0:
+                log.debug("no record of %s is that recent: resetting it to its end offset %d", tp, ends[tp][1])
+                results[tp] = ends[tp]
+        self._apply_reset_results(parts, strategies, results)
 
     def _on_reset_response(self, parts, strategies, result) -> None:
         now = self._clock.now_ms()
@@ -180,7 +226,11 @@ class OffsetFetcher:
             if not getattr(result, "retriable", False):
                 self._cached_reset_error = result
             return
-        results = parse_list_offsets(result)
+        self._apply_reset_results(parts, strategies, parse_list_offsets(result))
+
+    def _apply_reset_results(self, parts, strategies,
+                             results: dict[TopicPartition, tuple[int, int, int, int]]) -> None:
+        now = self._clock.now_ms()
         failed = []
         for tp in parts:
             code, offset, _ts, epoch = results.get(tp, (Errors.UnknownTopicOrPartitionError.errno, -1, -1, -1))

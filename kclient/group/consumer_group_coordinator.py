@@ -4,8 +4,9 @@ Membership decisions live in kclient.group.consumer_membership (a state machine 
 This class does the I/O around it and everything that must run on the application thread:
 
 - heartbeats: ``_send_heartbeat`` is the only place a ConsumerGroupHeartbeat leaves from Python
-  and its answer is digested (``_on_heartbeat``); a background ``_HeartbeatLoop`` thread calls
-  ``_heartbeat_tick`` so the member stays in the group between polls. One heartbeat is in flight
+  and its answer is digested (``_on_heartbeat``); a heartbeat driver (kclient.group.heartbeat_driver:
+  the ``ConsumerHeartbeatLoop`` thread, carried by the pacemaker link where it works) calls
+  ``heartbeat_tick`` so the member stays in the group between polls. One heartbeat is in flight
   at a time (the protocol's rule); an acknowledgement waiting behind one leaves when it returns.
   While the member is in the group with nothing new to say (STABLE, or RECONCILING at the
   application's pace), the GIL-free pacemaker heartbeats instead
@@ -19,79 +20,160 @@ This class does the I/O around it and everything that must run on the applicatio
 - leaving (close, unsubscribe): revoke callbacks, then a heartbeat with epoch -1 (or -2 for a
   static member, whose partitions wait for it until the session times out).
 
-Offsets, auto-commit and the committed-offset lookup are the classic coordinator's.
+It shares no JoinGroup/SyncGroup machinery with the classic coordinator: what both need is
+composed in, the coordinator's discovery and connection (``CoordinatorChannel``) and the
+offsets (``OffsetCommitter``: commits, auto-commit, the committed-offset lookup), whose
+``CommitMember`` this class is, with the member epoch as the generation.
 """
 from __future__ import annotations
 
 import logging
-import threading
-from typing import Any
+from typing import Any, Iterable, Mapping
+
+from kcore.timers import Heartbeat
 
 from kclient import errors as Errors
-from kclient.group.consumer_coordinator import ConsumerCoordinator
-from kclient.group.consumer_membership import ConsumerMembership, MemberState as CState, HEARTBEATING
-from kclient.group.consumer_pacemaker import ConsumerPacemakerLink, create_consumer_link
-from kclient.group.coordinator import Generation, _Timer
+from kclient.clock import SYSTEM_CLOCK, Clock
+from kclient.group.commit_manager import (
+    CommitCallback, CommitGeneration, CommitObserver, ConsumerGroupMetadata, OffsetCommitter,
+)
+from kclient.group.consumer_heartbeat_loop import NETWORK_WAIT_MAX_MS, ConsumerHeartbeatLoop
+from kclient.group.consumer_membership import HEARTBEATING, ConsumerMembership, MemberState as CState
+from kclient.group.consumer_pacemaker import create_consumer_link
+from kclient.group.coordinator_channel import CoordinatorChannel
+from kclient.group.group_config import ConsumerCoordinatorConfig, GroupRebalanceConfig
+from kclient.group.heartbeat_driver import HeartbeatDriver
+from kclient.group.subscription_metadata import SubscriptionMetadata
+from kclient.group.timer import Timer
 from kclient.network.future import RequestFuture
+from kclient.network.metadata import Node
 from kclient.protocol import ApiKey
-from kclient.structs import TopicPartition
+from kclient.structs import OffsetAndMetadata, TopicPartition
+from kclient.subscription.listener import call_rebalance_listener
+from kclient.subscription.state import SubscriptionState
 
 __all__ = ["ConsumerGroupCoordinator"]
 
 log = logging.getLogger(__name__)
 
 CONSUMER_GROUP_HEARTBEAT = int(ApiKey.CONSUMER_GROUP_HEARTBEAT)
-#: Longest single network poll of the heartbeat thread (it must not hold the client's lock long).
-_NETWORK_WAIT_MAX_MS = 50
-#: Longest wait of the heartbeat thread for pacemaker events (bounds how late it notices its own work).
-_PACEMAKER_WAIT_MAX_MS = 500
 _COORDINATOR_ERRORS = (Errors.NotCoordinatorError, Errors.CoordinatorNotAvailableError)
 
 
-class ConsumerGroupCoordinator(ConsumerCoordinator):
-    def __init__(self, client, subscriptions, metadata, config, *, remote_assignor: str | None = None,
-                 rack_id: str | None = None, clock=None, interceptors=None,
-                 start_heartbeat_thread: bool = True):
-        kwargs: dict[str, Any] = {"interceptors": interceptors, "start_heartbeat_thread": False}
-        if clock is not None:
-            kwargs["clock"] = clock
-        super().__init__(client, subscriptions, metadata, config, **kwargs)
+class ConsumerGroupCoordinator:
+    def __init__(self, client, subscriptions: SubscriptionState, metadata, rebalance_config: GroupRebalanceConfig,
+                 coordinator_config: ConsumerCoordinatorConfig, *, clock: Clock = SYSTEM_CLOCK,
+                 interceptors: CommitObserver | None = None, start_heartbeat_thread: bool = True):
+        if not isinstance(rebalance_config, GroupRebalanceConfig):
+            raise TypeError(f"rebalance_config must be a GroupRebalanceConfig, got {type(rebalance_config).__name__}")
+        if not isinstance(coordinator_config, ConsumerCoordinatorConfig):
+            raise TypeError("coordinator_config must be a ConsumerCoordinatorConfig, got "
+                            f"{type(coordinator_config).__name__}")
+        rc = self.rebalance_config = rebalance_config
+        cc = self.coordinator_config = coordinator_config
+        self._client = client
+        self._clock = clock
+        self.group_id = rc.group_id
+        self.group_instance_id = rc.group_instance_id
+        self.session_timeout_ms = rc.session_timeout_ms
+        self.rebalance_timeout_ms = rc.rebalance_timeout_ms
+        self.retry_backoff_ms = rc.retry_backoff_ms
+        self.request_timeout_ms = rc.request_timeout_ms
+        self.leave_group_on_close = rc.leave_group_on_close
+        self.subscriptions = subscriptions
+        self._metadata = metadata
+        self.channel = CoordinatorChannel(client, rc.group_id, retry_backoff_ms=rc.retry_backoff_ms,
+                                          request_timeout_ms=rc.request_timeout_ms, clock=clock,
+                                          on_change=self._on_coordinator_change)
+        self._lock = self.channel.lock
+        self._cond = self.channel.cond
+        # Timing shared with the pacemaker (its session and max.poll.interval.ms clocks).
+        self.heartbeat = Heartbeat(rc.session_timeout_ms, rc.heartbeat_interval_ms, rc.rebalance_timeout_ms,
+                                   rc.retry_backoff_ms, clock.now_ms())
         self.membership = ConsumerMembership(
-            group_id=self.group_id or "", instance_id=self.group_instance_id, rack_id=rack_id,
-            rebalance_timeout_ms=self.rebalance_timeout_ms, server_assignor=remote_assignor)
+            group_id=self.group_id or "", instance_id=self.group_instance_id, rack_id=cc.client_rack,
+            rebalance_timeout_ms=self.rebalance_timeout_ms, server_assignor=cc.remote_assignor)
+        self._subscription_metadata = SubscriptionMetadata(subscriptions, metadata, self.group_id)
+        self.committer = OffsetCommitter(self.channel, self, subscriptions, metadata, cc,
+                                         rebalance_timeout_ms=self.rebalance_timeout_ms, clock=clock,
+                                         interceptors=interceptors)
         self._hb_in_flight: RequestFuture | None = None
         self._next_heartbeat_ms = 0
         self._last_poll_ms = self._clock.now_ms()
-        self._loop: _HeartbeatLoop | None = None
-        self._run_loop = start_heartbeat_thread
+        self._run_driver = start_heartbeat_thread
+        #: The heartbeat driver (kclient.group.heartbeat_driver), chosen at the first poll in a
+        #: group: the pacemaker link, or the Python loop alone; None: heartbeats from poll() only.
+        self._driver: HeartbeatDriver | None = None
         self._leave_future: RequestFuture | None = None
-        #: The GIL-free heartbeat sender (None: Python heartbeats; see the module doc).
-        self._cg_pacemaker: ConsumerPacemakerLink | None = None
+        self._closed = False
 
-    # ------------------------------------------------------------------ classic hooks, re-pointed
-    def generation_if_stable(self) -> Generation | None:
-        with self._lock:
-            m = self.membership
-            return Generation(m.member_epoch, m.member_id, None) if m.in_group() else None
+    # ------------------------------------------------------------------ state
+    @property
+    def lock(self) -> Any:
+        return self._lock
 
-    def _mirror_epoch(self) -> None:
-        """Mirror the member epoch into the classic ``_generation`` (holding ``_lock``): the
-        shared commit code compares it with the generation a commit was sent in."""
-        m = self.membership
-        self._generation = Generation(m.member_epoch, m.member_id, None)
+    @property
+    def cond(self) -> Any:
+        return self._cond
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def heartbeat_driver(self) -> HeartbeatDriver | None:
+        return self._driver
+
+    @property
+    def auto_commit_enabled(self) -> bool:
+        return self.committer.auto_commit_enabled
+
+    @property
+    def last_reset_reason(self) -> str | None:
+        """KIP-848 members have no generation to reset (fencing is reported as lost partitions)."""
+        return None
+
+    def now_ms(self) -> int:
+        return self._clock.now_ms()
 
     @property
     def member_id(self) -> str:
         return self.membership.member_id
 
+    def generation(self) -> CommitGeneration:
+        """The member epoch and member id (what commits carry as the generation)."""
+        return self.commit_generation()
+
+    def commit_generation(self) -> CommitGeneration:
+        m = self.membership
+        return CommitGeneration(m.member_epoch, m.member_id)
+
+    def stable_commit_generation(self) -> CommitGeneration | None:
+        with self._lock:
+            m = self.membership
+            return CommitGeneration(m.member_epoch, m.member_id) if m.in_group() else None
+
     def is_stable(self) -> bool:
         return self.membership.state is CState.STABLE
+
+    def is_rebalancing(self) -> bool:
+        with self._lock:
+            return self.membership.member_epoch >= 0 and self.rejoin_needed_or_pending()
 
     def rejoin_needed_or_pending(self) -> bool:
         if not self.subscriptions.has_auto_assigned_partitions():
             return False
         return self.membership.state in (CState.UNSUBSCRIBED, CState.JOINING, CState.RECONCILING,
                                          CState.FENCED)
+
+    def request_rejoin(self, reason: str) -> None:
+        """The broker drives KIP-848 rebalances: heartbeats bring the next assignment."""
+
+    def heartbeat_in_flight(self) -> bool:
+        return self._hb_in_flight is not None
+
+    def api_version(self, node: Node, api: int) -> int | None:
+        return self._client.api_version(node, api)
 
     def record_poll(self, now_ms: int) -> None:
         with self._lock:
@@ -103,60 +185,90 @@ class ConsumerGroupCoordinator(ConsumerCoordinator):
             return 2**31 - 1
         with self._lock:
             state = self.membership.state
-            link = self._cg_pacemaker
+            driver = self._driver
             if state in (CState.RECONCILING, CState.FENCED):
                 wait = 0
-            elif link is not None and link.engaged:
+            elif driver is not None and driver.engaged:
                 # The pacemaker heartbeats; its events wake the network client when they matter.
                 wait = self.membership.heartbeat_interval_ms
             else:
                 wait = max(self._next_heartbeat_ms - now_ms, 0) or self.retry_backoff_ms
-        if self.auto_commit_enabled:
-            wait = min(wait, max(self._next_auto_commit_deadline - now_ms, 0))
+        auto_commit = self.committer.time_to_next_auto_commit(now_ms)
+        if auto_commit is not None:
+            wait = min(wait, auto_commit)
         return wait
 
     def reset_generation_on_response_error(self, api: str, error: BaseException) -> None:
         """A commit found the member unknown or fenced: the next poll reports its partitions lost
-        and rejoins at epoch 0 (the classic generation reset does not apply here)."""
+        and rejoins at epoch 0."""
         with self._lock:
             if self.membership.state in HEARTBEATING:
                 log.warning("member %s of group %s: %s answered %s; its partitions are lost, it rejoins",
                             self.membership.member_id, self.group_id, api, type(error).__name__)
                 self.membership.fenced(f"{type(error).__name__} from {api}")
-                self._mirror_epoch()
+
+    # ------------------------------------------------------------------ coordinator (kclient.group.coordinator_channel)
+    def _on_coordinator_change(self, found: bool) -> None:
+        if found:
+            # A new coordinator has not seen us yet: give the session a fresh start.
+            self.heartbeat.reset_session_timeout(self._clock.now_ms())
+
+    def coordinator(self) -> Node | None:
+        return self.channel.coordinator()
+
+    def coordinator_unknown(self) -> bool:
+        return self.channel.coordinator_unknown()
+
+    def mark_coordinator_unknown(self, reason: str, disconnected: bool = False, node: Node | None = None) -> None:
+        self.channel.mark_coordinator_unknown(reason, disconnected, node)
+
+    def lookup_coordinator(self) -> RequestFuture:
+        return self.channel.lookup_coordinator()
+
+    def ensure_coordinator_ready(self, timeout_ms: int | None) -> bool:
+        return self.channel.ensure_coordinator_ready(timeout_ms)
+
+    def has_pending_coordinator_requests(self) -> bool:
+        return self.channel.has_pending_requests()
+
+    def poll_network_nowait(self, timeout_ms: int) -> bool:
+        return self.channel.poll_network_nowait(timeout_ms)
+
+    def wake_network(self) -> None:
+        self.channel.wake_network()
 
     # ------------------------------------------------------------------ poll (application thread)
     def poll(self, timeout_ms: int | None) -> bool:
         if self.group_id is None:
             return True
-        self._invoke_completed_offset_commit_callbacks()
+        self.committer.invoke_completed_offset_commit_callbacks()
         subs = self.subscriptions
         if subs.has_auto_assigned_partitions():
-            timer = _Timer(self._clock, timeout_ms)
+            timer = Timer(self._clock, timeout_ms)
             m = self.membership
             if m.fatal_error is not None:
                 raise m.fatal_error
             if subs.has_pattern_subscription() and not self._metadata.need_all_topics:
                 # The broker matches the regex; the full topic list names the ids it assigns.
                 self._metadata.set_need_all_topics(True)
-            self._maybe_update_subscription_metadata()
+            self._subscription_metadata.update()
             with self._lock:
                 if m.state is CState.UNSUBSCRIBED:
                     m.subscribe()
                     self._next_heartbeat_ms = 0
-            link = self._cg_pacemaker
-            if link is not None:
-                link.drain()
+            driver = self._driver
+            if driver is not None:
+                driver.drain()
             if self.coordinator_unknown() and not self.ensure_coordinator_ready(timer.remaining_ms()):
                 return False
-            self._start_loop_if_needed()
+            self._start_driver_if_needed()
             if m.state is CState.FENCED:
                 self._on_fenced()
             if m.state is CState.RECONCILING:
                 self._reconcile(timer)
-            self._heartbeat_tick(self._clock.now_ms())
-        if self.auto_commit_enabled:
-            self._maybe_auto_commit_offsets_async(self._clock.now_ms())
+            self.heartbeat_tick(self._clock.now_ms())
+        if self.committer.auto_commit_enabled:
+            self.committer.maybe_auto_commit_offsets_async(self._clock.now_ms())
         return True
 
     def _on_fenced(self) -> None:
@@ -164,16 +276,15 @@ class ConsumerGroupCoordinator(ConsumerCoordinator):
         lost = subs.assigned_partitions()
         log.warning("member %s of group %s was fenced (epoch %d): %s lost; rejoining", self.membership.member_id,
                     self.group_id, self.membership.member_epoch, sorted(lost))
-        error = self._invoke_listener("lost", lost) if lost else None
+        error = self._call_listener("lost", lost) if lost else None
         subs.assign_from_subscribed([])
         with self._lock:
             self.membership.rejoin()
-            self._mirror_epoch()
             self._next_heartbeat_ms = 0
         if error is not None:
             raise error
 
-    def _reconcile(self, timer: _Timer) -> None:
+    def _reconcile(self, timer: Timer) -> None:
         m = self.membership
         with self._lock:
             target = dict(m.target or {})
@@ -198,60 +309,56 @@ class ConsumerGroupCoordinator(ConsumerCoordinator):
         revoked, added = owned - wanted, wanted - owned
         error = None
         if revoked:
-            if self.auto_commit_enabled:
-                self._commit_before_revoke(revoked, timer)
+            if self.committer.auto_commit_enabled:
+                self.committer.commit_before_revoke(revoked, timer)
             subs.mark_pending_revocation(revoked)
-            error = self._invoke_listener("revoked", revoked)
+            error = self._call_listener("revoked", revoked)
         subs.assign_from_subscribed(wanted)
         log.info("member %s of group %s (epoch %d) is assigned %s", m.member_id, self.group_id, epoch,
                  sorted(wanted))
-        error2 = self._invoke_listener("assigned", added)
+        error2 = self._call_listener("assigned", added)
         with self._lock:
             if m.state is CState.RECONCILING and m.target == target:
                 m.reconciled(target)
                 self._next_heartbeat_ms = 0   # acknowledge now
             # else: a newer target arrived meanwhile; the next poll reconciles again
-        self._heartbeat_tick(self._clock.now_ms())
+        self.heartbeat_tick(self._clock.now_ms())
         if error is None:
             error = error2
         if error is not None:
             raise error
 
-    def _commit_before_revoke(self, revoked: set, timer: _Timer) -> None:
-        offsets = {tp: oam for tp, oam in self.subscriptions.all_consumed().items() if tp in revoked}
-        if not offsets:
-            return
-        try:
-            self.commit_offsets_sync(offsets, min(timer.remaining_ms() or self.rebalance_timeout_ms,
-                                                  self.rebalance_timeout_ms))
-        except Errors.KafkaError as exc:
-            log.warning("group %s: committing %s before revoking them failed: %r", self.group_id,
-                        self._describe(offsets), exc)
+    def _call_listener(self, what: str, partitions: set) -> BaseException | None:
+        """Call the rebalance listener; its exception is logged and returned (raised later)."""
+        return call_rebalance_listener(self.subscriptions.rebalance_listener, what, partitions, self.group_id)
 
     # ------------------------------------------------------------------ heartbeats
-    def _start_loop_if_needed(self) -> None:
+    def _start_driver_if_needed(self) -> None:
+        """Choose the heartbeat driver (once) and start it."""
         with self._lock:
-            if self._run_loop and self._loop is None and not self._closed:
-                if self._cg_pacemaker is None:
-                    self._cg_pacemaker = create_consumer_link(self)
-                self._loop = _HeartbeatLoop(self)
-                self._loop.start()
+            if self._run_driver and self._driver is None and not self._closed:
+                link = create_consumer_link(self, self._client)
+                self._driver = link if link is not None else ConsumerHeartbeatLoop(self)
+                self._driver.start()
 
-    def _heartbeat_tick(self, now_ms: int) -> int:
+    def on_heartbeat_loop_failure(self, exc: BaseException) -> None:
+        self.membership.fatal_error = exc if isinstance(exc, Exception) else Errors.KafkaError(repr(exc))
+
+    def heartbeat_tick(self, now_ms: int) -> int:
         """Send a heartbeat if one is due; ms until the next one is (any thread)."""
         with self._lock:
             m = self.membership
             if m.state not in HEARTBEATING and m.state is not CState.LEAVING:
                 return self.retry_backoff_ms
             if self._hb_in_flight is not None:
-                return _NETWORK_WAIT_MAX_MS
-            link = self._cg_pacemaker
-            if link is not None:
-                link.sync()
-                if link.engaged:
+                return NETWORK_WAIT_MAX_MS
+            driver = self._driver
+            if driver is not None:
+                driver.membership_changed()
+                if driver.engaged:
                     return m.heartbeat_interval_ms   # the pacemaker heartbeats (and enforces max.poll.interval.ms)
             if m.state in HEARTBEATING and now_ms - self._last_poll_ms > self.rebalance_timeout_ms:
-                self._on_poll_timeout(now_ms)
+                self.on_poll_timeout(now_ms)
                 return 0
             if now_ms < self._next_heartbeat_ms:
                 return self._next_heartbeat_ms - now_ms
@@ -260,13 +367,13 @@ class ConsumerGroupCoordinator(ConsumerCoordinator):
                 self.lookup_coordinator()
                 return self.retry_backoff_ms
             self._send_heartbeat(node, leaving=False)
-            return _NETWORK_WAIT_MAX_MS
+            return NETWORK_WAIT_MAX_MS
 
     def _send_heartbeat(self, node, leaving: bool) -> RequestFuture:
         """The one place a ConsumerGroupHeartbeat leaves (holding ``_lock``)."""
         m = self.membership
-        if self._cg_pacemaker is not None:
-            self._cg_pacemaker.disengage()   # hands over the epoch it reached
+        if self._driver is not None:
+            self._driver.disengage()   # hands over the epoch it reached
         subs = self.subscriptions
         pattern = subs.subscribed_pattern
         body = m.heartbeat_body(sorted(subs.subscription), pattern.pattern if pattern is not None else None,
@@ -297,17 +404,16 @@ class ConsumerGroupCoordinator(ConsumerCoordinator):
                 self._cond.notify_all()
                 return
             err = m.on_response(outcome)
-            self._mirror_epoch()
             if err is not None:
-                self._on_heartbeat_error(err, node)
+                self.on_heartbeat_error(err, node)
             elif m.state is CState.ACKNOWLEDGING:
                 self._next_heartbeat_ms = now   # an acknowledgement waited behind this heartbeat
-            if self._cg_pacemaker is not None:
-                self._cg_pacemaker.sync()
+            if self._driver is not None:
+                self._driver.membership_changed()
             self._cond.notify_all()
-        self._wake_network()
+        self.wake_network()
 
-    def _on_heartbeat_error(self, err: BaseException, node) -> None:
+    def on_heartbeat_error(self, err: BaseException, node) -> None:
         """React to an error a heartbeat answered (Python's or the pacemaker's; holding ``_lock``)."""
         m = self.membership
         now = self._clock.now_ms()
@@ -323,7 +429,7 @@ class ConsumerGroupCoordinator(ConsumerCoordinator):
                      self.retry_backoff_ms)
             self._next_heartbeat_ms = now + self.retry_backoff_ms
 
-    def _on_poll_timeout(self, now_ms: int) -> None:
+    def on_poll_timeout(self, now_ms: int) -> None:
         """Heartbeat thread: poll() not called within max.poll.interval.ms: leave, so the
         partitions move on; the next poll() reports them lost and rejoins."""
         m = self.membership
@@ -346,7 +452,7 @@ class ConsumerGroupCoordinator(ConsumerCoordinator):
             self.membership.prepare_leaving()
         if not assigned:
             return
-        error = self._invoke_listener("revoked" if in_group else "lost", assigned)
+        error = self._call_listener("revoked" if in_group else "lost", assigned)
         subs.assign_from_subscribed([])
         if error is not None:
             raise error
@@ -366,77 +472,65 @@ class ConsumerGroupCoordinator(ConsumerCoordinator):
             future = self._send_heartbeat(node, leaving=True)
             m.member_epoch = 0
             m.owned = {}
-            self._mirror_epoch()
             self._leave_future = future
-        self._poll_network_nowait(0)
+        self.channel.poll_network_nowait(0)
         return future
 
+    # ------------------------------------------------------------------ offsets (kclient.group.commit_manager)
+    def refresh_committed_offsets_if_needed(self, timeout_ms: int | None) -> bool:
+        """Positions of INITIALIZING partitions from their committed offsets; False on timeout."""
+        return self.committer.refresh_committed_offsets_if_needed(timeout_ms)
+
+    def fetch_committed_offsets(self, partitions: Iterable[TopicPartition], timeout_ms: int | None
+                                ) -> dict[TopicPartition, OffsetAndMetadata | None]:
+        """Committed offsets (None: nothing committed). KafkaTimeoutError if not done in time."""
+        return self.committer.fetch_committed_offsets(partitions, timeout_ms)
+
+    def commit_offsets_sync(self, offsets: Mapping[TopicPartition, OffsetAndMetadata],
+                            timeout_ms: int | None) -> None:
+        """Commit and wait; retriable errors are retried until ``timeout_ms``."""
+        self.committer.commit_offsets_sync(offsets, timeout_ms)
+
+    def commit_offsets_async(self, offsets: Mapping[TopicPartition, OffsetAndMetadata],
+                             callback: CommitCallback | None = None) -> RequestFuture:
+        """Send a commit without waiting; ``callback(offsets, exc_or_None)`` runs in a later
+        poll()/commit call."""
+        return self.committer.commit_offsets_async(offsets, callback)
+
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        return self.committer.group_metadata()
+
+    # ------------------------------------------------------------------ close
     def close(self, timeout_ms: int | None = None, autocommit: bool = True) -> None:
-        loop = self._loop
+        """Final auto-commit, wait for async commits, leave the group (revoke callbacks, then a
+        leave heartbeat), then stop the heartbeat driver."""
+        if self._closed:
+            return
+        timer = Timer(self._clock, timeout_ms)
         try:
-            super().close(timeout_ms, autocommit)
-        finally:
-            if loop is not None:
-                loop.stop()
-                if loop is not threading.current_thread():
-                    loop.join(1.0)
-            link, self._cg_pacemaker = self._cg_pacemaker, None
-            if link is not None:
-                link.close(1.0)
-
-
-class _HeartbeatLoop(threading.Thread):
-    """Keeps the member's heartbeats going between the application's polls.
-
-    It never waits for the network client's lock: it reads responses with
-    ``try_poll_no_wakeup`` (nothing if the application thread is polling; then that poll
-    reads them) and otherwise sleeps on the coordinator's condition until the next heartbeat.
-    """
-
-    def __init__(self, coordinator: ConsumerGroupCoordinator):
-        super().__init__(name=f"kclient-heartbeat-{coordinator.group_id}", daemon=True)
-        self._c = coordinator
-        self._stopped = False
-
-    def stop(self) -> None:
-        with self._c._lock:
-            self._stopped = True
-            self._c._cond.notify_all()
-            link = self._c._cg_pacemaker
-        if link is not None:
-            link.wake()
-        self._c._wake_network()
-
-    def run(self) -> None:
-        c = self._c
-        try:
-            while True:
-                with c._lock:
-                    if self._stopped or c._closed:
-                        return
-                    if c.coordinator_unknown() and c.membership.state in HEARTBEATING:
-                        c.lookup_coordinator()
-                wait = c._heartbeat_tick(c._clock.now_ms())
-                with c._lock:
-                    pending = c._hb_in_flight is not None or c._has_pending_coordinator_requests()
-                    link = c._cg_pacemaker
-                    engaged = link is not None and link.engaged
-                if engaged and not pending:
-                    # Parked without the GIL until the pacemaker has news (or a short while,
-                    # to notice this thread's own work).
-                    assert link is not None
-                    link.wait_and_drain(min(max(wait, 1), _PACEMAKER_WAIT_MAX_MS))
-                elif pending:
-                    if not c._poll_network_nowait(min(max(wait, 1), _NETWORK_WAIT_MAX_MS)):
-                        with c._lock:
-                            if not self._stopped:
-                                c._cond.wait(_NETWORK_WAIT_MAX_MS / 1000.0)
+            try:
+                self.committer.close(timer, autocommit)
+            finally:
+                if self.group_id is not None:
+                    self._leave_on_close(timer)
                 else:
-                    with c._lock:
-                        if not self._stopped:
-                            c._cond.wait(max(wait, 1) / 1000.0)
-        except BaseException as exc:   # the next poll() raises it
-            log.error("heartbeat thread of group %s failed: %r", c.group_id, exc,
-                      exc_info=not isinstance(exc, Errors.KafkaError))
-            c.membership.fatal_error = exc if isinstance(exc, Exception) else Errors.KafkaError(repr(exc))
+                    self._closed = True
+                self.committer.stop()
+        finally:
+            with self._lock:
+                driver, self._driver = self._driver, None
+            if driver is not None:
+                driver.close(1.0)
 
+    def _leave_on_close(self, timer: Timer) -> None:
+        try:
+            if self.leave_group_on_close:
+                try:
+                    self.on_leave_prepare()
+                finally:
+                    self.maybe_leave_group("the consumer is being closed")
+            if not self.channel.await_pending_requests(timer.remaining_ms()):
+                log.warning("group %s: coordinator requests still pending at close", self.group_id)
+        finally:
+            with self._lock:
+                self._closed = True

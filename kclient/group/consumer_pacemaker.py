@@ -1,11 +1,11 @@
-"""The KIP-848 coordinator's side of the GIL-free pacemaker (issues 14 and 15; mechanisms §2).
+"""The KIP-848 coordinator's link to the GIL-free pacemaker, a ``HeartbeatDriver`` (mechanisms §2).
 
 ``kcore.pacemaker.Pacemaker.configure_consumer`` heartbeats a ``group.protocol=consumer``
 member without the GIL: ConsumerGroupHeartbeat in its short form (group, member, epoch,
 instance id; everything else "unchanged"), advancing the member epoch from the answers. This
 module is the interface between it and ``ConsumerGroupCoordinator``:
 
-- ``sync()`` (holding the coordinator lock) engages the pacemaker while the member is in the
+- ``sync()`` (``membership_changed``, holding the coordinator lock) engages the pacemaker while the member is in the
   group (epoch > 0) and STABLE or RECONCILING with a known coordinator and no Python heartbeat
   in flight, and disengages it otherwise. Every heartbeat that must say more than "nothing
   changed" (joining at epoch 0, the acknowledgement of a reconciled assignment, leaving) is the
@@ -22,22 +22,24 @@ the broker waits for the member to acknowledge a new assignment up to its rebala
 so a member in a long GIL-holding call keeps its partitions (or gives them up in order)
 instead of being fenced by a session timeout. Where it cannot work (security protocols other
 than PLAINTEXT) ``create_consumer_link`` returns None with one log line, as for the classic
-protocol.
+protocol, and the ``ConsumerHeartbeatLoop`` alone is the driver. A link carries that loop:
+it looks the coordinator up and heartbeats whenever the pacemaker is not engaged.
 """
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
+
+from kcore.timers import Heartbeat
 
 from kclient import protocol
+from kclient.group.consumer_heartbeat_loop import ConsumerHeartbeatLoop, ConsumerLoopHost
 from kclient.group.consumer_membership import MemberState as CState
 from kclient.group.pacemaker import LinkBase, start_link
+from kclient.network.metadata import Node
 from kclient.protocol import ApiKey
 
-if TYPE_CHECKING:  # pragma: no cover
-    from kclient.group.consumer_group_coordinator import ConsumerGroupCoordinator
-
-__all__ = ["ConsumerPacemakerLink", "create_consumer_link"]
+__all__ = ["ConsumerPacemakerLink", "ConsumerPacemakerHost", "create_consumer_link"]
 
 log = logging.getLogger(__name__)
 
@@ -45,14 +47,35 @@ log = logging.getLogger(__name__)
 _ENGAGED_STATES = frozenset({CState.STABLE, CState.RECONCILING})
 
 
-def create_consumer_link(coordinator: "ConsumerGroupCoordinator") -> "ConsumerPacemakerLink | None":
+class ConsumerPacemakerHost(ConsumerLoopHost, Protocol):
+    """What the KIP-848 link needs of its coordinator, beyond what its loop needs."""
+
+    heartbeat: Heartbeat
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    request_timeout_ms: int
+
+    def coordinator(self) -> Node | None: ...
+
+    def api_version(self, node: Node, api: int) -> int | None: ...
+
+    def mark_coordinator_unknown(self, reason: str, disconnected: bool = False, node: Any = None) -> None: ...
+
+    def on_heartbeat_error(self, err: BaseException, node: Node | None) -> None:
+        """React to an error a heartbeat answered (holding the lock)."""
+
+
+def create_consumer_link(coordinator: ConsumerPacemakerHost, client: Any) -> "ConsumerPacemakerLink | None":
     """A running pacemaker for this KIP-848 member, or None (the Python thread heartbeats)."""
-    return start_link(coordinator, ConsumerPacemakerLink, "ConsumerGroupHeartbeats", "the group's session timeout")
+    return start_link(coordinator, client, ConsumerPacemakerLink, "ConsumerGroupHeartbeats",
+                      "the group's session timeout")
 
 
 class ConsumerPacemakerLink(LinkBase):
-    def __init__(self, coordinator: "ConsumerGroupCoordinator", client_id: str | None):
-        super().__init__(coordinator, client_id)
+    def __init__(self, coordinator: ConsumerPacemakerHost, client_id: str | None):
+        super().__init__(coordinator.heartbeat, coordinator.lock, coordinator.group_id, client_id)
+        self._c = coordinator
+        self._python = ConsumerHeartbeatLoop(coordinator, self)
         #: Answers with an assignment that came through the pacemaker and were digested.
         self.assignments_adopted = 0
 
@@ -64,9 +87,9 @@ class ConsumerPacemakerLink(LinkBase):
         m = c.membership
         want = None
         node = c.coordinator()
-        if (not c._closed and not self._fallen_back and node is not None and c._hb_in_flight is None
+        if (not c.closed and not self._fallen_back and node is not None and not c.heartbeat_in_flight()
                 and m.state in _ENGAGED_STATES and m.member_epoch > 0 and m.fatal_error is None):
-            version = c._client.api_version(node, ApiKey.CONSUMER_GROUP_HEARTBEAT)
+            version = c.api_version(node, ApiKey.CONSUMER_GROUP_HEARTBEAT)
             if version is not None and version <= MAX_CONSUMER_GROUP_HEARTBEAT_VERSION:
                 # The epoch is not part of it: while engaged, the pacemaker advances it.
                 want = (node.host, node.port, m.member_id, m.instance_id, version, c.request_timeout_ms)
@@ -114,7 +137,6 @@ class ConsumerPacemakerLink(LinkBase):
         epoch = self._pm.member_epoch
         if epoch > m.member_epoch:
             m.member_epoch = epoch
-        c._mirror_epoch()
 
     # ------------------------------------------------------------------ events -> coordinator
     def _apply(self, events: list) -> None:
@@ -151,13 +173,11 @@ class ConsumerPacemakerLink(LinkBase):
                     "max.poll.interval.ms.", m.member_id, c.group_id, detail, c.rebalance_timeout_ms,
                     "leave not sent" if code < 0 else f"leave answered {code}")
                 m.fenced("poll timeout")
-                c._mirror_epoch()
             elif kind == EV_HEARTBEAT_ERROR:
                 self._disengage()
                 err = m.on_response({"error_code": code})
-                c._mirror_epoch()
                 if err is not None:
-                    c._on_heartbeat_error(err, c.coordinator())
+                    c.on_heartbeat_error(err, c.coordinator())
         self.sync()
-        c._cond.notify_all()
-        c._wake_network()
+        c.cond.notify_all()
+        c.wake_network()

@@ -1,14 +1,17 @@
 """AbstractCoordinator: membership of one group through the classic group protocol (mechanisms §1, §4, §5).
 
-Finds the group coordinator (FindCoordinator), joins the group (JoinGroup, then SyncGroup with
-the leader's assignment), keeps the membership alive from a ``HeartbeatThread``, and leaves
-(LeaveGroup) on close or when the application stops polling. Subclasses (the consumer's
+Finds the group coordinator (through its ``CoordinatorChannel``), joins the group (JoinGroup,
+then SyncGroup with the leader's assignment), keeps the membership alive through a heartbeat
+driver chosen once (kclient.group.heartbeat_driver: the pacemaker link, or the Python
+``HeartbeatThread`` alone), and leaves (LeaveGroup) on close or when the application stops
+polling. Subclasses (the consumer's
 ``ConsumerCoordinator``) supply the embedded protocol: what a member advertises, how the
 leader assigns, and what happens before and after a rebalance.
 
 Threads and locks. The application thread drives joins and commits; the heartbeat thread
-heartbeats. ``_lock`` (re-entrant, with condition ``_cond``) guards the membership state:
-coordinator, generation, member state, rejoin flags and the ``Heartbeat`` timing object.
+heartbeats. The channel's lock (``lock``, re-entrant, with condition ``cond``) guards the
+membership state: coordinator, generation, member state, rejoin flags and the ``Heartbeat``
+timing object.
 It is held only for short state changes, never while waiting on the network, and response
 handlers take it when they run. The heartbeat thread never waits for the network client's
 lock (see kclient.group.heartbeat_thread), so the two locks cannot deadlock.
@@ -23,40 +26,32 @@ from __future__ import annotations
 import abc
 import enum
 import logging
-import threading
 from typing import Any, NamedTuple
 
 from kcore.timers import Heartbeat
 
 from kclient import errors as Errors
-from kclient.settings import GroupRebalanceConfig
 from kclient.clock import SYSTEM_CLOCK, Clock
-from kclient.network.future import RequestFuture, RequestFutureAdapter
+from kclient.group.coordinator_channel import (CoordinatorChannel, CoordinatorResponseHandler, coordinator_node_id,
+                                               error_for)
+from kclient.group.group_config import GroupRebalanceConfig
+from kclient.group.heartbeat_driver import HeartbeatDriver
 from kclient.group.heartbeat_thread import HeartbeatThread
-from kclient.group.pacemaker import PacemakerLink, create_link
-from kclient.group.version_fallback import GroupVersionFallback
+from kclient.group.pacemaker import PacemakerTarget, create_link
+from kclient.group.timer import Timer
+from kclient.network.future import RequestFuture
 from kclient.network.metadata import Node
 from kclient.protocol import ApiKey
 
-__all__ = ["AbstractCoordinator", "Generation", "NO_GENERATION", "MemberState", "UnjoinedGroupError",
-           "coordinator_node_id"]
+__all__ = ["AbstractCoordinator", "Generation", "NO_GENERATION", "MemberState", "UnjoinedGroupError"]
 
 log = logging.getLogger(__name__)
 
-FIND_COORDINATOR, JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP = (
-    int(k) for k in (ApiKey.FIND_COORDINATOR, ApiKey.JOIN_GROUP, ApiKey.HEARTBEAT, ApiKey.LEAVE_GROUP,
-                     ApiKey.SYNC_GROUP))
+JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP = (
+    int(k) for k in (ApiKey.JOIN_GROUP, ApiKey.HEARTBEAT, ApiKey.LEAVE_GROUP, ApiKey.SYNC_GROUP))
 
 #: JoinGroup may legitimately wait up to the rebalance timeout on the broker; allow this much more.
 JOIN_GROUP_TIMEOUT_LAPSE_MS = 5000
-
-_INT32_MAX = 2**31 - 1
-
-
-def coordinator_node_id(broker_id: int) -> int:
-    """Id under which the coordinator gets its own connection (as the Java client does), so
-    group requests never queue behind long-polling fetches on the broker's main connection."""
-    return _INT32_MAX - broker_id
 
 
 class MemberState(enum.Enum):
@@ -84,49 +79,14 @@ _REJOIN_AT_ONCE = (Errors.UnknownMemberIdError, Errors.RebalanceInProgressError,
                    Errors.IllegalGenerationError, Errors.MemberIdRequiredError, UnjoinedGroupError)
 
 
-def _error_for(code: int, message: str | None = None) -> Errors.KafkaError:
-    cls = Errors.error_class(code)
-    err = cls(message) if message else cls()
-    if cls is Errors.UnknownBrokerError:
-        err.errno = code
-    return err
-
-
-class _Timer:
-    """A deadline on the injected clock; ``timeout_ms=None`` never expires."""
-
-    __slots__ = ("clock", "deadline")
-
-    def __init__(self, clock: Clock, timeout_ms: int | None):
-        self.clock = clock
-        self.deadline = None if timeout_ms is None else clock.now_ms() + max(int(timeout_ms), 0)
-
-    def remaining_ms(self) -> int | None:
-        return None if self.deadline is None else max(self.deadline - self.clock.now_ms(), 0)
-
-    def expired(self) -> bool:
-        return self.deadline is not None and self.clock.now_ms() >= self.deadline
-
-
-class _Handler(RequestFutureAdapter):
-    """Base of the response handlers: connection failures mark the coordinator unknown."""
+class _Handler(CoordinatorResponseHandler):
+    """Base of the membership response handlers: tied to the generation they were sent in."""
 
     def __init__(self, coordinator: "AbstractCoordinator", generation: Generation | None = None,
                  node: Node | None = None):
+        super().__init__(coordinator.channel, node)
         self.c = coordinator
         self.generation = generation
-        self.node = node            # where the request went: a late failure from an old
-                                    # coordinator must not unset a newly discovered one
-
-    def on_failure(self, exc: BaseException, future: RequestFuture) -> None:
-        if not isinstance(exc, Errors.BrokerResponseError) and isinstance(
-                exc, (Errors.KafkaConnectionError, Errors.KafkaTimeoutError, Errors.RequestCancelledError)):
-            self.mark_coordinator_unknown(f"{type(exc).__name__}: {exc}",
-                                          disconnected=isinstance(exc, Errors.KafkaConnectionError))
-        future.raise_(exc)
-
-    def mark_coordinator_unknown(self, reason: str, disconnected: bool = False) -> None:
-        self.c.mark_coordinator_unknown(reason, disconnected, node=self.node)
 
     def generation_unchanged(self) -> bool:
         return self.generation is None or self.c._generation == self.generation
@@ -135,11 +95,10 @@ class _Handler(RequestFutureAdapter):
 class AbstractCoordinator(abc.ABC):
     def __init__(self, client, rebalance_config: GroupRebalanceConfig, *,
                  clock: Clock = SYSTEM_CLOCK, start_heartbeat_thread: bool = True):
+        if not isinstance(rebalance_config, GroupRebalanceConfig):
+            raise TypeError(f"rebalance_config must be a GroupRebalanceConfig, got {type(rebalance_config).__name__}")
         rc = self.rebalance_config = rebalance_config
         self._client = client
-        # Group requests go through here: a coordinator that hangs up on a version it
-        # advertises gets one version lower (see kclient.group.version_fallback).
-        self._group_sender = GroupVersionFallback(client, rebalance_config.group_id or "")
         self._clock = clock
         self.group_id = rc.group_id
         self.group_instance_id = rc.group_instance_id
@@ -148,20 +107,25 @@ class AbstractCoordinator(abc.ABC):
         self.retry_backoff_ms = rc.retry_backoff_ms
         self.request_timeout_ms = rc.request_timeout_ms
         self.leave_group_on_close = rc.leave_group_on_close
+        # The coordinator's discovery and connection; its lock guards the membership state
+        # below: generation, member state, rejoin flags and the ``Heartbeat`` timing object.
+        self.channel = CoordinatorChannel(client, rc.group_id, retry_backoff_ms=rc.retry_backoff_ms,
+                                          request_timeout_ms=rc.request_timeout_ms, clock=clock,
+                                          on_change=self._on_coordinator_change)
+        self._lock = self.channel.lock
+        self._cond = self.channel.cond
         # Operator metrics (kclient.consumer.metrics.ConsumerMetrics), set by the consumer;
         # a rebalance is timed from its first JoinGroup to the member being STABLE again.
         self.stats: Any = None
         self._rebalance_started_ms: int | None = None
         self.heartbeat = Heartbeat(rc.session_timeout_ms, rc.heartbeat_interval_ms, rc.rebalance_timeout_ms,
                                    rc.retry_backoff_ms, clock.now_ms())
-        self._lock = threading.RLock()
-        self._cond = threading.Condition(self._lock)
         self._start_heartbeat_thread = start_heartbeat_thread
-        self._heartbeat_thread: HeartbeatThread | None = None
-        # The GIL-free heartbeat sender (kclient.group.pacemaker); None: the Python thread heartbeats.
-        self._pacemaker: PacemakerLink | None = None
-        self._coordinator: Node | None = None
-        self._find_coordinator_future: RequestFuture | None = None
+        # The heartbeat driver, chosen once (kclient.group.heartbeat_driver): the GIL-free
+        # pacemaker's link, or the Python thread alone. ``_driver_started``: it has been set
+        # going (False again after a failure, until the next poll starts its successor).
+        self._driver: HeartbeatDriver | None = None
+        self._driver_started = False
         self._generation = NO_GENERATION
         self.state = MemberState.UNJOINED
         self.rejoin_needed = True
@@ -201,8 +165,28 @@ class AbstractCoordinator(abc.ABC):
         """Before leaving the group on close (application thread)."""
 
     # ------------------------------------------------------------------ state
+    @property
+    def lock(self) -> Any:
+        """The lock guarding the membership state (re-entrant)."""
+        return self._lock
+
+    @property
+    def cond(self) -> Any:
+        """The condition of ``lock``: membership changes notify it."""
+        return self._cond
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def now_ms(self) -> int:
+        return self._clock.now_ms()
+
     def generation(self) -> Generation:
         return self._generation
+
+    def generation_id(self) -> int:
+        return self._generation.generation_id
 
     @property
     def member_id(self) -> str:
@@ -216,6 +200,13 @@ class AbstractCoordinator(abc.ABC):
     def is_stable(self) -> bool:
         return self.state is MemberState.STABLE
 
+    def is_rebalancing(self) -> bool:
+        """A JoinGroup or SyncGroup of this member is under way, or a rejoin of a member that
+        had a generation is due (a commit now would be refused)."""
+        with self._lock:
+            return self.state in (MemberState.PREPARING_REBALANCE, MemberState.COMPLETING_REBALANCE) or (
+                self._generation.generation_id >= 0 and self.rejoin_needed_or_pending())
+
     def rejoin_needed_or_pending(self) -> bool:
         return self.rejoin_needed or self._join_future is not None or self._sync_future is not None
 
@@ -228,187 +219,126 @@ class AbstractCoordinator(abc.ABC):
             self.last_rejoin_reason = reason
 
     @property
-    def heartbeat_thread(self) -> HeartbeatThread | None:
-        return self._heartbeat_thread
+    def heartbeat_driver(self) -> HeartbeatDriver | None:
+        """What keeps this member's heartbeats going (None until the first join starts it)."""
+        return self._driver
 
     def _membership_changed(self) -> None:
-        """Tell the pacemaker (if any) the current member, generation, state and coordinator."""
-        if self._pacemaker is not None:
+        """Tell the heartbeat driver the current member, generation, state and coordinator."""
+        driver = self._driver
+        if driver is not None:
             with self._lock:
-                self._pacemaker.sync()
+                driver.membership_changed()
+
+    def _on_coordinator_change(self, found: bool) -> None:
+        if found:
+            # A new coordinator has not seen us yet: give the session a fresh start.
+            self.heartbeat.reset_session_timeout(self._clock.now_ms())
+        self._membership_changed()
+
+    def _enable_heartbeats(self) -> None:
+        """The member heartbeats from now on, with a fresh session and poll interval."""
+        driver = self._driver
+        if driver is not None:
+            driver.enable()
+        else:
+            self.heartbeat.reset_timeouts(self._clock.now_ms())
 
     def heartbeats_wanted(self) -> bool:
         """Heartbeat while STABLE and while the leader computes the assignment
         (COMPLETING_REBALANCE, between JoinGroup and SyncGroup), as the Java client does."""
         return self.state in (MemberState.STABLE, MemberState.COMPLETING_REBALANCE)
 
-    # ------------------------------------------------------------------ network helpers
-    def _poll_network_nowait(self, timeout_ms: int) -> bool:
-        """Poll without honouring wakeups if no other thread is polling; False if one is
-        (the heartbeat thread must not wait behind an application poll: that poll does the
-        I/O instead)."""
-        return self._client.try_poll_no_wakeup(timeout_ms)
+    def pacemaker_target(self) -> PacemakerTarget | None:
+        """Whom the GIL-free pacemaker heartbeats as and where (holding the lock); None: nobody."""
+        node = self.channel.known_node
+        gen = self._generation
+        if (not self._closed and node is not None and gen.has_member_id() and self.group_id is not None
+                and self.heartbeats_wanted()):
+            return PacemakerTarget(node, gen.generation_id, gen.member_id)
+        return None
 
-    def _wake_network(self) -> None:
-        """Make a select() in progress return (not a consumer wakeup: nothing is raised)."""
-        self._client.wake_poll()
+    def api_version(self, node: Node, api: int) -> int | None:
+        """The version of ``api`` the network client uses with ``node`` (None: not known yet)."""
+        return self._client.api_version(node, api)
 
-    def _try_connect(self, node: Node) -> None:
-        try:
-            self._client.try_connect(node)
-        except Errors.KafkaError as exc:  # e.g. the client is closing: the next request will tell
-            log.debug("could not start connecting to coordinator %s: %r", node, exc)
+    # ------------------------------------------------------------------ coordinator (kclient.group.coordinator_channel)
+    def poll_network_nowait(self, timeout_ms: int) -> bool:
+        return self.channel.poll_network_nowait(timeout_ms)
 
-    def _has_pending_coordinator_requests(self) -> bool:
-        node = self._coordinator
-        if node is None:
-            fut = self._find_coordinator_future
-            return fut is not None and not fut.is_done
-        return self._client.has_pending_requests(node)
+    def wake_network(self) -> None:
+        self.channel.wake_network()
 
-    def _backoff(self, timer: _Timer) -> None:
-        """Wait retry.backoff.ms (bounded by ``timer``) while serving the network."""
-        end = self._clock.now_ms() + self.retry_backoff_ms
-        remaining = timer.remaining_ms()
-        if remaining is not None:
-            end = min(end, self._clock.now_ms() + remaining)
-        for _ in range(10):  # a poll may return early on unrelated network events
-            wait = end - self._clock.now_ms()
-            if wait <= 0:
-                break
-            self._client.poll(wait)
+    def has_pending_coordinator_requests(self) -> bool:
+        return self.channel.has_pending_requests()
 
-    # ------------------------------------------------------------------ coordinator discovery
+    def lookup_in_flight(self) -> bool:
+        return self.channel.lookup_in_flight()
+
     def coordinator(self) -> Node | None:
         """The coordinator if known and reachable, else None (and it is marked unknown)."""
-        node = self._coordinator
-        if node is not None and self._client.is_unavailable(node):
-            self.mark_coordinator_unknown("the coordinator connection failed", disconnected=True)
-            return None
-        return self._coordinator
+        return self.channel.coordinator()
 
     def coordinator_unknown(self) -> bool:
-        return self.coordinator() is None
+        return self.channel.coordinator_unknown()
 
     def mark_coordinator_unknown(self, reason: str, disconnected: bool = False,
                                  node: Node | None = None) -> None:
         """Forget the coordinator (``node``: only if it is still that one)."""
-        with self._lock:
-            old = self._coordinator
-            if old is None or (node is not None and node != old):
-                return
-            log.info("group coordinator %s:%s (id %s) of group %s is unavailable or invalid (%s); "
-                     "rediscovering", old.host, old.port, old.node_id, self.group_id, reason)
-            self._coordinator = None
-            self._membership_changed()
-        if not disconnected:
-            # Fail requests still queued for it at once rather than at their timeout.
-            self._client.disconnect_async(old)
+        self.channel.mark_coordinator_unknown(reason, disconnected, node)
 
     def lookup_coordinator(self) -> RequestFuture:
         """Start a FindCoordinator if none is in flight; the future of the one in flight."""
-        with self._lock:
-            future = self._find_coordinator_future
-            if future is not None and not future.is_done:
-                return future
-        # Outside our lock: choosing a node reads the network client's connection states.
-        node = self._client.least_loaded_node()
-        if node is None:
-            log.debug("no broker available to look up the coordinator of group %s", self.group_id)
-            return RequestFuture.no_brokers_available()
-        with self._lock:
-            future = self._find_coordinator_future
-            if future is not None and not future.is_done:
-                return future
-            future = self._send_find_coordinator_request(node)
-            self._find_coordinator_future = future
-        future.add_both(self._clear_find_coordinator_future, future)
-        return future
-
-    def _clear_find_coordinator_future(self, future: RequestFuture, _outcome: Any) -> None:
-        with self._lock:
-            if self._find_coordinator_future is future:
-                self._find_coordinator_future = None
-
-    def _send_find_coordinator_request(self, node: int) -> RequestFuture:
-        group_id = self.group_id
-        log.debug("sending FindCoordinator for group %s to node %s", group_id, node)
-
-        def body(version: int) -> dict:
-            if version >= 4:
-                return {"key_type": 0, "coordinator_keys": [group_id]}
-            return {"key": group_id, "key_type": 0}
-
-        return self._client.send(node, FIND_COORDINATOR, body).compose(_FindCoordinatorHandler(self))
+        return self.channel.lookup_coordinator()
 
     def ensure_coordinator_ready(self, timeout_ms: int | None) -> bool:
         """Find and connect the coordinator within ``timeout_ms``; False if time ran out.
         Raises non-retriable errors (e.g. group authorization)."""
-        if not self.coordinator_unknown():
-            return True
-        timer = _Timer(self._clock, timeout_ms)
-        while self.coordinator_unknown():
-            future = self.lookup_coordinator()
-            self._client.poll_future(future, timer.remaining_ms())
-            if not future.is_done:
-                return False
-            if future.failed():
-                exc = future.exception
-                if isinstance(exc, Errors.NoBrokersAvailable):
-                    # Every known broker is backing off: refreshing metadata connects again.
-                    remaining = timer.remaining_ms()
-                    self._client.await_metadata_update(
-                        self.request_timeout_ms if remaining is None else min(remaining, self.request_timeout_ms))
-                elif future.retriable():
-                    self._backoff(timer)
-                else:
-                    raise exc
-            else:
-                node = self._coordinator
-                if node is not None and self._client.is_unavailable(node):
-                    self.mark_coordinator_unknown("the coordinator connection failed", disconnected=True)
-                    self._backoff(timer)
-            if timer.expired():
-                break
-        return not self.coordinator_unknown()
+        return self.channel.ensure_coordinator_ready(timeout_ms)
 
     # ------------------------------------------------------------------ group activation
     def ensure_active_group(self, timeout_ms: int | None) -> bool:
         """Coordinator ready, heartbeat thread running, joined (mechanisms §1); False on timeout."""
-        timer = _Timer(self._clock, timeout_ms)
+        timer = Timer(self._clock, timeout_ms)
         if not self.ensure_coordinator_ready(timer.remaining_ms()):
             return False
         self.start_heartbeat_thread_if_needed()
         return self.join_group_if_needed(timer.remaining_ms())
 
     def start_heartbeat_thread_if_needed(self) -> None:
+        """Choose the heartbeat driver (once) and set it going (again, after a failure)."""
         with self._lock:
-            if self._heartbeat_thread is None and not self._closed:
-                if self._pacemaker is None and self._start_heartbeat_thread:
-                    self._pacemaker = create_link(self)
-                self._heartbeat_thread = HeartbeatThread(self)
-                if self._start_heartbeat_thread:
-                    self._heartbeat_thread.start()
-                if self.heartbeats_wanted():
-                    self._heartbeat_thread.enable()
-                self._membership_changed()
+            if self._driver_started or self._closed:
+                return
+            if self._driver is None:
+                link = create_link(self, self._client) if self._start_heartbeat_thread else None
+                self._driver = link if link is not None else HeartbeatThread(self)
+            driver = self._driver
+            if self._start_heartbeat_thread:
+                driver.start()
+            self._driver_started = True
+            if self.heartbeats_wanted():
+                driver.enable()
+            self._membership_changed()
 
     def check_heartbeat_failure(self) -> None:
-        """Raise (once) the error that ended the heartbeat thread; a new thread starts later."""
-        if self._pacemaker is not None:
-            self._pacemaker.drain()
+        """Raise (once) the error that stopped the heartbeat driver; its successor starts later."""
+        driver = self._driver
+        if driver is None:
+            return
+        driver.drain()
         with self._lock:
-            thread = self._heartbeat_thread
-            if thread is None or thread.failure is None:
+            exc = driver.failure
+            if exc is None or not self._driver_started:
                 return
-            self._heartbeat_thread = None
-            exc = thread.failure
+            self._driver = driver.restarted()
+            self._driver_started = False
         raise exc
 
     def join_group_if_needed(self, timeout_ms: int | None) -> bool:
         """(Re)join until the member is STABLE; False if ``timeout_ms`` ran out first (the
         join continues at the next call)."""
-        timer = _Timer(self._clock, timeout_ms)
+        timer = Timer(self._clock, timeout_ms)
         while self.rejoin_needed_or_pending():
             if not self.ensure_coordinator_ready(timer.remaining_ms()):
                 return False
@@ -463,7 +393,7 @@ class AbstractCoordinator(abc.ABC):
                 self.needs_join_prepare = True
         return True
 
-    def _on_join_failure(self, exc: BaseException, timer: _Timer) -> bool:
+    def _on_join_failure(self, exc: BaseException, timer: Timer) -> bool:
         """Decide after a failed JoinGroup/SyncGroup: True to retry now, False if time ran
         out during the backoff; raises non-retriable errors."""
         if isinstance(exc, _REJOIN_AT_ONCE):
@@ -472,7 +402,7 @@ class AbstractCoordinator(abc.ABC):
         if not (isinstance(exc, Errors.KafkaError) and exc.retriable):
             raise exc
         log.info("group %s: join failed with %r; retrying in %d ms", self.group_id, exc, self.retry_backoff_ms)
-        self._backoff(timer)
+        self.channel.backoff(timer)
         return not timer.expired()
 
     def _send_join_group_request(self) -> RequestFuture:
@@ -502,7 +432,7 @@ class AbstractCoordinator(abc.ABC):
 
         # The broker holds JoinGroup until every member joined (up to the rebalance timeout).
         timeout = max(self.request_timeout_ms, rebalance_timeout + JOIN_GROUP_TIMEOUT_LAPSE_MS)
-        return self._group_sender.send(node, JOIN_GROUP, body, timeout_ms=timeout).compose(
+        return self.channel.send_group_request(node, JOIN_GROUP, body, timeout_ms=timeout).compose(
             _JoinGroupHandler(self, generation, node))
 
     def _send_sync_group_request(self, join_response: dict) -> RequestFuture:
@@ -538,7 +468,7 @@ class AbstractCoordinator(abc.ABC):
                 b["protocol_name"] = generation.protocol_name
             return b
 
-        return self._group_sender.send(node, SYNC_GROUP, body).compose(_SyncGroupHandler(self, generation, node))
+        return self.channel.send_group_request(node, SYNC_GROUP, body).compose(_SyncGroupHandler(self, generation, node))
 
     # ------------------------------------------------------------------ generation resets
     def reset_state_and_generation(self, reason: str, reset_member_id: bool) -> None:
@@ -573,7 +503,7 @@ class AbstractCoordinator(abc.ABC):
 
     # ------------------------------------------------------------------ heartbeats
     def send_heartbeat_request(self) -> RequestFuture:
-        node = self._coordinator
+        node = self.channel.known_node
         if node is None:
             return RequestFuture.coordinator_not_available()
         generation = self._generation
@@ -581,9 +511,9 @@ class AbstractCoordinator(abc.ABC):
                   generation.generation_id, node.node_id)
         body = {"group_id": self.group_id, "generation_id": generation.generation_id,
                 "member_id": generation.member_id, "group_instance_id": self.group_instance_id}
-        return self._group_sender.send(node, HEARTBEAT, body).compose(_HeartbeatHandler(self, generation, node))
+        return self.channel.send_group_request(node, HEARTBEAT, body).compose(_HeartbeatHandler(self, generation, node))
 
-    def _on_poll_timeout(self, now_ms: int) -> None:
+    def on_poll_timeout(self, now_ms: int) -> None:
         """Heartbeat thread: the application stalled between polls (mechanisms §2 step 5)."""
         hb = self.heartbeat
         log.warning(
@@ -615,12 +545,12 @@ class AbstractCoordinator(abc.ABC):
                         return {"group_id": group_id, "members": [member]}
                     return {"group_id": group_id, "member_id": generation.member_id}
 
-                future = self._group_sender.send(self._leave_route(node), LEAVE_GROUP, body).compose(
+                future = self.channel.send_group_request(self._leave_route(node), LEAVE_GROUP, body).compose(
                     _LeaveGroupHandler(self, None, node))
             self.reset_state_and_generation(f"left the group: {reason}", reset_member_id=True)
         if future is not None:
             # Push it out now: the heartbeat thread parks itself next, the application may be slow.
-            self._poll_network_nowait(0)
+            self.channel.poll_network_nowait(0)
         return future
 
     def _leave_route(self, coordinator: Node) -> Node:
@@ -631,25 +561,21 @@ class AbstractCoordinator(abc.ABC):
         at once, and the broker then answers the held request."""
         if self._join_future is None and self._sync_future is None:
             return coordinator
-        broker = self._client.metadata.cluster.node_by_id(_INT32_MAX - coordinator.node_id)
+        broker_id = coordinator_node_id(coordinator.node_id)   # the mapping is its own inverse
+        broker = self.channel.client.metadata.cluster.node_by_id(broker_id)
         return broker if broker is not None else coordinator
 
     def close(self, timeout_ms: int | None = None) -> None:
-        """Stop the heartbeat thread, leave the group, wait for pending coordinator requests."""
-        timer = _Timer(self._clock, timeout_ms)
+        """Stop the heartbeat driver, leave the group, wait for pending coordinator requests."""
+        timer = Timer(self._clock, timeout_ms)
         with self._lock:
             if self._closed:
                 return
-            thread = self._heartbeat_thread
-            pacemaker, self._pacemaker = self._pacemaker, None
-        if pacemaker is not None:   # before LeaveGroup: no heartbeat may follow it
+            driver, self._driver = self._driver, None
+            self._driver_started = False
+        if driver is not None:   # before LeaveGroup: no heartbeat may follow it
             remaining = timer.remaining_ms()
-            pacemaker.close(None if remaining is None else remaining / 1000.0)
-        if thread is not None:
-            thread.close()
-            if thread.is_alive() and thread is not threading.current_thread():
-                remaining = timer.remaining_ms()
-                thread.join(None if remaining is None else remaining / 1000.0)
+            driver.close(None if remaining is None else remaining / 1000.0)
         leave = None
         held = [f for f in (self._join_future, self._sync_future) if f is not None]
         try:
@@ -658,62 +584,27 @@ class AbstractCoordinator(abc.ABC):
                     self.on_leave_prepare()
                 finally:
                     leave = self.maybe_leave_group("the consumer is being closed")
+            client = self.channel.client
             if leave is not None:   # it may have gone over another connection than the coordinator's
-                self._client.poll_future(leave, timer.remaining_ms(), disable_wakeup=True)
+                client.poll_future(leave, timer.remaining_ms(), disable_wakeup=True)
             # Once the member has left, the answer to a JoinGroup/SyncGroup the broker still
             # holds is moot: waiting for it would only wait out the rebalance.
             moot = held if leave is not None and leave.succeeded() else []
-            node = self._coordinator
+            node = self.channel.known_node
             if node is not None:
-                while self._client.pending_request_count(node) > sum(1 for f in moot if not f.is_done):
+                while client.pending_request_count(node) > sum(1 for f in moot if not f.is_done):
                     remaining = timer.remaining_ms()
                     if remaining is not None and remaining <= 0:
                         log.warning("group %s: coordinator requests still pending at close", self.group_id)
                         break
-                    self._client.poll(100 if remaining is None else min(remaining, 100),
-                                      execute_delayed_tasks=False, disable_wakeup=True)
+                    client.poll(100 if remaining is None else min(remaining, 100),
+                                execute_delayed_tasks=False, disable_wakeup=True)
         finally:
             with self._lock:
                 self._closed = True
-                self._heartbeat_thread = None
 
 
 # ---------------------------------------------------------------------- response handlers
-class _FindCoordinatorHandler(_Handler):
-    def on_success(self, response: dict, future: RequestFuture) -> None:
-        c = self.c
-        entries = response.get("coordinators")
-        if entries:
-            entry = next((e for e in entries if e.get("key") == c.group_id), entries[0])
-        else:
-            entry = response
-        code = entry.get("error_code", 0)
-        if code == 0:
-            node = Node(coordinator_node_id(entry["node_id"]), entry["host"], entry["port"])
-            with c._lock:
-                c._coordinator = node
-                # A new coordinator has not seen us yet: give the session a fresh start.
-                c.heartbeat.reset_session_timeout(c._clock.now_ms())
-                c._membership_changed()
-            log.info("discovered coordinator %s:%s (broker %d) for group %s", node.host, node.port,
-                     entry["node_id"], c.group_id)
-            # As the Java client does: start connecting now, so the connection is on its way
-            # before the first group request is queued for it.
-            c._try_connect(node)
-            future.complete(None)
-            return
-        err = _error_for(code, entry.get("error_message"))
-        if isinstance(err, Errors.GroupAuthorizationFailedError):
-            err = Errors.GroupAuthorizationFailedError(f"not authorized to use group {c.group_id!r}")
-        log.debug("FindCoordinator for group %s failed: %r", c.group_id, err)
-        self.mark_coordinator_unknown(repr(err))
-        future.raise_(err)
-
-    def on_failure(self, exc: BaseException, future: RequestFuture) -> None:
-        log.debug("FindCoordinator for group %s failed: %r", self.c.group_id, exc)
-        future.raise_(exc)
-
-
 class _JoinGroupHandler(_Handler):
     def on_success(self, response: dict, future: RequestFuture) -> None:
         c = self.c
@@ -729,10 +620,7 @@ class _JoinGroupHandler(_Handler):
                     c.state = MemberState.COMPLETING_REBALANCE
                     c.rejoin_needed = False     # mechanisms §5: a good JoinGroup response
                     # Keep heartbeating while the leader assigns (the Java client does too).
-                    if c._heartbeat_thread is not None:
-                        c._heartbeat_thread.enable()
-                    else:
-                        c.heartbeat.reset_timeouts(c._clock.now_ms())
+                    c._enable_heartbeats()
                     c._membership_changed()
                     log.info("member %s joined group %s in generation %d (protocol %s)",
                              response["member_id"], c.group_id, response["generation_id"],
@@ -747,7 +635,7 @@ class _JoinGroupHandler(_Handler):
 
     def _error(self, code: int, response: dict) -> BaseException:
         c = self.c
-        err = _error_for(code)
+        err = error_for(code)
         if isinstance(err, Errors.MemberIdRequiredError):
             # KIP-394: the broker hands out the member id; join again with it at once.
             c._generation = Generation(NO_GENERATION.generation_id, response["member_id"], None)
@@ -786,13 +674,10 @@ class _SyncGroupHandler(_Handler):
                 else:
                     c.state = MemberState.STABLE
                     err = None
-                    if c._heartbeat_thread is not None:
-                        c._heartbeat_thread.enable()
-                    else:
-                        c.heartbeat.reset_timeouts(c._clock.now_ms())
+                    c._enable_heartbeats()
                     c._membership_changed()
             else:
-                err = _error_for(code)
+                err = error_for(code)
                 c.request_rejoin(f"SyncGroup failed: {type(err).__name__}")   # mechanisms §5
                 if isinstance(err, (Errors.UnknownMemberIdError, Errors.IllegalGenerationError)):
                     if self.generation_unchanged():
@@ -818,7 +703,7 @@ class _HeartbeatHandler(_Handler):
         if code == 0:
             future.complete(None)
             return
-        err = _error_for(code)
+        err = error_for(code)
         if isinstance(err, (Errors.CoordinatorNotAvailableError, Errors.NotCoordinatorError)):
             self.mark_coordinator_unknown(repr(err))
         elif isinstance(err, Errors.RebalanceInProgressError):
@@ -854,6 +739,6 @@ class _LeaveGroupHandler(_Handler):
             log.debug("LeaveGroup of group %s succeeded", self.c.group_id)
             future.complete(None)
         else:
-            err = _error_for(code)
+            err = error_for(code)
             log.info("LeaveGroup of group %s failed: %r", self.c.group_id, err)
             future.raise_(err)

@@ -25,21 +25,25 @@ do not wait for that lock either.)
 The GIL. Python code in the application thread gives up the GIL every switch interval
 (5 ms), so this thread keeps heartbeating while the application computes in pure Python
 for longer than session.timeout.ms. A C extension call that holds the GIL for longer than
-the session timeout cannot be survived by a Python thread: the compiled
-``kcore.timers.Heartbeat`` exposes a nogil C interface for a future GIL-free sender.
+the session timeout cannot be survived by a Python thread: where it can, the coordinator's
+driver is the pacemaker link (kclient.group.pacemaker), which carries this thread and
+heartbeats without the GIL; this thread then waits for the pacemaker's events.
+
+The thread talks to its coordinator through ``ClassicHeartbeatHost`` only.
 """
 from __future__ import annotations
 
 import logging
 import threading
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
+
+from kcore.timers import Heartbeat
 
 from kclient import errors as Errors
+from kclient.group.heartbeat_driver import GilFreeSender
+from kclient.network.future import RequestFuture
 
-if TYPE_CHECKING:  # pragma: no cover
-    from kclient.group.coordinator import AbstractCoordinator
-
-__all__ = ["HeartbeatThread", "EXIT", "WAIT_FOR_EVENT", "WAIT_FOR_PACEMAKER", "NETWORK_WAIT_MAX_MS",
+__all__ = ["HeartbeatThread", "ClassicHeartbeatHost", "EXIT", "WAIT_FOR_EVENT", "WAIT_FOR_PACEMAKER", "NETWORK_WAIT_MAX_MS",
            "PACEMAKER_WAIT_MAX_MS"]
 
 log = logging.getLogger(__name__)
@@ -63,13 +67,55 @@ _FATAL = (Errors.FencedInstanceIdError, Errors.GroupAuthorizationFailedError,
           Errors.SaslAuthenticationFailedError, Errors.UnsupportedVersionError)
 
 
+class ClassicHeartbeatHost(Protocol):
+    """What the heartbeat thread needs of the classic coordinator it keeps alive."""
+
+    group_id: str | None
+    heartbeat: Heartbeat
+
+    @property
+    def lock(self) -> Any:
+        """The coordinator's lock (re-entrant); the thread's state lives under it too."""
+
+    @property
+    def cond(self) -> threading.Condition:
+        """The condition of ``lock`` the thread waits on."""
+
+    def now_ms(self) -> int: ...
+
+    def heartbeats_wanted(self) -> bool: ...
+
+    def poll_network_nowait(self, timeout_ms: int) -> bool: ...
+
+    def wake_network(self) -> None: ...
+
+    def coordinator_unknown(self) -> bool: ...
+
+    def lookup_in_flight(self) -> bool: ...
+
+    def lookup_coordinator(self) -> RequestFuture: ...
+
+    def has_pending_coordinator_requests(self) -> bool: ...
+
+    def mark_coordinator_unknown(self, reason: str, disconnected: bool = False, node: Any = None) -> None: ...
+
+    def on_poll_timeout(self, now_ms: int) -> None: ...
+
+    def send_heartbeat_request(self) -> RequestFuture: ...
+
+
 class HeartbeatThread(threading.Thread):
-    def __init__(self, coordinator: "AbstractCoordinator"):
+    """The classic member's Python heartbeat driver (a ``HeartbeatDriver``); with a pacemaker
+    link (``pacemaker``) it applies the pacemaker's events instead of heartbeating while the
+    pacemaker is engaged."""
+
+    def __init__(self, coordinator: ClassicHeartbeatHost, pacemaker: GilFreeSender | None = None):
         name = f"kclient-heartbeat-{coordinator.group_id}"
         super().__init__(name=name, daemon=True)
         self._coordinator = coordinator
-        self._lock = coordinator._lock
-        self._cond = coordinator._cond
+        self._pacemaker = pacemaker
+        self._lock = coordinator.lock
+        self._cond = coordinator.cond
         self._enabled = False
         self._closed = False
         self._failure: BaseException | None = None
@@ -84,16 +130,25 @@ class HeartbeatThread(threading.Thread):
         return self._closed
 
     @property
+    def host(self) -> ClassicHeartbeatHost:
+        """The coordinator this thread keeps alive."""
+        return self._coordinator
+
+    @property
     def failure(self) -> BaseException | None:
         """The error that ended the thread (re-raised by the application's next poll)."""
         return self._failure
+
+    @property
+    def engaged(self) -> bool:
+        return False
 
     def enable(self) -> None:
         with self._lock:
             log.debug("enabling heartbeat thread of group %s", self._coordinator.group_id)
             self._enabled = True
             # A member that just became STABLE starts a fresh session and poll interval.
-            self._coordinator.heartbeat.reset_timeouts(self._coordinator._clock.now_ms())
+            self._coordinator.heartbeat.reset_timeouts(self._coordinator.now_ms())
             self._cond.notify_all()
 
     def disable(self) -> None:
@@ -102,14 +157,32 @@ class HeartbeatThread(threading.Thread):
                 log.debug("disabling heartbeat thread of group %s", self._coordinator.group_id)
             self._enabled = False
 
-    def close(self) -> None:
+    def membership_changed(self) -> None:
+        """Nothing to push: each iteration reads the membership."""
+
+    def drain(self) -> None:
+        """Nothing to apply: the thread acts on the coordinator itself."""
+
+    def disengage(self) -> None:
+        """Python heartbeats already."""
+
+    def wake(self) -> None:
+        with self._lock:
+            self._cond.notify_all()
+
+    def restarted(self) -> "HeartbeatThread":
+        return HeartbeatThread(self._coordinator, self._pacemaker)
+
+    def close(self, timeout_s: float | None = None) -> None:
+        """Stop the loop; wait up to ``timeout_s`` for the thread if it runs (not from itself)."""
         with self._lock:
             self._closed = True
             self._cond.notify_all()
-            pacemaker = self._coordinator._pacemaker
-        if pacemaker is not None:
-            pacemaker.wake()
-        self._coordinator._wake_network()
+        if self._pacemaker is not None:
+            self._pacemaker.wake()
+        self._coordinator.wake_network()
+        if self.is_alive() and self is not threading.current_thread():
+            self.join(timeout_s)
 
     def fail(self, exc: BaseException) -> None:
         with self._lock:
@@ -131,8 +204,8 @@ class HeartbeatThread(threading.Thread):
                         self._cond.wait()
                         continue
                     if action == WAIT_FOR_PACEMAKER:
-                        pacemaker = self._coordinator._pacemaker
-                    elif action > 0 and not self._coordinator._has_pending_coordinator_requests():
+                        pacemaker = self._pacemaker
+                    elif action > 0 and not self._coordinator.has_pending_coordinator_requests():
                         self._cond.wait(action / 1000.0)
                         continue
                 if pacemaker is not None:
@@ -150,7 +223,7 @@ class HeartbeatThread(threading.Thread):
     def _wait_for_response(self, wait_ms: int) -> None:
         """Wait up to ``wait_ms`` for an in-flight coordinator response, outside the lock."""
         step = min(wait_ms, NETWORK_WAIT_MAX_MS)
-        if not self._coordinator._poll_network_nowait(step):
+        if not self._coordinator.poll_network_nowait(step):
             # The application thread is polling: it reads the response, whose handler
             # notifies the condition.
             with self._lock:
@@ -173,16 +246,15 @@ class HeartbeatThread(threading.Thread):
                 self.disable()
                 return 0
             # 2. poll the network without honouring wakeups (only if nobody else is polling)
-            c._poll_network_nowait(0)
+            c.poll_network_nowait(0)
             if self._closed or self._failure is not None:
                 return EXIT
-            now = c._clock.now_ms()
+            now = c.now_ms()
             hb = c.heartbeat
             backoff = hb.retry_backoff_ms
             # 3. coordinator unknown -> look it up; in flight or failed at once -> back off
             if c.coordinator_unknown():
-                pending = c._find_coordinator_future
-                if pending is not None and not pending.is_done:
+                if c.lookup_in_flight():
                     return backoff
                 future = c.lookup_coordinator()
                 if future.is_done and future.failed():
@@ -191,11 +263,11 @@ class HeartbeatThread(threading.Thread):
                     return backoff
                 return 0
             # The GIL-free pacemaker does steps 4-7 itself; this thread applies its events.
-            pacemaker = c._pacemaker
+            pacemaker = self._pacemaker
             if pacemaker is not None:
                 pacemaker.drain()
                 # e.g. a new coordinator's Heartbeat version is known once a request reached it
-                pacemaker.sync()
+                pacemaker.membership_changed()
                 if pacemaker.engaged:
                     return WAIT_FOR_PACEMAKER
             # 4. no successful heartbeat within session.timeout.ms -> coordinator unknown
@@ -205,7 +277,7 @@ class HeartbeatThread(threading.Thread):
                 return 0
             # 5. the application did not call poll() within max.poll.interval.ms -> leave
             if hb.poll_timeout_expired(now):
-                c._on_poll_timeout(now)
+                c.on_poll_timeout(now)
                 return 0
             # 6. not yet time: wait until the next heartbeat, session expiry or poll expiry
             if not hb.should_heartbeat(now):
@@ -227,15 +299,15 @@ class _HeartbeatListener:
 
     def on_success(self, _value) -> None:
         t = self.thread
-        c = t._coordinator
-        with t._lock:
-            c.heartbeat.received_heartbeat(c._clock.now_ms())
+        c = t.host
+        with c.lock:
+            c.heartbeat.received_heartbeat(c.now_ms())
 
     def on_failure(self, exc: BaseException) -> None:
         t = self.thread
-        c = t._coordinator
-        with t._lock:
-            now = c._clock.now_ms()
+        c = t.host
+        with c.lock:
+            now = c.now_ms()
             if isinstance(exc, Errors.RebalanceInProgressError):
                 # The coordinator still knows us: keep the session alive until we rejoin.
                 c.heartbeat.received_heartbeat(now)
@@ -244,4 +316,4 @@ class _HeartbeatListener:
             else:
                 c.heartbeat.fail_heartbeat(now)
                 # wake the waiting thread so it reschedules (retry after retry.backoff.ms)
-                t._cond.notify_all()
+                t.wake()

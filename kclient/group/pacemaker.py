@@ -1,11 +1,14 @@
-"""The coordinator's side of the GIL-free heartbeat pacemaker (issue 14; mechanisms §2).
+"""The GIL-free heartbeat pacemaker as a heartbeat driver (mechanisms §2).
 
 ``kcore.pacemaker.Pacemaker`` heartbeats without the GIL, so a member survives a C call
-that holds the GIL for longer than session.timeout.ms. This module is the small interface
-between it and ``AbstractCoordinator``:
+that holds the GIL for longer than session.timeout.ms. ``LinkBase`` is what every link
+to it shares: the pacemaker and its run() thread, its events, and the Python heartbeat
+thread the link carries (for coordinator lookups, and for heartbeats whenever the
+pacemaker is not engaged). A link is a ``HeartbeatDriver``; each group protocol has its own
+(``PacemakerLink`` here for the classic one, ``ConsumerPacemakerLink`` for KIP-848):
 
-- ``PacemakerLink.sync()`` (holding the coordinator lock, after any membership change)
-  tells the pacemaker whom to heartbeat as and where: it heartbeats while the member is
+- ``membership_changed()`` (holding the coordinator lock, after any membership change)
+  tells the pacemaker whom to heartbeat as and where: the classic member heartbeats while
   STABLE or COMPLETING_REBALANCE with a known coordinator, and stops otherwise.
 - ``drain()`` (the application's poll) and ``wait_and_drain()`` (the Python heartbeat
   thread, parked without the GIL) apply the pacemaker's events to the coordinator: a rejoin
@@ -14,24 +17,25 @@ between it and ``AbstractCoordinator``:
 While the pacemaker is engaged the Python heartbeat thread sends no heartbeats; it still
 looks the coordinator up when it is lost. Where the pacemaker cannot work (security
 protocols other than PLAINTEXT: TLS and SASL state lives in Python objects that need the
-GIL), ``create_link`` returns None with one log line and the Python thread heartbeats.
-
-KIP-848: a ConsumerGroupHeartbeat member would implement its own ``sync`` payload; the
-events and the run/stop life cycle stay the same.
+GIL), ``create_link`` returns None with one log line and the Python thread alone is the driver.
 """
 from __future__ import annotations
 
 import logging
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import Any, Callable, NamedTuple, Protocol
+
+from kcore.timers import Heartbeat
 
 from kclient import errors as Errors
+from kclient.group.coordinator_channel import error_for
+from kclient.group.heartbeat_driver import HeartbeatDriver
+from kclient.group.heartbeat_thread import ClassicHeartbeatHost, HeartbeatThread
+from kclient.network.metadata import Node
 from kclient.protocol import ApiKey
 
-if TYPE_CHECKING:  # pragma: no cover
-    from kclient.group.coordinator import AbstractCoordinator
-
-__all__ = ["LinkBase", "PacemakerLink", "create_link", "start_link", "pacemaker_unavailable_reason"]
+__all__ = ["LinkBase", "PacemakerLink", "PacemakerTarget", "ClassicPacemakerHost", "create_link", "start_link",
+           "pacemaker_unavailable_reason"]
 
 log = logging.getLogger(__name__)
 
@@ -53,39 +57,37 @@ def pacemaker_unavailable_reason(client: Any) -> str | None:
     return None
 
 
-def start_link(coordinator: Any, link_class: type, what: str, bound: str) -> Any:
-    """A running ``link_class`` for this coordinator, or None with one log line saying why the
-    Python thread sends ``what`` instead (and what a GIL-holding call longer than ``bound``
-    costs then)."""
-    reason = pacemaker_unavailable_reason(coordinator._client)
+def start_link(host: Any, client: Any, link_class: Callable[[Any, str | None], Any], what: str, bound: str) -> Any:
+    """A running ``link_class`` for the coordinator ``host`` (which talks to the cluster
+    through ``client``), or None with one log line saying why the Python thread sends
+    ``what`` instead (and what a GIL-holding call longer than ``bound`` costs then)."""
+    reason = pacemaker_unavailable_reason(client)
     if reason is not None:
         log.info("group %s: %s come from the Python heartbeat thread, not the GIL-free pacemaker (%s); a C "
                  "call holding the GIL longer than %s will cost this member its partitions",
-                 coordinator.group_id, what, reason, bound)
+                 host.group_id, what, reason, bound)
         return None
-    inner = getattr(coordinator._client, "client", coordinator._client)
-    return link_class(coordinator, getattr(inner, "client_id", None))
-
-
-def create_link(coordinator: "AbstractCoordinator") -> "PacemakerLink | None":
-    """A running pacemaker for this coordinator, or None (the Python thread heartbeats)."""
-    return start_link(coordinator, PacemakerLink, "heartbeats", "session.timeout.ms")
+    inner = getattr(client, "client", client)
+    return link_class(host, getattr(inner, "client_id", None))
 
 
 class LinkBase:
-    """What both links share: the pacemaker, its run() thread, the event plumbing. Subclasses
-    decide what to push (``sync``) and how events change the coordinator (``_apply``)."""
+    """What every link shares: the pacemaker, its run() thread, the event plumbing and the
+    Python heartbeat driver it carries (``_python``, set by the subclass). Subclasses decide
+    what to push (``sync``) and how events change the coordinator (``_apply``)."""
 
-    def __init__(self, coordinator: Any, client_id: str | None):
+    _python: HeartbeatDriver
+
+    def __init__(self, heartbeat: Heartbeat, lock: Any, group_id: str | None, client_id: str | None):
         from kcore.pacemaker import Pacemaker
 
-        self._c = coordinator
-        self._pm = Pacemaker(coordinator.heartbeat, client_id)
+        self._lock = lock
+        self._pm = Pacemaker(heartbeat, client_id)
         self._pushed: Any = None          # the configuration last pushed (None: not engaged)
         self._fallen_back = False         # the pacemaker could not connect: the Python thread heartbeats
         self._epoch = 0                   # the pacemaker's configuration epoch (events carry it)
         self._thread = threading.Thread(target=self._pm.run, daemon=True,
-                                        name=f"kclient-pacemaker-{coordinator.group_id}")
+                                        name=f"kclient-pacemaker-{group_id}")
         self._thread.start()
 
     @property
@@ -94,56 +96,140 @@ class LinkBase:
         return self._pm
 
     @property
+    def python_driver(self) -> HeartbeatDriver:
+        """The Python heartbeat thread this link carries."""
+        return self._python
+
+    @property
     def engaged(self) -> bool:
         """The pacemaker, not the Python thread, is responsible for heartbeats now."""
         return self._pushed is not None
+
+    # ------------------------------------------------------------------ HeartbeatDriver
+    def start(self) -> None:
+        self._python.start()
+
+    def enable(self) -> None:
+        self._python.enable()
+
+    def disable(self) -> None:
+        self._python.disable()
+
+    def membership_changed(self) -> None:
+        self.sync()
+
+    @property
+    def failure(self) -> BaseException | None:
+        return self._python.failure
+
+    def restarted(self) -> "LinkBase":
+        """The same pacemaker, with a new Python thread (the failed one has ended)."""
+        self._python = self._python.restarted()
+        return self
 
     def drain(self) -> None:
         """Apply events already posted (the application's poll)."""
         events = self._pm.take_events()
         if events:
-            with self._c._lock:
+            with self._lock:
                 self._apply(events)
 
     def wait_and_drain(self, timeout_ms: int) -> None:
         """Wait without the GIL for events (at most timeout_ms), then apply them."""
         events = self._pm.wait_events(max(0, int(timeout_ms)))
         if events:
-            with self._c._lock:
+            with self._lock:
                 self._apply(events)
 
     def wake(self) -> None:
         self._pm.wake()
 
     def close(self, timeout_s: float | None = 5.0) -> None:
+        """Stop the pacemaker (no heartbeat may follow: a LeaveGroup may come next), then the
+        Python thread; each waited for up to ``timeout_s``."""
         self._pushed = None
         self._pm.close()
         if self._thread.is_alive() and self._thread is not threading.current_thread():
             self._thread.join(timeout_s)
+        self._python.close(timeout_s)
+
+    def sync(self) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def disengage(self) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
 
     def _apply(self, events: list) -> None:  # pragma: no cover - abstract
         raise NotImplementedError
 
 
+class PacemakerTarget(NamedTuple):
+    """Whom the classic pacemaker heartbeats as, and where."""
+
+    node: Node
+    generation_id: int
+    member_id: str
+
+
+class ClassicPacemakerHost(ClassicHeartbeatHost, Protocol):
+    """What the classic link needs of its coordinator, beyond what its heartbeat thread needs."""
+
+    group_instance_id: str | None
+    session_timeout_ms: int
+    request_timeout_ms: int
+
+    @property
+    def member_id(self) -> str: ...
+
+    def pacemaker_target(self) -> PacemakerTarget | None:
+        """The member to heartbeat for (STABLE or COMPLETING_REBALANCE, with a member id and a
+        known coordinator), else None; holding the lock."""
+
+    def generation_id(self) -> int: ...
+
+    def is_stable(self) -> bool: ...
+
+    def api_version(self, node: Node, api: int) -> int | None: ...
+
+    def request_rejoin(self, reason: str) -> None: ...
+
+    def reset_state_and_generation(self, reason: str, reset_member_id: bool) -> None: ...
+
+    def reset_generation_on_response_error(self, api: str, error: BaseException) -> None: ...
+
+
+def create_link(coordinator: ClassicPacemakerHost, client: Any) -> "PacemakerLink | None":
+    """A running pacemaker for this coordinator, or None (the Python thread heartbeats)."""
+    return start_link(coordinator, client, PacemakerLink, "heartbeats", "session.timeout.ms")
+
+
 class PacemakerLink(LinkBase):
+    """The classic member's link: Heartbeat and LeaveGroup from the pacemaker."""
+
+    def __init__(self, coordinator: ClassicPacemakerHost, client_id: str | None):
+        super().__init__(coordinator.heartbeat, coordinator.lock, coordinator.group_id, client_id)
+        self._c = coordinator
+        self._python = HeartbeatThread(coordinator, self)
+
+    def disengage(self) -> None:
+        """Nothing to hand over: the classic Python thread heartbeats only while the
+        pacemaker is not engaged (``membership_changed`` decides)."""
+
     def sync(self) -> None:
         """Push the coordinator's membership; call holding the coordinator lock."""
         from kcore.pacemaker import MAX_HEARTBEAT_VERSION, MAX_LEAVE_GROUP_VERSION
 
-        from kclient.group.coordinator import MemberState
-
         c = self._c
         want = None
-        node = c._coordinator
-        gen = c._generation
-        if (not c._closed and node is not None and gen.has_member_id() and c.group_id is not None
-                and c.state in (MemberState.STABLE, MemberState.COMPLETING_REBALANCE)):
-            hv = c._client.api_version(node, ApiKey.HEARTBEAT)
-            lv = c._client.api_version(node, ApiKey.LEAVE_GROUP)
+        target = c.pacemaker_target()
+        if target is not None:
+            node = target.node
+            hv = c.api_version(node, ApiKey.HEARTBEAT)
+            lv = c.api_version(node, ApiKey.LEAVE_GROUP)
             if hv is not None and hv <= MAX_HEARTBEAT_VERSION:
                 if lv is not None and lv > MAX_LEAVE_GROUP_VERSION:
                     lv = None
-                want = (node.host, node.port, gen.generation_id, gen.member_id, c.group_instance_id, hv,
+                want = (node.host, node.port, target.generation_id, target.member_id, c.group_instance_id, hv,
                         None if c.group_instance_id is not None else lv, c.request_timeout_ms)
             else:
                 log.debug("group %s: Heartbeat version %r with %s not known yet: the Python thread "
@@ -169,8 +255,6 @@ class PacemakerLink(LinkBase):
         from kcore.pacemaker import (CODE_CONNECT_FAILED, CODE_SESSION_EXPIRED, EV_COORDINATOR_LOST, EV_DISCONNECTED,
                                      EV_HEARTBEAT_ERROR, EV_POLL_TIMEOUT)
 
-        from kclient.group.coordinator import MemberState, _error_for
-
         c = self._c
         for kind, code, epoch, generation, _at_ms, detail in events:
             if epoch != self._epoch:
@@ -190,34 +274,32 @@ class PacemakerLink(LinkBase):
                 if code == CODE_SESSION_EXPIRED:
                     reason = f"no heartbeat response within session.timeout.ms ({c.session_timeout_ms} ms)"
                 else:
-                    reason = f"{_error_for(code)!r} from Heartbeat"
+                    reason = f"{error_for(code)!r} from Heartbeat"
                 c.mark_coordinator_unknown(reason)
             elif kind == EV_POLL_TIMEOUT:
                 log.warning(
                     "member %s of group %s: poll() was not called for %d ms, more than max.poll.interval.ms "
                     "(%d ms): the pacemaker left the group (LeaveGroup %s) so its partitions are reassigned; "
                     "the next poll() rejoins. Process records faster, lower max.poll.records, or raise "
-                    "max.poll.interval.ms.", c._generation.member_id, c.group_id, detail,
+                    "max.poll.interval.ms.", c.member_id, c.group_id, detail,
                     c.heartbeat.max_poll_interval_ms, "not sent" if code < 0 else f"answered {code}")
                 c.reset_state_and_generation("left the group: poll() not called within max.poll.interval.ms",
                                              reset_member_id=True)
             elif kind == EV_HEARTBEAT_ERROR:
-                self._on_heartbeat_error(code, generation, MemberState)
+                self._on_heartbeat_error(code, generation)
         # Membership changes made above have synced already; make sure a halt is not permanent.
         self.sync()
 
-    def _on_heartbeat_error(self, code: int, generation: int, MemberState: Any) -> None:
-        from kclient.group.coordinator import _error_for
-
+    def _on_heartbeat_error(self, code: int, generation: int) -> None:
         c = self._c
-        err = _error_for(code)
+        err = error_for(code)
         if isinstance(err, Errors.RebalanceInProgressError):
-            if c.state is MemberState.STABLE:
+            if c.is_stable():
                 c.request_rejoin("the group is rebalancing (heartbeat answered REBALANCE_IN_PROGRESS)")
             return
         if isinstance(err, (Errors.IllegalGenerationError, Errors.UnknownMemberIdError,
                             Errors.FencedInstanceIdError)):
-            if c._generation.generation_id != generation:
+            if c.generation_id() != generation:
                 log.debug("group %s: ignoring %r to a heartbeat of an older generation", c.group_id, err)
                 self._pushed = _REPUSH
                 return
@@ -231,6 +313,9 @@ class PacemakerLink(LinkBase):
             return
         # Fatal (mechanisms §2 step 8): the application's next poll() raises it.
         self._pushed = _REPUSH
-        thread = c._heartbeat_thread
-        if thread is not None:
-            thread.fail(err)
+        self._fail(err)
+
+    def _fail(self, err: BaseException) -> None:
+        python = self._python
+        if isinstance(python, HeartbeatThread):
+            python.fail(err)

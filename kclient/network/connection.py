@@ -13,16 +13,19 @@ import logging
 import os
 import random
 import socket
+import ssl
 import threading
 import weakref
 from typing import TYPE_CHECKING, Any
 
+from kcore.receive_loop import ReceiveLoop
+
 from kclient.errors import KafkaConnectionError
 from kclient.network.metadata import Node
+from kclient.network.tls import TlsSocket, wrap
 
 if TYPE_CHECKING:
     from kcore.frames import FrameReceiver
-    from kcore.receive_loop import ReceiveLoop
 
 __all__ = ["ConnectionState", "BrokerConnection", "ExponentialBackoff", "default_socket_factory"]
 
@@ -250,7 +253,6 @@ class BrokerConnection:
 
     def start_tls(self, ctx) -> None:
         """Wrap the connected socket in TLS; the handshake is driven by ``tls_handshake``."""
-        from kclient.network.tls import wrap
         assert self.sock is not None
         self._tls_raw = wrap(self.sock, ctx, self.node.host)
         self.sock = self._tls_raw
@@ -260,8 +262,6 @@ class BrokerConnection:
     def tls_handshake(self) -> str | None:
         """One step of the TLS handshake: None when done, else "read"/"write" (what to wait
         for). Raises ssl.SSLError / OSError when it fails."""
-        import ssl
-        from kclient.network.tls import TlsSocket
         try:
             self._tls_raw.do_handshake()
         except ssl.SSLWantReadError:
@@ -289,7 +289,6 @@ class BrokerConnection:
         if (type(self.sock) is not socket.socket or receiver is None or receiver.buffered_bytes
                 or self._loop is not None):
             return None
-        from kcore.receive_loop import ReceiveLoop
         assert self.sock is not None
         loop = ReceiveLoop(self.sock.fileno(), receiver.max_frame_bytes, receiver.buffer_size)
         # The thread holds the socket: its fd cannot be closed (and reused by another socket)

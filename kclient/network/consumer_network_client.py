@@ -29,6 +29,7 @@ from kclient import errors as Errors
 from kclient.clock import SYSTEM_CLOCK, Clock
 from kclient.network.future import RequestFuture
 from kclient.network.metadata import Metadata, Node
+from kclient.network.network_config import NetworkClientConfig
 from kclient.network.network_client import ClientRequest, NetworkClient
 
 __all__ = ["ConsumerNetworkClient", "RequestFutureCompletionHandler"]
@@ -87,14 +88,16 @@ class RequestFutureCompletionHandler(RequestFuture):
 class ConsumerNetworkClient:
     def __init__(self, client: NetworkClient | None = None, *, metadata: Metadata | None = None,
                  clock: Clock | None = None, request_timeout_ms: int | None = None,
-                 config: Any = None, **kwargs: Any):
-        """Wrap ``client``, or build one from ``config``/keywords (``socket_factory=...``
-        and other NetworkClient keywords are passed through)."""
+                 config: NetworkClientConfig | None = None, **kwargs: Any):
+        """Wrap ``client``, or build one from ``config`` (``socket_factory=...`` and other
+        NetworkClient keywords are passed through)."""
         if client is None:
+            if config is None:
+                raise TypeError("ConsumerNetworkClient needs a NetworkClient or a NetworkClientConfig")
             client = NetworkClient(config, metadata=metadata, clock=clock, **kwargs)
         self.client = client
         self.metadata = client.metadata
-        self._clock = clock or client._clock or SYSTEM_CLOCK
+        self._clock = clock or client.clock or SYSTEM_CLOCK
         self.request_timeout_ms = (client.request_timeout_ms if request_timeout_ms is None
                                    else request_timeout_ms)
         self.unsent_expiry_ms = self.request_timeout_ms
@@ -125,7 +128,7 @@ class ConsumerNetworkClient:
         """
         if self._closed:
             raise Errors.IllegalStateError("the consumer network client is closed")
-        node_id = self.client._node_id(node)
+        node_id = self.client.node_id_of(node)
         handler = RequestFutureCompletionHandler(self._pending_completion)
         now = self._clock.now_ms()
         request = ClientRequest(node_id, api_key, body, handler.on_complete, version,
@@ -381,14 +384,14 @@ class ConsumerNetworkClient:
 
     def disconnect_async(self, node: Node | int) -> None:
         """Close a node's connection at the next poll (from any thread)."""
-        self._pending_disconnects.append(self.client._node_id(node))
+        self._pending_disconnects.append(self.client.node_id_of(node))
         if self._polling:
             self.client.wakeup()
 
     def disconnect(self, node: Node | int) -> None:
         """Close a node's connection now; its queued and in-flight requests fail."""
         with self._lock:
-            node_id = self.client._node_id(node)
+            node_id = self.client.node_id_of(node)
             self._fail_unsent(node_id, Errors.KafkaConnectionError(
                 f"connection to node {node_id} was closed by the client"))
             self.client.disconnect(node_id)
@@ -480,7 +483,7 @@ class ConsumerNetworkClient:
 
     def await_pending_requests(self, node: Node | int, timeout_ms: int | None = None) -> bool:
         """Poll until ``node`` has no queued or in-flight requests (True) or time runs out."""
-        node_id = self.client._node_id(node)
+        node_id = self.client.node_id_of(node)
         return self._poll_until(lambda: not self.has_pending_requests(node_id), timeout_ms)
 
     def pending_request_count(self, node: Node | int | None = None) -> int:
@@ -488,7 +491,7 @@ class ConsumerNetworkClient:
             if node is None:
                 unsent = len(self._unsent)
             else:
-                unsent = self._unsent.pending_count(self.client._node_id(node))
+                unsent = self._unsent.pending_count(self.client.node_id_of(node))
         return unsent + self.client.in_flight_request_count(node)
 
     def has_pending_requests(self, node: Node | int | None = None) -> bool:
@@ -509,7 +512,7 @@ class ConsumerNetworkClient:
         """Start connecting to ``node`` if it has no connection and its reconnect backoff
         has passed; True if it is ready now. Never waits for another thread's poll: then the
         connection is started by that poll (which is woken) and this returns False."""
-        node_id = self.client._node_id(node)
+        node_id = self.client.node_id_of(node)
         if self._lock.acquire(blocking=False):
             try:
                 return self.client.ready(node_id, self._clock.now_ms())

@@ -4,15 +4,15 @@ Not thread-safe except ``wakeup()``; ``ConsumerNetworkClient`` serialises access
 happens in ``selector.select()`` (the GIL is released there), with a timeout computed from
 the nearest deadline the client knows about, so an idle client sleeps instead of spinning.
 
-Per node: DISCONNECTED -> CONNECTING -> API_VERSIONS -> READY. On connect the client sends
-the highest ApiVersions version it implements; a broker that does not know it answers error
-35 with its own ApiVersions range (in v0 form) and the client retries once within that range.
-The negotiated version per API key is kept per connection (``api_version(node, key)``).
+Per node: DISCONNECTED -> CONNECTING -> [TLS_HANDSHAKE] -> API_VERSIONS -> [AUTHENTICATING]
+-> READY. The set-up after TCP connect (TLS, ApiVersions, SASL, KIP-368 re-authentication) is
+the ``Authenticator``'s (kclient.network.authenticator); this client does its I/O and keeps
+its requests in flight. The negotiated version per API key is kept per connection
+(``api_version(node, key)``).
 """
 from __future__ import annotations
 
 import logging
-import random
 import selectors
 import socket
 import struct
@@ -25,17 +25,16 @@ from kclient import __version__
 from kclient import errors as Errors
 from kclient import protocol
 from kclient.clock import SYSTEM_CLOCK, Clock
-from kclient.config import ConsumerConfig, as_config
-from kclient.settings import NetworkClientConfig
+from kclient.network.authenticator import API_VERSIONS_KEY, SETUP_REQUESTS, Authenticator
 from kclient.network.connection import RECEIVE_BUFFER, BrokerConnection, ConnectionState, ExponentialBackoff
 from kclient.network.metadata import Metadata, Node
+from kclient.network.network_config import NetworkClientConfig
 from kclient.protocol import ApiKey
 
 __all__ = ["NetworkClient", "ClientRequest", "API_VERSIONS_KEY", "METADATA_KEY"]
 
 log = logging.getLogger(__name__)
 
-API_VERSIONS_KEY = int(ApiKey.API_VERSIONS)
 METADATA_KEY = int(ApiKey.METADATA)
 MAX_SELECT_MS = 3_600_000          # one select() call never sleeps longer than this
 NO_DEADLINE = 2**62
@@ -77,27 +76,16 @@ class ClientRequest:
                 f"corr={self.correlation_id}>")
 
 
-def _is_tls_alert(exc: BaseException) -> bool:
-    import ssl
-    return isinstance(exc, ssl.SSLError) and not isinstance(exc, (ssl.SSLWantReadError, ssl.SSLWantWriteError))
-
-
 class NetworkClient:
-    def __init__(self, config: NetworkClientConfig | ConsumerConfig | dict | None = None, *,
+    def __init__(self, config: NetworkClientConfig, *,
                  metadata: Metadata | None = None,
                  clock: Clock | None = None, socket_factory: Callable[[Node], socket.socket] | None = None,
                  max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
-                 client_software_name: str = "kclient", client_software_version: str = __version__,
-                 **kwargs: Any):
-        net = self.settings = (config if isinstance(config, NetworkClientConfig)
-                               else NetworkClientConfig.of(as_config(config, **kwargs)))
-        self._ssl_context = net.ssl_context          # SSL, SASL_SSL
-        self._sasl_mechanism = net.sasl_mechanism    # SASL_*: a fresh mechanism per connection
-        # node id -> the authentication error of its last connection (raised from poll()).
-        self._auth_errors: dict[int, Errors.AuthenticationFailedError] = {}
-        self._reauth_rng = random.Random()
-        #: KIP-368 re-authentications completed on open connections (statistics, tests).
-        self.reauthentications = 0
+                 client_software_name: str = "kclient", client_software_version: str = __version__):
+        if not isinstance(config, NetworkClientConfig):
+            raise TypeError(f"NetworkClient takes a NetworkClientConfig (NetworkClientConfig.of(settings)), "
+                            f"got {type(config).__name__}")
+        net = self.settings = config
         self._clock = clock or SYSTEM_CLOCK
         self.client_id: str = net.client_id
         self.request_timeout_ms: int = net.request_timeout_ms
@@ -114,7 +102,10 @@ class NetworkClient:
         # overlap with the application's work between polls.
         self._receive_thread = net.receive_thread
         self._max_response_bytes = max_response_bytes
-        self._software = (client_software_name, client_software_version)
+        self._auth = Authenticator(self, ssl_context=net.ssl_context, sasl_mechanism=net.sasl_mechanism,
+                                   request_timeout_ms=net.request_timeout_ms,
+                                   failure_backoff_ms=self._reconnect_backoff.max_ms,
+                                   client_software=(client_software_name, client_software_version))
         if metadata is None:
             metadata = Metadata(net.retry_backoff_ms, net.metadata_max_age_ms,
                                 net.retry_backoff_max_ms, net.allow_auto_create_topics)
@@ -138,7 +129,13 @@ class NetworkClient:
         self._closed = False
 
     # ------------------------------------------------------------------ nodes
-    def _node_id(self, node: Node | int) -> int:
+    @property
+    def clock(self) -> Clock:
+        return self._clock
+
+    def node_id_of(self, node: Node | int) -> int:
+        """The id of ``node``; a Node given is remembered as the address of its id (e.g. a
+        coordinator that metadata does not list)."""
         if isinstance(node, Node):
             self._known_nodes[node.node_id] = node
             conn = self._conns.get(node.node_id)
@@ -171,7 +168,7 @@ class NetworkClient:
 
     # ------------------------------------------------------------------ connection state
     def connection_state(self, node: Node | int) -> ConnectionState:
-        conn = self._conns.get(self._node_id(node))
+        conn = self._conns.get(self.node_id_of(node))
         return ConnectionState.DISCONNECTED if conn is None else conn.state
 
     def is_connected(self, node: Node | int) -> bool:
@@ -179,39 +176,40 @@ class NetworkClient:
 
     def connection_failed(self, node: Node | int) -> bool:
         """True if the node's last connection ended in failure and no new one is under way."""
-        conn = self._conns.get(self._node_id(node))
+        conn = self._conns.get(self.node_id_of(node))
         return conn is not None and conn.state is ConnectionState.DISCONNECTED and conn.failed
 
     def last_error(self, node: Node | int) -> str | None:
-        conn = self._conns.get(self._node_id(node))
+        conn = self._conns.get(self.node_id_of(node))
         return None if conn is None else conn.last_error
 
     def connection_delay(self, node: Node | int, now_ms: int | None = None) -> int:
         """ms until a connection attempt to the node may start (0: now, large: connected)."""
         now_ms = self._now(now_ms)
-        conn = self._conns.get(self._node_id(node))
+        conn = self._conns.get(self.node_id_of(node))
         return 0 if conn is None else conn.connection_delay(now_ms)
 
     def is_ready(self, node: Node | int, now_ms: int | None = None) -> bool:
         """Ready to take a request now: READY, room in flight, and no metadata refresh due
         (a due refresh goes first so that requests are not sent on stale routing)."""
-        node_id = self._node_id(node)
+        node_id = self.node_id_of(node)
         now_ms = self._now(now_ms)
         return (not self._metadata_update_due(now_ms)) and self._can_send_request(node_id) \
             and not self._reauthentication_due(node_id, now_ms)
 
     def _reauthentication_due(self, node_id: int, now_ms: int) -> bool:
-        """KIP-368: the node's session is due for re-authentication. Its connection takes no
-        new request until the next network poll has re-authenticated it: a request written
-        now could reach the broker after the session ended, and the broker closes the
-        connection then. (Only the poll starts the exchange: ready() and send_capacity() are
-        called from threads that do not own the connection's I/O.)"""
+        """KIP-368: the node's session is due; it takes no new request until re-authenticated."""
         conn = self._conns.get(node_id)
-        return conn is not None and conn.reauth_due_ms is not None and conn.reauth_due_ms <= now_ms
+        return conn is not None and self._auth.reauthentication_due(conn, now_ms)
+
+    @property
+    def reauthentications(self) -> int:
+        """KIP-368 re-authentications completed on open connections (statistics, tests)."""
+        return self._auth.reauthentications
 
     def throttle_delay(self, node: Node | int, now_ms: int | None = None) -> int:
         """ms until a broker that throttled this client (KIP-219) takes requests again (0: now)."""
-        until = self._throttled_until.get(self._node_id(node))
+        until = self._throttled_until.get(self.node_id_of(node))
         return 0 if until is None else max(until - self._now(now_ms), 0)
 
     def _throttled(self, node_id: int) -> bool:
@@ -225,7 +223,7 @@ class NetworkClient:
 
     def send_capacity(self, node: Node | int) -> int:
         """How many more requests the node's connection takes now (0 unless READY)."""
-        node_id = self._node_id(node)
+        node_id = self.node_id_of(node)
         conn = self._conns.get(node_id)
         if conn is None or not conn.is_ready or (self._throttled_until and self._throttled(node_id)):
             return 0
@@ -240,7 +238,7 @@ class NetworkClient:
 
     def ready(self, node: Node | int, now_ms: int | None = None) -> bool:
         """Like ``is_ready``, and start connecting if the node is disconnected and out of backoff."""
-        node_id = self._node_id(node)
+        node_id = self.node_id_of(node)
         now_ms = self._now(now_ms)
         if self.is_ready(node_id, now_ms):
             return True
@@ -251,19 +249,19 @@ class NetworkClient:
 
     def api_version(self, node: Node | int, api_key: int) -> int | None:
         """The version negotiated with this node's current connection (None: unknown/unsupported)."""
-        conn = self._conns.get(self._node_id(node))
+        conn = self._conns.get(self.node_id_of(node))
         return None if conn is None else conn.api_versions.get(int(api_key))
 
     def api_versions(self, node: Node | int) -> dict[int, int]:
-        conn = self._conns.get(self._node_id(node))
+        conn = self._conns.get(self.node_id_of(node))
         return {} if conn is None else dict(conn.api_versions)
 
     def broker_api_ranges(self, node: Node | int) -> dict[int, tuple[int, int]]:
-        conn = self._conns.get(self._node_id(node))
+        conn = self._conns.get(self.node_id_of(node))
         return {} if conn is None else dict(conn.broker_api_ranges)
 
     def in_flight_request_count(self, node: Node | int | None = None) -> int:
-        return self._in_flight.count() if node is None else self._in_flight.count(self._node_id(node))
+        return self._in_flight.count() if node is None else self._in_flight.count(self.node_id_of(node))
 
     def has_in_flight_requests(self, node: Node | int | None = None) -> bool:
         return self.in_flight_request_count(node) > 0
@@ -311,6 +309,36 @@ class NetworkClient:
             error = Errors.KafkaConnectionError(f"connection to node {conn.node_id} ({conn.address}) was closed")
         self._on_disconnect(conn, now_ms, error)
 
+    # ------------------------------------------------------------------ AuthenticationHost
+    def close_connection(self, conn: BrokerConnection, now_ms: int, error: BaseException,
+                         reason: str | None = None) -> None:
+        self._close(conn, now_ms, error, reason=reason)
+
+    def connection_ready(self, conn: BrokerConnection, now_ms: int) -> None:
+        conn.mark_ready(now_ms)
+        self._start_receive_loop(conn)
+
+    def has_room_for_request(self, conn: BrokerConnection) -> bool:
+        return self._in_flight.can_send_more(conn.node_id)
+
+    def send_setup_request(self, conn: BrokerConnection, api_key: int, version: int, body: dict, purpose: str,
+                           now_ms: int) -> None:
+        """A request of the connection's own set-up (ApiVersions, SASL), bounded by the
+        connection setup deadline rather than request.timeout.ms."""
+        req = ClientRequest(conn.node_id, api_key, body, api_version=version, internal=purpose, created_ms=now_ms)
+        corr = self._next_correlation_id()
+        try:
+            frame = protocol.encode_request(api_key, version, corr, self.client_id, body)
+        except Exception as exc:  # pragma: no cover - our own request must encode
+            self._close(conn, now_ms, exc)
+            return
+        req.correlation_id = corr
+        req.send_ms = now_ms
+        req.timeout_ms = max(conn.setup_deadline_ms - now_ms, 1)
+        self._in_flight.add(conn.node_id, corr, req, now_ms, req.timeout_ms)
+        conn.enqueue(frame)
+        self._write(conn, now_ms)
+
     def _on_disconnect(self, conn: BrokerConnection, now_ms: int, error: BaseException) -> None:
         for req in self._in_flight.clear_node(conn.node_id):
             if req.send_ms >= 0 and now_ms - req.send_ms > req.timeout_ms:
@@ -330,7 +358,7 @@ class NetworkClient:
 
     def disconnect(self, node: Node | int, now_ms: int | None = None) -> None:
         """Close the node's connection; its in-flight requests fail with KafkaConnectionError."""
-        conn = self._conns.get(self._node_id(node))
+        conn = self._conns.get(self.node_id_of(node))
         if conn is not None:
             self._close(conn, self._now(now_ms), Errors.KafkaConnectionError(
                 f"connection to node {conn.node_id} ({conn.address}) was closed by the client"), failed=False)
@@ -599,9 +627,8 @@ class NetworkClient:
         if self._closed:
             raise Errors.IllegalStateError("the network client is closed")
         now_ms = self._now(now_ms)
-        if self._sasl_mechanism is not None:
-            # Before anything of this poll is sent on a session that is due (a metadata request).
-            self._maybe_reauthenticate(now_ms)
+        # Before anything of this poll is sent on a session that is due (a metadata request).
+        self._auth.maybe_reauthenticate(self._conns.values(), now_ms)
         timeout = min(max(int(timeout_ms), 0), self._maybe_update_metadata(now_ms),
                       self._next_deadline_ms(now_ms) - now_ms, MAX_SELECT_MS)
         if self._throttled_until:
@@ -632,8 +659,7 @@ class NetworkClient:
                 break
             woken = self._handle_events(events, now_ms)
         self._handle_timeouts(now_ms)
-        if self._sasl_mechanism is not None:
-            self._maybe_reauthenticate(now_ms)
+        self._auth.maybe_reauthenticate(self._conns.values(), now_ms)
         return self._fire_completed()
 
     def _handle_events(self, events: list, now_ms: int) -> bool:
@@ -687,14 +713,14 @@ class NetworkClient:
             assert conn.sock is not None  # finish_connect() succeeded on it
             log.debug("connected to node %d (%s)", conn.node_id, conn.address)
             conn.last_activity_ms = now_ms
-            if self._ssl_context is not None:
+            if self._auth.uses_tls:
                 self._selector.unregister(conn.sock)   # the TLS socket replaces it
-                conn.start_tls(self._ssl_context)
+                self._auth.start_tls(conn)
                 self._selector.register(conn.sock, selectors.EVENT_READ | selectors.EVENT_WRITE, conn)
                 self._tls_step(conn, now_ms)
                 return
             self._selector.modify(conn.sock, selectors.EVENT_READ, conn)
-            self._start_api_versions(conn, now_ms)
+            self._auth.start_api_versions(conn, now_ms)
             if conn.state is ConnectionState.DISCONNECTED:
                 return
         elif conn.state is ConnectionState.TLS_HANDSHAKE:
@@ -716,12 +742,7 @@ class NetworkClient:
                 self._close(conn, now_ms, exc)
                 return
             except OSError as exc:
-                if self._ssl_context is not None and _is_tls_alert(exc) and not conn.is_ready:
-                    # TLS 1.3 reports a refused client certificate after the handshake, on
-                    # the first read: still a handshake failure, fatal like the others.
-                    from kclient.network.tls import describe_tls_error
-                    self._authentication_failed(conn, now_ms, Errors.SslAuthenticationError(
-                        f"node {conn.node_id} ({conn.address}): {describe_tls_error(exc)}"))
+                if self._auth.read_failed(conn, exc, now_ms):
                     return
                 self._close(conn, now_ms, Errors.KafkaConnectionError(
                     f"connection to node {conn.node_id} ({conn.address}) failed: {exc}"))
@@ -731,20 +752,11 @@ class NetworkClient:
                 if conn.state is ConnectionState.DISCONNECTED:
                     return
 
-    # ------------------------------------------------------------------ TLS and SASL
-    def _start_api_versions(self, conn: BrokerConnection, now_ms: int) -> None:
-        conn.state = ConnectionState.API_VERSIONS
-        self._send_api_versions(conn, now_ms, protocol.CLIENT_VERSIONS[API_VERSIONS_KEY][1])
-
+    # ------------------------------------------------------------------ TLS
     def _tls_step(self, conn: BrokerConnection, now_ms: int) -> None:
-        import ssl
-        from kclient.network.tls import describe_tls_error
-        try:
-            wait = conn.tls_handshake()
-        except (ssl.SSLError, OSError) as exc:
-            self._authentication_failed(conn, now_ms, Errors.SslAuthenticationError(
-                f"node {conn.node_id} ({conn.address}): {describe_tls_error(exc)}"))
-            return
+        wait = self._auth.tls_step(conn, now_ms)
+        if conn.state is ConnectionState.DISCONNECTED:
+            return  # the handshake failed
         sock: Any = conn.sock
         if wait is not None:
             events = selectors.EVENT_READ if wait == "read" else selectors.EVENT_WRITE
@@ -752,8 +764,7 @@ class NetworkClient:
             return
         self._selector.unregister(self._tls_fileobj(conn))
         self._selector.register(sock, selectors.EVENT_READ, conn)
-        log.debug("TLS established with node %d (%s): %s", conn.node_id, conn.address, sock.version())
-        self._start_api_versions(conn, now_ms)
+        self._auth.start_api_versions(conn, now_ms)
 
     def _tls_fileobj(self, conn: BrokerConnection):
         """What the selector has registered for conn's socket (the SSLSocket until the
@@ -761,127 +772,12 @@ class NetworkClient:
         sock: Any = conn.sock
         return self._selector.get_map()[sock.fileno()].fileobj
 
-    def _start_sasl(self, conn: BrokerConnection, now_ms: int) -> None:
-        if not conn.reauthenticating:
-            conn.state = ConnectionState.AUTHENTICATING
-        try:
-            conn.sasl = self._sasl_mechanism()
-        except Errors.KafkaError as exc:
-            self._authentication_failed(conn, now_ms, Errors.AuthenticationFailedError(str(exc)))
-            return
-        if conn.api_versions.get(int(ApiKey.SASL_HANDSHAKE), -1) < 1 or int(ApiKey.SASL_AUTHENTICATE) not in conn.api_versions:
-            self._authentication_failed(conn, now_ms, Errors.AuthenticationFailedError(
-                f"node {conn.node_id} ({conn.address}) offers no SaslHandshake v1 / SaslAuthenticate: "
-                "is its listener SASL?"))
-            return
-        self._send_internal(conn, int(ApiKey.SASL_HANDSHAKE), 1, {"mechanism": conn.sasl.name}, "sasl_handshake", now_ms)
-
-    def _handle_sasl_handshake(self, conn: BrokerConnection, response: dict, now_ms: int) -> None:
-        code = response.get("error_code", 0)
-        if code:
-            offered = response.get("mechanisms") or []
-            self._authentication_failed(conn, now_ms, Errors.AuthenticationFailedError(
-                f"node {conn.node_id} ({conn.address}) refused SASL mechanism {conn.sasl.name} "
-                f"({Errors.error_class(code).__name__}); it offers {offered}"))
-            return
-        self._send_sasl_token(conn, conn.sasl.first(), now_ms)
-
-    def _send_sasl_token(self, conn: BrokerConnection, token: bytes, now_ms: int) -> None:
-        version = conn.api_versions[int(ApiKey.SASL_AUTHENTICATE)]
-        self._send_internal(conn, int(ApiKey.SASL_AUTHENTICATE), version, {"auth_bytes": token},
-                            "sasl_authenticate", now_ms)
-
-    def _handle_sasl_authenticate(self, conn: BrokerConnection, response: dict, now_ms: int) -> None:
-        mech = conn.sasl
-        code = response.get("error_code", 0)
-        if code:
-            detail = response.get("error_message") or Errors.error_class(code).__name__
-            self._authentication_failed(conn, now_ms, Errors.AuthenticationFailedError(
-                f"node {conn.node_id} ({conn.address}): {mech.name} authentication of user "
-                f"{getattr(mech, 'username', '?')!r} failed: {detail}"))
-            return
-        try:
-            token = mech.step(bytes(response.get("auth_bytes") or b""))
-        except Errors.AuthenticationFailedError as exc:
-            self._authentication_failed(conn, now_ms, Errors.AuthenticationFailedError(
-                f"node {conn.node_id} ({conn.address}): {exc}"))
-            return
-        if token is not None:
-            self._send_sasl_token(conn, token, now_ms)
-            return
-        if not mech.complete:
-            self._authentication_failed(conn, now_ms, Errors.AuthenticationFailedError(
-                f"node {conn.node_id} ({conn.address}): {mech.name} ended before it completed"))
-            return
-        conn.sasl = None
-        self._auth_errors.pop(conn.node_id, None)
-        lifetime = int(response.get("session_lifetime_ms") or 0)
-        if lifetime > 0:
-            # KIP-368: re-authenticate at a random point in the last 15..5% of the session,
-            # so many connections authenticated together do not all come back at once.
-            conn.session_expiry_ms = now_ms + lifetime
-            conn.reauth_due_ms = now_ms + int(lifetime * self._reauth_rng.uniform(0.85, 0.95))
-        else:
-            conn.session_expiry_ms = conn.reauth_due_ms = None
-        if conn.reauthenticating:
-            conn.reauthenticating = False
-            self.reauthentications += 1
-            log.debug("node %d (%s) re-authenticated with %s; session %s", conn.node_id, conn.address, mech.name,
-                      f"{lifetime} ms" if lifetime > 0 else "unbounded")
-            return
-        conn.mark_ready(now_ms)
-        self._start_receive_loop(conn)
-        log.debug("node %d (%s) authenticated with %s; ready (session %s)", conn.node_id, conn.address, mech.name,
-                  f"{lifetime} ms" if lifetime > 0 else "unbounded")
-
-    def _maybe_reauthenticate(self, now_ms: int) -> None:
-        """KIP-368: start re-authenticating connections whose session nears its end. The
-        SASL exchange is sent behind whatever is in flight (the broker answers in order);
-        new requests wait (``is_ready`` is False) until it completes."""
-        for conn in self._conns.values():
-            if (conn.reauth_due_ms is not None and now_ms >= conn.reauth_due_ms and not conn.reauthenticating
-                    and conn.state is ConnectionState.READY):
-                log.debug("node %d (%s): session ends in %d ms; re-authenticating", conn.node_id, conn.address,
-                          (conn.session_expiry_ms or now_ms) - now_ms)
-                conn.reauthenticating = True
-                conn.reauth_due_ms = None
-                conn.setup_deadline_ms = now_ms + self.request_timeout_ms
-                self._start_sasl(conn, now_ms)
-
-    def _send_internal(self, conn: BrokerConnection, api_key: int, version: int, body: dict, internal: str,
-                       now_ms: int) -> None:
-        """A request of the connection's own set-up (ApiVersions, SASL), bounded by the
-        connection setup deadline rather than request.timeout.ms."""
-        req = ClientRequest(conn.node_id, api_key, body, api_version=version, internal=internal, created_ms=now_ms)
-        corr = self._next_correlation_id()
-        try:
-            frame = protocol.encode_request(api_key, version, corr, self.client_id, body)
-        except Exception as exc:  # pragma: no cover - our own request must encode
-            self._close(conn, now_ms, exc)
-            return
-        req.correlation_id = corr
-        req.send_ms = now_ms
-        req.timeout_ms = max(conn.setup_deadline_ms - now_ms, 1)
-        self._in_flight.add(conn.node_id, corr, req, now_ms, req.timeout_ms)
-        conn.enqueue(frame)
-        self._write(conn, now_ms)
-
-    def _authentication_failed(self, conn: BrokerConnection, now_ms: int, exc: Errors.AuthenticationFailedError) -> None:
-        """Fatal until the settings change: raise from poll(), and retry no sooner than the
-        longest reconnect backoff (no storm of failing handshakes)."""
-        log.error("%s", exc)
-        self._auth_errors[conn.node_id] = exc
-        self._close(conn, now_ms, exc, reason=str(exc))
-        conn.backoff_ms = max(conn.backoff_ms, self._reconnect_backoff.max_ms)
-
     def authentication_error(self, node: Node | int) -> Errors.AuthenticationFailedError | None:
-        return self._auth_errors.get(self._node_id(node))
+        return self._auth.error(self.node_id_of(node))
 
     def maybe_raise_authentication_error(self) -> None:
         """Raise (once) the authentication error of a connection that failed since the last call."""
-        if self._auth_errors:
-            node_id = next(iter(self._auth_errors))
-            raise self._auth_errors.pop(node_id)
+        self._auth.maybe_raise_error()
 
     def _handle_response(self, conn: BrokerConnection, frame, now_ms: int) -> None:
         if len(frame) < 4:
@@ -904,7 +800,7 @@ class NetworkClient:
         try:
             response = protocol.decode_response(req.api_key, req.api_version, frame)
         except Exception as exc:
-            if req.internal in ("api_versions", "sasl_handshake", "sasl_authenticate"):
+            if req.internal in SETUP_REQUESTS:
                 self._close(conn, now_ms, exc)
                 return
             log.warning("cannot decode response to %r from node %d: %s", req, conn.node_id, exc)
@@ -913,12 +809,9 @@ class NetworkClient:
         throttle = response.get("throttle_time_ms") if isinstance(response, dict) else None
         if throttle and throttle > 0:
             self._throttle(conn.node_id, req, throttle, now_ms)
-        if req.internal == "api_versions":
-            self._handle_api_versions_response(conn, req, response, now_ms)
-        elif req.internal == "sasl_handshake":
-            self._handle_sasl_handshake(conn, response, now_ms)
-        elif req.internal == "sasl_authenticate":
-            self._handle_sasl_authenticate(conn, response, now_ms)
+        if req.internal in SETUP_REQUESTS:
+            assert req.api_version is not None  # set when it was sent
+            self._auth.on_response(conn, req.internal, req.api_version, response, now_ms)
         elif req.internal == "metadata":
             self._handle_metadata_response(conn, response, now_ms)
         else:
@@ -961,43 +854,6 @@ class NetworkClient:
             log.info("a request to node %d (%s) timed out; closing the connection", node_id, conn.address)
             self._close(conn, now_ms, Errors.KafkaConnectionError(
                 f"connection to node {node_id} ({conn.address}) closed after a request timed out"))
-
-    # ------------------------------------------------------------------ ApiVersions handshake
-    def _send_api_versions(self, conn: BrokerConnection, now_ms: int, version: int) -> None:
-        conn.api_versions_request_version = version
-        name, sw_version = self._software
-        self._send_internal(conn, API_VERSIONS_KEY, version,
-                            {"client_software_name": name, "client_software_version": sw_version},
-                            "api_versions", now_ms)
-
-    def _handle_api_versions_response(self, conn: BrokerConnection, req: ClientRequest,
-                                      response: dict, now_ms: int) -> None:
-        code = response.get("error_code", 0)
-        ranges = {k["api_key"]: (k["min_version"], k["max_version"]) for k in response.get("api_keys") or []}
-        if code == Errors.UnsupportedVersionError.errno:
-            ours = protocol.CLIENT_VERSIONS[API_VERSIONS_KEY]
-            theirs = ranges.get(API_VERSIONS_KEY)
-            retry = None if theirs is None else min(theirs[1], ours[1])
-            if theirs is not None and retry is not None and ours[0] <= retry < req.api_version and retry >= theirs[0]:
-                log.debug("node %d does not support ApiVersions v%d; retrying with v%d", conn.node_id,
-                          req.api_version, retry)
-                self._send_api_versions(conn, now_ms, retry)
-                return
-            self._close(conn, now_ms, Errors.UnsupportedVersionError(
-                f"node {conn.node_id} ({conn.address}) supports ApiVersions {theirs}, client {ours}"))
-            return
-        if code:
-            exc_cls = Errors.error_class(code)
-            self._close(conn, now_ms, exc_cls(f"ApiVersions to node {conn.node_id} failed"))
-            return
-        conn.broker_api_ranges = ranges
-        conn.api_versions = protocol.negotiate(ranges)
-        if self._sasl_mechanism is not None:
-            self._start_sasl(conn, now_ms)
-            return
-        conn.mark_ready(now_ms)
-        self._start_receive_loop(conn)
-        log.debug("node %d (%s) ready; negotiated versions %s", conn.node_id, conn.address, conn.api_versions)
 
     # ------------------------------------------------------------------ misc
     def __enter__(self) -> "NetworkClient":

@@ -22,7 +22,7 @@ from kclient.parallel.metrics import ParallelMetrics, PartitionMetrics
 from kclient.parallel.offsets import OffsetTracker
 from kclient.parallel.rebalance import RebalanceHook, check_listener
 from kclient.parallel.scheduler import Outcome, Scheduler, Task, ordering_key
-from kclient.parallel.settings import Settings
+from kclient.parallel.settings import DEFAULTS, Settings
 from kclient.parallel.workers import HandlerError, WorkerPool
 
 __all__ = ["ParallelConsumer"]
@@ -47,14 +47,19 @@ class ParallelConsumer:
     works as is (no rebalances). See docs/parallel.md for every setting.
     """
 
-    def __init__(self, consumer: KafkaConsumer, max_workers: int = 16, ordering: str = "key", *,
-                 on_error: str | Callable[[Any, BaseException], str] = "raise", retries: int = 0,
-                 retry_backoff_ms: float = 100.0, retry_backoff_max_ms: float = 10_000.0,
-                 max_queued_records: int = 10_000, max_queued_bytes: int = 64 * 1024 * 1024,
-                 max_uncommitted_records: int = 100_000, low_water: float = 0.5,
-                 commit_interval_ms: float = 1000.0, poll_timeout_ms: int = 100,
-                 shutdown_timeout_ms: float = 30_000.0, revoke_timeout_ms: float | None = None,
-                 listener=None, thread_name_prefix: str = "kclient-parallel"):
+    def __init__(self, consumer: KafkaConsumer, max_workers: int = DEFAULTS["max_workers"],
+                 ordering: str = DEFAULTS["ordering"], *,
+                 on_error: str | Callable[[Any, BaseException], str] = DEFAULTS["on_error"],
+                 retries: int = DEFAULTS["retries"], retry_backoff_ms: float = DEFAULTS["retry_backoff_ms"],
+                 retry_backoff_max_ms: float = DEFAULTS["retry_backoff_max_ms"],
+                 max_queued_records: int = DEFAULTS["max_queued_records"],
+                 max_queued_bytes: int = DEFAULTS["max_queued_bytes"],
+                 max_uncommitted_records: int = DEFAULTS["max_uncommitted_records"],
+                 low_water: float = DEFAULTS["low_water"], commit_interval_ms: float = DEFAULTS["commit_interval_ms"],
+                 poll_timeout_ms: int = DEFAULTS["poll_timeout_ms"],
+                 shutdown_timeout_ms: float = DEFAULTS["shutdown_timeout_ms"],
+                 revoke_timeout_ms: float | None = DEFAULTS["revoke_timeout_ms"],
+                 listener=None, thread_name_prefix: str = DEFAULTS["thread_name_prefix"]):
         self._settings = Settings(
             max_workers=max_workers, ordering=ordering, on_error=on_error, retries=retries,
             retry_backoff_ms=retry_backoff_ms, retry_backoff_max_ms=retry_backoff_max_ms,
@@ -70,11 +75,13 @@ class ParallelConsumer:
         self._max_poll_records = config["max.poll.records"]
         # Revocation waits for running records at most this long: the group's rebalance
         # timeout is max.poll.interval.ms, and the rest of the join needs time too.
-        self._revoke_timeout_s = (revoke_timeout_ms if revoke_timeout_ms is not None
+        s = self._settings
+        self._revoke_timeout_s = (s.revoke_timeout_ms if s.revoke_timeout_ms is not None
                                   else config["max.poll.interval.ms"] / 2) / 1000.0
         self._hook = RebalanceHook(self, listener)
-        self._scheduler = Scheduler(ordering)
-        self._backpressure = Backpressure(max_queued_records, max_queued_bytes, max_uncommitted_records, low_water)
+        self._scheduler = Scheduler(s.ordering)
+        self._backpressure = Backpressure(s.max_queued_records, s.max_queued_bytes, s.max_uncommitted_records,
+                                          s.low_water)
         self._pool: WorkerPool | None = None
         # Touched by the polling thread; read by metrics() from any thread under _lock.
         self._lock = threading.Lock()

@@ -14,7 +14,8 @@
   ``startingOffsets="committed"``.
 
 Executors keep one client per worker process (fork-safe; see kclient.spark.reader).
-Names are imported lazily: planning works without pyspark installed.
+Names are imported lazily: planning works without pyspark installed. Type checkers read them
+from ``__init__.pyi``, which imports each from its module.
 """
 from __future__ import annotations
 

@@ -12,8 +12,9 @@ options; kclient.spark.arrow the schema). A batch read plans offset ranges on th
 exactly as ``read_kafka`` does, one Spark partition per range (or, with the option
 ``kclient.maxPartitions``, at most that many partitions of several ranges each, read one
 after the other by one task: see kclient.spark.planning); the stream reader is in
-kclient.spark.stream. Partitions are read on executors by the Arrow range reader, through
-the per-worker client pool (kclient.spark.reader), yielding ``pyarrow.RecordBatch``.
+kclient.spark.stream. Partitions (kclient.spark.partitions) are read on executors by the Arrow
+range reader, through the per-worker client pool (kclient.spark.reader), yielding
+``pyarrow.RecordBatch``.
 
 The extension option ``kclient.offsetRanges`` (JSON ``[["topic", partition, from, until],
 ...]``, batch only) reads exactly those ranges instead of planning: ``read_kafka(...,
@@ -24,14 +25,15 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Iterator, Mapping
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from kclient import errors as Errors
-from kclient.spark.arrow import arrow_batches, kafka_schema
-from kclient.spark.planning import (OffsetRange, SourceOptions, _as_bool, canonical_options, group_offset_ranges,
-                                    _plan_offset_ranges, parse_options)
+from kclient.spark.arrow import kafka_schema
+from kclient.spark.partitions import RangePartition, read_partition, spark_arrow_schema
+from kclient.spark.planning import (OffsetRange, _as_bool, canonical_options, group_offset_ranges, _plan_offset_ranges,
+                                    parse_options)
 
 __all__ = ["KafkaDataSource", "RangePartition", "register", "read_partition", "NAME", "OFFSET_RANGES_OPTION"]
 
@@ -39,36 +41,6 @@ log = logging.getLogger(__name__)
 
 NAME = "kclient"
 OFFSET_RANGES_OPTION = "kclient.offsetRanges"
-
-
-class RangePartition(InputPartition):
-    """One Spark task: offset ranges read one after the other (pickled to the executor)."""
-
-    def __init__(self, ranges: Sequence[OffsetRange]):
-        super().__init__([(r.topic, r.partition, r.from_offset, r.until_offset) for r in ranges])
-
-    @property
-    def ranges(self) -> list[OffsetRange]:
-        return [OffsetRange(*value) for value in self.value]
-
-
-def read_partition(partition: InputPartition, opts: SourceOptions, arrow_schema) -> Iterator:
-    """RecordBatches of a partition's ranges, in the Arrow schema Spark expects.
-
-    Spark checks every batch against its own rendering of the schema, which names a list's
-    item field "element" where pyarrow says "item": the header column is cast (no copy of
-    the data) when the two differ."""
-    if not isinstance(partition, RangePartition):     # Spark's placeholder for "no partitions"
-        return
-    for rng in partition.ranges:
-        for batch in arrow_batches(rng, opts):
-            yield batch if batch.schema.equals(arrow_schema) else batch.cast(arrow_schema)
-
-
-def spark_arrow_schema(include_headers: bool):
-    """kafka_schema() as Spark renders it in Arrow for a Python data source's batches."""
-    from pyspark.sql.pandas.types import to_arrow_schema
-    return to_arrow_schema(kafka_schema(include_headers), timezone="UTC")
 
 
 def _fixed_schema(options: Mapping[str, Any], schema) -> bool:

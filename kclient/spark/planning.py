@@ -37,21 +37,10 @@
   (120000), ``includeHeaders`` (false), ``fetchOffset.numRetries`` (3) and
   ``fetchOffset.retryIntervalMs`` (1000) for the driver's offset lookups.
 
-Option names are case-insensitive (as in Spark). Unknown options and bad values raise
-ConfigurationError naming the option. kclient's own options: ``committedOffsetsFallback``
-(above), ``kclient.endOffsetProbe`` (below) and ``kclient.maxRecordsPerBatch`` (records per
-Arrow batch / poll on executors, default 65536).
-
-Streaming queries (``parse_options(options, streaming=True)``, the ``readStream`` source in
-kclient.spark.datasource) differ as Spark's source does: ``startingOffsets`` defaults to
-``"latest"`` and may be ``"latest"`` / -1; the ``ending*`` options are refused;
-``maxOffsetsPerTrigger`` caps the records of one micro-batch. kclient's
-``kclient.commitOffsets`` (false) commits each finished micro-batch's end offsets to
-``kafka.group.id``, for lag monitoring only (the checkpoint decides where a query resumes).
-``minOffsetsPerTrigger`` and ``maxTriggerDelay`` are refused (not implemented). A batch read
-accepts the streaming-only options for drop-in compatibility and logs a warning that they do
-nothing there; ``groupIdPrefix`` is refused: the source reads assigned partitions and joins
-no group, so it could only be ignored.
+The options are checked and parsed by ``kclient.spark.options`` against their table
+(``SOURCE_OPTIONS``, where each default is defined); streaming queries
+(``parse_options(options, streaming=True)``) start at ``"latest"`` by default and refuse the
+``ending*`` options.
 
 Offsets are resolved once, when planning: unlike Spark's batch relation (which re-resolves
 "latest" every time the DataFrame runs), a planned DataFrame always reads the same records,
@@ -66,50 +55,25 @@ Kafka's answer is exact and the probe costs a fetch round trip.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import functools
 import heapq
-import json
 import logging
 import math
-import re
 import time
 from typing import Any, Callable, Iterable, Mapping
 
 from kclient import errors as Errors
+from kclient.config import ConsumerConfig
+from kclient.spark.options import (EARLIEST, LATEST, SourceOptions, _bad, canonical_options, log_ignored,
+                                   parse_options)
+from kclient.spark.options import _as_bool  # noqa: F401 (datasource.py imports it from here)
 from kclient.structs import TopicPartition
 
-__all__ = ["OffsetRange", "SourceOptions", "parse_options", "canonical_options", "plan_offset_ranges",
+__all__ = ["OffsetRange", "SourceOptions", "parse_options", "canonical_options", "log_ignored", "plan_offset_ranges",
            "split_offset_ranges", "group_offset_ranges", "EARLIEST", "LATEST"]
 
 log = logging.getLogger(__name__)
 
-EARLIEST = -2
-LATEST = -1
-
-# Source options (lower case -> the spelling used in messages).
-_SOURCE_OPTIONS = {name.lower(): name for name in (
-    "subscribe", "subscribePattern", "assign",
-    "startingOffsets", "endingOffsets", "startingTimestamp", "endingTimestamp",
-    "startingOffsetsByTimestamp", "endingOffsetsByTimestamp", "startingOffsetsByTimestampStrategy",
-    "failOnDataLoss", "kafkaConsumer.pollTimeoutMs", "fetchOffset.numRetries", "fetchOffset.retryIntervalMs",
-    "includeHeaders", "minPartitions", "maxRecordsPerPartition",
-    "committedOffsetsFallback", "kclient.endOffsetProbe", "kclient.maxRecordsPerBatch", "kclient.maxPartitions",
-)}
-# Options of streaming queries: a batch read accepts them (drop-in compatibility) and warns.
-_STREAMING_ONLY = {name.lower(): name for name in (
-    "maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay", "groupIdPrefix", "kclient.commitOffsets",
-)}
-# Spark's options this source does not implement for streaming: refused rather than ignored.
-_NOT_IMPLEMENTED = {"minoffsetspertrigger", "maxtriggerdelay"}
-# Kafka settings Spark's source refuses, with the reason it gives.
-_REFUSED_KAFKA = {
-    "auto.offset.reset": "set the source option 'startingOffsets' instead",
-    "enable.auto.commit": "offsets are planned by the source; commit them with commit_offset_ranges()",
-    "key.deserializer": "keys are always read as bytes; deserialize them with DataFrame operations",
-    "value.deserializer": "values are always read as bytes; deserialize them with DataFrame operations",
-    "interceptor.classes": "the source does not run consumer interceptors",
-}
 _PROBE_WAIT_MS = 50   # > 0: Tansu answers max_wait_ms=0 fetches with no partitions at all
 _INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
@@ -133,306 +97,6 @@ class OffsetRange:
 
     def __repr__(self) -> str:
         return f"OffsetRange({self.topic}-{self.partition} [{self.from_offset}, {self.until_offset}))"
-
-
-def _bad(option: str, problem: str) -> Errors.ConfigurationError:
-    return Errors.ConfigurationError(f"option {option!r}: {problem}")
-
-
-def _as_bool(option: str, value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in ("true", "false"):
-        return text == "true"
-    raise _bad(option, f"must be 'true' or 'false', got {value!r}")
-
-
-def _as_int(option: str, value: Any, *, minimum: int | None = None) -> int:
-    if isinstance(value, bool):
-        raise _bad(option, f"must be an integer, got {value!r}")
-    try:
-        number = int(str(value).strip()) if not isinstance(value, int) else value
-    except ValueError:
-        raise _bad(option, f"must be an integer, got {value!r}") from None
-    if minimum is not None and number < minimum:
-        raise _bad(option, f"must be >= {minimum}, got {number}")
-    return number
-
-
-def _as_json_object(option: str, value: Any) -> dict:
-    if isinstance(value, Mapping):
-        return dict(value)
-    try:
-        obj = json.loads(str(value))
-    except ValueError as exc:
-        raise _bad(option, f"is not valid JSON ({exc}): {value!r}") from None
-    if not isinstance(obj, dict):
-        raise _bad(option, f"must be a JSON object, got {value!r}")
-    return obj
-
-
-def _partition_map(option: str, value: Any, *, minimum: int) -> dict[TopicPartition, int]:
-    """{"topic": {"0": n, ...}} -> {TopicPartition: n}."""
-    out: dict[TopicPartition, int] = {}
-    for topic, parts in _as_json_object(option, value).items():
-        if not isinstance(parts, dict):
-            raise _bad(option, f"topic {topic!r} must map partition numbers to values, got {parts!r}")
-        for p, n in parts.items():
-            try:
-                partition = int(p)
-            except (TypeError, ValueError):
-                raise _bad(option, f"partition {p!r} of topic {topic!r} is not an integer") from None
-            if isinstance(n, bool) or not isinstance(n, int):
-                raise _bad(option, f"value for {topic}-{partition} must be an integer, got {n!r}")
-            if n < minimum:
-                raise _bad(option, f"value for {topic}-{partition} must be >= {minimum}, got {n}")
-            out[TopicPartition(topic, partition)] = n
-    return out
-
-
-@dataclasses.dataclass
-class SourceOptions:
-    """Validated options (see the module doc); ``raw`` keeps the user's dict for executors."""
-
-    kafka_params: dict[str, Any]
-    strategy: str                      # "subscribe" | "subscribePattern" | "assign"
-    topics: list[str] = dataclasses.field(default_factory=list)
-    pattern: re.Pattern | None = None
-    assigned: list[TopicPartition] = dataclasses.field(default_factory=list)
-    starting: tuple[str, Any] = ("offsets", "earliest")   # (kind, spec): kind offsets|timestamp|by_timestamp|committed
-    ending: tuple[str, Any] = ("offsets", "latest")
-    starting_by_timestamp_strategy: str = "error"
-    committed_fallback: str = "earliest"
-    fail_on_data_loss: bool = True
-    poll_timeout_ms: int = 120000
-    include_headers: bool = False
-    min_partitions: int | None = None
-    max_records_per_partition: int | None = None
-    max_partitions: int | None = None
-    num_retries: int = 3
-    retry_interval_ms: int = 1000
-    end_offset_probe: bool = False
-    max_records_per_batch: int = 65536
-    streaming: bool = False
-    max_offsets_per_trigger: int | None = None
-    commit_offsets: bool = False
-    # Options accepted but without effect here, each with why (logged by whoever plans).
-    ignored: list[str] = dataclasses.field(default_factory=list)
-    raw: dict[str, Any] = dataclasses.field(default_factory=dict)
-
-    @property
-    def group_id(self) -> str | None:
-        return self.kafka_params.get("group.id")
-
-    def client_params(self) -> dict[str, Any]:
-        """Settings for a consumer that reads planned ranges: no group, no auto commit,
-        no offset reset (a position out of range is data loss, decided by the source)."""
-        params = {k: v for k, v in self.kafka_params.items() if k != "group.id"}
-        params["enable.auto.commit"] = False
-        params["auto.offset.reset"] = "none"
-        return params
-
-
-def canonical_options(options: Mapping[str, Any]) -> dict[str, Any]:
-    """Options with the source's own spelling of known names: Spark hands a Python data
-    source its options lower-cased, and messages should name them as the docs do."""
-    known = {**_SOURCE_OPTIONS, **_STREAMING_ONLY}
-    return {known.get(str(k).lower(), k): v for k, v in options.items()}
-
-
-def log_ignored(opts: SourceOptions) -> None:
-    """Say, once per plan on the driver, which accepted options do nothing here."""
-    for note in opts.ignored:
-        log.warning("%s", note)
-
-
-def parse_options(options: Mapping[str, Any] | SourceOptions, *, streaming: bool = False) -> SourceOptions:
-    """Validate Spark Kafka source options (see the module doc) of a batch read or, with
-    ``streaming``, of a streaming query."""
-    if isinstance(options, SourceOptions):
-        return options
-    if not isinstance(options, Mapping):
-        raise TypeError(f"options must be a mapping of option names to values, got {type(options).__name__}")
-    source: dict[str, tuple[str, Any]] = {}
-    kafka: dict[str, Any] = {}
-    for key, value in options.items():
-        if not isinstance(key, str):
-            raise Errors.ConfigurationError(f"option names are strings, got {key!r}")
-        low = key.lower()
-        if low.startswith("kafka."):
-            name = key[len("kafka."):]
-            if name in _REFUSED_KAFKA:
-                raise Errors.ConfigurationError(
-                    f"Kafka option {key!r} is not supported: {_REFUSED_KAFKA[name]}")
-            kafka[name] = value
-        elif low in _SOURCE_OPTIONS:
-            if low in source:
-                raise Errors.ConfigurationError(f"option {key!r} is given twice ({source[low][0]!r} and {key!r})")
-            source[low] = (key, value)
-        elif low in _STREAMING_ONLY:
-            if low in source:
-                raise Errors.ConfigurationError(f"option {key!r} is given twice ({source[low][0]!r} and {key!r})")
-            if streaming and low in _NOT_IMPLEMENTED:
-                raise Errors.ConfigurationError(f"option {key!r} is not supported by the kclient source")
-            source[low] = (key, value)
-        else:
-            # Case-insensitive, as the names are (Spark hands a Python source lower-cased ones).
-            known = {n.lower(): n for n in [*_SOURCE_OPTIONS.values(), *_STREAMING_ONLY.values(),
-                                             "kafka.bootstrap.servers"]}
-            close = difflib.get_close_matches(low, list(known), n=1)
-            hint = f" (did you mean {known[close[0]]!r}?)" if close else ""
-            raise Errors.ConfigurationError(
-                f"unknown option {key!r}{hint}; Kafka client settings take the prefix 'kafka.'")
-
-    def get(name: str, default: Any = None) -> Any:
-        entry = source.get(name.lower())
-        return default if entry is None else entry[1]
-
-    def spelled(name: str) -> str:
-        entry = source.get(name.lower())
-        return entry[0] if entry is not None else name
-
-    servers = kafka.get("bootstrap.servers")
-    if servers is None or (isinstance(servers, str) and not servers.strip()) or servers == []:
-        raise Errors.ConfigurationError("option 'kafka.bootstrap.servers' must be specified for the Kafka source")
-    _check_client_params(kafka)
-
-    strategies = [s for s in ("subscribe", "subscribePattern", "assign") if s.lower() in source]
-    if len(strategies) != 1:
-        given = ", ".join(repr(spelled(s)) for s in strategies) or "none"
-        raise Errors.ConfigurationError(
-            "exactly one of the options 'subscribe', 'subscribePattern' or 'assign' must be given "
-            f"(given: {given})")
-    strategy = strategies[0]
-    opts = SourceOptions(kafka_params=kafka, strategy=strategy, raw=dict(options), streaming=streaming)
-    if strategy == "subscribe":
-        value = get("subscribe")
-        topics = [t.strip() for t in (value if isinstance(value, (list, tuple)) else str(value).split(","))]
-        topics = [t for t in topics if t]
-        if not topics:
-            raise _bad(spelled("subscribe"), f"names no topic: {value!r}")
-        opts.topics = list(dict.fromkeys(topics))
-    elif strategy == "subscribePattern":
-        value = str(get("subscribePattern")).strip()
-        if not value:
-            raise _bad(spelled("subscribePattern"), "is empty")
-        try:
-            opts.pattern = re.compile(value)
-        except re.error as exc:
-            raise _bad(spelled("subscribePattern"), f"is not a valid regular expression ({exc}): {value!r}") from None
-    else:
-        name = spelled("assign")
-        assigned: list[TopicPartition] = []
-        for topic, parts in _as_json_object(name, get("assign")).items():
-            if not isinstance(parts, list) or not parts or any(
-                    isinstance(p, bool) or not isinstance(p, int) or p < 0 for p in parts):
-                raise _bad(name, f"topic {topic!r} must map to a non-empty list of partition numbers, got {parts!r}")
-            assigned.extend(TopicPartition(topic, p) for p in parts)
-        if not assigned:
-            raise _bad(name, "assigns no partition")
-        opts.assigned = sorted(set(assigned))
-
-    opts.starting = _position_option(source, get, spelled, "starting", streaming)
-    if streaming:
-        for name in ("endingOffsets", "endingTimestamp", "endingOffsetsByTimestamp"):
-            if get(name) is not None:
-                raise _bad(spelled(name), "is not valid for streaming queries (a stream has no end)")
-    else:
-        opts.ending = _position_option(source, get, spelled, "ending", streaming)
-    strategy_value = str(get("startingOffsetsByTimestampStrategy", "error")).strip().lower()
-    if strategy_value not in ("error", "latest"):
-        raise _bad(spelled("startingOffsetsByTimestampStrategy"), f"must be 'error' or 'latest', got {strategy_value!r}")
-    opts.starting_by_timestamp_strategy = strategy_value
-    fallback = str(get("committedOffsetsFallback", "earliest")).strip().lower()
-    if fallback not in ("earliest", "latest", "error"):
-        raise _bad(spelled("committedOffsetsFallback"), f"must be 'earliest', 'latest' or 'error', got {fallback!r}")
-    opts.committed_fallback = fallback
-    if opts.starting[0] == "committed" and not opts.group_id:
-        raise _bad(spelled("startingOffsets"), "'committed' needs the option 'kafka.group.id'")
-
-    opts.fail_on_data_loss = _as_bool(spelled("failOnDataLoss"), get("failOnDataLoss", True))
-    opts.poll_timeout_ms = _as_int(spelled("kafkaConsumer.pollTimeoutMs"), get("kafkaConsumer.pollTimeoutMs", 120000),
-                                   minimum=1)
-    opts.include_headers = _as_bool(spelled("includeHeaders"), get("includeHeaders", False))
-    if get("minPartitions") is not None:
-        opts.min_partitions = _as_int(spelled("minPartitions"), get("minPartitions"), minimum=1)
-    if get("maxRecordsPerPartition") is not None:
-        opts.max_records_per_partition = _as_int(spelled("maxRecordsPerPartition"), get("maxRecordsPerPartition"),
-                                                 minimum=1)
-    if get("kclient.maxPartitions") is not None:
-        opts.max_partitions = _as_int(spelled("kclient.maxPartitions"), get("kclient.maxPartitions"), minimum=1)
-        if opts.min_partitions is not None and opts.min_partitions > opts.max_partitions:
-            raise _bad(spelled("kclient.maxPartitions"),
-                       f"is {opts.max_partitions}, below {spelled('minPartitions')!r} ({opts.min_partitions})")
-    opts.num_retries = _as_int(spelled("fetchOffset.numRetries"), get("fetchOffset.numRetries", 3), minimum=0)
-    opts.retry_interval_ms = _as_int(spelled("fetchOffset.retryIntervalMs"), get("fetchOffset.retryIntervalMs", 1000),
-                                     minimum=0)
-    opts.end_offset_probe = _as_bool(spelled("kclient.endOffsetProbe"), get("kclient.endOffsetProbe", False))
-    opts.max_records_per_batch = _as_int(spelled("kclient.maxRecordsPerBatch"),
-                                         get("kclient.maxRecordsPerBatch", 65536), minimum=1)
-    _streaming_options(opts, source, get, spelled)
-    return opts
-
-
-def _streaming_options(opts: SourceOptions, source, get, spelled) -> None:
-    if get("groupIdPrefix") is not None:
-        raise _bad(spelled("groupIdPrefix"), "not supported: the kclient source reads assigned partitions and "
-                   "joins no consumer group (to commit offsets for lag monitoring, set 'kafka.group.id' and "
-                   "'kclient.commitOffsets')")
-    if not opts.streaming:
-        for low, (key, _) in source.items():
-            if low in _STREAMING_ONLY:
-                opts.ignored.append(f"option {key!r} only applies to streaming queries; ignored by this batch read")
-        return
-    if get("maxOffsetsPerTrigger") is not None:
-        opts.max_offsets_per_trigger = _as_int(spelled("maxOffsetsPerTrigger"), get("maxOffsetsPerTrigger"),
-                                               minimum=1)
-    opts.commit_offsets = _as_bool(spelled("kclient.commitOffsets"), get("kclient.commitOffsets", False))
-    if opts.commit_offsets and not opts.group_id:
-        raise _bad(spelled("kclient.commitOffsets"), "needs the option 'kafka.group.id' (the group to commit to)")
-
-
-def _check_client_params(kafka: dict[str, Any]) -> None:
-    """Fail now, on the driver, for settings the consumer would refuse on every executor."""
-    from kclient.config import ConsumerConfig
-    try:
-        ConsumerConfig(dict(kafka))
-    except Errors.ConfigurationError as exc:
-        for key, value in kafka.items():      # name the option as the user spelled it
-            try:
-                ConsumerConfig({key: value})
-            except Errors.ConfigurationError as one:
-                raise Errors.ConfigurationError(f"option 'kafka.{key}': {one}") from None
-        raise Errors.ConfigurationError(f"the 'kafka.'-prefixed options are invalid together: {exc}") from None
-
-
-def _position_option(source, get, spelled, side: str, streaming: bool) -> tuple[str, Any]:
-    """Where a side ("starting"/"ending") is, by priority: timestamp > by-timestamp > offsets.
-    A stream starts at "latest" by default, and may (it reads what arrives later)."""
-    ts_name, by_name, off_name = f"{side}Timestamp", f"{side}OffsetsByTimestamp", f"{side}Offsets"
-    if get(ts_name) is not None:
-        return ("timestamp", _as_int(spelled(ts_name), get(ts_name), minimum=0))
-    if get(by_name) is not None:
-        return ("by_timestamp", _partition_map(spelled(by_name), get(by_name), minimum=0))
-    name = spelled(off_name)
-    value = get(off_name, "latest" if streaming or side == "ending" else "earliest")
-    if isinstance(value, str) and value.strip().lower() in ("earliest", "latest", "committed"):
-        word = value.strip().lower()
-        if side == "starting" and word == "latest" and not streaming:
-            raise _bad(name, "'latest' is not allowed for batch queries (it would read nothing)")
-        if side == "ending" and word == "earliest":
-            raise _bad(name, "'earliest' is not allowed for batch queries (it would read nothing)")
-        if side == "ending" and word == "committed":
-            raise _bad(name, "'committed' is only supported for 'startingOffsets'")
-        return ("committed", None) if word == "committed" else ("offsets", word)
-    specific = _partition_map(name, value, minimum=EARLIEST)
-    for tp, off in specific.items():
-        if side == "starting" and off == LATEST and not streaming:
-            raise _bad(name, f"offset for {tp.topic}-{tp.partition} can't be latest (-1) for batch queries")
-        if side == "ending" and off == EARLIEST:
-            raise _bad(name, f"offset for {tp.topic}-{tp.partition} can't be earliest (-2) for batch queries")
-    return ("offsets", specific)
 
 
 # ------------------------------------------------------------------ splitting (pure)
@@ -506,7 +170,7 @@ class _Planner:
         params = opts.client_params()
         # This consumer fetches only to probe end offsets: answers at the end of a partition
         # should not wait long for data.
-        params["fetch.max.wait.ms"] = min(int(params.get("fetch.max.wait.ms", 500)), _PROBE_WAIT_MS)
+        params["fetch.max.wait.ms"] = min(ConsumerConfig(params)["fetch.max.wait.ms"], _PROBE_WAIT_MS)
         self.consumer = KafkaConsumer(params)
         self._read_committed = str(self.consumer.config["isolation.level"]) == "read_committed"
         self._listed = False        # partitions() ran before: the metadata cache may be stale

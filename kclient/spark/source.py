@@ -26,12 +26,15 @@ import os
 import shutil
 import sys
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from kclient import errors as Errors
 from kclient.spark.arrow import RANGE_COLUMNS
 from kclient.spark.planning import OffsetRange, SourceOptions, _plan_offset_ranges, parse_options
 from kclient.structs import OffsetAndMetadata, TopicPartition
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import DataFrame, SparkSession
 
 __all__ = ["read_kafka", "ranges_dataframe", "commit_offset_ranges", "ensure_spark_env", "local_session"]
 
@@ -90,7 +93,8 @@ def ranges_dataframe(spark, ranges: Iterable[OffsetRange]):
     return df
 
 
-def read_kafka(spark, options: Mapping[str, Any], *, ranges: Iterable[OffsetRange] | None = None):
+def read_kafka(spark: SparkSession, options: Mapping[str, Any], *,
+               ranges: Iterable[OffsetRange] | None = None) -> DataFrame:
     """A DataFrame of the records the options select, in the Spark Kafka source's schema.
 
     ``ranges``: read these planned ranges instead of planning now (keep them to commit them

@@ -35,8 +35,8 @@ from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 
 from kclient import errors as Errors
-from kclient.spark.datasource import RangePartition, read_partition
 from kclient.spark.offsets import PartitionOffsets, from_json_offsets, rate_limit, to_json_offsets
+from kclient.spark.partitions import RangePartition, read_partition
 from kclient.spark.planning import (OffsetRange, _Planner, _resolve_side, group_offset_ranges, log_ignored,
                                     parse_options, split_offset_ranges)
 from kclient.structs import OffsetAndMetadata

@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from kclient import errors as Errors
     from kclient.consumer.kafka_consumer import KafkaConsumer
-    from kclient.consumer.listener import ConsumerRebalanceListener
+    from kclient.subscription.listener import ConsumerRebalanceListener
     from kclient.structs import OffsetAndMetadata
 
     settings: dict[str, Any] = {

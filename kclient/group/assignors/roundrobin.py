@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from kclient.group.assignors import (
+from kclient.group.assignors.base import (
     AbstractPartitionAssignor,
     Assignment,
     Subscription,

@@ -31,14 +31,14 @@ import logging
 import struct
 from typing import Mapping
 
-from kclient.group.assignors import (
+from kclient.group.assignors.base import (
     AbstractPartitionAssignor,
     Assignment,
     RebalanceProtocol,
     Subscription,
     partitions_to_assign,
 )
-from kclient.group.consumer_protocol import _Reader
+from kclient.group.classic_embedded_protocol import EmbeddedReader
 from kclient.errors import ProtocolError
 from kclient.structs import TopicPartition
 
@@ -85,7 +85,7 @@ def decode_sticky_user_data(data: bytes | None) -> MemberData:
     if not data:
         return MemberData()
     try:
-        reader = _Reader(data, "sticky user data")
+        reader = EmbeddedReader(data, "sticky user data")
         partitions = reader.topic_partitions("previous_assignment")
     except ProtocolError as e:
         log.warning("ignoring unreadable sticky assignor user data: %s", e)

@@ -1,0 +1,252 @@
+"""FetchBuffer: the answered fetches waiting to be drained, their memory bound, and each
+partition's pipeline state.
+
+Memory bound. Buffered answers are accounted by the size of the response frames they keep
+alive (a frame is released when every partition in it was drained or discarded). No new
+fetch is sent while that total is above ``fetch.max.bytes`` plus a sixteenth (so one full
+answer waiting to be read does not stop the next); since each request asks for at most
+``fetch.max.bytes`` divided by the per-broker depth, what is in flight adds at most about
+``fetch.max.bytes`` per broker, and prefetched memory stays below about twice that.
+
+Stale data. Every partition has a pipeline epoch, bumped by ``clear_partition`` (seek, reset,
+pause handling, revocation); answers and buffers of an older epoch or an older assignment
+are dropped, never returned. Answers are handed out in arrival order; a paused partition's
+answers wait, in their place, until it is resumed.
+"""
+from __future__ import annotations
+
+import collections
+
+from kclient.consumer.columnar import ColumnarChunk
+from kclient.subscription.state import SubscriptionState
+from kclient.structs import TopicPartition
+
+__all__ = ["FetchBuffer", "CompletedFetch", "PartitionPipe", "ResponseFrame"]
+
+
+class ResponseFrame:
+    """One Fetch response frame, alive while any of its partitions is still buffered."""
+
+    __slots__ = ("nbytes", "pending")
+
+    def __init__(self, nbytes: int):
+        self.nbytes = nbytes
+        self.pending = 0
+
+
+class CompletedFetch:
+    """One partition's answer from one Fetch response, drained over one or more polls."""
+
+    __slots__ = ("tp", "fetch_offset", "epoch", "assignment_id", "raw", "aborted", "frame",
+                 "columnar", "error", "pos", "next_offset", "last_offset", "last_epoch",
+                 "drained", "size")
+
+    def __init__(self, tp: TopicPartition, fetch_offset: int, epoch: int, assignment_id: int,
+                 raw, aborted, frame: ResponseFrame):
+        self.tp = tp
+        self.fetch_offset = fetch_offset
+        self.epoch = epoch
+        self.assignment_id = assignment_id
+        self.raw = raw                  # memoryview into the response frame
+        self.aborted = aborted          # aborted transactions (read_committed) or None
+        self.frame = frame              # the response frame raw is a view into
+        self.columnar: ColumnarChunk | None = None  # decoded columns (both paths drain them)
+        self.error: BaseException | None = None  # raised from poll() when drained
+        self.pos = 0                    # next row to hand out
+        self.next_offset = fetch_offset  # offset after the last complete batch
+        self.last_offset = -1           # offset of the last row handed out
+        self.last_epoch = -1
+        self.drained = False
+        self.size = len(raw)
+
+    def __repr__(self) -> str:
+        return (f"CompletedFetch({self.tp}, fetch_offset={self.fetch_offset}, bytes={self.size}, "
+                f"pos={self.pos}, drained={self.drained})")
+
+
+class PartitionPipe:
+    """Per-partition pipeline state: epoch, fetch in flight, buffered answers, next offset."""
+
+    __slots__ = ("epoch", "in_flight_epoch", "buffered", "next_fetch_offset", "next_fetch_epoch",
+                 "backoff_until", "incomplete_warned", "end_offset", "read_replica", "read_replica_until")
+
+    def __init__(self) -> None:
+        self.epoch = 0
+        self.in_flight_epoch = -1        # epoch of the fetch in flight, -1 if none
+        self.buffered = 0                # answers buffered (not yet fully drained)
+        self.next_fetch_offset: int | None = None   # chain end, valid for `epoch`
+        self.next_fetch_epoch = -1       # leader epoch of the batch before the chain end
+        # KIP-392: the replica the leader told us to fetch from (-1: the leader), until when.
+        self.read_replica = -1
+        self.read_replica_until = 0
+        self.backoff_until = 0
+        self.incomplete_warned = False
+        # The end offset (high watermark, or last stable offset when read_committed) the
+        # last answer for `epoch` reported: what SubscriptionState holds, for send_fetches'
+        # lock-free check. None: unknown, ask SubscriptionState.
+        self.end_offset: int | None = None
+
+
+class FetchBuffer:
+    """Answers in arrival order (``completed``), the one being drained (``next_in_line``),
+    the bytes of the frames they keep alive (``buffered_bytes``, bounded by ``limit``), and
+    a ``PartitionPipe`` per partition (``pipes``)."""
+
+    def __init__(self, subscriptions: SubscriptionState, max_bytes: int):
+        self._subscriptions = subscriptions
+        # Fetching stops while the buffered answers hold more than fetch.max.bytes (plus a
+        # sixteenth for the frames' own bytes): one full answer waiting to be read still lets
+        # the next be fetched, so what is buffered and in flight stays under about twice
+        # fetch.max.bytes. (At exactly fetch.max.bytes, a full answer stopped fetching until
+        # it was read: with fetch.max.bytes reached by one answer, fetch and decode took turns.)
+        self.limit = max(max_bytes + max_bytes // 16, 1)
+        self.buffered_bytes = 0
+        self.pipes: dict[TopicPartition, PartitionPipe] = {}
+        self.completed: collections.deque[CompletedFetch] = collections.deque()
+        self.next_in_line: CompletedFetch | None = None
+        self._assignment_id = subscriptions.assignment_id
+
+    def pipe(self, tp: TopicPartition) -> PartitionPipe:
+        pipe = self.pipes.get(tp)
+        if pipe is None:
+            pipe = self.pipes[tp] = PartitionPipe()
+        return pipe
+
+    # ------------------------------------------------------------------ adding
+    def new_frame(self, nbytes: int) -> ResponseFrame:
+        """A response frame whose answers are about to be added: its bytes count from now."""
+        frame = ResponseFrame(nbytes)
+        self.buffered_bytes += nbytes
+        return frame
+
+    def add(self, cf: CompletedFetch, pipe: PartitionPipe) -> None:
+        """Buffer cf (an answer for ``pipe``'s partition at its current epoch)."""
+        cf.frame.pending += 1
+        pipe.buffered += 1
+        self.completed.append(cf)
+
+    def add_error(self, tp: TopicPartition, pipe: PartitionPipe, exc: BaseException) -> None:
+        """An error to raise from poll() when this partition's turn comes."""
+        cf = CompletedFetch(tp, -1, pipe.epoch, self._subscriptions.assignment_id, b"", None, ResponseFrame(0))
+        cf.error = exc
+        self.add(cf, pipe)
+
+    # ------------------------------------------------------------------ discarding
+    def release(self, cf: CompletedFetch) -> None:
+        """cf is done (drained or discarded): free its share of the response frame."""
+        if cf is self.next_in_line:
+            self.next_in_line = None
+        if cf.drained:
+            return
+        cf.drained = True
+        cf.raw = None
+        cf.columnar = None
+        pipe = self.pipes.get(cf.tp)
+        if pipe is not None and pipe.epoch == cf.epoch and pipe.buffered > 0:
+            pipe.buffered -= 1
+        frame = cf.frame
+        frame.pending -= 1
+        if frame.pending == 0:
+            self.buffered_bytes -= frame.nbytes
+
+    def clear_partition(self, tp: TopicPartition) -> None:
+        """Forget everything fetched or being fetched for tp (its position changed)."""
+        pipe = self.pipes.get(tp)
+        if pipe is None:
+            return
+        if pipe.buffered:
+            keep: collections.deque[CompletedFetch] = collections.deque()
+            for cf in self.completed:
+                if cf.tp == tp:
+                    self.release(cf)
+                else:
+                    keep.append(cf)
+            self.completed = keep
+            if self.next_in_line is not None and self.next_in_line.tp == tp:
+                self.release(self.next_in_line)
+        pipe.epoch += 1           # answers still in flight for tp are now stale
+        pipe.buffered = 0
+        pipe.next_fetch_offset = None
+        pipe.next_fetch_epoch = -1
+        pipe.backoff_until = 0
+        pipe.end_offset = None
+
+    def clear_all(self) -> None:
+        for tp in list(self.pipes):
+            self.clear_partition(tp)
+
+    def check_assignment(self) -> bool:
+        """After any assignment change, restart every partition's pipeline from its position:
+        buffered data of the old assignment is dropped, so chained fetch offsets are too, and
+        so are the pipes of partitions no longer assigned. True if the assignment changed."""
+        aid = self._subscriptions.assignment_id
+        if aid == self._assignment_id:
+            return False
+        self._assignment_id = aid
+        self.clear_all()
+        is_assigned = self._subscriptions.is_assigned
+        for tp in [tp for tp in self.pipes if not is_assigned(tp)]:
+            del self.pipes[tp]
+        return True
+
+    def close(self) -> None:
+        self.clear_all()
+        self.pipes.clear()
+
+    # ------------------------------------------------------------------ handing out
+    def is_current(self, cf: CompletedFetch) -> bool:
+        pipe = self.pipes.get(cf.tp)
+        return (pipe is not None and pipe.epoch == cf.epoch
+                and cf.assignment_id == self._subscriptions.assignment_id
+                and self._subscriptions.is_assigned(cf.tp))
+
+    def _is_current_unlocked(self, cf: CompletedFetch) -> bool:
+        """is_current without the assignment check (for callers that check fetchability,
+        which implies it)."""
+        pipe = self.pipes.get(cf.tp)
+        return (pipe is not None and pipe.epoch == cf.epoch
+                and cf.assignment_id == self._subscriptions.assignment_id)
+
+    def has_completed_fetches(self) -> bool:
+        return bool(self.completed) or (self.next_in_line is not None and not self.next_in_line.drained)
+
+    def has_available_fetches(self) -> bool:
+        """Some buffered answer belongs to a partition that may be returned now."""
+        subs = self._subscriptions
+        nil = self.next_in_line
+        if nil is not None and not nil.drained and subs.is_fetchable(nil.tp):
+            return True
+        return any(subs.is_fetchable(cf.tp) for cf in self.completed)
+
+    def next_fetch(self) -> CompletedFetch | None:
+        """The answer to drain next: the one in progress, else the oldest current one whose
+        partition is fetchable (paused partitions keep theirs for later). It stays
+        ``next_in_line`` until released."""
+        self.check_assignment()
+        nil = self.next_in_line
+        subs = self._subscriptions
+        if nil is not None and not nil.drained:
+            # Fetchable implies assigned: one locked call in the usual case.
+            if self._is_current_unlocked(nil) and subs.is_fetchable(nil.tp):
+                return nil
+            if not self.is_current(nil):
+                self.release(nil)
+            else:  # paused mid-way: keep it (first in line) for when it is resumed
+                self.completed.appendleft(nil)
+        self.next_in_line = None
+        completed = self.completed
+        skipped = []
+        found = None
+        while completed:
+            cf = completed.popleft()
+            if self._is_current_unlocked(cf) and subs.is_fetchable(cf.tp):
+                found = cf
+                break
+            if not self.is_current(cf):
+                self.release(cf)
+                continue
+            skipped.append(cf)
+        if skipped:
+            completed.extendleft(reversed(skipped))
+        self.next_in_line = found
+        return found

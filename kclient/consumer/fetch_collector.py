@@ -1,0 +1,208 @@
+"""FetchCollector: drains the buffered answers into records or into columns for ``poll()``.
+
+Decoding is lazy: an answer is decoded (kcore.records) only when the application drains
+that partition, into columns (validated, CRCs checked, no object per record) that both
+``fetched_records`` and ``fetched_columnar`` drain. The per-record path builds the
+ConsumerRecords of each poll from those columns as it hands them out, so a record is made
+just before the application reads it. Answers are drained in arrival order; within one
+poll, ``max.poll.records`` is taken from the oldest answer first, then the next.
+
+Errors: an answer that carries an error (queued by FetchRequests) and corrupt data (CRC
+mismatch...) raise from ``poll()`` when that partition's turn comes, without moving its
+position; a poll that already took records returns them first and raises on the next.
+"""
+from __future__ import annotations
+
+import collections
+from typing import Any
+
+from kcore.records import consumer_records, decode_columnar
+
+from kclient import errors as Errors
+from kclient.clock import Clock
+from kclient.consumer.columnar import ColumnarChunk, ColumnarRecords, epoch_of_row
+from kclient.consumer.deserializers import as_deserializer
+from kclient.consumer.fetch_buffer import CompletedFetch, FetchBuffer
+from kclient.consumer.fetch_config import FetchConfig
+from kclient.subscription.state import FetchPosition, SubscriptionState
+from kclient.structs import ConsumerRecord, TopicPartition
+
+__all__ = ["FetchCollector"]
+
+_new_tuple = tuple.__new__
+
+
+class FetchCollector:
+    """Takes up to ``max.poll.records`` from the FetchBuffer per poll and moves the positions."""
+
+    def __init__(self, buffer: FetchBuffer, subscriptions: SubscriptionState, metadata, config: FetchConfig, *,
+                 clock: Clock, metrics: collections.Counter, stats=None):
+        self._buffer = buffer
+        self._subscriptions = subscriptions
+        self._metadata = metadata
+        self._clock = clock
+        self._max_poll_records = config.max_poll_records
+        self._check_crcs = config.check_crcs
+        self._key_deserializer = as_deserializer(config.key_deserializer)
+        self._value_deserializer = as_deserializer(config.value_deserializer)
+        self._metrics = metrics
+        self._stats = stats              # kclient.consumer.metrics.ConsumerMetrics, or None
+
+    def fetched_records(self, max_records: int | None = None, update_offsets: bool = True,
+                        ) -> tuple[dict[TopicPartition, list[ConsumerRecord]], dict[TopicPartition, FetchPosition]]:
+        """Up to max_records buffered records as {tp: [ConsumerRecord, ...]}, and the position
+        each partition has after them. Positions move only if update_offsets."""
+        remaining = self._max_poll_records if max_records is None else max_records
+        total = consumed_bytes = 0
+        drained: dict[TopicPartition, list] = {}
+        ends: dict[TopicPartition, FetchPosition] = {}
+        kd, vd = self._key_deserializer, self._value_deserializer
+        buffer = self._buffer
+        next_fetch = buffer.next_fetch
+        while remaining > 0:
+            cf = next_fetch()
+            if cf is None:
+                break
+            chunk = cf.columnar
+            if chunk is None:
+                if not self._initialize(cf, drained):
+                    break
+                chunk = cf.columnar
+                assert chunk is not None  # _initialize() set it or raised
+            n_recs = chunk.num_records
+            i = cf.pos
+            j = min(i + remaining, n_recs)
+            if j > i:
+                # Only this poll's records are made (in C, from the columns): each is read by
+                # the application while still in the CPU's cache, and freed with its list.
+                # They and their header lists are not tracked by the cyclic GC: tracked,
+                # every collection walked the records the application holds. The one thing
+                # never collected is a cycle built through a record's own headers list,
+                # e.g. ``rec.headers.append(rec)``.
+                tp = cf.tp
+                part = consumer_records(chunk.batch, ConsumerRecord, tp.topic, tp.partition, i, j)
+                cf.pos = j
+                last = part[-1]
+                cf.last_offset = last.offset
+                cf.last_epoch = last.leader_epoch
+                out = part if kd is None and vd is None else self._deserialize(part, tp.topic, kd, vd)
+                lst = drained.get(tp)
+                if lst is None:
+                    drained[tp] = out
+                else:
+                    lst.extend(out)
+                remaining -= j - i
+                total += j - i
+            if j >= n_recs:
+                consumed_bytes += cf.size
+                buffer.release(cf)
+            self._advance(cf, update_offsets, ends)
+        if total:
+            self._metrics["records-consumed-total"] += total
+            self._record_consumed(total, consumed_bytes)
+        return drained, ends
+
+    def fetched_columnar(self, max_records: int | None = None, update_offsets: bool = True,
+                         ) -> tuple[dict[TopicPartition, ColumnarRecords], dict[TopicPartition, FetchPosition]]:
+        """Like fetched_records, but {tp: ColumnarRecords} (rows of kcore ColumnarBatches)."""
+        remaining = self._max_poll_records if max_records is None else max_records
+        consumed_bytes = 0
+        drained: dict[TopicPartition, list] = {}
+        ends: dict[TopicPartition, FetchPosition] = {}
+        buffer = self._buffer
+        next_fetch = buffer.next_fetch
+        while remaining > 0:
+            cf = next_fetch()
+            if cf is None:
+                break
+            batch = cf.columnar
+            if batch is None:
+                if not self._initialize(cf, drained):
+                    break
+                batch = cf.columnar
+                assert batch is not None  # _initialize() set it or raised
+            n = batch.num_records
+            i = cf.pos
+            j = min(i + remaining, n)
+            if j > i:
+                cf.pos = j
+                cf.last_offset = batch.offsets[j - 1]
+                cf.last_epoch = epoch_of_row(batch.batch, j - 1)
+                drained.setdefault(cf.tp, []).append((batch, i, j))
+                remaining -= j - i
+            if j >= n:
+                consumed_bytes += cf.size
+                buffer.release(cf)
+            self._advance(cf, update_offsets, ends)
+        out = {tp: ColumnarRecords(tp, pieces) for tp, pieces in drained.items()}
+        n = sum(len(v) for v in out.values())
+        if n:
+            self._metrics["records-consumed-total"] += n
+            self._record_consumed(n, consumed_bytes)
+        return out, ends
+
+    def _initialize(self, cf: CompletedFetch, taken: dict[TopicPartition, Any]) -> bool:
+        """Make cf, an answer not yet decoded, ready to drain: decode it, or raise its error
+        (the one it carries, or what decoding found). Not while this poll has ``taken``
+        records: False then, so that they are returned first; the error is raised when the
+        next poll comes back to cf."""
+        error = cf.error
+        if error is not None:
+            if taken:
+                return False
+            self._buffer.release(cf)
+            raise error
+        try:
+            self._init_columnar(cf)
+        except Errors.KafkaError as exc:
+            if taken:
+                return False
+            self._buffer.release(cf)
+            self._buffer.pipes[cf.tp].next_fetch_offset = None  # refetch from the position
+            raise type(exc)(f"partition {cf.tp} at offset {cf.fetch_offset}: {exc}") from exc
+        return True
+
+    def _init_columnar(self, cf: CompletedFetch) -> None:
+        start = cf.fetch_offset if cf.last_offset < 0 else cf.last_offset + 1
+        res = decode_columnar(cf.raw, check_crcs=self._check_crcs, skip_control=True,
+                              fetch_offset=start, aborted_transactions=cf.aborted)
+        cf.columnar = ColumnarChunk(res)
+        cf.pos = 0
+        if res.next_offset > cf.next_offset:
+            cf.next_offset = res.next_offset
+
+    def _advance(self, cf: CompletedFetch, update_offsets: bool, ends: dict) -> None:
+        """Record where tp's position goes after what was handed out (and move it)."""
+        tp = cf.tp
+        exhausted = cf.drained
+        if exhausted:
+            offset = max(cf.next_offset, cf.last_offset + 1)
+            epoch = cf.last_epoch
+        else:
+            offset = cf.last_offset + 1
+            epoch = cf.last_epoch
+        if offset < 0:
+            return
+        cluster_epoch = self._metadata.cluster.leader_epoch(tp)
+        position = FetchPosition(offset, epoch if epoch >= 0 else None, cluster_epoch)
+        ends[tp] = position
+        if update_offsets:
+            self._subscriptions.advance_position(tp, position)
+
+    @staticmethod
+    def _deserialize(part: list, topic: str, kd, vd) -> list[ConsumerRecord]:
+        """Records with deserialized key/value (serialized sizes stay those of the bytes).
+        These are ordinary (GC-tracked) tuples: a deserialized value may be any object."""
+        CR = ConsumerRecord
+        new = _new_tuple
+        return [new(CR, (t, p, e, o, ts, tt, k if kd is None else kd(topic, h, k),
+                         v if vd is None else vd(topic, h, v), h, c, ks, vs, hs))
+                for t, p, e, o, ts, tt, k, v, h, c, ks, vs, hs in part]
+
+    def _record_consumed(self, records: int, nbytes: int) -> None:
+        stats = self._stats
+        if stats is not None:
+            now = self._clock.now_ms()
+            stats.consumed(records, now)
+            if nbytes:
+                stats.consumed_bytes(nbytes, now)

@@ -1,0 +1,575 @@
+"""FetchRequests: builds each broker's Fetch requests, sends them, and buffers their answers.
+
+Pipelining (mechanisms §7). A partition may have one Fetch in flight and up to
+``PREFETCH_DEPTH`` answered fetches buffered ahead of what the application consumed; the
+next fetch for it starts where the last buffered one ended, so the network works while the
+application processes. ``send_fetches()`` runs before ``poll()`` returns records. A broker
+may have up to ``fetch.max.in.flight.per.broker`` fetches in flight, each for a round-robin
+share of its fetchable partitions, so it works on one while another answer travels. Each
+(broker, share) is one fetch stream with its own fetch session (KIP-227, fetch_session.py).
+Partitions that returned data move to the end of the next fetch request (fairness: no
+partition starves the others of ``fetch.max.bytes``). The answers' blocks come from kcore's
+pool, which is asked to keep blocks of the largest answer (``pool_reserve``) so that each
+answer does not take fresh pages.
+
+Errors in an answer: leader/topic errors request a metadata refresh and back the partition
+off for ``retry.backoff.ms``; OFFSET_OUT_OF_RANGE at the current position requests a reset
+(``auto.offset.reset``) or, with 'none', queues OffsetOutOfRangeError to raise from
+``poll()``; a diverging epoch (KIP-320) sends the position to validation. A partition may be
+fetched from a follower its leader names (KIP-392) until that fails or expires.
+"""
+from __future__ import annotations
+
+import collections
+import logging
+import struct
+from typing import Any
+
+from kcore import layout
+from kcore.pool import pool_reserve
+
+from kclient import errors as Errors
+from kclient.clock import Clock
+from kclient.consumer.fetch_buffer import CompletedFetch, FetchBuffer, PartitionPipe, ResponseFrame
+from kclient.consumer.fetch_config import FetchConfig
+from kclient.consumer.fetch_session import FetchPartition, FetchSessionHandler
+from kclient.subscription.state import SubscriptionState
+from kclient.network.metadata import Node
+from kclient.protocol import ApiKey
+from kclient.structs import TopicPartition
+
+__all__ = ["FetchRequests", "PREFETCH_DEPTH", "fetch_stream_node_id"]
+
+log = logging.getLogger(__name__)
+
+FETCH_KEY = int(ApiKey.FETCH)
+_TOPIC_ID_VERSION = 13          # Fetch v13+ names topics by id
+PREFETCH_DEPTH = 2              # answered fetches buffered per partition before it waits
+
+_ENTRY_HEAD = struct.Struct(">qi")    # base offset, length: the head of every batch/message
+_I32 = struct.Struct(">i")
+# Bytes an entry needs before its v2 last offset delta can be read.
+_PEEK_MIN = layout.V2_LAST_OFFSET_DELTA + 4
+
+
+#: Fetch streams after the first get connections under ids of their own, below the group
+#: coordinator's (2**31 - 1 - broker id, as in the Java client): 2**31 - 1 - slot * 2**20 -
+#: broker id, for broker ids below 2**20.
+_STREAM_ID_STRIDE = 1 << 20
+
+
+def fetch_stream_node_id(broker_id: int, slot: int) -> int:
+    """The connection id of fetch stream ``slot`` (>= 1) to ``broker_id``."""
+    return 2**31 - 1 - slot * _STREAM_ID_STRIDE - broker_id
+
+
+class FetchRequests:
+    """Fetch requests per broker and fetch stream, and what their answers do to each
+    partition's pipeline (``FetchBuffer.pipes``) and to the buffer."""
+
+    def __init__(self, client, subscriptions: SubscriptionState, buffer: FetchBuffer, config: FetchConfig, *,
+                 clock: Clock, metrics: collections.Counter, stats=None):
+        self._client = client
+        self._metadata = client.metadata
+        self._subscriptions = subscriptions
+        self._buffer = buffer
+        self._clock = clock
+        self._min_bytes = config.min_bytes
+        self._max_wait_ms = config.max_wait_ms
+        self._partition_max_bytes = config.max_partition_fetch_bytes
+        # Fetches in flight per broker, each for a share of its partitions. Each asks for a
+        # share of fetch.max.bytes, so what can arrive and be buffered is bounded as with one.
+        self._depth = config.max_in_flight_per_broker
+        self._request_max_bytes = max(config.max_bytes // self._depth, 1)
+        # Answers are received into blocks of kcore's pool, which by default keeps none over
+        # 16 MiB: larger answers would each take fresh pages (a page fault per 4 KiB, three
+        # times the kernel time per record with 10 MiB per partition). An answer may pass the
+        # limit by a batch; blocks come in size classes up to 1/8 larger.
+        pool_reserve(min(self._request_max_bytes * 9 // 8 + (1 << 20), 1 << 31))
+        # Each (broker, slot) is one fetch stream with its own fetch session (KIP-227); a
+        # partition keeps its slot while assigned, so its session does not change under it.
+        self._sessions_enabled = config.incremental_fetch_sessions
+        self.sessions: dict[tuple[int, int], FetchSessionHandler] = {}
+        self._slot_busy: set[tuple[int, int]] = set()
+        self._slot_of: dict[TopicPartition, int] = {}
+        self._slots_used: dict[int, int] = {}
+        self._isolation = config.isolation
+        self._read_committed = self._isolation == 1
+        self._retry_backoff_ms = config.retry_backoff_ms
+        self._rack = config.client_rack
+        self._read_replica_ttl_ms = config.metadata_max_age_ms
+        self._read_replicas = 0          # partitions fetched from a follower (KIP-392)
+        self.in_flight_fetches = 0
+        self._node_in_flight: dict[int, int] = {}   # fetches in flight per node (at most _depth)
+        self._assignment_id = subscriptions.assignment_id
+        # send_fetches' fast path: leaders of the assigned partitions, per (cluster, assignment).
+        self._leaders: frozenset[int] | None = None
+        self._leader_map: dict[TopicPartition, tuple[int, int]] = {}
+        self._assigned: frozenset[TopicPartition] = frozenset()
+        #: The last send_fetches had fetches to send but a leader was not ready (connecting,
+        #: or a metadata refresh is due first): only a network poll moves that on.
+        self.sends_blocked = False
+        self._leaders_cluster = None
+        self._leaders_assignment_id = -1
+        self._metrics = metrics
+        self._stats = stats              # kclient.consumer.metrics.ConsumerMetrics, or None
+
+    def _check_assignment(self) -> None:
+        """After any assignment change the buffer restarts every pipeline (FetchBuffer.
+        check_assignment, which the drain may have run first), and partitions take their
+        fetch streams afresh."""
+        aid = self._subscriptions.assignment_id
+        if aid != self._assignment_id:
+            self._assignment_id = aid
+            self._buffer.check_assignment()
+            self._slot_of.clear()
+            self._slots_used.clear()
+            self._read_replicas = sum(1 for pipe in self._buffer.pipes.values() if pipe.read_replica >= 0)
+
+    def close(self) -> None:
+        self._read_replicas = 0
+        self.sessions.clear()
+
+    # ------------------------------------------------------------------ sending
+    def send_fetches(self) -> int:
+        """Send a Fetch to every leader that has fetchable partitions without a fetch in
+        flight (and room in the prefetch buffer). Returns the number of requests sent."""
+        self.sends_blocked = False
+        self._check_assignment()
+        buffer = self._buffer
+        if buffer.buffered_bytes > buffer.limit:
+            return 0
+        subs = self._subscriptions
+        cluster = self._metadata.cluster
+        assignment_id = subs.assignment_id
+        node_busy = self._node_in_flight
+        if cluster is not self._leaders_cluster or assignment_id != self._leaders_assignment_id:
+            self._leaders_cluster = cluster
+            self._leaders_assignment_id = assignment_id
+            self._assigned = frozenset(subs.assigned_partitions())
+            self._leader_map, self._leaders = self._assigned_leaders(cluster, self._assigned)
+            # KIP-320: a partition whose leader epoch moved awaits validation of its position
+            # (OffsetFetcher.validate_positions_if_needed) before it is fetched again.
+            subs.maybe_validate_for_leader_epochs({tp: e for tp, (_, e) in self._leader_map.items()})
+        if node_busy:
+            # Fast path: every leader of an assigned partition already has a fetch in
+            # flight, so every partition would be skipped below.
+            leaders = self._leaders
+            if (leaders is not None and not self._read_replicas
+                    and all(node_busy.get(n, 0) >= self._depth for n in leaders)):
+                return 0
+        now = self._clock.now_ms()
+        leader_map = self._leader_map
+        pipes = buffer.pipes
+        busy = buffer.has_completed_fetches()
+        assigned = self._assigned
+        pipe: PartitionPipe | None
+        if len(pipes) == len(assigned):  # with `tp in assigned` below: a pipe for each
+            # Second fast path, without the lock: every partition would be skipped below
+            # for its pipe's own state (fetch in flight, buffer full, backoff, or caught up
+            # while records are buffered, with a known leader). The loop below re-checks
+            # nothing else for such a partition.
+            for tp, pipe in pipes.items():
+                if tp not in assigned:
+                    break
+                if (pipe.in_flight_epoch == pipe.epoch or pipe.buffered >= PREFETCH_DEPTH
+                        or pipe.backoff_until > now):
+                    continue
+                if (busy and pipe.next_fetch_offset is not None and pipe.end_offset is not None
+                        and pipe.next_fetch_offset >= pipe.end_offset and tp in leader_map):
+                    continue
+                break
+            else:
+                return 0
+        by_node: dict[int, list] = {}
+        need_metadata = False
+        # One locked snapshot of (tp, position, end offset) instead of three calls per partition.
+        for tp, position, end in subs.fetch_candidates(self._read_committed):
+            pipe = pipes.get(tp)
+            if pipe is None:
+                pipe = pipes[tp] = PartitionPipe()
+            if pipe.in_flight_epoch == pipe.epoch or pipe.buffered >= PREFETCH_DEPTH:
+                continue
+            if pipe.backoff_until > now:
+                continue
+            leader = leader_map.get(tp)
+            if leader is None:
+                need_metadata = True
+                continue
+            node_id, epoch = leader
+            if pipe.read_replica >= 0:
+                node_id = self._read_replica(tp, pipe, node_id, cluster, now)
+            if node_busy.get(node_id, 0) >= self._depth:
+                continue
+            offset = pipe.next_fetch_offset
+            if offset is None:
+                if position is None:
+                    continue
+                offset = position.offset
+                last_epoch = -1 if position.offset_epoch is None else position.offset_epoch
+            else:
+                last_epoch = pipe.next_fetch_epoch
+            if busy:
+                # While the application has records to work through, leave caught-up
+                # partitions out: their fetch would wait fetch.max.wait.ms on the broker
+                # and hold up the connection for partitions that do have data.
+                if end is not None and offset >= end:
+                    continue
+            by_node.setdefault(node_id, []).append((tp, offset, epoch, last_epoch))
+        if need_metadata:
+            self._metadata.request_update()
+        sent = 0
+        for node_id, parts in by_node.items():
+            # One fetch per free slot of this broker, each for the partitions of that slot.
+            by_slot: dict[int, list] = {}
+            for part in parts:
+                slot = self._slot(node_id, part[0])
+                if (node_id, slot) not in self._slot_busy:
+                    by_slot.setdefault(slot, []).append(part)
+            for slot, share in by_slot.items():
+                target = self._stream_target(node_id, slot, cluster)
+                if target is None or self._client.is_unavailable(target):
+                    continue  # address unknown (a refresh is due), or in reconnect backoff
+                if not self._client.try_connect(target):
+                    # Connecting, or the network client sends a due metadata refresh first: a
+                    # later poll sends (the connection wakes the selector).
+                    self.sends_blocked = True
+                    continue
+                version = self._client.api_version(target, FETCH_KEY)
+                if version is None:
+                    log.warning("node %d offers no Fetch version this client implements", node_id)
+                    continue
+                if version >= _TOPIC_ID_VERSION and any(cluster.topic_id(part[0].topic) is None for part in share):
+                    version = _TOPIC_ID_VERSION - 1
+                self._send_fetch(node_id, slot, target, version, share, assignment_id, cluster, now)
+                sent += 1
+        return sent
+
+    def _read_replica(self, tp: TopicPartition, pipe: PartitionPipe, leader: int, cluster, now: int) -> int:
+        """The node to fetch tp from: its preferred read replica while that is fresh, known
+        and reachable; else (and from then on) its leader."""
+        replica = pipe.read_replica
+        if (pipe.read_replica_until > now and cluster.node_by_id(replica) is not None
+                and not self._client.is_unavailable(replica)):
+            return replica
+        log.debug("fetching %s from its leader %d again (read replica %d expired or unreachable)",
+                  tp, leader, replica)
+        self._clear_read_replica(pipe)
+        return leader
+
+    def _clear_read_replica(self, pipe: PartitionPipe) -> None:
+        if pipe.read_replica >= 0:
+            pipe.read_replica = -1
+            self._read_replicas -= 1
+
+    def preferred_read_replica(self, tp: TopicPartition) -> int | None:
+        """The follower tp is fetched from (KIP-392), or None when it is fetched from its leader."""
+        pipe = self._buffer.pipes.get(tp)
+        return None if pipe is None or pipe.read_replica < 0 else pipe.read_replica
+
+    def _slot(self, node_id: int, tp: TopicPartition) -> int:
+        """tp's fetch stream to its leader: round-robin as partitions first appear, then fixed."""
+        slot = self._slot_of.get(tp)
+        if slot is None:
+            used = self._slots_used.get(node_id, 0)
+            slot = self._slot_of[tp] = used % self._depth
+            self._slots_used[node_id] = used + 1
+        return slot
+
+    def _stream_target(self, node_id: int, slot: int, cluster) -> Node | int | None:
+        """Where the fetches of (node_id, slot) go: slot 0 on the broker's main connection,
+        every other slot on a connection of its own (a broker serves one request per
+        connection at a time, so streams sharing one would only queue). None: the broker's
+        address is unknown."""
+        if slot == 0:
+            return node_id
+        node = cluster.node_by_id(node_id)
+        if node is None:
+            return None
+        return Node(fetch_stream_node_id(node_id, slot), node.host, node.port, node.rack)
+
+    def _session(self, node_id: int, slot: int) -> FetchSessionHandler:
+        handler = self.sessions.get((node_id, slot))
+        if handler is None:
+            handler = self.sessions[(node_id, slot)] = FetchSessionHandler(node_id, self._sessions_enabled)
+        return handler
+
+    @staticmethod
+    def _assigned_leaders(cluster, assigned) -> tuple[dict, frozenset[int] | None]:
+        """{tp: (leader node id, leader epoch or -1)} of the assigned partitions with a
+        known leader (cluster is immutable: valid until the next metadata update or
+        assignment change), and the set of those leaders (None if one has no leader)."""
+        leader_map = {}
+        leaders: set[int] | None = set()
+        for tp in assigned:
+            leader = cluster.leader_for(tp)
+            if leader is None:
+                leaders = None
+                continue
+            epoch = cluster.leader_epoch(tp)
+            leader_map[tp] = (leader.node_id, -1 if epoch is None else epoch)
+            if leaders is not None:
+                leaders.add(leader.node_id)
+        return leader_map, (None if leaders is None else frozenset(leaders))
+
+    def _send_fetch(self, node_id: int, slot: int, target: Node | int, version: int, parts: list,
+                    assignment_id: int, cluster, now: int) -> None:
+        handler = self._session(node_id, slot)
+        by_topic = version >= _TOPIC_ID_VERSION
+        if handler.version not in (None, version):
+            handler.handle_error()      # a session is kept in one version (topic names or ids)
+        wanted: dict[TopicPartition, FetchPartition] = {}
+        max_bytes = self._partition_max_bytes
+        for tp, offset, leader_epoch, last_epoch in parts:
+            # last_fetched_epoch (v12+, KIP-320): the leader answers with a diverging epoch
+            # instead of records if its log differs from ours before fetch_offset.
+            wanted[tp] = FetchPartition(offset, leader_epoch, last_epoch, max_bytes)
+        data = handler.build(wanted, version)
+        if by_topic and any(cluster.topic_id(tp.topic) is None for tp in data.forgotten):
+            handler.handle_error()      # a forgotten topic without an id: start over, full
+            data = handler.build(wanted, version)
+        handler.version = version
+        pipes = self._buffer.pipes
+        sent: dict[TopicPartition, tuple[int, int]] = {}
+        for tp, fp in data.session.items():
+            pipe = pipes[tp]
+            pipe.in_flight_epoch = pipe.epoch
+            sent[tp] = (fp.fetch_offset, pipe.epoch)
+        topics: dict[str, list] = {}
+        for tp, fp in data.to_send.items():
+            topics.setdefault(tp.topic, []).append({
+                "partition": tp.partition, "current_leader_epoch": fp.current_leader_epoch,
+                "fetch_offset": fp.fetch_offset, "last_fetched_epoch": fp.last_fetched_epoch,
+                "log_start_offset": -1, "partition_max_bytes": fp.max_bytes})
+        forgotten: dict[str, list[int]] = {}
+        for tp in data.forgotten:
+            forgotten.setdefault(tp.topic, []).append(tp.partition)
+        by_id = {}
+        if by_topic:
+            for topic in {tp.topic for tp in data.session} | set(forgotten):
+                by_id[cluster.topic_id(topic)] = topic
+        body = {"replica_id": -1, "max_wait_ms": self._max_wait_ms, "min_bytes": self._min_bytes,
+                "max_bytes": self._request_max_bytes, "isolation_level": self._isolation,
+                "session_id": data.session_id, "session_epoch": data.session_epoch,
+                "topics": [self._topic_entry(topic, ps, by_topic, cluster) for topic, ps in topics.items()],
+                "forgotten_topics_data": [self._topic_entry(topic, ps, by_topic, cluster)
+                                          for topic, ps in forgotten.items()],
+                "rack_id": self._rack}
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("fetching %s from node %d (v%d, session %d epoch %d, %d listed, %d forgotten)",
+                      {tp: o for tp, (o, _) in sent.items()}, node_id, version, data.session_id,
+                      data.session_epoch, len(data.to_send), len(data.forgotten))
+        fut = self._client.send(target, FETCH_KEY, body, version=version)
+        self.in_flight_fetches += 1
+        self._node_in_flight[node_id] = self._node_in_flight.get(node_id, 0) + 1
+        self._slot_busy.add((node_id, slot))
+        self._metrics["fetch-request-total"] += 1
+        fut.add_both(self._on_fetch_done, node_id, slot, handler, sent, by_id, assignment_id, now)
+
+    @staticmethod
+    def _topic_entry(topic: str, partitions: list, by_id: bool, cluster) -> dict[str, Any]:
+        if by_id:
+            return {"topic_id": cluster.topic_id(topic), "partitions": partitions}
+        return {"topic": topic, "partitions": partitions}
+
+    # ------------------------------------------------------------------ answers
+    def _on_fetch_done(self, node_id, slot, handler, sent, by_id, assignment_id, send_ms, result) -> None:
+        self.in_flight_fetches -= 1
+        self._node_in_flight[node_id] -= 1
+        self._slot_busy.discard((node_id, slot))
+        now = self._clock.now_ms()
+        self._metrics["fetch-latency-ms-total"] += now - send_ms
+        if self._stats is not None:
+            self._stats.fetch_done(now - send_ms, now)
+        buffer = self._buffer
+        pipes = buffer.pipes
+        for tp, (_, epoch) in sent.items():
+            pipe = pipes.get(tp)
+            if pipe is not None and pipe.in_flight_epoch == epoch:
+                pipe.in_flight_epoch = -1
+        if isinstance(result, BaseException):
+            handler.handle_error()
+            log.debug("fetch from node %d failed: %s", node_id, result)
+            for tp in sent:     # a follower that failed: back to the leaders
+                pipe = pipes.get(tp)
+                if pipe is not None and pipe.read_replica == node_id:
+                    self._clear_read_replica(pipe)
+            if getattr(result, "invalid_metadata", False) or isinstance(result, Errors.KafkaConnectionError):
+                self._metadata.request_update()
+            for tp in sent:
+                pipe = pipes.get(tp)
+                if pipe is not None:
+                    pipe.backoff_until = now + self._retry_backoff_ms
+            return
+        code = result.get("error_code", 0)
+        if not handler.handle_response(code, result.get("session_id", 0)):
+            return      # the session is gone: the next fetch, at once, opens a new one
+        if code:
+            cls = Errors.error_class(code)
+            log.info("fetch from node %d failed: %s", node_id, cls.__name__)
+            if cls.invalid_metadata:
+                self._metadata.request_update()
+            for tp in sent:
+                buffer.pipe(tp).backoff_until = now + self._retry_backoff_ms
+            return
+        subs = self._subscriptions
+        read_committed = self._read_committed
+        frame: ResponseFrame | None = None
+        returned_data = []
+        for topic_resp in result.get("responses") or []:
+            topic = topic_resp.get("topic") or by_id.get(topic_resp.get("topic_id"))
+            if topic is None:
+                continue
+            for p in topic_resp.get("partitions") or []:
+                tp = TopicPartition(topic, p["partition_index"])
+                info = sent.get(tp)
+                if info is None:
+                    continue
+                fetch_offset, epoch = info
+                pipe = pipes.get(tp)
+                if (pipe is None or pipe.epoch != epoch or assignment_id != subs.assignment_id
+                        or not subs.is_assigned(tp)):
+                    log.debug("ignoring stale fetch answer for %s", tp)
+                    continue
+                err = p.get("error_code", 0)
+                if err:
+                    if pipe.read_replica == node_id:
+                        # Whatever a follower answers wrong (not a replica any more, out of
+                        # range while it lags...), the leader is asked next (KIP-392).
+                        log.debug("fetch of %s from read replica %d failed (error %d): back to the leader",
+                                  tp, node_id, err)
+                        self._clear_read_replica(pipe)
+                        if err == Errors.OffsetOutOfRangeError.errno:
+                            continue
+                    self._partition_error(tp, pipe, err, fetch_offset, now)
+                    continue
+                replica = p.get("preferred_read_replica", -1)
+                if replica >= 0 and replica != node_id:
+                    if pipe.read_replica < 0:
+                        self._read_replicas += 1
+                    log.debug("fetching %s from read replica %d (told by node %d)", tp, replica, node_id)
+                    pipe.read_replica = replica
+                    pipe.read_replica_until = now + self._read_replica_ttl_ms
+                diverging = p.get("diverging_epoch")
+                if diverging is not None and diverging.get("epoch", -1) >= 0:
+                    self._diverging_epoch(tp, pipe, fetch_offset, diverging["epoch"], diverging.get("end_offset", -1))
+                    continue
+                hw = p.get("high_watermark", -1)
+                if hw >= 0:
+                    subs.update_high_watermark(tp, hw)
+                    if not read_committed:
+                        pipe.end_offset = hw
+                lso = p.get("last_stable_offset", -1)
+                if lso >= 0:
+                    subs.update_last_stable_offset(tp, lso)
+                    if read_committed:
+                        pipe.end_offset = lso
+                lstart = p.get("log_start_offset", -1)
+                if lstart >= 0:
+                    subs.update_log_start_offset(tp, lstart)
+                raw = p.get("records")
+                if raw is None or len(raw) == 0:
+                    continue
+                if frame is None:
+                    whole = raw.obj if isinstance(raw, memoryview) else raw
+                    # nbytes: the frame's size whatever buffer type the view is over
+                    frame = buffer.new_frame(memoryview(whole).nbytes)
+                aborted = p.get("aborted_transactions") if read_committed else None
+                if read_committed and aborted is None:
+                    aborted = ()
+                buffer.add(CompletedFetch(tp, fetch_offset, epoch, assignment_id, raw, aborted, frame), pipe)
+                # Where the next fetch starts: after the last complete batch (cheap header walk).
+                pipe.next_fetch_offset, last_epoch = peek_next_offset(raw, fetch_offset)
+                if last_epoch >= 0:
+                    pipe.next_fetch_epoch = last_epoch
+                if pipe.next_fetch_offset == fetch_offset:
+                    self._warn_incomplete(tp, pipe, fetch_offset, len(raw))
+                returned_data.append(tp)
+                self._metrics["bytes-fetched-total"] += len(raw)
+        for tp in returned_data:
+            subs.move_partition_to_end(tp)
+
+    def _warn_incomplete(self, tp: TopicPartition, pipe: PartitionPipe, offset: int, size: int) -> None:
+        if not pipe.incomplete_warned:
+            pipe.incomplete_warned = True
+            log.warning("fetch of %s at offset %d returned only part of a batch (%d bytes); the "
+                        "batch is larger than max.partition.fetch.bytes (%d) and will be fetched "
+                        "again (Kafka returns it whole once it is the first partition of a fetch)",
+                        tp, offset, size, self._partition_max_bytes)
+
+    def _partition_error(self, tp: TopicPartition, pipe: PartitionPipe, code: int, fetch_offset: int,
+                         now: int) -> None:
+        cls = Errors.error_class(code)
+        subs = self._subscriptions
+        pipe.backoff_until = now + self._retry_backoff_ms
+        if cls is Errors.OffsetOutOfRangeError:
+            position = subs.valid_position(tp)
+            if position is None or position.offset != fetch_offset or pipe.buffered:
+                log.debug("ignoring OFFSET_OUT_OF_RANGE for %s at %d: not the current position", tp, fetch_offset)
+                return
+            if subs.has_default_offset_reset_policy():
+                log.info("fetch offset %d is out of range for partition %s, resetting offset", fetch_offset, tp)
+                subs.request_offset_reset(tp)
+                self._buffer.clear_partition(tp)
+            else:
+                exc = Errors.OffsetOutOfRangeError(
+                    f"fetch position {fetch_offset} is out of range for partition {tp} and "
+                    f"auto.offset.reset is 'none'")
+                exc.partitions = {tp: fetch_offset}
+                self._buffer.add_error(tp, pipe, exc)
+            return
+        if cls.invalid_metadata or cls in (Errors.UnknownLeaderEpochError, Errors.OffsetNotAvailableError):
+            log.debug("fetch of %s failed with %s; refreshing metadata", tp, cls.__name__)
+            self._metadata.request_update()
+            return  # retried after the backoff, from the same offset
+        if cls is Errors.TopicAuthorizationFailedError:
+            denied = Errors.TopicAuthorizationFailedError(f"not authorized to read topic {tp.topic!r}")
+            denied.unauthorized_topics = {tp.topic}
+            self._buffer.add_error(tp, pipe, denied)
+            return
+        if cls.retriable:
+            log.debug("fetch of %s failed with retriable %s", tp, cls.__name__)
+            return
+        self._buffer.add_error(tp, pipe, cls(f"fetch of partition {tp} at offset {fetch_offset} failed"))
+
+    def _diverging_epoch(self, tp: TopicPartition, pipe: PartitionPipe, fetch_offset: int,
+                         epoch: int, end_offset: int) -> None:
+        """The leader's log diverges from what was fetched before ``fetch_offset`` (KIP-320;
+        its log for our last epoch ends at ``end_offset``). The position goes to validation:
+        OffsetsForLeaderEpoch then moves it to the divergent offset (with a reset policy) or
+        raises LogTruncationError from poll(), the one path for both ways of finding out."""
+        log.info("fetch of %s at offset %d: the leader's log diverges (epoch %d ends at %d); "
+                 "validating the position", tp, fetch_offset, epoch, end_offset)
+        position = self._subscriptions.valid_position(tp)
+        if position is not None and position.offset == fetch_offset and not pipe.buffered:
+            self._subscriptions.request_validation_at(tp, position)
+        # Otherwise the fetch was chained after buffered records: drop them and fetch again
+        # from the position, whose own epoch the leader then checks.
+        self._buffer.clear_partition(tp)
+
+
+def peek_next_offset(raw, fetch_offset: int) -> tuple[int, int]:
+    """Offset after the last complete batch in raw, and that batch's partition leader
+    epoch (-1 if none or a legacy message), from batch headers only (base offset, length,
+    magic, the v2 epoch and last offset delta; a legacy entry is one message at its own
+    offset)."""
+    n = len(raw)
+    pos = 0
+    nxt = fetch_offset
+    epoch = -1
+    head, i32 = _ENTRY_HEAD.unpack_from, _I32.unpack_from
+    while n - pos >= _PEEK_MIN:
+        base, length = head(raw, pos + layout.ENTRY_BASE_OFFSET)
+        if length < layout.LEGACY_MIN_SIZE or pos + layout.LOG_OVERHEAD + length > n:
+            break
+        if raw[pos + layout.ENTRY_MAGIC] == 2:
+            last = base + i32(raw, pos + layout.V2_LAST_OFFSET_DELTA)[0]
+            batch_epoch = i32(raw, pos + layout.V2_PARTITION_LEADER_EPOCH)[0]
+        else:
+            last = base
+            batch_epoch = -1
+        if last >= nxt:
+            nxt = last + 1
+            epoch = batch_epoch
+        pos += layout.LOG_OVERHEAD + length
+    return nxt, epoch

@@ -1,0 +1,184 @@
+"""Authenticator (a connection's ApiVersions, SASL and KIP-368 re-authentication) against a
+recording host: single-layer unit tests. The TLS steps and the whole exchange against Apache
+Kafka are in test_security.py; the client's side of the interface in test_network_client.py."""
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from kclient import errors as Errors
+from kclient import protocol
+from kclient.network.authenticator import API_VERSIONS_KEY, Authenticator
+from kclient.network.connection import BrokerConnection, ConnectionState, ExponentialBackoff
+from kclient.network.metadata import Node
+from kclient.network.sasl import PlainMechanism
+from kclient.protocol import ApiKey
+
+NOW = 1_000_000
+FAILURE_BACKOFF_MS = 30_000
+
+
+class Host:
+    """Records what the authenticator asks of its network client."""
+
+    def __init__(self):
+        self.sent: list[tuple[int, int, dict, str]] = []
+        self.closed: list[BaseException] = []
+        self.ready = 0
+        self.room = True
+
+    def send_setup_request(self, conn, api_key, version, body, purpose, now_ms):
+        self.sent.append((api_key, version, body, purpose))
+
+    def close_connection(self, conn, now_ms, error, reason=None):
+        self.closed.append(error)
+        conn.closed(now_ms, failed=True, error=reason or str(error))
+
+    def connection_ready(self, conn, now_ms):
+        self.ready += 1
+        conn.mark_ready(now_ms)
+
+    def has_room_for_request(self, conn):
+        return self.room
+
+
+def make(sasl=None):
+    host = Host()
+    auth = Authenticator(host, ssl_context=None, sasl_mechanism=sasl, request_timeout_ms=30_000,
+                         failure_backoff_ms=FAILURE_BACKOFF_MS, client_software=("kclient", "1.0"),
+                         rng=random.Random(3))
+    conn = BrokerConnection(Node(1, "broker1", 9092), receiver_factory=lambda: None,
+                            reconnect_backoff=ExponentialBackoff(50, 1000),
+                            setup_timeout=ExponentialBackoff(10_000, 30_000))
+    conn.state = ConnectionState.CONNECTING     # TCP is up: the set-up starts
+    return host, auth, conn
+
+
+def all_versions(**overrides):
+    ranges = dict(protocol.CLIENT_VERSIONS)
+    ranges.update(overrides)
+    return {"error_code": 0, "api_keys": [{"api_key": k, "min_version": lo, "max_version": hi}
+                                          for k, (lo, hi) in ranges.items()]}
+
+
+def test_plaintext_connection_is_ready_after_api_versions():
+    host, auth, conn = make()
+    auth.start_api_versions(conn, NOW)
+    api_key, version, body, purpose = host.sent[-1]
+    assert (api_key, version, purpose) == (API_VERSIONS_KEY, protocol.CLIENT_VERSIONS[API_VERSIONS_KEY][1],
+                                           "api_versions")
+    assert body == {"client_software_name": "kclient", "client_software_version": "1.0"}
+    assert conn.state is ConnectionState.API_VERSIONS
+    auth.on_response(conn, purpose, version, all_versions(), NOW)
+    assert host.ready == 1 and conn.state is ConnectionState.READY
+    assert conn.api_versions == protocol.negotiate(protocol.CLIENT_VERSIONS)
+
+
+def test_api_versions_retries_once_within_the_brokers_range():
+    host, auth, conn = make()
+    auth.start_api_versions(conn, NOW)
+    first = host.sent[-1][1]
+    refusal = {"error_code": Errors.UnsupportedVersionError.errno,
+               "api_keys": [{"api_key": API_VERSIONS_KEY, "min_version": 0, "max_version": 1}]}
+    auth.on_response(conn, "api_versions", first, refusal, NOW)
+    assert host.sent[-1][1] == 1 and not host.closed
+    auth.on_response(conn, "api_versions", 1, refusal, NOW)
+    assert isinstance(host.closed[-1], Errors.UnsupportedVersionError)
+    assert host.ready == 0
+
+
+def plain():
+    return PlainMechanism("alice", "s3cret-password")
+
+
+def authenticate(host, auth, conn, lifetime_ms=0):
+    auth.start_api_versions(conn, NOW)
+    auth.on_response(conn, "api_versions", host.sent[-1][1], all_versions(), NOW)
+    assert host.sent[-1][3] == "sasl_handshake" and host.sent[-1][2] == {"mechanism": "PLAIN"}
+    assert conn.state is ConnectionState.AUTHENTICATING
+    auth.on_response(conn, "sasl_handshake", 1, {"error_code": 0, "mechanisms": ["PLAIN"]}, NOW)
+    assert host.sent[-1][3] == "sasl_authenticate"
+    assert host.sent[-1][2] == {"auth_bytes": b"\0alice\0s3cret-password"}
+    auth.on_response(conn, "sasl_authenticate", host.sent[-1][1],
+                     {"error_code": 0, "auth_bytes": b"", "session_lifetime_ms": lifetime_ms}, NOW)
+
+
+def test_sasl_plain_authenticates_then_the_connection_is_ready():
+    host, auth, conn = make(plain)
+    authenticate(host, auth, conn)
+    assert host.ready == 1 and conn.is_ready
+    assert conn.reauth_due_ms is None and not auth.reauthentication_due(conn, NOW + 10**9)
+
+
+def test_a_bounded_session_is_reauthenticated_on_the_same_connection():
+    host, auth, conn = make(plain)
+    authenticate(host, auth, conn, lifetime_ms=10_000)
+    due = conn.reauth_due_ms
+    assert due is not None and NOW + 8_500 <= due <= NOW + 9_500
+    assert conn.session_expiry_ms == NOW + 10_000
+    assert not auth.reauthentication_due(conn, due - 1) and auth.reauthentication_due(conn, due)
+    sent = len(host.sent)
+    auth.maybe_reauthenticate([conn], due - 1)
+    assert len(host.sent) == sent                          # not yet
+    auth.maybe_reauthenticate([conn], due)
+    assert host.sent[-1][3] == "sasl_handshake" and conn.reauthenticating and not conn.is_ready
+    assert conn.state is ConnectionState.READY             # requests in flight are still answered
+    auth.on_response(conn, "sasl_handshake", 1, {"error_code": 0, "mechanisms": ["PLAIN"]}, due)
+    auth.on_response(conn, "sasl_authenticate", host.sent[-1][1],
+                     {"error_code": 0, "auth_bytes": b"", "session_lifetime_ms": 10_000}, due)
+    assert auth.reauthentications == 1 and conn.is_ready and host.ready == 1
+    assert conn.reauth_due_ms is not None and conn.reauth_due_ms > due
+
+
+def test_a_due_session_with_a_full_in_flight_queue_waits_for_room():
+    # The SASL exchange is a request in flight like any other: with the connection's
+    # max.in.flight.requests.per.connection requests out, it waits until an answer made room
+    # (the due session takes no new request meanwhile), instead of overfilling the queue.
+    host, auth, conn = make(plain)
+    authenticate(host, auth, conn, lifetime_ms=10_000)
+    due = conn.reauth_due_ms
+    sent = len(host.sent)
+    host.room = False
+    auth.maybe_reauthenticate([conn], due)
+    assert len(host.sent) == sent and not conn.reauthenticating
+    assert auth.reauthentication_due(conn, due)            # still due: new requests wait
+    host.room = True
+    auth.maybe_reauthenticate([conn], due + 5)
+    assert host.sent[-1][3] == "sasl_handshake" and conn.reauthenticating
+
+
+def test_a_refused_password_fails_once_without_a_storm_and_never_shows_the_secret():
+    host, auth, conn = make(plain)
+    auth.start_api_versions(conn, NOW)
+    auth.on_response(conn, "api_versions", host.sent[-1][1], all_versions(), NOW)
+    auth.on_response(conn, "sasl_handshake", 1, {"error_code": 0, "mechanisms": ["PLAIN"]}, NOW)
+    auth.on_response(conn, "sasl_authenticate", host.sent[-1][1],
+                     {"error_code": 58, "error_message": "Authentication failed: Invalid username or password"},
+                     NOW)
+    error = auth.error(1)
+    assert isinstance(error, Errors.AuthenticationFailedError) and host.closed == [error]
+    assert "alice" in str(error) and "Invalid username or password" in str(error)
+    assert "s3cret" not in str(error)
+    assert conn.state is ConnectionState.DISCONNECTED and conn.backoff_ms >= FAILURE_BACKOFF_MS
+    with pytest.raises(Errors.AuthenticationFailedError):
+        auth.maybe_raise_error()
+    auth.maybe_raise_error()                               # raised once
+
+
+def test_a_refused_mechanism_names_what_the_broker_offers():
+    host, auth, conn = make(plain)
+    auth.start_api_versions(conn, NOW)
+    auth.on_response(conn, "api_versions", host.sent[-1][1], all_versions(), NOW)
+    auth.on_response(conn, "sasl_handshake", 1, {"error_code": 33, "mechanisms": ["SCRAM-SHA-512"]}, NOW)
+    assert "refused SASL mechanism PLAIN" in str(host.closed[-1]) and "SCRAM-SHA-512" in str(host.closed[-1])
+
+
+def test_a_listener_without_sasl_is_named():
+    host, auth, conn = make(plain)
+    auth.start_api_versions(conn, NOW)
+    versions = all_versions()
+    versions["api_keys"] = [k for k in versions["api_keys"] if k["api_key"] != int(ApiKey.SASL_HANDSHAKE)]
+    auth.on_response(conn, "api_versions", host.sent[-1][1], versions, NOW)
+    assert "is its listener SASL?" in str(host.closed[-1])
+    assert isinstance(auth.error(1), Errors.AuthenticationFailedError)
