@@ -9,6 +9,8 @@ import os
 from Cython.Build import cythonize
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
+from setuptools.command.build_py import build_py
+from setuptools.command.editable_wheel import editable_wheel
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -55,4 +57,67 @@ class ParallelBuildExt(build_ext):
             self.parallel = os.cpu_count() or 1
 
 
-setup(ext_modules=kcore_extensions(), cmdclass={"build_ext": ParallelBuildExt})
+# Spark starts its Python workers, and the lookup that discovers Python data sources, with
+# PYSPARK_PYTHON, else with `python3` from PATH: a virtual environment used without activating
+# it would hand Spark an interpreter that has no kclient. Every interpreter of the environment
+# kclient is installed in runs this line at start-up (site's .pth handling) and so makes itself
+# Spark's default; a PYSPARK_PYTHON the user set wins.
+SPARK_PYTHON_PTH = (
+    "kclient-spark-python.pth",
+    'import os, sys; sys.executable and os.environ.setdefault("PYSPARK_PYTHON", sys.executable)\n',
+)
+# Spark finds Python data sources by scanning the top-level modules on sys.path for pyspark_*.
+# An editable install serves the checkout's packages through an import hook that this scan does
+# not see, so the editable wheel also carries the module itself (it imports kclient, which the
+# hook then serves from the checkout).
+SPARK_DISCOVERY_MODULE = ("pyspark_kclient.py", os.path.join(HERE, "pyspark_kclient", "__init__.py"))
+
+
+class BuildPy(build_py):
+    """Also puts SPARK_PYTHON_PTH at the top of the wheel (site-packages once installed)."""
+
+    def run(self):
+        super().run()
+        if not self.editable_mode:
+            name, text = SPARK_PYTHON_PTH
+            target = os.path.join(self.build_lib, name)
+            with open(target, "w", encoding="utf-8") as f:
+                f.write(text)
+
+    def get_outputs(self, include_bytecode=True):
+        outputs = super().get_outputs(include_bytecode)
+        if not self.editable_mode:
+            outputs.append(os.path.join(self.build_lib, SPARK_PYTHON_PTH[0]))
+        return outputs
+
+
+class _WithSparkFiles:
+    """Wraps setuptools' editable strategy: writes what it writes, then the files above."""
+
+    def __init__(self, strategy):
+        self.strategy = strategy
+
+    def __enter__(self):
+        self.strategy.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        return self.strategy.__exit__(*exc)
+
+    def __call__(self, wheel, files, mapping):
+        self.strategy(wheel, files, mapping)
+        wheel.writestr(SPARK_PYTHON_PTH[0], SPARK_PYTHON_PTH[1].encode())
+        name, source = SPARK_DISCOVERY_MODULE
+        with open(source, "rb") as f:
+            wheel.writestr(name, f.read())
+
+
+class EditableWheel(editable_wheel):
+    """The editable install with the Spark files (see SPARK_DISCOVERY_MODULE)."""
+
+    def _select_strategy(self, *args, **kwargs):
+        return _WithSparkFiles(super()._select_strategy(*args, **kwargs))
+
+
+setup(ext_modules=kcore_extensions(),
+      cmdclass={"build_ext": ParallelBuildExt, "build_py": BuildPy, "editable_wheel": EditableWheel})

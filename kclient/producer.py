@@ -34,7 +34,7 @@ import random
 import threading
 import weakref
 from collections import namedtuple
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, NamedTuple
 
 from kcore.records import RecordBatchBuilder, decode_records
 
@@ -122,12 +122,36 @@ class FutureRecordMetadata(RequestFuture):
     __slots__ = ("_producer",)
 
     def __init__(self, producer: "KafkaProducer"):
-        super().__init__()
+        shared = getattr(producer, "_future_shared", None)
+        if shared is None:
+            super().__init__()
+            self._producer = weakref.ref(producer)
+            return
+        # The futures of one producer share one weak reference to it and one lock: a lock and
+        # a weakref of its own cost each record about a µs. One lock serves them all because a
+        # RequestFuture holds its lock only to read or change its own state, never while it
+        # calls out (listeners run after it is released).
         # Weak: the producer holds its pending futures, and a strong reference back would make
         # a cycle, so a producer dropped without close() would wait for the cyclic GC (maybe
         # for ever) instead of delivering its records in __del__ at once, as kafka-python's
         # background sender does. A dropped producer's close() settles all its futures.
-        self._producer = weakref.ref(producer)
+        ref, lock = shared
+        super().__init__(lock)
+        self._producer = ref
+
+    @staticmethod
+    def _succeed_all(futures: list, tp: TopicPartition, base_offset: int, append_time: int | None,
+                     log_start_offset: int) -> None:
+        """Complete a batch's [(future, timestamp, key size, value size, header size)] of one
+        producer: the futures nobody listens to or waits for under one hold of their shared
+        lock, the others through complete() once it is released."""
+        if not futures:
+            return
+        topic, partition = tp
+        RequestFuture.complete_all(
+            [(fut, RecordMetadata(topic, partition, tp, base_offset + i if base_offset >= 0 else -1,
+                                  append_time or ts, log_start_offset, None, ks, vs, hs))
+             for i, (fut, ts, ks, vs, hs) in enumerate(futures) if not fut.is_done])
 
     def get(self, timeout: float | None = None) -> RecordMetadata:
         if not self.is_done:
@@ -179,15 +203,23 @@ class _Batch:
                 fut.raise_(exc)
 
     def succeed(self, base_offset: int, log_append_time: int, log_start_offset: int) -> None:
-        tp = self.tp
-        for i, (fut, ts, ks, vs, hs) in enumerate(self.futures):
-            if fut.is_done:
-                continue
-            offset = base_offset + i if base_offset >= 0 else -1
-            # -1 means CreateTime; librdkafka's mock cluster sends 0 for it, also not a real append time.
-            timestamp = log_append_time if log_append_time is not None and log_append_time > 0 else ts
-            fut.complete(RecordMetadata(tp.topic, tp.partition, tp, offset, timestamp,
-                                        log_start_offset, None, ks, vs, hs))
+        # -1 means CreateTime; librdkafka's mock cluster sends 0 for it, also not a real append time.
+        append_time = log_append_time if log_append_time is not None and log_append_time > 0 else None
+        FutureRecordMetadata._succeed_all(self.futures, self.tp, base_offset, append_time, log_start_offset)
+
+
+class _TopicParts(NamedTuple):
+    """A topic's partitions in one metadata snapshot, as send() needs them."""
+    topic: str
+    cluster: Any                          # the snapshot these were read from
+    all_ids: list[int]
+    available: list[int]                  # with a leader (all of them if none has one)
+    tps: dict[int, TopicPartition]        # one shared TopicPartition per partition
+
+
+# Keys whose murmur2 hash send() remembers: applications reuse keys (user or device ids), and
+# the pure-Python hash costs several µs per record; the cache is dropped whole when full.
+_KEY_HASH_CACHE = 65536
 
 
 # ------------------------------------------------------------------ producer
@@ -238,6 +270,12 @@ class KafkaProducer:
         # leave now even if this producer is never called again.
         self._next_io_ms = 0
         self._batch_closed = False
+        # The send() hot path: per topic, the partitions of the current metadata snapshot
+        # (see _partition); per key, its murmur2 hash; a counter instead of a Counter update.
+        self._topic_parts: dict[str, _TopicParts] = {}
+        self._key_hashes: dict[bytes, int] = {}
+        self._records_sent = 0
+        self._future_shared = (weakref.ref(self), threading.Lock())    # see FutureRecordMetadata
         log.debug("producer created: %r", dict(cfg))
 
     # ------------------------------------------------------------------ public API
@@ -245,24 +283,39 @@ class KafkaProducer:
              partition: int | None = None, timestamp_ms: int | None = None) -> FutureRecordMetadata:
         """Queue one record; returns a future of its RecordMetadata (see module doc for when
         the network actually runs)."""
-        if not isinstance(topic, str) or not topic:
-            raise TypeError(f"topic must be a non-empty str, got {topic!r}")
+        if type(topic) is not str or not topic:
+            if not isinstance(topic, str) or not topic:
+                raise TypeError(f"topic must be a non-empty str, got {topic!r}")
         with self._lock:
             if self._closed:
                 raise Errors.IllegalStateError("cannot send: the producer is closed")
+            hsize = -1
             if headers:
-                headers = [(k, v) for k, v in headers]
-                for k, _ in headers:
+                if type(headers) is not list:
+                    headers = [(k, v) for k, v in headers]
+                hsize = 0
+                for k, v in headers:
                     if not isinstance(k, str):
                         raise TypeError(f"header keys must be str, got {k!r}")
-            kbytes = self._serialize(self._key_serializer, topic, headers or [], key, "key")
-            vbytes = self._serialize(self._value_serializer, topic, headers or [], value, "value")
+                    hsize += len(k.encode()) + (len(v) if v is not None else 0)
+            # bytes (or None) without a serializer, the common case, skips the generic path.
+            if self._key_serializer is None and (key is None or type(key) is bytes):
+                kbytes = key
+            else:
+                kbytes = self._serialize(self._key_serializer, topic, headers or [], key, "key")
+            if self._value_serializer is None and (value is None or type(value) is bytes):
+                vbytes = value
+            else:
+                vbytes = self._serialize(self._value_serializer, topic, headers or [], value, "value")
             now = self._clock.now_ms()
-            tp = TopicPartition(topic, self._partition(topic, partition, kbytes, now, key, value, vbytes))
+            parts = self._topic_parts.get(topic)
+            if parts is None or parts.cluster is not self._metadata.cluster:
+                parts = self._topic_partitions(topic)
+            tp = self._partition(parts, partition, kbytes, key, value, vbytes)
             ts = self._clock.wall_ms() if timestamp_ms is None else int(timestamp_ms)
             future = FutureRecordMetadata(self)
-            self._append(tp, ts, kbytes, vbytes, headers, future, now)
-            self._metrics["record-send-total"] += 1
+            self._append(tp, ts, kbytes, vbytes, headers, future, now, hsize)
+            self._records_sent += 1
             if self._buffered_bytes > self._buffer_memory:
                 self._drive_until(lambda: self._buffered_bytes <= self._buffer_memory,
                                   self._max_block_ms, what="buffer.memory to free up")
@@ -312,7 +365,10 @@ class KafkaProducer:
 
     def metrics(self, raw: bool = False) -> dict:
         with self._lock:
-            return {"producer-metrics": dict(self._metrics)}
+            metrics = dict(self._metrics)
+            if self._records_sent:
+                metrics["record-send-total"] = self._records_sent
+            return {"producer-metrics": metrics}
 
     def __enter__(self) -> "KafkaProducer":
         return self
@@ -347,31 +403,54 @@ class KafkaProducer:
         self._drive_until(lambda: bool(self._metadata.cluster.partitions_for_topic(topic)), max_ms,
                           what=f"metadata of topic {topic!r}")
 
-    def _partition(self, topic: str, partition: int | None, key: bytes | None, now: int,
-                   raw_key: Any = None, raw_value: Any = None, value: bytes | None = None) -> int:
+    def _topic_partitions(self, topic: str) -> "_TopicParts":
+        """The partitions of topic in the current metadata snapshot (waits for its metadata
+        up to max.block.ms). Cached per snapshot: a metadata update replaces the snapshot."""
+        cluster = self._metadata.cluster
+        cached = self._topic_parts.get(topic)
+        if cached is not None and cached.cluster is cluster:
+            return cached
         self._wait_for_topic(topic, self._max_block_ms)
-        parts = self._metadata.cluster.partitions_for_topic(topic)
+        cluster = self._metadata.cluster
+        parts = cluster.partitions_for_topic(topic)
         assert parts is not None  # _wait_for_topic() returns only once the topic has partitions
         all_ids = [p.partition for p in parts]
+        entry = _TopicParts(topic, cluster, all_ids, [p.partition for p in parts if p.leader >= 0] or all_ids,
+                            {i: TopicPartition(topic, i) for i in all_ids})
+        self._topic_parts[topic] = entry
+        return entry
+
+    def _partition(self, parts: _TopicParts, partition: int | None, key: bytes | None,
+                   raw_key: Any = None, raw_value: Any = None, value: bytes | None = None) -> TopicPartition:
+        topic = parts.topic
+        all_ids = parts.all_ids
         if partition is not None:
-            if not isinstance(partition, int) or isinstance(partition, bool) or partition not in all_ids:
+            if not isinstance(partition, int) or isinstance(partition, bool) or partition not in parts.tps:
                 raise Errors.IllegalArgumentError(
                     f"partition {partition!r} is not one of topic {topic!r}'s partitions {all_ids}")
-            return partition
-        available = [p.partition for p in parts if p.leader >= 0] or all_ids
-        custom = getattr(self._partitioner, "partition", None)
+            return parts.tps[partition]
+        partitioner = self._partitioner
+        if partitioner is default_partitioner:
+            if key is not None and not self._ignore_keys:
+                h = self._key_hashes.get(key)
+                if h is None:
+                    if len(self._key_hashes) >= _KEY_HASH_CACHE:
+                        self._key_hashes.clear()
+                    h = self._key_hashes[key] = murmur2(key) & 0x7FFFFFFF
+                return parts.tps[all_ids[h % len(all_ids)]]
+            sticky = self._sticky.get(topic)
+            if sticky is None or sticky not in parts.tps:
+                sticky = self._rng.choice(parts.available)
+                self._sticky[topic] = sticky
+            return parts.tps[sticky]
+        custom = getattr(partitioner, "partition", None)
         if callable(custom):  # a kafka-python 3 Partitioner object
-            return custom(topic, raw_key, None if self._ignore_keys else key, raw_value, value,
-                          _ClusterView(self._metadata.cluster))
-        if key is not None and not self._ignore_keys:
-            return self._partitioner(key, all_ids, available)
-        if self._partitioner is not default_partitioner:
-            return self._partitioner(None, all_ids, available)
-        sticky = self._sticky.get(topic)
-        if sticky is None or sticky not in all_ids:
-            sticky = self._rng.choice(available)
-            self._sticky[topic] = sticky
-        return sticky
+            chosen = custom(topic, raw_key, None if self._ignore_keys else key, raw_value, value,
+                            _ClusterView(self._metadata.cluster))
+        else:
+            # Called with key None for keyless records (and with partitioner.ignore.keys).
+            chosen = partitioner(None if key is None or self._ignore_keys else key, all_ids, parts.available)
+        return parts.tps.get(chosen) or TopicPartition(topic, chosen)
 
     def _next_sticky(self, topic: str, old: int) -> None:
         parts = self._metadata.cluster.available_partitions_for_topic(topic)
@@ -379,30 +458,33 @@ class KafkaProducer:
         if ids:
             self._sticky[topic] = self._rng.choice(ids)
 
-    def _append(self, tp, ts, key, value, headers, future, now) -> None:
+    def _append(self, tp, ts, key, value, headers, future, now, hsize) -> None:
         batch = self._open.get(tp)
-        if batch is not None and len(batch.builder) and batch.builder.size_in_bytes >= self._batch_size:
-            self._close_batch(batch)
-            batch = None
         if batch is None:
             batch = self._open[tp] = _Batch(tp, now)
-        size = batch.builder.append(ts, key, value, headers)
-        if len(batch.builder) > 1 and batch.builder.size_in_bytes > self._max_request_size:
-            # The record would make the batch too large: it opens the next one.
-            self._close_batch_without_last(batch, tp, ts, key, value, headers, now)
-            batch = self._open[tp]
-        elif batch.builder.size_in_bytes > self._max_request_size:
-            del self._open[tp]
-            exc = Errors.MessageTooLargeError(
-                f"record of {size} bytes exceeds max.request.size ({self._max_request_size})")
-            future.raise_(exc)
-            return
-        hsize = -1 if not headers else sum(len(k.encode()) + (len(v) if v is not None else 0) for k, v in headers)
+        elif len(batch.builder) and batch.builder.size_in_bytes >= self._batch_size:
+            self._close_batch(batch)
+            batch = self._open[tp] = _Batch(tp, now)
+        builder = batch.builder
+        size = builder.append(ts, key, value, headers)
+        batch_bytes = builder.size_in_bytes
+        if batch_bytes > self._max_request_size:
+            if len(builder) > 1:
+                # The record would make the batch too large: it opens the next one.
+                self._close_batch_without_last(batch, tp, ts, key, value, headers, now)
+                batch = self._open[tp]
+                batch_bytes = batch.builder.size_in_bytes
+            else:
+                del self._open[tp]
+                exc = Errors.MessageTooLargeError(
+                    f"record of {size} bytes exceeds max.request.size ({self._max_request_size})")
+                future.raise_(exc)
+                return
         batch.futures.append((future, ts, -1 if key is None else len(key),
                               -1 if value is None else len(value), hsize))
         batch.bytes += size
         self._buffered_bytes += size
-        if batch.builder.size_in_bytes >= self._batch_size:
+        if batch_bytes >= self._batch_size:
             self._close_batch(batch)
 
     def _close_batch_without_last(self, batch, tp, ts, key, value, headers, now) -> None:

@@ -2,5 +2,5 @@
 # Set up (idempotently) and run the main job.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/bootstrap.sh test --java
+bash scripts/bootstrap.sh demo --java
 exec .venv/bin/kclient demo "$@"

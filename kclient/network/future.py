@@ -122,13 +122,40 @@ class RequestFuture(Generic[T]):
 
     __slots__ = ("_state", "_value", "_exception", "_listeners", "_lock", "_event", "__weakref__")
 
-    def __init__(self) -> None:
+    def __init__(self, lock: Any = None) -> None:
         self._state = _PENDING
         self._value: Any = None
         self._exception: BaseException | None = None
         self._listeners: list | None = []
-        self._lock = threading.Lock()
+        # Many futures may share one lock (a producer's records: a lock each costs about a µs
+        # a record): a future holds it only to read or change its own state, never while it
+        # calls out (listeners run after it is released).
+        self._lock = threading.Lock() if lock is None else lock
         self._event: threading.Event | None = None  # created only when somebody blocks
+
+    @staticmethod
+    def complete_all(completions: list) -> None:
+        """Complete ``[(future, value), ...]``, futures that share the first one's lock: those
+        nobody listens to or waits for under one hold of it, the others (and any with a lock of
+        its own) through ``complete()`` once it is released. Futures already done are left as
+        they are."""
+        if not completions:
+            return
+        lock = completions[0][0]._lock
+        slow = []
+        with lock:
+            for fut, value in completions:
+                if fut._state != _PENDING:
+                    continue
+                if fut._listeners or fut._event is not None or fut._lock is not lock:
+                    slow.append((fut, value))
+                    continue
+                fut._value = value
+                fut._state = _SUCCEEDED
+                fut._listeners = None
+        for fut, value in slow:
+            if not fut.is_done:
+                fut.complete(value)
 
     # ------------------------------------------------------------------ state
     @property

@@ -28,7 +28,7 @@ from kclient.group.coordinator import MemberState
 from kclient.group.group_config import ConsumerCoordinatorConfig, GroupRebalanceConfig
 from kclient.structs import OffsetAndMetadata, TopicPartition
 from kclient.subscription.state import SubscriptionState
-from repo_paths import REPO
+from repo_paths import REPO, TESTS
 
 # A changed member state (assignment, listener call, poll) notifies this condition.
 CHANGED = threading.Condition()
@@ -212,8 +212,8 @@ def test_three_members_split_the_topic_and_a_closing_member_hands_over(broker, t
 
 
 _CHILD = r"""
-import json, sys
-sys.path[:0] = [sys.argv[1], sys.argv[2]]
+import json, os, sys
+sys.path[:0] = [sys.argv[1]] + sys.argv[2].split(os.pathsep)
 from test_coordinator import GroupMember, FAST
 m = GroupMember(sys.argv[3], sys.argv[4], [sys.argv[5]], name="child", **FAST)
 last = None
@@ -230,7 +230,8 @@ def test_member_killed_without_leaving_loses_partitions_after_session_timeout(br
                                                                               create_topic, members):
     create_topic(broker, topic_name, 4)
     all_parts = parts(topic_name, 4)
-    tests_dir = os.path.dirname(os.path.abspath(__file__))
+    # The child imports this module (and, through it, tests/support's helpers).
+    tests_dir = os.pathsep.join([os.path.dirname(os.path.abspath(__file__)), str(TESTS / "support"), str(TESTS)])
     repo = str(REPO)
     child = subprocess.Popen([sys.executable, "-c", _CHILD, repo, tests_dir, broker.bootstrap, group_id, topic_name],
                              stdout=subprocess.PIPE)
