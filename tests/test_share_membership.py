@@ -128,13 +128,18 @@ def test_non_retriable_error_is_fatal_and_retriable_is_not():
 NODE = Node(2147483646, "127.0.0.1", 9092)
 
 
-class FakeMetadata:
+class FakeCluster:
     def __init__(self, names):
         self.names = names
-        self.updates = 0
 
     def topic_name(self, topic_id):
         return self.names.get(topic_id)
+
+
+class FakeMetadata:
+    def __init__(self, names):
+        self.cluster = FakeCluster(names)
+        self.updates = 0
 
     def request_update(self):
         self.updates += 1

@@ -89,9 +89,10 @@ class ShareCoordinator:
         with self._lock:
             assignment = dict(self.membership.assignment)
         md = self._client.metadata
+        cluster = md.cluster
         out: set[TopicPartition] = set()
         for tid, parts in assignment.items():
-            name = md.topic_name(tid)
+            name = cluster.topic_name(tid)
             if name is None:
                 md.request_update()
                 continue
