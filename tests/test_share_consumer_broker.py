@@ -162,3 +162,55 @@ def test_several_members_on_one_partition_accept_every_record_exactly_once(kafka
     finally:
         for m in members:
             m.close()
+
+
+def test_renew_keeps_the_record_and_returns_it_with_the_same_delivery_count(kafka, create_topic, topic_name,
+                                                                           group_id):
+    create_topic(kafka, topic_name, 1)
+    with KafkaShareConsumer(topic_name, bootstrap_servers=kafka.bootstrap, group_id=group_id,
+                            share_acknowledgement_mode="explicit") as c:
+        ready(c)
+        results = []
+        c.set_acknowledgement_commit_callback(lambda offsets, exc: results.append((offsets, exc)))
+        produce(kafka.bootstrap, topic_name, [b"slow"])
+        [first] = collect(c, 1, ack=lambda r: AcknowledgeType.RENEW)
+        again = c.poll(5000)
+        assert [(r.value, r.offset, r.delivery_count) for r in again[TopicPartition(topic_name, 0)]] == [
+            (b"slow", first.offset, 1)]
+        assert wait_for(lambda: results, 10, step=lambda: c.commit_sync(1000))
+        assert [exc for _, exc in results] == [None] * len(results)
+        c.acknowledge(again[TopicPartition(topic_name, 0)][0], type=AcknowledgeType.ACCEPT)
+        assert c.commit_sync(10000) == {TopicPartition(topic_name, 0): None}
+        assert not c.poll(1500)
+
+
+def test_close_releases_unacknowledged_records_to_another_member(kafka, create_topic, topic_name, group_id):
+    create_topic(kafka, topic_name, 1)
+    first = KafkaShareConsumer(topic_name, bootstrap_servers=kafka.bootstrap, group_id=group_id,
+                               share_acknowledgement_mode="explicit")
+    try:
+        ready(first)
+        produce(kafka.bootstrap, topic_name, [b"x", b"y"])
+        got = collect(first, 2)
+        first.acknowledge(got[0], type=AcknowledgeType.ACCEPT)    # sent by close; y is released
+    finally:
+        first.close()
+    with KafkaShareConsumer(topic_name, bootstrap_servers=kafka.bootstrap, group_id=group_id) as second:
+        again = collect(second, 1, timeout_s=60)
+        assert [(r.value, r.delivery_count) for r in again] == [(b"y", 2)]
+
+
+def test_wakeup_interrupts_poll_and_iteration_yields_records(kafka, create_topic, topic_name, group_id):
+    create_topic(kafka, topic_name, 1)
+    with KafkaShareConsumer(topic_name, bootstrap_servers=kafka.bootstrap, group_id=group_id) as c:
+        ready(c)
+        c.wakeup()
+        with pytest.raises(Errors.WakeupError):
+            c.poll(10000)
+        produce(kafka.bootstrap, topic_name, [b"i0", b"i1"])
+        seen = []
+        for record in c:
+            seen.append(record.value)
+            if len(seen) == 2:
+                break
+        assert seen == [b"i0", b"i1"]
