@@ -214,3 +214,10 @@ def test_wakeup_interrupts_poll_and_iteration_yields_records(kafka, create_topic
             if len(seen) == 2:
                 break
         assert seen == [b"i0", b"i1"]
+
+
+def test_a_broker_without_share_groups_fails_the_first_poll_naming_the_feature(tansu, topic_name, group_id):
+    # Tansu serves consumer groups but not share groups (no ShareGroupHeartbeat in ApiVersions)
+    with KafkaShareConsumer(topic_name, bootstrap_servers=tansu.bootstrap, group_id=group_id) as c:
+        with pytest.raises(Errors.UnsupportedVersionError, match=r"share\.version"):
+            wait_for(lambda: False, 30, step=lambda: c.poll(200))

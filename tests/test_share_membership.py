@@ -264,3 +264,20 @@ def test_close_leaves_with_epoch_minus_one(env):
     assert coord.membership.state is ShareMemberState.UNSUBSCRIBED
     client.sent[-1][3].complete(answer(-1))        # the leave's answer changes nothing
     assert coord.membership.state is ShareMemberState.UNSUBSCRIBED
+
+
+def test_broker_without_share_groups_is_fatal_naming_the_feature_and_version(env):
+    clock, client, coord = env
+    coord.heartbeat_tick(clock.now_ms())
+    client.sent[-1][3].raise_(Errors.UnsupportedVersionError("node 1 supports API 76 in versions none"))
+    with pytest.raises(Errors.UnsupportedVersionError, match=r"share\.version.*4\.2|4\.2.*share\.version"):
+        coord.raise_if_fatal()
+    assert coord.membership.state is ShareMemberState.FATAL
+
+
+def test_unsupported_version_answer_is_fatal_naming_the_feature(env):
+    clock, client, coord = env
+    coord.heartbeat_tick(clock.now_ms())
+    client.sent[-1][3].complete(answer(-1, error=Errors.UnsupportedVersionError.errno))
+    with pytest.raises(Errors.UnsupportedVersionError, match="share.version"):
+        coord.raise_if_fatal()

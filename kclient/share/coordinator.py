@@ -22,7 +22,7 @@ from kclient.protocol import ApiKey
 from kclient.share.membership import HEARTBEATING, ShareMembership, ShareMemberState
 from kclient.structs import TopicPartition
 
-__all__ = ["ShareCoordinator", "NETWORK_WAIT_MAX_MS"]
+__all__ = ["ShareCoordinator", "NETWORK_WAIT_MAX_MS", "no_share_groups"]
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +32,14 @@ NETWORK_WAIT_MAX_MS = 50
 
 _COORDINATOR_ERRORS = (Errors.NotCoordinatorError, Errors.CoordinatorNotAvailableError)
 _CONNECTION_ERRORS = (Errors.KafkaConnectionError, Errors.KafkaTimeoutError)
+
+
+def no_share_groups(node: Node, cause: BaseException) -> Errors.UnsupportedVersionError:
+    """The error of a broker that does not serve share groups."""
+    return Errors.UnsupportedVersionError(
+        f"broker {node.host}:{node.port} does not serve share groups (ShareGroupHeartbeat: {cause}); "
+        "share groups need Apache Kafka 4.2 or later with the feature share.version enabled "
+        "(kafka-features.sh upgrade --feature share.version=1)")
 
 
 class ShareCoordinator:
@@ -171,11 +179,15 @@ class ShareCoordinator:
             if future.failed():
                 exc = future.exception
                 log.debug("share group %s: heartbeat failed: %r", self.group_id, exc)
-                if isinstance(exc, _CONNECTION_ERRORS):
+                if isinstance(exc, Errors.UnsupportedVersionError):
+                    m.fail(no_share_groups(node, exc))
+                elif isinstance(exc, _CONNECTION_ERRORS):
                     self.channel.mark_coordinator_unknown(f"heartbeat failed: {exc!r}", node=node)
                 self._next_heartbeat_ms = now + self.retry_backoff_ms
             else:
                 err = m.on_response(outcome)
+                if isinstance(err, Errors.UnsupportedVersionError):
+                    m.fatal_error = no_share_groups(node, err)
                 if err is not None:
                     self._on_heartbeat_error(err, node, now)
                 else:

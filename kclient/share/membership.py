@@ -102,6 +102,12 @@ class ShareMembership:
         self._to(ShareMemberState.LEAVING, "leaving")
         return True
 
+    def fail(self, error: BaseException) -> None:
+        """An error the member cannot get past (the application's next poll raises it)."""
+        self.fatal_error = error
+        self._set_assignment({})
+        self._to(ShareMemberState.FATAL, repr(error))
+
     def _to(self, state: ShareMemberState, why: str) -> None:
         if state is not self.state:
             log.debug("share member %s of group %s: %s -> %s (%s)", self.member_id, self.group_id,
@@ -144,9 +150,7 @@ class ShareMembership:
             if code in (FENCED_MEMBER_EPOCH, UNKNOWN_MEMBER_ID):
                 self.fenced(f"{type(err).__name__} at epoch {self.member_epoch}")
             elif not getattr(err, "retriable", False) and not isinstance(err, _COORDINATOR_ERRORS):
-                self.fatal_error = err
-                self._set_assignment({})
-                self._to(ShareMemberState.FATAL, repr(err))
+                self.fail(err)
             return err
         if response.get("member_id"):
             self.member_id = response["member_id"]
