@@ -221,3 +221,19 @@ def test_a_broker_without_share_groups_fails_the_first_poll_naming_the_feature(t
     with KafkaShareConsumer(topic_name, bootstrap_servers=tansu.bootstrap, group_id=group_id) as c:
         with pytest.raises(Errors.UnsupportedVersionError, match=r"share\.version"):
             wait_for(lambda: False, 30, step=lambda: c.poll(200))
+
+
+def test_the_delivery_count_limit_archives_a_record_released_every_time(kafka, create_topic, topic_name, group_id):
+    # share.delivery.count.limit is 5 by default: the fifth delivery is the last
+    create_topic(kafka, topic_name, 1)
+    with KafkaShareConsumer(topic_name, bootstrap_servers=kafka.bootstrap, group_id=group_id,
+                            share_acknowledgement_mode="explicit") as c:
+        ready(c)
+        produce(kafka.bootstrap, topic_name, [b"poison"])
+        counts = []
+        for _ in range(5):
+            [r] = collect(c, 1, ack=lambda r: AcknowledgeType.RELEASE)
+            counts.append(r.delivery_count)
+            c.commit_sync(10000)
+        assert counts == [1, 2, 3, 4, 5]
+        assert not c.poll(2000)
