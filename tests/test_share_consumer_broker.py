@@ -237,3 +237,20 @@ def test_the_delivery_count_limit_archives_a_record_released_every_time(kafka, c
             c.commit_sync(10000)
         assert counts == [1, 2, 3, 4, 5]
         assert not c.poll(2000)
+
+
+def test_unsubscribe_releases_what_the_member_holds_and_subscribe_joins_again(kafka, create_topic, topic_name,
+                                                                              group_id):
+    create_topic(kafka, topic_name, 1)
+    with KafkaShareConsumer(topic_name, bootstrap_servers=kafka.bootstrap, group_id=group_id,
+                            share_acknowledgement_mode="explicit") as c:
+        ready(c)
+        produce(kafka.bootstrap, topic_name, [b"held"])
+        [held] = collect(c, 1)
+        c.unsubscribe()                                  # held was not acknowledged: released
+        assert c.subscription() == set()
+        with pytest.raises(Errors.IllegalStateError, match="not subscribed"):
+            c.poll(0)
+        c.subscribe([topic_name])
+        [again] = collect(c, 1, timeout_s=60, ack=lambda r: AcknowledgeType.ACCEPT)
+        assert (again.value, again.offset, again.delivery_count) == (b"held", held.offset, 2)

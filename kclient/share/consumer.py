@@ -99,9 +99,28 @@ class KafkaShareConsumer:
         return set(self._subscription)
 
     def unsubscribe(self) -> None:
+        """Leave the share group: send the acknowledgements made (implicit mode: accept the
+        last poll's records), close the share sessions (the broker releases every other record
+        this member holds) and stop heartbeating."""
         self._check_open()
         self._subscription = set()
+        self._end_sessions(Timer(self._clock, self.config.request_timeout_ms))
+        self._buffer.clear()
+        self._renewed = []
         self._coordinator.leave("unsubscribed")
+
+    def _end_sessions(self, timer: Timer) -> None:
+        if not self.config.explicit_acknowledgement:
+            self._accept_last_poll()
+        # a session takes one request at a time: let fetches in flight finish first
+        while self._fetcher.in_flight() and not timer.expired():
+            self._client.poll(min(timer.remaining_ms() or 0, _POLL_SLICE_MS))
+        futures = self._fetcher.close_sessions()
+        while any(not f.is_done for f in futures) and not timer.expired():
+            self._client.poll(min(timer.remaining_ms() or 0, _POLL_SLICE_MS))
+        self._unacknowledged = {}
+        self._acknowledged = set()
+        self._deliver_results()
 
     # ------------------------------------------------------------------ poll
     def poll(self, timeout_ms: int = 0, max_records: int | None = None) -> dict[TopicPartition, list[ShareConsumerRecord]]:
@@ -295,15 +314,7 @@ class KafkaShareConsumer:
             return
         timer = Timer(self._clock, _CLOSE_TIMEOUT_MS if timeout_ms is None else timeout_ms)
         try:
-            if not self.config.explicit_acknowledgement:
-                self._accept_last_poll()
-            # a session takes one request at a time: let fetches in flight finish first
-            while self._fetcher.in_flight() and not timer.expired():
-                self._client.poll(min(timer.remaining_ms() or 0, _POLL_SLICE_MS))
-            futures = self._fetcher.close_sessions()
-            while any(not f.is_done for f in futures) and not timer.expired():
-                self._client.poll(min(timer.remaining_ms() or 0, _POLL_SLICE_MS))
-            self._deliver_results()
+            self._end_sessions(timer)
             self._coordinator.close(timer.remaining_ms())
         finally:
             self._closed = True
