@@ -254,3 +254,32 @@ def test_unsubscribe_releases_what_the_member_holds_and_subscribe_joins_again(ka
         c.subscribe([topic_name])
         [again] = collect(c, 1, timeout_s=60, ack=lambda r: AcknowledgeType.ACCEPT)
         assert (again.value, again.offset, again.delivery_count) == (b"held", held.offset, 2)
+
+
+def test_a_partition_moving_to_a_new_member_is_forgotten_and_nothing_is_lost(kafka, create_topic, topic_name,
+                                                                           group_id):
+    create_topic(kafka, topic_name, 2)
+    every = {TopicPartition(topic_name, p) for p in range(2)}
+    with KafkaShareConsumer(topic_name, bootstrap_servers=kafka.bootstrap, group_id=group_id) as a:
+        ready(a)
+        assert a._coordinator.assignment() == every
+        with KafkaShareConsumer(topic_name, bootstrap_servers=kafka.bootstrap, group_id=group_id) as b:
+            # the assignor splits two partitions between two members
+            assert wait_for(lambda: len(a._coordinator.assignment()) == 1 and len(b._coordinator.assignment()) == 1,
+                            60, step=lambda: (a.poll(50), b.poll(50)))
+            moved = next(iter(b._coordinator.assignment()))
+            # a's session with the leader drops the partition it lost
+            assert wait_for(lambda: all((a._client.metadata.cluster.topic_id(topic_name), moved.partition)
+                                        not in s.partitions for s in a._fetcher.sessions.values()),
+                            10, step=lambda: a.poll(50))
+            values = {p: [f"p{p}-{i}".encode() for i in range(10)] for p in range(2)}
+            for p in range(2):
+                produce(kafka.bootstrap, topic_name, values[p], partition=p)
+            got: dict[str, list] = {"a": [], "b": []}
+            assert wait_for(lambda: len(got["a"]) + len(got["b"]) >= 20, 30,
+                            step=lambda: [got[n].extend(rs) for n, c in (("a", a), ("b", b))
+                                          for rs in c.poll(100).values()])
+            assert sorted(r.value for r in got["a"] + got["b"]) == sorted(values[0] + values[1])
+            # each member reads only the partition it is assigned now
+            assert {r.partition for r in got["b"]} == {moved.partition}
+            assert {r.partition for r in got["a"]} == {1 - moved.partition}

@@ -177,12 +177,11 @@ class ShareFetcher:
         forgotten_by_topic: dict[Any, list[int]] = {}
         for tid, p in sorted(forgotten, key=lambda k: (str(k[0]), k[1])):
             forgotten_by_topic.setdefault(tid, []).append(p)
-        fetching = bool(wanted)
         c = self.config
         body = {"group_id": self.group_id, "member_id": self._member_id(), "share_session_epoch": epoch,
-                "max_wait_ms": c.max_wait_ms if fetching else 0, "min_bytes": c.min_bytes if fetching else 0,
-                "max_bytes": c.max_bytes if fetching else 0, "max_records": c.max_records if fetching else 0,
-                "batch_size": c.batch_size, "share_acquire_mode": c.acquire_mode, "is_renew_ack": False,
+                "max_wait_ms": c.max_wait_ms, "min_bytes": c.min_bytes, "max_bytes": c.max_bytes,
+                "max_records": c.max_records, "batch_size": c.batch_size,
+                "share_acquire_mode": c.acquire_mode, "is_renew_ack": False,
                 "topics": self._topics_body(parts),
                 "forgotten_topics_data": [{"topic_id": t, "partitions": ps} for t, ps in forgotten_by_topic.items()]}
         future = self._client.send(node_id, SHARE_FETCH, body)
