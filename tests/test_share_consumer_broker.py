@@ -20,6 +20,8 @@ def wait_for(predicate, timeout_s: float, step=None) -> bool:
             step()
         if predicate():
             return True
+        if step is None:
+            time.sleep(0.01)        # a check interval, not a wait for the condition
     return predicate()
 
 
@@ -283,3 +285,28 @@ def test_a_partition_moving_to_a_new_member_is_forgotten_and_nothing_is_lost(kaf
             # each member reads only the partition it is assigned now
             assert {r.partition for r in got["b"]} == {moved.partition}
             assert {r.partition for r in got["a"]} == {1 - moved.partition}
+
+
+def test_a_second_thread_gets_concurrent_access_error(kafka, create_topic, topic_name, group_id):
+    create_topic(kafka, topic_name, 1)
+    with KafkaShareConsumer(topic_name, bootstrap_servers=kafka.bootstrap, group_id=group_id) as c:
+        ready(c)
+        inside = threading.Event()
+        outcome: list = []
+
+        def long_poll() -> None:
+            inside.set()
+            try:
+                outcome.append(c.poll(30000))
+            except BaseException as exc:      # reported by the test thread
+                outcome.append(exc)
+
+        t = threading.Thread(target=long_poll, daemon=True)
+        t.start()
+        assert inside.wait(10)
+        assert wait_for(lambda: c._owner is not None, 10)
+        with pytest.raises(Errors.ConcurrentAccessError):
+            c.poll(0)
+        c.wakeup()                                 # the one call other threads may make
+        t.join(10)
+        assert len(outcome) == 1 and isinstance(outcome[0], Errors.WakeupError)

@@ -18,9 +18,11 @@ One application thread drives it; ``wakeup()`` may come from any thread.
 """
 from __future__ import annotations
 
+import functools
 import logging
+import threading
 from collections import deque
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator, TypeVar
 
 from kclient import errors as Errors
 from kclient.clock import SYSTEM_CLOCK, Clock
@@ -44,12 +46,38 @@ log = logging.getLogger(__name__)
 AcknowledgementCommitCallback = Callable[[dict[TopicPartition, set[int]], BaseException | None], Any]
 
 _CLOSE_TIMEOUT_MS = 30000
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _one_thread(method: _F) -> _F:
+    """A second thread entering while another is inside gets ConcurrentAccessError."""
+    @functools.wraps(method)
+    def guarded(self: "KafkaShareConsumer", *args: Any, **kwargs: Any) -> Any:
+        me = threading.get_ident()
+        with self._guard:
+            if self._owner is not None and self._owner != me:
+                raise Errors.ConcurrentAccessError(
+                    "KafkaShareConsumer is not safe for multi-threaded access: another thread is using "
+                    "it right now (only wakeup() may be called from other threads)")
+            self._owner = me
+            self._depth += 1
+        try:
+            return method(self, *args, **kwargs)
+        finally:
+            with self._guard:
+                self._depth -= 1
+                if not self._depth:
+                    self._owner = None
+    return guarded  # type: ignore[return-value]
 #: Longest single network wait inside poll(), so heartbeat and fetch answers are taken promptly.
 _POLL_SLICE_MS = 100
 
 
 class KafkaShareConsumer:
     def __init__(self, *topics: str, clock: Clock = SYSTEM_CLOCK, **settings: Any):
+        self._guard = threading.Lock()
+        self._owner: int | None = None
+        self._depth = 0
         consumer_settings, own = split_share_settings(settings)
         config = ConsumerConfig(consumer_settings)
         self.config = ShareConsumerConfig.of(config, own)
@@ -79,6 +107,7 @@ class KafkaShareConsumer:
             self.subscribe(topics)
 
     # ------------------------------------------------------------------ subscription
+    @_one_thread
     def subscribe(self, topics: Iterable[str]) -> None:
         self._check_open()
         if isinstance(topics, str):
@@ -98,6 +127,7 @@ class KafkaShareConsumer:
     def subscription(self) -> set[str]:
         return set(self._subscription)
 
+    @_one_thread
     def unsubscribe(self) -> None:
         """Leave the share group: send the acknowledgements made (implicit mode: accept the
         last poll's records), close the share sessions (the broker releases every other record
@@ -123,6 +153,7 @@ class KafkaShareConsumer:
         self._deliver_results()
 
     # ------------------------------------------------------------------ poll
+    @_one_thread
     def poll(self, timeout_ms: int = 0, max_records: int | None = None) -> dict[TopicPartition, list[ShareConsumerRecord]]:
         """Records acquired for this member: ``{TopicPartition: [ShareConsumerRecord]}``,
         waiting up to ``timeout_ms`` for some."""
@@ -202,6 +233,7 @@ class KafkaShareConsumer:
         self._renewed = []
 
     # ------------------------------------------------------------------ acknowledgements
+    @_one_thread
     def acknowledge(self, record_or_topic: ShareConsumerRecord | str, partition: int | None = None,
                     offset: int | None = None, type: AcknowledgeType = AcknowledgeType.ACCEPT) -> None:
         """Acknowledge one record of the last poll (explicit mode): ``acknowledge(record,
@@ -232,6 +264,7 @@ class KafkaShareConsumer:
         if kind is AcknowledgeType.RENEW:
             self._renewed.append((tp, [record]))
 
+    @_one_thread
     def commit_sync(self, timeout_ms: int | None = None) -> dict[TopicPartition, BaseException | None]:
         """Send every acknowledgement made (implicit mode: accept the last poll's records) and
         wait for the broker's answers: ``{TopicPartition: None or the error}``."""
@@ -254,6 +287,7 @@ class KafkaShareConsumer:
             self._client.poll(min(timer.remaining_ms() or 0, _POLL_SLICE_MS))
         return results
 
+    @_one_thread
     def commit_async(self) -> None:
         """Send every acknowledgement made; the commit callback gets the outcome."""
         self._check_open()
@@ -306,6 +340,7 @@ class KafkaShareConsumer:
         if self._closed:
             raise Errors.IllegalStateError("the share consumer is closed")
 
+    @_one_thread
     def close(self, timeout_ms: int | None = None) -> None:
         """Send the acknowledgements made (implicit mode: accept the last poll's records),
         close every share session (the broker releases the records this member holds and did
