@@ -230,9 +230,15 @@ class ShareFetcher:
         return futures
 
     # ------------------------------------------------------------------ answers
+    def _report(self, tp: TopicPartition, acks: dict[int, int], err: BaseException | None) -> None:
+        """The outcome of the application's acknowledgements (gaps are the fetcher's own)."""
+        offsets = frozenset(o for o, t in acks.items() if t != GAP)
+        if offsets:
+            self._results.append(AckResult(tp, offsets, err))
+
     def _fail_acks(self, acks: dict[TopicPartition, dict[int, int]], err: BaseException) -> None:
         for tp, a in acks.items():
-            self._results.append(AckResult(tp, frozenset(a), err))
+            self._report(tp, a, err)
 
     def _on_fetch(self, future: RequestFuture, node_id: int, acks: dict, outcome: Any) -> None:
         with self.lock:
@@ -268,9 +274,8 @@ class ShareFetcher:
                     if tp in acks:
                         answered_acks.add(tp)
                         ack_code = p.get("acknowledge_error_code", 0)
-                        self._results.append(AckResult(
-                            tp, frozenset(acks[tp]),
-                            _error(ack_code, p.get("acknowledge_error_message")) if ack_code else None))
+                        self._report(tp, acks[tp],
+                                     _error(ack_code, p.get("acknowledge_error_message")) if ack_code else None)
                     if p.get("error_code", 0):
                         err = _error(p["error_code"], p.get("error_message"))
                         log.debug("share group %s: %s answered %r", self.group_id, tp, err)
@@ -278,7 +283,7 @@ class ShareFetcher:
                         continue
                     self._take_acquired(node_id, tp, p)
             for tp in set(acks) - answered_acks:      # the broker said nothing: they went through
-                self._results.append(AckResult(tp, frozenset(acks[tp]), None))
+                self._report(tp, acks[tp], None)
 
     def _take_acquired(self, node_id: int, tp: TopicPartition, p: dict) -> None:
         ranges = p.get("acquired_records") or ()
@@ -336,7 +341,6 @@ class ShareFetcher:
                         continue
                     answered.add(tp)
                     code = p.get("error_code", 0)
-                    self._results.append(AckResult(tp, frozenset(acks[tp]),
-                                                   _error(code, p.get("error_message")) if code else None))
+                    self._report(tp, acks[tp], _error(code, p.get("error_message")) if code else None)
             for tp in set(acks) - answered:
-                self._results.append(AckResult(tp, frozenset(acks[tp]), None))
+                self._report(tp, acks[tp], None)
