@@ -34,6 +34,8 @@ _LAZY = {
     "JsonSerializer": "kclient.consumer.deserializers",
     "ColumnarRecords": "kclient.consumer.columnar",
     "ConsumerInterceptor": "kclient.consumer.interceptors",
+    "KafkaShareConsumer": "kclient.share.consumer",
+    "AcknowledgeType": "kclient.share.acknowledgements",
 }
 
 __all__ = sorted(_LAZY)  # noqa: PLE0605 (the lazily imported names are the public ones)

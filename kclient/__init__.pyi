@@ -16,6 +16,8 @@ from kclient.consumer.kafka_consumer import KafkaConsumer as KafkaConsumer
 from kclient.subscription.listener import ConsumerRebalanceListener as ConsumerRebalanceListener
 from kclient.producer import KafkaProducer as KafkaProducer
 from kclient.producer import RecordMetadata as RecordMetadata
+from kclient.share.acknowledgements import AcknowledgeType as AcknowledgeType
+from kclient.share.consumer import KafkaShareConsumer as KafkaShareConsumer
 from kclient.structs import ConsumerRecord as ConsumerRecord
 from kclient.structs import OffsetAndMetadata as OffsetAndMetadata
 from kclient.structs import OffsetAndTimestamp as OffsetAndTimestamp
@@ -24,6 +26,7 @@ from kclient.structs import TopicPartition as TopicPartition
 __version__: str
 
 __all__ = [
+    "AcknowledgeType",
     "ColumnarRecords",
     "ConsumerInterceptor",
     "ConsumerRebalanceListener",
@@ -35,6 +38,7 @@ __all__ = [
     "KafkaAdminClient",
     "KafkaConsumer",
     "KafkaProducer",
+    "KafkaShareConsumer",
     "NewPartitions",
     "NewTopic",
     "OffsetAndMetadata",

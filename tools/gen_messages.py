@@ -34,7 +34,9 @@ API_LIST = [
     "FindCoordinator", "JoinGroup", "Heartbeat", "LeaveGroup", "SyncGroup", "DescribeGroups",
     "ListGroups", "SaslHandshake", "ApiVersions", "CreateTopics", "DeleteTopics",
     "DeleteRecords", "OffsetForLeaderEpoch", "SaslAuthenticate", "CreatePartitions",
-    "ConsumerGroupHeartbeat",
+    "ConsumerGroupHeartbeat", "ShareGroupHeartbeat", "ShareGroupDescribe", "ShareFetch",
+    "ShareAcknowledge", "DescribeShareGroupOffsets", "AlterShareGroupOffsets",
+    "DeleteShareGroupOffsets",
 ]
 
 # Highest versions the two test brokers advertise in their ApiVersions response, measured
@@ -46,6 +48,8 @@ BROKER_MAX = {
     11: (9, 6), 12: (4, 5), 13: (5, 4), 14: (5, 4), 15: (5, None), 16: (5, None),
     17: (1, None), 18: (4, 2), 19: (7, None), 20: (6, None), 21: (2, None), 23: (None, 2), 36: (2, None),
     37: (None, None), 68: (None, 1),
+    76: (None, None), 77: (None, None), 78: (None, None), 79: (None, None), 90: (None, None),
+    91: (None, None), 92: (None, None),
 }
 BROKER_MIN = {23: (None, 2), 68: (None, 1)}  # every other advertised minimum is 0
 
@@ -247,7 +251,7 @@ def render_module(pairs: list, source: str) -> str:
             resp["valid_versions"] = req["valid_versions"]
         k = req["api_key"]
         rows.append(
-            f"  {name:<23} {k:>3}  {req['valid_versions']:<8} {flexible_floor(req['flexible_versions']):<8}"
+            f"  {name:<25} {k:>3}  {req['valid_versions']:<8} {flexible_floor(req['flexible_versions']):<8}"
             f" {fmt_broker(k, 0):<7} {fmt_broker(k, 1)}"
         )
     table = "\n".join(rows)
@@ -267,7 +271,7 @@ regenerate rather than edit by hand.
 Versions are Kafka's current validVersions (Kafka 4.x, after KIP-896 removed the oldest ones and
 later releases restored Metadata v0-v3 and JoinGroup v0-v1).
 
-  API                     key  versions flexible tansu   mock
+  API                       key  versions flexible tansu   mock
 {table}
 
 "flexible" is the first flexible version (compact strings/arrays, tagged fields, request

@@ -307,6 +307,12 @@ class KafkaCluster(ClusterBase):
             # Kafka 4.3+ batches consumer-group target assignments (KIP-1263), by default once
             # a second: every join or leave in a test would wait for the next batch.
             "group.consumer.assignment.interval.ms": "100",
+            # Share groups (KIP-932): heartbeats every second instead of 5 s keep joins short,
+            # and record locks may be set shorter than the 15 s minimum, so a test waits less
+            # for an unacknowledged record to come back.
+            "group.share.heartbeat.interval.ms": "1000",
+            "group.share.min.heartbeat.interval.ms": "1000",
+            "group.share.min.record.lock.duration.ms": "1000",
             # 2 cores: fewer threads than the defaults' 3/8, a small cleaner buffer for small heaps.
             "num.network.threads": "2",
             "num.io.threads": "2",

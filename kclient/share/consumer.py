@@ -1,0 +1,363 @@
+"""KafkaShareConsumer: a member of a share group (KIP-932), in the Java client's shape with
+kafka-python's naming.
+
+Every member of a share group may read every partition; the broker locks each record it hands
+out (the acquisition lock) until the member acknowledges it:
+
+* ``poll()`` returns ``{TopicPartition: [ShareConsumerRecord]}``, each record with its
+  ``delivery_count``;
+* implicit mode (``share.acknowledgement.mode=implicit``, the default): the records of a poll
+  are accepted by the next ``poll()``, ``commit_sync()``/``commit_async()`` or ``close()``;
+* explicit mode: the application calls ``acknowledge(record, type)`` for each record with
+  ACCEPT, RELEASE (deliver again), REJECT (never again) or RENEW (keep the lock); a poll while
+  records of the previous one are unacknowledged raises ``IllegalStateError``;
+* acknowledgements travel with the next ShareFetch, or at once with ``commit_sync()``;
+  ``close()`` sends those made and releases every other record the member holds.
+
+One application thread drives it; ``wakeup()`` may come from any thread.
+"""
+from __future__ import annotations
+
+import functools
+import logging
+import threading
+from collections import deque
+from typing import Any, Callable, Iterable, Iterator, TypeVar
+
+from kclient import errors as Errors
+from kclient.clock import SYSTEM_CLOCK, Clock
+from kclient.config import ConsumerConfig
+from kclient.consumer.deserializers import as_deserializer
+from kclient.group.timer import Timer
+from kclient.network.consumer_network_client import ConsumerNetworkClient
+from kclient.network.network_config import NetworkClientConfig
+from kclient.share.acknowledgements import AcknowledgeType
+from kclient.share.coordinator import ShareCoordinator
+from kclient.share.fetcher import AckResult, ShareFetcher
+from kclient.share.heartbeat_loop import ShareHeartbeatLoop
+from kclient.share.records import ShareConsumerRecord
+from kclient.share.share_config import ShareConsumerConfig, split_share_settings
+from kclient.structs import TopicPartition
+
+__all__ = ["KafkaShareConsumer", "AcknowledgeType", "ShareConsumerRecord"]
+
+log = logging.getLogger(__name__)
+
+AcknowledgementCommitCallback = Callable[[dict[TopicPartition, set[int]], BaseException | None], Any]
+
+_CLOSE_TIMEOUT_MS = 30000
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _one_thread(method: _F) -> _F:
+    """A second thread entering while another is inside gets ConcurrentAccessError."""
+    @functools.wraps(method)
+    def guarded(self: "KafkaShareConsumer", *args: Any, **kwargs: Any) -> Any:
+        me = threading.get_ident()
+        with self._guard:
+            if self._owner is not None and self._owner != me:
+                raise Errors.ConcurrentAccessError(
+                    "KafkaShareConsumer is not safe for multi-threaded access: another thread is using "
+                    "it right now (only wakeup() may be called from other threads)")
+            self._owner = me
+            self._depth += 1
+        try:
+            return method(self, *args, **kwargs)
+        finally:
+            with self._guard:
+                self._depth -= 1
+                if not self._depth:
+                    self._owner = None
+    return guarded  # type: ignore[return-value]
+#: Longest single network wait inside poll(), so heartbeat and fetch answers are taken promptly.
+_POLL_SLICE_MS = 100
+
+
+class KafkaShareConsumer:
+    def __init__(self, *topics: str, clock: Clock = SYSTEM_CLOCK, **settings: Any):
+        self._guard = threading.Lock()
+        self._owner: int | None = None
+        self._depth = 0
+        consumer_settings, own = split_share_settings(settings)
+        config = ConsumerConfig(consumer_settings)
+        self.config = ShareConsumerConfig.of(config, own)
+        self._clock = clock
+        self._client = ConsumerNetworkClient(config=NetworkClientConfig.of(config), clock=clock)
+        c = self.config
+        self._coordinator = ShareCoordinator(self._client, c.group_id, retry_backoff_ms=c.retry_backoff_ms,
+                                             request_timeout_ms=c.request_timeout_ms, rack_id=c.client_rack,
+                                             clock=clock)
+        self._fetcher = ShareFetcher(self._client, c.group_id, lambda: self._coordinator.membership.member_id,
+                                     c.fetch)
+        self._key_deserializer = as_deserializer(c.key_deserializer)
+        self._value_deserializer = as_deserializer(c.value_deserializer)
+        self._loop: ShareHeartbeatLoop | None = None
+        self._buffer: deque[tuple[TopicPartition, list[ShareConsumerRecord]]] = deque()
+        #: Records of the last poll, by partition and offset, not acknowledged yet.
+        self._unacknowledged: dict[TopicPartition, dict[int, ShareConsumerRecord]] = {}
+        #: Records of the last poll already acknowledged (a second acknowledgement is an error).
+        self._acknowledged: set[tuple[TopicPartition, int]] = set()
+        self._renewed: list[tuple[TopicPartition, list[ShareConsumerRecord]]] = []
+        self._callback: AcknowledgementCommitCallback | None = None
+        self._subscription: set[str] = set()
+        self._closed = False
+        self._metrics = {"records-consumed-total": 0, "acknowledgements-sent-total": 0,
+                         "acknowledgements-failed-total": 0, "polls-total": 0}
+        if topics:
+            self.subscribe(topics)
+
+    # ------------------------------------------------------------------ subscription
+    @_one_thread
+    def subscribe(self, topics: Iterable[str]) -> None:
+        self._check_open()
+        if isinstance(topics, str):
+            raise TypeError("subscribe() takes a list of topic names, not a string")
+        names = set(topics)
+        if not names:
+            self.unsubscribe()
+            return
+        self._subscription = names
+        self._client.metadata.set_topics(sorted(names))
+        self._coordinator.subscribe(sorted(names))
+        if self._loop is None:
+            self._loop = ShareHeartbeatLoop(self._coordinator)
+            self._coordinator.set_driver(self._loop)
+            self._loop.start()
+
+    def subscription(self) -> set[str]:
+        return set(self._subscription)
+
+    @_one_thread
+    def unsubscribe(self) -> None:
+        """Leave the share group: send the acknowledgements made (implicit mode: accept the
+        last poll's records), close the share sessions (the broker releases every other record
+        this member holds) and stop heartbeating."""
+        self._check_open()
+        self._subscription = set()
+        self._end_sessions(Timer(self._clock, self.config.request_timeout_ms))
+        self._buffer.clear()
+        self._renewed = []
+        self._coordinator.leave("unsubscribed")
+
+    def _end_sessions(self, timer: Timer) -> None:
+        if not self.config.explicit_acknowledgement:
+            self._accept_last_poll()
+        # a session takes one request at a time: let fetches in flight finish first
+        while self._fetcher.in_flight() and not timer.expired():
+            self._client.poll(min(timer.remaining_ms() or 0, _POLL_SLICE_MS))
+        futures = self._fetcher.close_sessions()
+        while any(not f.is_done for f in futures) and not timer.expired():
+            self._client.poll(min(timer.remaining_ms() or 0, _POLL_SLICE_MS))
+        self._unacknowledged = {}
+        self._acknowledged = set()
+        self._deliver_results()
+
+    # ------------------------------------------------------------------ poll
+    @_one_thread
+    def poll(self, timeout_ms: int = 0, max_records: int | None = None) -> dict[TopicPartition, list[ShareConsumerRecord]]:
+        """Records acquired for this member: ``{TopicPartition: [ShareConsumerRecord]}``,
+        waiting up to ``timeout_ms`` for some."""
+        self._check_open()
+        if not self._subscription:
+            raise Errors.IllegalStateError("the share consumer is not subscribed to any topic")
+        self._metrics["polls-total"] += 1
+        self._finish_previous_poll()
+        limit = max_records or self.config.max_poll_records
+        timer = Timer(self._clock, timeout_ms)
+        while True:
+            self._coordinator.raise_if_fatal()
+            self._take_fetched()
+            if self._buffer:
+                break
+            self._fetcher.send_fetches(self._coordinator.assignment())
+            self._fetcher.send_acknowledgements(only_renew=True)
+            remaining = timer.remaining_ms() or 0
+            self._client.poll(min(remaining, _POLL_SLICE_MS))
+            self._deliver_results()
+            if timer.expired():
+                self._take_fetched()
+                break
+        out = self._drain_buffer(limit)
+        self._deliver_results()
+        return out
+
+    def __iter__(self) -> Iterator[ShareConsumerRecord]:
+        while not self._closed:
+            for records in self.poll(1000).values():
+                yield from records
+
+    def _take_fetched(self) -> None:
+        for tp, records in self._fetcher.take_records():
+            self._buffer.append((tp, records))
+
+    def _drain_buffer(self, limit: int) -> dict[TopicPartition, list[ShareConsumerRecord]]:
+        """Up to ``limit`` records; with batch_optimized acquisition the broker hands out whole
+        batches, all of which are this member's until acknowledged, so a batch is returned whole."""
+        out: dict[TopicPartition, list[ShareConsumerRecord]] = {}
+        count = 0
+        while self._buffer and (count < limit or not out):
+            tp, records = self._buffer.popleft()
+            records = [self._deserialize(r) for r in records]
+            out.setdefault(tp, []).extend(records)
+            held = self._unacknowledged.setdefault(tp, {})
+            for r in records:
+                held[r.offset] = r
+            count += len(records)
+        self._metrics["records-consumed-total"] += count
+        return out
+
+    def _deserialize(self, r: ShareConsumerRecord) -> ShareConsumerRecord:
+        kd, vd = self._key_deserializer, self._value_deserializer
+        if kd is None and vd is None:
+            return r
+        key = kd(r.topic, r.headers, r.key) if kd is not None else r.key
+        value = vd(r.topic, r.headers, r.value) if vd is not None else r.value
+        return r._replace(key=key, value=value)
+
+    def _finish_previous_poll(self) -> None:
+        """Implicit mode: accept what the previous poll returned. Explicit mode: refuse to go
+        on while some of it is unacknowledged."""
+        pending = {tp: offs for tp, offs in self._unacknowledged.items() if offs}
+        if pending and self.config.explicit_acknowledgement:
+            count = sum(len(o) for o in pending.values())
+            raise Errors.IllegalStateError(
+                f"{count} record(s) of the previous poll are not acknowledged; in explicit "
+                "acknowledgement mode acknowledge every record (acknowledge(record, type)) before polling again")
+        for tp, offsets in pending.items():
+            for offset in offsets:
+                self._fetcher.acknowledge(tp, offset, AcknowledgeType.ACCEPT)
+        self._unacknowledged = {}
+        self._acknowledged = set()
+        for tp, records in reversed(self._renewed):   # renewed records come back first
+            self._buffer.appendleft((tp, records))
+        self._renewed = []
+
+    # ------------------------------------------------------------------ acknowledgements
+    @_one_thread
+    def acknowledge(self, record_or_topic: ShareConsumerRecord | str, partition: int | None = None,
+                    offset: int | None = None, type: AcknowledgeType = AcknowledgeType.ACCEPT) -> None:
+        """Acknowledge one record of the last poll (explicit mode): ``acknowledge(record,
+        type)`` or ``acknowledge(topic, partition, offset, type)``."""
+        self._check_open()
+        if isinstance(record_or_topic, str):
+            if partition is None or offset is None:
+                raise TypeError("acknowledge(topic, partition, offset, type) needs the partition and the offset")
+            tp, off = TopicPartition(record_or_topic, partition), offset
+        else:
+            if partition is not None and offset is None and isinstance(partition, AcknowledgeType):
+                type = partition       # acknowledge(record, AcknowledgeType.X)
+            tp, off = TopicPartition(record_or_topic.topic, record_or_topic.partition), record_or_topic.offset
+        kind = AcknowledgeType(type)
+        if not self.config.explicit_acknowledgement:
+            raise Errors.IllegalStateError(
+                "acknowledge() needs share.acknowledgement.mode=explicit; in implicit mode the records "
+                "of a poll are accepted by the next poll or commit")
+        if (tp, off) in self._acknowledged:
+            raise Errors.IllegalStateError(f"record {tp.topic}-{tp.partition}@{off} is already acknowledged")
+        held = self._unacknowledged.get(tp, {})
+        record = held.pop(off, None)
+        if record is None:
+            raise Errors.IllegalStateError(
+                f"record {tp.topic}-{tp.partition}@{off} was not returned by this consumer's last poll")
+        self._acknowledged.add((tp, off))
+        self._fetcher.acknowledge(tp, off, kind)
+        if kind is AcknowledgeType.RENEW:
+            self._renewed.append((tp, [record]))
+
+    @_one_thread
+    def commit_sync(self, timeout_ms: int | None = None) -> dict[TopicPartition, BaseException | None]:
+        """Send every acknowledgement made (implicit mode: accept the last poll's records) and
+        wait for the broker's answers: ``{TopicPartition: None or the error}``."""
+        self._check_open()
+        if not self.config.explicit_acknowledgement:
+            self._accept_last_poll()
+        timer = Timer(self._clock, self.config.request_timeout_ms if timeout_ms is None else timeout_ms)
+        results: dict[TopicPartition, BaseException | None] = {}
+        while True:
+            self._fetcher.send_acknowledgements()
+            for r in self._deliver_results():
+                if r.error is not None or r.partition not in results:
+                    results[r.partition] = r.error
+            if not self._fetcher.pending_acknowledgements() and not self._fetcher.in_flight():
+                break
+            if timer.expired():
+                if self._fetcher.pending_acknowledgements():
+                    raise Errors.KafkaTimeoutError(f"commit_sync did not complete within {timeout_ms} ms")
+                break
+            self._client.poll(min(timer.remaining_ms() or 0, _POLL_SLICE_MS))
+        return results
+
+    @_one_thread
+    def commit_async(self) -> None:
+        """Send every acknowledgement made; the commit callback gets the outcome."""
+        self._check_open()
+        if not self.config.explicit_acknowledgement:
+            self._accept_last_poll()
+        self._fetcher.send_acknowledgements()
+        self._client.poll(0)
+
+    def _accept_last_poll(self) -> None:
+        for tp, offsets in self._unacknowledged.items():
+            for offset in offsets:
+                self._fetcher.acknowledge(tp, offset, AcknowledgeType.ACCEPT)
+                self._acknowledged.add((tp, offset))
+        self._unacknowledged = {}
+
+    def set_acknowledgement_commit_callback(self, callback: AcknowledgementCommitCallback | None) -> None:
+        """``callback({TopicPartition: {offsets}}, exception or None)`` after each answer to
+        acknowledgements, on the thread that polls."""
+        self._callback = callback
+
+    def _deliver_results(self) -> list[AckResult]:
+        results = self._fetcher.take_results()
+        for r in results:
+            self._metrics["acknowledgements-sent-total"] += len(r.offsets)
+            if r.error is not None:
+                self._metrics["acknowledgements-failed-total"] += len(r.offsets)
+                log.info("share group %s: acknowledgements of %s failed: %r", self.config.group_id,
+                         r.partition, r.error)
+            if self._callback is not None:
+                try:
+                    self._callback({r.partition: set(r.offsets)}, r.error)
+                except Exception:
+                    log.exception("acknowledgement commit callback failed")
+        return results
+
+    # ------------------------------------------------------------------ the rest
+    def acquisition_lock_timeout_ms(self) -> int | None:
+        """The broker's record lock duration, once a fetch has told it (None before)."""
+        return self._fetcher.acquisition_lock_timeout_ms
+
+    def wakeup(self) -> None:
+        """Make a poll in progress (or the next one) raise ``WakeupError``; any thread."""
+        self._client.wakeup()
+
+    def metrics(self) -> dict[str, Any]:
+        return dict(self._metrics, **{"member-epoch": self._coordinator.membership.member_epoch,
+                                     "assigned-partitions": len(self._coordinator.assignment())})
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise Errors.IllegalStateError("the share consumer is closed")
+
+    @_one_thread
+    def close(self, timeout_ms: int | None = None) -> None:
+        """Send the acknowledgements made (implicit mode: accept the last poll's records),
+        close every share session (the broker releases the records this member holds and did
+        not acknowledge), leave the group."""
+        if self._closed:
+            return
+        timer = Timer(self._clock, _CLOSE_TIMEOUT_MS if timeout_ms is None else timeout_ms)
+        try:
+            self._end_sessions(timer)
+            self._coordinator.close(timer.remaining_ms())
+        finally:
+            self._closed = True
+            self._client.close()
+
+    def __enter__(self) -> "KafkaShareConsumer":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+

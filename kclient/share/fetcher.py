@@ -1,0 +1,346 @@
+"""ShareFetch and ShareAcknowledge over one share session per broker.
+
+``send_fetches`` asks each leader of the assigned partitions for records (one request in
+flight per broker, as a session's epochs must arrive in order), piggy-backing the
+acknowledgements waiting for that broker. Answers are decoded through kcore's record decoder;
+only records inside the answer's acquired ranges are handed out, each with the delivery count
+of its range, and acquired offsets without a record (transaction markers, compacted records)
+are acknowledged as gaps. ``send_acknowledgements`` sends what is waiting in ShareAcknowledge
+requests (commit, RENEW), ``close_sessions`` closes every session (epoch -1) with the last
+acknowledgements, which releases whatever the member acquired and did not acknowledge.
+
+Answers are applied on whichever thread polls the network, under ``lock``; the owner (the share
+consumer) takes records and acknowledgement results from the application thread.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from kcore.records import decode_consumer_records
+
+from kclient import errors as Errors
+from kclient.network.future import RequestFuture
+from kclient.protocol import ApiKey
+from kclient.share.acknowledgements import GAP, AcknowledgeType, acknowledgement_batches
+from kclient.share.records import ShareConsumerRecord
+from kclient.share.session import FINAL_EPOCH, ShareSession
+from kclient.structs import ConsumerRecord, TopicPartition
+
+__all__ = ["ShareFetchConfig", "ShareFetcher", "AckResult", "BATCH_OPTIMIZED", "RECORD_LIMIT"]
+
+log = logging.getLogger(__name__)
+
+SHARE_FETCH = int(ApiKey.SHARE_FETCH)
+SHARE_ACKNOWLEDGE = int(ApiKey.SHARE_ACKNOWLEDGE)
+BATCH_OPTIMIZED, RECORD_LIMIT = 0, 1
+_SESSION_ERRORS = (Errors.ShareSessionNotFoundError, Errors.InvalidShareSessionEpochError)
+
+
+@dataclass(frozen=True)
+class ShareFetchConfig:
+    max_wait_ms: int = 500
+    min_bytes: int = 1
+    max_bytes: int = 52428800
+    max_records: int = 500
+    batch_size: int = 500
+    acquire_mode: int = BATCH_OPTIMIZED
+    check_crcs: bool = True
+
+
+@dataclass(frozen=True)
+class AckResult:
+    """The outcome of acknowledgements sent for one partition: None, or the error."""
+    partition: TopicPartition
+    offsets: frozenset[int]
+    error: BaseException | None
+
+
+def _error(code: int, message: str | None = None) -> Errors.KafkaError:
+    cls = Errors.error_class(code)
+    return cls(message) if message else cls()
+
+
+class ShareFetcher:
+    def __init__(self, client: Any, group_id: str, member_id: Callable[[], str],
+                 config: ShareFetchConfig | None = None):
+        self._client = client
+        self.group_id = group_id
+        self._member_id = member_id
+        self.config = config or ShareFetchConfig()
+        self.lock = threading.RLock()
+        self.sessions: dict[int, ShareSession] = {}
+        self._in_flight: dict[int, RequestFuture] = {}
+        #: Acknowledgements not sent yet: {partition: {offset: type}}.
+        self._acks: dict[TopicPartition, dict[int, int]] = {}
+        #: Which broker each partition's records were acquired from (their acks go there).
+        self._acquired_from: dict[TopicPartition, int] = {}
+        self._records: list[tuple[TopicPartition, list[ShareConsumerRecord]]] = []
+        self._results: list[AckResult] = []
+        self.acquisition_lock_timeout_ms: int | None = None
+
+    # ------------------------------------------------------------------ application side
+    def acknowledge(self, tp: TopicPartition, offset: int, kind: int) -> None:
+        with self.lock:
+            self._acks.setdefault(tp, {})[offset] = int(kind)
+
+    def pending_acknowledgements(self) -> int:
+        with self.lock:
+            return sum(len(a) for a in self._acks.values())
+
+    def take_records(self) -> list[tuple[TopicPartition, list[ShareConsumerRecord]]]:
+        with self.lock:
+            out, self._records = self._records, []
+            return out
+
+    def take_results(self) -> list[AckResult]:
+        with self.lock:
+            out, self._results = self._results, []
+            return out
+
+    def in_flight(self, node_id: int | None = None) -> bool:
+        with self.lock:
+            if node_id is None:
+                return any(not f.is_done for f in self._in_flight.values())
+            f = self._in_flight.get(node_id)
+            return f is not None and not f.is_done
+
+    # ------------------------------------------------------------------ requests
+    def _session(self, node_id: int) -> ShareSession:
+        s = self.sessions.get(node_id)
+        if s is None:
+            s = self.sessions[node_id] = ShareSession(node_id)
+        return s
+
+    def _take_acks_for(self, node_id: int, renew: bool | None = None) -> dict[TopicPartition, dict[int, int]]:
+        """Pop the waiting acknowledgements that go to ``node_id`` (renew: only RENEW ones /
+        none of them; None: all)."""
+        out: dict[TopicPartition, dict[int, int]] = {}
+        for tp, acks in list(self._acks.items()):
+            if self._acquired_from.get(tp) != node_id:
+                continue
+            if renew is None:
+                picked = acks
+            else:
+                picked = {o: t for o, t in acks.items() if (t == AcknowledgeType.RENEW) == renew}
+            if not picked:
+                continue
+            out[tp] = picked
+            rest = {o: t for o, t in acks.items() if o not in picked}
+            if rest:
+                self._acks[tp] = rest
+            else:
+                del self._acks[tp]
+        return out
+
+    def _topic_id(self, topic: str) -> Any:
+        return self._client.metadata.cluster.topic_id(topic)
+
+    def _topics_body(self, parts: dict[TopicPartition, list[dict]]) -> list[dict]:
+        by_topic: dict[Any, list[dict]] = {}
+        for tp, batches in sorted(parts.items()):
+            by_topic.setdefault(self._topic_id(tp.topic), []).append(
+                {"partition_index": tp.partition, "acknowledgement_batches": batches})
+        return [{"topic_id": tid, "partitions": ps} for tid, ps in by_topic.items()]
+
+    def send_fetches(self, assignment: set[TopicPartition]) -> int:
+        """One ShareFetch to every leader of ``assignment`` without a request in flight (and
+        to brokers whose session holds partitions no longer assigned, to forget them)."""
+        cluster = self._client.metadata.cluster
+        by_node: dict[int, set[TopicPartition]] = {}
+        for tp in assignment:
+            leader = cluster.leader_for(tp)
+            if leader is None or self._topic_id(tp.topic) is None:
+                self._client.metadata.request_update()
+                continue
+            by_node.setdefault(leader.node_id, set()).add(tp)
+        sent = 0
+        with self.lock:
+            nodes = set(by_node) | {n for n, s in self.sessions.items() if s.partitions}
+            for node_id in nodes:
+                if self.in_flight(node_id):
+                    continue
+                self._send_fetch(node_id, by_node.get(node_id, set()))
+                sent += 1
+        return sent
+
+    def _send_fetch(self, node_id: int, wanted: set[TopicPartition]) -> None:
+        session = self._session(node_id)
+        keys = {(self._topic_id(tp.topic), tp.partition): tp for tp in wanted}
+        epoch, added, forgotten = session.plan(keys)
+        acks = self._take_acks_for(node_id, renew=False)
+        parts: dict[TopicPartition, list[dict]] = {keys[k]: [] for k in added}
+        for tp, a in acks.items():
+            parts[tp] = acknowledgement_batches(a)
+        forgotten_by_topic: dict[Any, list[int]] = {}
+        for tid, p in sorted(forgotten, key=lambda k: (str(k[0]), k[1])):
+            forgotten_by_topic.setdefault(tid, []).append(p)
+        c = self.config
+        body = {"group_id": self.group_id, "member_id": self._member_id(), "share_session_epoch": epoch,
+                "max_wait_ms": c.max_wait_ms, "min_bytes": c.min_bytes, "max_bytes": c.max_bytes,
+                "max_records": c.max_records, "batch_size": c.batch_size,
+                "share_acquire_mode": c.acquire_mode, "is_renew_ack": False,
+                "topics": self._topics_body(parts),
+                "forgotten_topics_data": [{"topic_id": t, "partitions": ps} for t, ps in forgotten_by_topic.items()]}
+        future = self._client.send(node_id, SHARE_FETCH, body)
+        self._in_flight[node_id] = future
+        future.add_both(self._on_fetch, future, node_id, acks)
+
+    def send_acknowledgements(self, *, only_renew: bool = False) -> list[RequestFuture]:
+        """ShareAcknowledge to every broker with waiting acknowledgements and no request in
+        flight (a broker with one gets them piggy-backed on its next ShareFetch, or here
+        once it is answered)."""
+        futures = []
+        with self.lock:
+            nodes = {self._acquired_from.get(tp) for tp in self._acks}
+            for node_id in nodes:
+                if node_id is None or self.in_flight(node_id):
+                    continue
+                session = self._session(node_id)
+                if not session.is_open:
+                    continue
+                acks = self._take_acks_for(node_id, renew=True if only_renew else None)
+                if acks:
+                    futures.append(self._send_acknowledge(node_id, session.plan_acknowledge(), acks))
+        return futures
+
+    def _send_acknowledge(self, node_id: int, epoch: int, acks: dict[TopicPartition, dict[int, int]]
+                          ) -> RequestFuture:
+        renew = any(t == AcknowledgeType.RENEW for a in acks.values() for t in a.values())
+        body = {"group_id": self.group_id, "member_id": self._member_id(), "share_session_epoch": epoch,
+                "is_renew_ack": renew,
+                "topics": self._topics_body({tp: acknowledgement_batches(a) for tp, a in acks.items()})}
+        future = self._client.send(node_id, SHARE_ACKNOWLEDGE, body)
+        self._in_flight[node_id] = future
+        future.add_both(self._on_acknowledge, future, node_id, acks, epoch)
+        return future
+
+    def close_sessions(self) -> list[RequestFuture]:
+        """Close every open session (epoch -1) with the acknowledgements still waiting; the
+        broker releases the records acquired through it and not acknowledged."""
+        futures = []
+        with self.lock:
+            for node_id, session in self.sessions.items():
+                if not session.is_open or self.in_flight(node_id):
+                    continue
+                acks = self._take_acks_for(node_id)
+                futures.append(self._send_acknowledge(node_id, FINAL_EPOCH, acks))
+        return futures
+
+    # ------------------------------------------------------------------ answers
+    def _report(self, tp: TopicPartition, acks: dict[int, int], err: BaseException | None) -> None:
+        """The outcome of the application's acknowledgements (gaps are the fetcher's own)."""
+        offsets = frozenset(o for o, t in acks.items() if t != GAP)
+        if offsets:
+            self._results.append(AckResult(tp, offsets, err))
+
+    def _fail_acks(self, acks: dict[TopicPartition, dict[int, int]], err: BaseException) -> None:
+        for tp, a in acks.items():
+            self._report(tp, a, err)
+
+    def _on_fetch(self, future: RequestFuture, node_id: int, acks: dict, outcome: Any) -> None:
+        with self.lock:
+            if self._in_flight.get(node_id) is future:
+                del self._in_flight[node_id]
+            session = self._session(node_id)
+            if future.failed():
+                session.reset(f"ShareFetch failed: {future.exception!r}")
+                self._fail_acks(acks, future.exception)
+                return
+            resp = outcome
+            code = resp.get("error_code", 0)
+            if code:
+                err = _error(code, resp.get("error_message"))
+                session.reset(repr(err))
+                self._fail_acks(acks, err)
+                if not isinstance(err, _SESSION_ERRORS):
+                    log.warning("share group %s: ShareFetch to node %d answered %r", self.group_id, node_id, err)
+                return
+            session.answered()
+            lock_ms = resp.get("acquisition_lock_timeout_ms")
+            if lock_ms and lock_ms > 0:
+                self.acquisition_lock_timeout_ms = lock_ms
+            answered_acks: set[TopicPartition] = set()
+            cluster = self._client.metadata.cluster
+            for topic in resp.get("responses", ()):
+                name = cluster.topic_name(topic["topic_id"])
+                for p in topic["partitions"]:
+                    if name is None:
+                        self._client.metadata.request_update()
+                        continue
+                    tp = TopicPartition(name, p["partition_index"])
+                    if tp in acks:
+                        answered_acks.add(tp)
+                        ack_code = p.get("acknowledge_error_code", 0)
+                        self._report(tp, acks[tp],
+                                     _error(ack_code, p.get("acknowledge_error_message")) if ack_code else None)
+                    if p.get("error_code", 0):
+                        err = _error(p["error_code"], p.get("error_message"))
+                        log.debug("share group %s: %s answered %r", self.group_id, tp, err)
+                        self._client.metadata.request_update()
+                        continue
+                    self._take_acquired(node_id, tp, p)
+            for tp in set(acks) - answered_acks:      # the broker said nothing: they went through
+                self._report(tp, acks[tp], None)
+
+    def _take_acquired(self, node_id: int, tp: TopicPartition, p: dict) -> None:
+        ranges = p.get("acquired_records") or ()
+        if not ranges:
+            return
+        delivery: dict[int, int] = {}
+        for r in ranges:
+            for offset in range(r["first_offset"], r["last_offset"] + 1):
+                delivery[offset] = r["delivery_count"]
+        decoded = decode_consumer_records(p.get("records"), ConsumerRecord, tp.topic, tp.partition,
+                                          check_crcs=self.config.check_crcs)
+        out = []
+        for rec in decoded.records:
+            count = delivery.pop(rec.offset, None)
+            if count is not None:
+                out.append(ShareConsumerRecord(*rec, count))
+        self._acquired_from[tp] = node_id
+        if delivery:       # acquired offsets without a (data) record
+            acks = self._acks.setdefault(tp, {})
+            for offset in delivery:
+                acks[offset] = GAP
+        if out:
+            self._records.append((tp, out))
+
+    def _on_acknowledge(self, future: RequestFuture, node_id: int, acks: dict, epoch: int, outcome: Any) -> None:
+        with self.lock:
+            if self._in_flight.get(node_id) is future:
+                del self._in_flight[node_id]
+            session = self._session(node_id)
+            if future.failed():
+                session.reset(f"ShareAcknowledge failed: {future.exception!r}")
+                self._fail_acks(acks, future.exception)
+                return
+            resp = outcome
+            code = resp.get("error_code", 0)
+            if code:
+                err = _error(code, resp.get("error_message"))
+                session.reset(repr(err))
+                self._fail_acks(acks, err)
+                return
+            if epoch == FINAL_EPOCH:
+                session.reset("closed")
+            else:
+                session.answered()
+            lock_ms = resp.get("acquisition_lock_timeout_ms")
+            if lock_ms and lock_ms > 0:
+                self.acquisition_lock_timeout_ms = lock_ms
+            cluster = self._client.metadata.cluster
+            answered: set[TopicPartition] = set()
+            for topic in resp.get("responses", ()):
+                name = cluster.topic_name(topic["topic_id"])
+                for p in topic["partitions"]:
+                    tp = TopicPartition(name, p["partition_index"]) if name else None
+                    if tp is None or tp not in acks:
+                        continue
+                    answered.add(tp)
+                    code = p.get("error_code", 0)
+                    self._report(tp, acks[tp], _error(code, p.get("error_message")) if code else None)
+            for tp in set(acks) - answered:
+                self._report(tp, acks[tp], None)

@@ -1,0 +1,241 @@
+"""Share sessions, acknowledgement batches and ShareFetcher's requests and answers, with a
+scripted client (no broker)."""
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from kcore.records import encode_batch
+
+from kclient import errors as Errors
+from kclient.network.future import RequestFuture
+from kclient.network.metadata import Node
+from kclient.protocol import ApiKey
+from kclient.share.acknowledgements import GAP, AcknowledgeType, acknowledgement_batches
+from kclient.share.fetcher import RECORD_LIMIT, ShareFetchConfig, ShareFetcher
+from kclient.share.records import ShareConsumerRecord
+from kclient.share.session import FINAL_EPOCH, ShareSession, next_epoch
+from kclient.structs import ConsumerRecord, TopicPartition
+
+TID = uuid.uuid4()
+TP0, TP1 = TopicPartition("orders", 0), TopicPartition("orders", 1)
+
+
+def test_acknowledge_types_are_kip_932s():
+    assert [(t.name, int(t)) for t in AcknowledgeType] == [
+        ("ACCEPT", 1), ("RELEASE", 2), ("REJECT", 3), ("RENEW", 4)]
+    assert GAP == 0
+
+
+def test_acknowledgement_batches_group_runs_of_one_type():
+    acks = {5: 1, 6: 1, 7: 1, 8: 2, 10: 2, 11: 3, 3: 0}
+    assert acknowledgement_batches(acks) == [
+        {"first_offset": 3, "last_offset": 3, "acknowledge_types": [0]},
+        {"first_offset": 5, "last_offset": 7, "acknowledge_types": [1]},
+        {"first_offset": 8, "last_offset": 8, "acknowledge_types": [2]},
+        {"first_offset": 10, "last_offset": 10, "acknowledge_types": [2]},
+        {"first_offset": 11, "last_offset": 11, "acknowledge_types": [3]},
+    ]
+    assert acknowledgement_batches({}) == []
+
+
+def test_share_record_is_a_consumer_record_plus_delivery_count():
+    assert ShareConsumerRecord._fields == (*ConsumerRecord._fields, "delivery_count")
+
+
+def test_session_epochs_added_and_forgotten_partitions():
+    s = ShareSession(1)
+    a, b, c = (TID, 0), (TID, 1), (TID, 2)
+    assert s.plan({a, b}) == (0, {a, b}, set())
+    s.answered()
+    assert s.is_open and s.epoch == 1 and s.partitions == {a, b}
+    assert s.plan({b, c}) == (1, {c}, {a})
+    s.answered()
+    assert s.epoch == 2 and s.partitions == {b, c}
+    assert s.plan_acknowledge() == 2
+    s.answered()
+    assert s.epoch == 3 and s.partitions == {b, c}
+    s.reset("test")
+    assert s.epoch == 0 and s.partitions == set() and not s.is_open
+    assert s.plan({b}) == (0, {b}, set())        # a new session names everything again
+    assert next_epoch(2**31 - 1) == 1 and next_epoch(FINAL_EPOCH) == FINAL_EPOCH
+
+
+# ---------------------------------------------------------------------------------------------
+# ShareFetcher with a scripted client
+
+LEADER = Node(1, "127.0.0.1", 9092)
+
+
+class FakeCluster:
+    def topic_id(self, topic):
+        return TID if topic == "orders" else None
+
+    def topic_name(self, tid):
+        return "orders" if tid == TID else None
+
+    def leader_for(self, tp):
+        return LEADER
+
+
+class FakeMetadata:
+    cluster = FakeCluster()
+    updates = 0
+
+    def request_update(self):
+        self.updates += 1
+
+
+class FakeClient:
+    def __init__(self):
+        self.metadata = FakeMetadata()
+        self.sent: list[tuple[int, int, dict, RequestFuture]] = []
+
+    def send(self, node, api, body):
+        f: RequestFuture = RequestFuture()
+        self.sent.append((node, api, body, f))
+        return f
+
+
+def records_bytes(base: int, n: int) -> bytes:
+    return encode_batch([(None, 1000 + i, None, f"v{base + i}".encode(), []) for i in range(n)], base_offset=base)
+
+
+def fetch_answer(partitions, error=0, lock=15000):
+    return {"throttle_time_ms": 0, "error_code": error, "error_message": None,
+            "acquisition_lock_timeout_ms": lock, "node_endpoints": [],
+            "responses": [{"topic_id": TID, "partitions": partitions}]}
+
+
+def part(index, records=None, acquired=(), error=0, ack_error=0):
+    return {"partition_index": index, "error_code": error, "error_message": None,
+            "acknowledge_error_code": ack_error, "acknowledge_error_message": None,
+            "current_leader": {"leader_id": 1, "leader_epoch": 0}, "records": records,
+            "acquired_records": [{"first_offset": f, "last_offset": la, "delivery_count": d}
+                                 for f, la, d in acquired]}
+
+
+@pytest.fixture
+def env():
+    client = FakeClient()
+    fetcher = ShareFetcher(client, "g", lambda: "member-1",
+                           ShareFetchConfig(max_wait_ms=100, max_records=50, batch_size=50,
+                                            acquire_mode=RECORD_LIMIT))
+    return client, fetcher
+
+
+def test_first_fetch_opens_a_session_naming_every_partition(env):
+    client, fetcher = env
+    assert fetcher.send_fetches({TP0, TP1}) == 1
+    node, api, body, _ = client.sent[-1]
+    assert (node, api) == (1, int(ApiKey.SHARE_FETCH))
+    assert body["share_session_epoch"] == 0 and body["member_id"] == "member-1" and body["group_id"] == "g"
+    assert (body["max_records"], body["batch_size"], body["share_acquire_mode"]) == (50, 50, RECORD_LIMIT)
+    assert body["topics"] == [{"topic_id": TID, "partitions": [
+        {"partition_index": 0, "acknowledgement_batches": []},
+        {"partition_index": 1, "acknowledgement_batches": []}]}]
+    assert body["forgotten_topics_data"] == []
+    assert fetcher.send_fetches({TP0, TP1}) == 0           # one request in flight per broker
+
+
+def test_records_outside_acquired_ranges_are_not_handed_out_and_gaps_are_acknowledged(env):
+    client, fetcher = env
+    fetcher.send_fetches({TP0})
+    # the batch holds offsets 10..14; 10-11 acquired (second delivery), 13-14 acquired first
+    # time, 12 not acquired (another member holds it); 15 acquired but has no record
+    client.sent[-1][3].complete(fetch_answer([part(0, records_bytes(10, 5), [(10, 11, 2), (13, 15, 1)])]))
+    [(tp, recs)] = fetcher.take_records()
+    assert tp == TP0
+    assert [(r.offset, r.value, r.delivery_count) for r in recs] == [
+        (10, b"v10", 2), (11, b"v11", 2), (13, b"v13", 1), (14, b"v14", 1)]
+    assert recs[0].topic == "orders" and recs[0].partition == 0
+    assert fetcher.acquisition_lock_timeout_ms == 15000
+    assert fetcher.pending_acknowledgements() == 1         # offset 15: a gap
+    # the next fetch carries the acknowledgements, at epoch 1, naming no new partition
+    fetcher.acknowledge(TP0, 10, AcknowledgeType.ACCEPT)
+    fetcher.acknowledge(TP0, 11, AcknowledgeType.RELEASE)
+    fetcher.send_fetches({TP0})
+    body = client.sent[-1][2]
+    assert body["share_session_epoch"] == 1
+    assert body["topics"] == [{"topic_id": TID, "partitions": [{"partition_index": 0, "acknowledgement_batches": [
+        {"first_offset": 10, "last_offset": 10, "acknowledge_types": [1]},
+        {"first_offset": 11, "last_offset": 11, "acknowledge_types": [2]},
+        {"first_offset": 15, "last_offset": 15, "acknowledge_types": [0]}]}]}]
+    client.sent[-1][3].complete(fetch_answer([part(0, None, [], ack_error=0)]))
+    results = fetcher.take_results()
+    # the gap is the fetcher's own acknowledgement: the application hears of its two only
+    assert [(r.partition, sorted(r.offsets), r.error) for r in results] == [(TP0, [10, 11], None)]
+
+
+def test_acknowledgement_error_of_a_partition_is_reported(env):
+    client, fetcher = env
+    fetcher.send_fetches({TP0})
+    client.sent[-1][3].complete(fetch_answer([part(0, records_bytes(0, 1), [(0, 0, 1)])]))
+    fetcher.take_records()
+    fetcher.acknowledge(TP0, 0, AcknowledgeType.ACCEPT)
+    fetcher.send_fetches({TP0})
+    client.sent[-1][3].complete(fetch_answer([part(0, None, [], ack_error=Errors.InvalidRecordStateError.errno)]))
+    [result] = fetcher.take_results()
+    assert isinstance(result.error, Errors.InvalidRecordStateError) and result.offsets == {0}
+
+
+def test_unassigned_partition_is_forgotten(env):
+    client, fetcher = env
+    fetcher.send_fetches({TP0, TP1})
+    client.sent[-1][3].complete(fetch_answer([]))
+    fetcher.send_fetches({TP0})
+    body = client.sent[-1][2]
+    assert body["share_session_epoch"] == 1 and body["topics"] == []
+    assert body["forgotten_topics_data"] == [{"topic_id": TID, "partitions": [1]}]
+    client.sent[-1][3].complete(fetch_answer([]))
+    assert fetcher.sessions[1].partitions == {(TID, 0)}
+
+
+@pytest.mark.parametrize("error", [Errors.ShareSessionNotFoundError, Errors.InvalidShareSessionEpochError])
+def test_session_error_opens_a_new_session_and_fails_the_acknowledgements(env, error):
+    client, fetcher = env
+    fetcher.send_fetches({TP0})
+    client.sent[-1][3].complete(fetch_answer([part(0, records_bytes(0, 2), [(0, 1, 1)])]))
+    fetcher.take_records()
+    fetcher.acknowledge(TP0, 0, AcknowledgeType.ACCEPT)
+    fetcher.send_fetches({TP0})
+    client.sent[-1][3].complete(fetch_answer([], error=error.errno))
+    [result] = fetcher.take_results()
+    assert isinstance(result.error, error)
+    fetcher.send_fetches({TP0})
+    body = client.sent[-1][2]
+    assert body["share_session_epoch"] == 0 and body["topics"][0]["partitions"][0]["partition_index"] == 0
+
+
+def test_partition_error_asks_for_metadata(env):
+    client, fetcher = env
+    fetcher.send_fetches({TP0})
+    before = client.metadata.updates
+    client.sent[-1][3].complete(fetch_answer([part(0, error=Errors.NotLeaderForPartitionError.errno)]))
+    assert client.metadata.updates == before + 1 and fetcher.take_records() == []
+
+
+def test_share_acknowledge_carries_renew_and_close_uses_epoch_minus_one(env):
+    client, fetcher = env
+    fetcher.send_fetches({TP0})
+    client.sent[-1][3].complete(fetch_answer([part(0, records_bytes(0, 3), [(0, 2, 1)])]))
+    fetcher.take_records()
+    fetcher.acknowledge(TP0, 0, AcknowledgeType.RENEW)
+    fetcher.acknowledge(TP0, 1, AcknowledgeType.ACCEPT)
+    [f] = fetcher.send_acknowledgements(only_renew=True)
+    node, api, body, _ = client.sent[-1]
+    assert api == int(ApiKey.SHARE_ACKNOWLEDGE) and body["share_session_epoch"] == 1 and body["is_renew_ack"]
+    assert body["topics"][0]["partitions"][0]["acknowledgement_batches"] == [
+        {"first_offset": 0, "last_offset": 0, "acknowledge_types": [4]}]
+    f.complete({"throttle_time_ms": 0, "error_code": 0, "error_message": None,
+                "acquisition_lock_timeout_ms": 20000, "responses": [], "node_endpoints": []})
+    assert fetcher.acquisition_lock_timeout_ms == 20000 and fetcher.sessions[1].epoch == 2
+    [close] = fetcher.close_sessions()
+    body = client.sent[-1][2]
+    assert body["share_session_epoch"] == -1 and not body["is_renew_ack"]
+    assert body["topics"][0]["partitions"][0]["acknowledgement_batches"] == [
+        {"first_offset": 1, "last_offset": 1, "acknowledge_types": [1]}]
+    close.complete({"throttle_time_ms": 0, "error_code": 0, "error_message": None,
+                    "acquisition_lock_timeout_ms": 0, "responses": [], "node_endpoints": []})
+    assert not fetcher.sessions[1].is_open
