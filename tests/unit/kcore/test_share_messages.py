@@ -10,7 +10,6 @@ test_messages_roundtrip.py (reference codec, truncations, defaults). Here:
 """
 from __future__ import annotations
 
-import os
 import struct
 import sys
 import uuid
@@ -21,6 +20,7 @@ from kclient.errors import ProtocolError
 from kclient.protocol import (CLIENT_VERSIONS, ApiKey, decode_request, decode_response,
                               encode_request, encode_response)
 from kclient.protocol.messages import API_NAMES, REQUESTS, RESPONSES, response_header_version
+import repo_paths
 
 TOPIC_ID = uuid.UUID("01020304-0506-0708-090a-0b0c0d0e0f10")
 
@@ -230,10 +230,11 @@ def test_share_responses_cut_short_at_every_byte(api_key, version, hexbody):
 # ---------------------------------------------------------------------------------------------
 # the generator: the module declares exactly the generator's API list
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools"))
-
-
 def test_generator_api_list_matches_module():
-    import gen_messages
+    sys.path.insert(0, str(repo_paths.REPO / "tools"))
+    try:
+        import gen_messages
+    finally:
+        sys.path.remove(str(repo_paths.REPO / "tools"))
     assert list(API_NAMES.values()) == gen_messages.API_LIST
     assert set(API_NAMES) <= set(gen_messages.BROKER_MAX)
