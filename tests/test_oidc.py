@@ -7,6 +7,7 @@ import base64
 import json
 import logging
 import random
+import re
 import threading
 import time
 
@@ -293,6 +294,31 @@ def test_a_token_file_url_is_read_at_each_fetch(endpoint, tmp_path):
     path.write_text(endpoint.make_token("from-file"))
     token = fetch_token(OAuthSettings(token_url=path.as_uri()), lambda: int(time.time() * 1000))
     assert token.subject == "from-file"
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory):
+    from kclient.testing.pki import TestPki
+    return TestPki.create(tmp_path_factory.mktemp("pki"))
+
+
+def test_an_https_endpoint_is_verified_with_the_given_or_the_system_cas(pki):
+    with TokenEndpoint({CLIENT: SECRET}, certfile=str(pki.broker_pem)) as ep:
+        assert ep.token_url.startswith("https://127.0.0.1:")
+        for trust in ({"sasl.oauthbearer.ssl.truststore.location": str(pki.ca_file)},
+                      {"sasl.oauthbearer.ssl.truststore.certificates": pki.ca_file.read_text()},
+                      {"https.ca.location": str(pki.ca_file)}, {"https.ca.pem": pki.ca_file.read_text()}):
+            provider = oauth_provider_from_config(ConsumerConfig({**styles(ep.token_url)["librdkafka"], **trust}))
+            assert provider.token().count(".") == 2
+        refused = [({}, ep.token_url, "CERTIFICATE_VERIFY_FAILED"),          # the system's CAs do not know it
+                   ({"https.ca.location": str(pki.other_ca_file)}, ep.token_url, "CERTIFICATE_VERIFY_FAILED"),
+                   ({"https.ca.location": str(pki.ca_file)}, ep.token_url.replace("127.0.0.1", "localhost"),
+                    "(?i)hostname|IP address mismatch|doesn't match")]
+        for trust, url, reason in refused:
+            provider = oauth_provider_from_config(ConsumerConfig({**styles(url)["librdkafka"], **trust}))
+            with pytest.raises(TokenEndpointError, match=f"cannot reach the token endpoint {url}"):
+                provider.token()
+            assert provider._error is not None and re.search(reason, str(provider._error))
 
 
 # ---------------------------------------------------------------------- Apache Kafka

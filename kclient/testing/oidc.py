@@ -10,6 +10,8 @@
   audience, ``exp`` ``lifetime_s`` ahead). A wrong secret gets 401 ``invalid_client``.
 * ``GET /jwks``: the public key as a JSON Web Key Set, what a broker validates tokens with.
 
+Over https when given ``certfile`` (a PEM key and certificate, e.g. ``TestPki.broker_pem``).
+
 ``issue`` switches what the next tokens look like ("valid", "expired", "malformed"), and
 ``requests`` counts the token requests, for tests of refusals and retries.
 """
@@ -18,6 +20,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import ssl
 import threading
 import time
 import urllib.parse
@@ -47,12 +50,14 @@ def _int_b64(n: int) -> str:
 
 class TokenEndpoint:
     def __init__(self, clients: dict[str, str] | None = None, *, lifetime_s: float = 60.0,
-                 audience: str = AUDIENCE, host: str = "127.0.0.1") -> None:
+                 audience: str = AUDIENCE, host: str = "127.0.0.1", certfile: str | None = None) -> None:
         from cryptography.hazmat.primitives.asymmetric import rsa
         self.clients = dict(clients or {})
         self.lifetime_s = lifetime_s
         self.audience = audience
         self.host = host
+        # certfile: the server's key and certificate (PEM): serve https instead of http.
+        self.certfile = certfile
         self.issue = "valid"
         self.requests = 0
         self.refusals = 0
@@ -67,7 +72,8 @@ class TokenEndpoint:
     def base_url(self) -> str:
         if self._server is None:
             raise RuntimeError("the token endpoint is not started")
-        return f"http://{self.host}:{self._server.server_address[1]}"
+        scheme = "https" if self.certfile else "http"
+        return f"{scheme}://{self.host}:{self._server.server_address[1]}"
 
     @property
     def token_url(self) -> str:
@@ -117,6 +123,10 @@ class TokenEndpoint:
 
         self._server = ThreadingHTTPServer((self.host, 0), Handler)
         self._server.daemon_threads = True
+        if self.certfile:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(self.certfile)
+            self._server.socket = context.wrap_socket(self._server.socket, server_side=True)
         self._thread = threading.Thread(target=self._server.serve_forever, name="oidc-token-endpoint",
                                         daemon=True)
         self._thread.start()
