@@ -289,6 +289,44 @@ def test_the_jwt_bearer_grant_posts_the_assertion(endpoint, tmp_path):
     assert token.subject == CLIENT
 
 
+@pytest.mark.parametrize("algorithm", ["RS256", "ES256"])
+def test_the_jwt_bearer_grant_signs_a_fresh_assertion_with_the_private_key(endpoint, tmp_path, algorithm):
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec, rsa
+
+    def new_key():
+        return (rsa.generate_private_key(public_exponent=65537, key_size=2048) if algorithm == "RS256"
+                else ec.generate_private_key(ec.SECP256R1()))
+    key, other = new_key(), new_key()
+    endpoint.assertion_public_key = key.public_key()
+    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                            serialization.BestAvailableEncryption(b"key-pass-31")).decode()
+    (tmp_path / "key.pem").write_text(pem)
+    settings = {"security.protocol": "SASL_SSL", "sasl.mechanism": "OAUTHBEARER",
+                "sasl.oauthbearer.token.endpoint.url": endpoint.token_url,
+                "sasl.oauthbearer.grant.type": JWT_BEARER, "sasl.oauthbearer.assertion.algorithm": algorithm,
+                "sasl.oauthbearer.assertion.private.key.file": str(tmp_path / "key.pem"),
+                "sasl.oauthbearer.assertion.private.key.passphrase": "key-pass-31",
+                "sasl.oauthbearer.assertion.claim.sub": CLIENT, "sasl.oauthbearer.assertion.claim.iss": CLIENT,
+                "sasl.oauthbearer.assertion.claim.aud": endpoint.token_url,
+                "sasl.oauthbearer.assertion.claim.jti.include": True}
+    provider = oauth_provider_from_config(ConsumerConfig(settings))
+    assert provider.token().count(".") == 2
+    assert "key-pass-31" not in repr(ConsumerConfig(settings))
+    # signed by a key the endpoint does not trust: refused, with the endpoint's answer
+    (tmp_path / "other.pem").write_text(other.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()).decode())
+    provider = oauth_provider_from_config(ConsumerConfig({
+        **settings, "sasl.oauthbearer.assertion.private.key.file": str(tmp_path / "other.pem"),
+        "sasl.oauthbearer.assertion.private.key.passphrase": None}))
+    with pytest.raises(TokenEndpointError, match="HTTP 400: invalid_grant"):
+        provider.token()
+    with pytest.raises(Errors.ConfigurationError, match="wrong passphrase|not a PEM") as exc:
+        oauth_provider_from_config(ConsumerConfig({**settings,
+                                                   "sasl.oauthbearer.assertion.private.key.passphrase": "nope-1"}))
+    assert "nope-1" not in str(exc.value)
+
+
 def test_a_token_file_url_is_read_at_each_fetch(endpoint, tmp_path):
     path = tmp_path / "token"
     path.write_text(endpoint.make_token("from-file"))

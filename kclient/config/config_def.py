@@ -334,7 +334,8 @@ _BASE_AND_MAX = (("reconnect.backoff.ms", "reconnect.backoff.max.ms"),
 # Settings whose values never appear in a repr, a log line or an error message.
 SECRET_SETTINGS = ("ssl.key.password", "ssl.password", "ssl.keystore.password", "ssl.truststore.password",
                    "ssl.keystore.key", "sasl.jaas.config", "sasl.plain.password",
-                   "sasl.oauthbearer.client.secret", "sasl.oauthbearer.client.credentials.client.secret")
+                   "sasl.oauthbearer.client.secret", "sasl.oauthbearer.client.credentials.client.secret",
+                   "sasl.oauthbearer.assertion.private.key.pem", "sasl.oauthbearer.assertion.private.key.passphrase")
 
 
 #: (setting, value) pairs already warned about: a client builds several settings objects from

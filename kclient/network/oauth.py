@@ -73,6 +73,14 @@ class OAuthSettings:
     scope: str = ""
     grant_type: str = CLIENT_CREDENTIALS
     assertion_file: str = ""
+    # jwt-bearer without a ready assertion: one is made and signed for each request.
+    assertion_key: str = field(default="", repr=False)          # PEM private key
+    assertion_key_passphrase: str = field(default="", repr=False)
+    assertion_algorithm: str = "RS256"
+    assertion_claims: dict[str, str] = field(default_factory=dict)   # iss, sub, aud
+    assertion_exp_seconds: int = 300
+    assertion_nbf_seconds: int = 60
+    assertion_jti: bool = False
     extensions: dict[str, str] = field(default_factory=dict)
     sub_claim: str = "sub"
     urlencode_header: bool = False
@@ -153,11 +161,14 @@ def fetch_token(settings: OAuthSettings, now_wall_ms: Callable[[], int]) -> Acce
     form = {"grant_type": settings.grant_type}
     headers = {"Content-Type": "application/x-www-form-urlencoded", "Accept": "application/json"}
     if settings.grant_type == JWT_BEARER:
-        try:
-            assertion = Path(settings.assertion_file).read_text().strip()
-        except OSError as exc:
-            raise TokenEndpointError(f"cannot read the JWT assertion file {settings.assertion_file}: "
-                                     f"{exc.strerror}") from None
+        if settings.assertion_file:
+            try:
+                assertion = Path(settings.assertion_file).read_text().strip()
+            except OSError as exc:
+                raise TokenEndpointError(f"cannot read the JWT assertion file {settings.assertion_file}: "
+                                         f"{exc.strerror}") from None
+        else:
+            assertion = sign_assertion(settings, now_wall_ms())
         form["assertion"] = assertion
         hidden += (assertion,)
         if settings.client_id:
@@ -197,6 +208,55 @@ def fetch_token(settings: OAuthSettings, now_wall_ms: Callable[[], int]) -> Acce
     except TokenEndpointError as exc:
         raise TokenEndpointError(f"OAUTHBEARER: the token endpoint {url} gave a token kclient cannot use: {exc}",
                                  status) from None
+
+
+def load_assertion_key(pem: str, passphrase: str, algorithm: str) -> object:
+    """The private key that signs jwt-bearer assertions (RS256: RSA, ES256: P-256)."""
+    try:
+        from cryptography.hazmat.primitives.asymmetric import ec, rsa
+        from cryptography.hazmat.primitives.serialization import load_pem_private_key
+    except ImportError:
+        raise ConfigurationError("signing a jwt-bearer assertion needs the cryptography package "
+                                 '(pip install "kclient-cy[tls]")') from None
+    try:
+        key = load_pem_private_key(pem.encode(), passphrase.encode() if passphrase else None)
+    except (ValueError, TypeError) as exc:
+        reason = "wrong passphrase or not a PEM private key" if "password" in str(exc).lower() or \
+            "decrypt" in str(exc).lower() else "not a PEM private key"
+        raise ConfigurationError(f"the jwt-bearer assertion's private key cannot be loaded: {reason}") from None
+    want = rsa.RSAPrivateKey if algorithm == "RS256" else ec.EllipticCurvePrivateKey
+    if not isinstance(key, want):
+        raise ConfigurationError(f"the jwt-bearer assertion algorithm {algorithm} needs "
+                                 f"{'an RSA' if algorithm == 'RS256' else 'an EC P-256'} private key")
+    return key
+
+
+def sign_assertion(settings: OAuthSettings, now_wall_ms: int) -> str:
+    """A fresh RFC 7523 assertion: the configured claims, iat, exp and nbf, signed."""
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.asymmetric import ec, padding
+    from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
+    import uuid
+    key: object = load_assertion_key(settings.assertion_key, settings.assertion_key_passphrase,
+                                     settings.assertion_algorithm)
+    now = now_wall_ms // 1000
+    claims: dict[str, object] = {k: v for k, v in settings.assertion_claims.items() if v}
+    claims.update(iat=now, exp=now + settings.assertion_exp_seconds, nbf=now - settings.assertion_nbf_seconds)
+    if settings.assertion_jti:
+        claims["jti"] = uuid.uuid4().hex
+
+    def b64(data: bytes) -> str:
+        return base64.urlsafe_b64encode(data).decode().rstrip("=")
+    header = {"alg": settings.assertion_algorithm, "typ": "JWT"}
+    signing_input = (b64(json.dumps(header, separators=(",", ":")).encode()) + "."
+                     + b64(json.dumps(claims, separators=(",", ":")).encode())).encode()
+    if settings.assertion_algorithm == "RS256":
+        signature = key.sign(signing_input, padding.PKCS1v15(), hashes.SHA256())  # type: ignore[attr-defined]
+    else:   # JWS ES256: r and s as two 32-byte big-endian numbers, not DER
+        der = key.sign(signing_input, ec.ECDSA(hashes.SHA256()))  # type: ignore[attr-defined]
+        r, s_ = decode_dss_signature(der)
+        signature = r.to_bytes(32, "big") + s_.to_bytes(32, "big")
+    return f"{signing_input.decode()}.{b64(signature)}"
 
 
 def _endpoint_error(body: bytes) -> str:

@@ -309,7 +309,10 @@ def _one_value(what: str, candidates: list[tuple[str, Any]], secret: bool = Fals
 def oauth_provider_from_config(c: Any) -> Any:
     """The built-in OAuth client for OAUTHBEARER from checked settings, or None when the
     settings ask for none. Checks the settings; starts nothing (``start()`` does)."""
-    from kclient.network.oauth import JWT_BEARER, OAuthSettings, OAuthTokenProvider, parse_extensions
+    from pathlib import Path
+
+    from kclient.network.oauth import (JWT_BEARER, OAuthSettings, OAuthTokenProvider, load_assertion_key,
+                                       parse_extensions)
     if (c["sasl.mechanism"] or "").upper() != "OAUTHBEARER":
         return None
     options: dict[str, str] = {}
@@ -342,10 +345,21 @@ def oauth_provider_from_config(c: Any) -> Any:
     grant = c["sasl.oauthbearer.grant.type"]
     if retriever == "JwtBearerJwtRetriever":
         grant = JWT_BEARER
+    assertion_key = c["sasl.oauthbearer.assertion.private.key.pem"] or ""
     if grant == JWT_BEARER:
-        if not c["sasl.oauthbearer.assertion.file"]:
+        key_file = c["sasl.oauthbearer.assertion.private.key.file"]
+        if key_file and not assertion_key:
+            try:
+                assertion_key = Path(key_file).read_text()
+            except OSError as exc:
+                raise ConfigurationError(f"setting 'sasl.oauthbearer.assertion.private.key.file': cannot read "
+                                         f"{key_file}: {exc.strerror}") from None
+        if not c["sasl.oauthbearer.assertion.file"] and not assertion_key:
             raise ConfigurationError("the jwt-bearer grant needs sasl.oauthbearer.assertion.file (a signed JWT "
-                                     "assertion)")
+                                     "assertion) or sasl.oauthbearer.assertion.private.key.file (a key to sign one)")
+        if assertion_key and not c["sasl.oauthbearer.assertion.file"]:
+            load_assertion_key(assertion_key, c["sasl.oauthbearer.assertion.private.key.passphrase"] or "",
+                               c["sasl.oauthbearer.assertion.algorithm"])      # fail now if it cannot sign
     elif not url.startswith("file:") and (not client_id or not secret):
         raise ConfigurationError("the OAuth client credentials grant needs a client id and a client secret "
                                  "(sasl.oauthbearer.client.credentials.client.id / .client.secret, the "
@@ -358,6 +372,13 @@ def oauth_provider_from_config(c: Any) -> Any:
     return OAuthTokenProvider(OAuthSettings(
         token_url=url, client_id=client_id, client_secret=secret, scope=scope, grant_type=grant,
         assertion_file=c["sasl.oauthbearer.assertion.file"] or "", extensions=extensions,
+        assertion_key=assertion_key,
+        assertion_key_passphrase=c["sasl.oauthbearer.assertion.private.key.passphrase"] or "",
+        assertion_algorithm=c["sasl.oauthbearer.assertion.algorithm"],
+        assertion_claims={k: c[f"sasl.oauthbearer.assertion.claim.{k}"] or "" for k in ("iss", "sub", "aud")},
+        assertion_exp_seconds=c["sasl.oauthbearer.assertion.claim.exp.seconds"],
+        assertion_nbf_seconds=c["sasl.oauthbearer.assertion.claim.nbf.seconds"],
+        assertion_jti=c["sasl.oauthbearer.assertion.claim.jti.include"],
         sub_claim=c["sasl.oauthbearer.sub.claim.name"], urlencode_header=c["sasl.oauthbearer.header.urlencode"],
         connect_timeout_ms=c["sasl.login.connect.timeout.ms"], read_timeout_ms=c["sasl.login.read.timeout.ms"],
         retry_backoff_ms=c["sasl.login.retry.backoff.ms"], retry_backoff_max_ms=c["sasl.login.retry.backoff.max.ms"],

@@ -59,6 +59,8 @@ class TokenEndpoint:
         # certfile: the server's key and certificate (PEM): serve https instead of http.
         self.certfile = certfile
         self.issue = "valid"
+        # jwt-bearer: if set, assertions must be signed by this public key (RSA: RS256, EC: ES256).
+        self.assertion_public_key: Any = None
         self.requests = 0
         self.refusals = 0
         self.kid = uuid.uuid4().hex[:12]
@@ -187,7 +189,7 @@ class TokenEndpoint:
                 return self._refuse(401, "invalid_client", "client authentication failed")
         elif grant == JWT_BEARER:
             client_id = self._assertion_subject(form.get("assertion", ""))
-            if client_id not in self.clients:
+            if client_id not in self.clients or not self._assertion_signed(form.get("assertion", "")):
                 return self._refuse(400, "invalid_grant", "the assertion names no known client")
         else:
             return self._refuse(400, "unsupported_grant_type", f"grant_type {grant!r} is not supported")
@@ -206,6 +208,26 @@ class TokenEndpoint:
         with self._lock:
             self.refusals += 1
         return status, {"error": error, "error_description": description}
+
+    def _assertion_signed(self, assertion: str) -> bool:
+        if self.assertion_public_key is None:
+            return True
+        from cryptography.exceptions import InvalidSignature
+        from cryptography.hazmat.primitives import hashes
+        from cryptography.hazmat.primitives.asymmetric import ec, padding
+        from cryptography.hazmat.primitives.asymmetric.utils import encode_dss_signature
+        head, body, sig = assertion.split(".")
+        signature = base64.urlsafe_b64decode(sig + "=" * (-len(sig) % 4))
+        data = f"{head}.{body}".encode()
+        try:
+            if isinstance(self.assertion_public_key, ec.EllipticCurvePublicKey):
+                der = encode_dss_signature(int.from_bytes(signature[:32], "big"), int.from_bytes(signature[32:], "big"))
+                self.assertion_public_key.verify(der, data, ec.ECDSA(hashes.SHA256()))
+            else:
+                self.assertion_public_key.verify(signature, data, padding.PKCS1v15(), hashes.SHA256())
+        except InvalidSignature:
+            return False
+        return True
 
     @staticmethod
     def _assertion_subject(assertion: str) -> str | None:
