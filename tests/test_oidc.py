@@ -4,6 +4,7 @@ kclient.testing.oidc, and Apache Kafka's OIDC listener validating the tokens (JW
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import logging
 import random
@@ -385,6 +386,14 @@ def _wait_assigned(consumer, timeout: float = 60) -> None:
         consumer.poll(100)
 
 
+class _Bounded:
+    def __init__(self, producer):
+        self.producer = producer
+
+    def close(self):
+        self.producer.close(10)
+
+
 @pytest.mark.parametrize("style", ["java-jaas", "librdkafka"])
 def test_a_group_member_reads_and_commits_across_token_expiries(oidc_kafka, group_id, style, caplog):
     """10 s tokens for 32 s: every connection re-authenticates with a fresh token (KIP-368)
@@ -405,7 +414,9 @@ def test_a_group_member_reads_and_commits_across_token_expiries(oidc_kafka, grou
 
     caplog.set_level(logging.WARNING)
     fetched_before = endpoint.requests
-    with KafkaProducer(bootstrap_servers=oidc_kafka.oidc_bootstrap, **settings) as producer, \
+    producer = KafkaProducer(bootstrap_servers=oidc_kafka.oidc_bootstrap, **settings)
+    # closed with a bound: a failure inside must be reported, not wait on undelivered records
+    with contextlib.closing(_Bounded(producer)), \
             KafkaConsumer(bootstrap_servers=oidc_kafka.oidc_bootstrap, group_id=group_id,
                           auto_offset_reset="latest", enable_auto_commit=False, session_timeout_ms=6000,
                           heartbeat_interval_ms=500, **settings) as consumer:

@@ -42,6 +42,8 @@ log = logging.getLogger(__name__)
 
 CLIENT_CREDENTIALS = "client_credentials"
 JWT_BEARER = "urn:ietf:params:oauth:grant-type:jwt-bearer"
+# How long token() waits for an overdue refresh while the current token is still valid.
+_OVERDUE_WAIT_MS = 1000
 # The largest answer read from a token endpoint: a token is a few kilobytes.
 _MAX_ANSWER_BYTES = 1 << 20
 
@@ -389,7 +391,8 @@ class OAuthTokenProvider:
     def token(self) -> str:
         """The current token. Waits (bounded) for the first one or for a refresh that is overdue."""
         s = self.settings
-        deadline = self._clock.now_ms() + s.connect_timeout_ms + s.read_timeout_ms
+        started = self._clock.now_ms()
+        deadline = started + s.connect_timeout_ms + s.read_timeout_ms
         with self._cond:
             if self._thread is None and not self._closed:
                 # Used without start() (a client built by hand): fetch on this thread.
@@ -406,7 +409,10 @@ class OAuthTokenProvider:
                     return token.value
                 if self._error is not None and self._failures and token is None:
                     raise self._error
-                remaining = deadline - self._clock.now_ms()
+                # The caller polls the network (heartbeats may wait on it): with a valid token
+                # in hand, an overdue refresh is waited for a moment only.
+                until = deadline if token is None else min(deadline, started + _OVERDUE_WAIT_MS)
+                remaining = until - self._clock.now_ms()
                 if remaining <= 0 or self._thread is None:
                     if token is not None:
                         return token.value      # overdue refresh, but still valid
