@@ -400,8 +400,12 @@ class KafkaProducer:
         if self._metadata.cluster.partitions_for_topic(topic):
             return
         self._metadata.add_topics(topic)
-        self._drive_until(lambda: bool(self._metadata.cluster.partitions_for_topic(topic)), max_ms,
-                          what=f"metadata of topic {topic!r}")
+
+        def known() -> bool:
+            # Metadata that cannot come because the login fails: that failure, not a timeout.
+            self._client.maybe_raise_authentication_error()
+            return bool(self._metadata.cluster.partitions_for_topic(topic))
+        self._drive_until(known, max_ms, what=f"metadata of topic {topic!r}")
 
     def _topic_partitions(self, topic: str) -> "_TopicParts":
         """The partitions of topic in the current metadata snapshot (waits for its metadata

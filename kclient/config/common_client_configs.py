@@ -12,7 +12,7 @@ from kclient.config.config_def import (ConfigDef, parse_bootstrap_servers, only_
                                        upper_choice)
 from kclient.errors import ConfigurationError
 
-__all__ = ["common_client_defs"]
+__all__ = ["common_client_defs", "oauth_defs"]
 
 
 def _nodelay_only(name: str, value: Any) -> Any:
@@ -189,4 +189,104 @@ def common_client_defs() -> list[ConfigDef]:
         ConfigDef("sasl.oauth.token.provider", "object", None, validator=_token_provider,
                   doc="kafka-python: OAUTHBEARER token source, an object with token() (and optionally "
                       "extensions()), asked once per new connection"),
+        *oauth_defs(),
+    ]
+
+
+_LOGIN_HANDLERS = ("org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler",
+                   "org.apache.kafka.common.security.oauthbearer.secured.OAuthBearerLoginCallbackHandler")
+_RETRIEVERS = tuple(f"org.apache.kafka.common.security.oauthbearer.{name}" for name in
+                    ("DefaultJwtRetriever", "ClientCredentialsJwtRetriever", "JwtBearerJwtRetriever",
+                     "FileJwtRetriever"))
+
+
+def _one_of(what: str, allowed: tuple[str, ...]) -> Any:
+    def check(name: str, value: Any) -> Any:
+        if value is not None and value not in allowed:
+            raise ConfigurationError(f"setting {name!r}: kclient has {what} built in and takes only "
+                                     f"{', '.join(allowed)}; got {value!r}")
+        return value
+    return check
+
+
+def oauth_defs() -> list[ConfigDef]:
+    """OAUTHBEARER with tokens from an OAuth 2 token endpoint (OIDC), in Java's names
+    (KIP-768, KIP-1139) and librdkafka's."""
+    return [
+        ConfigDef("sasl.oauthbearer.token.endpoint.url", "str", None, nullable=True,
+                  doc="OAUTHBEARER: the OAuth 2 token endpoint (https://, http:// or a file:// holding "
+                      "a token); with it kclient fetches and refreshes tokens itself"),
+        ConfigDef("sasl.login.callback.handler.class", "str", None, nullable=True,
+                  validator=_one_of("the OIDC login", _LOGIN_HANDLERS),
+                  doc="Java: only OAuthBearerLoginCallbackHandler (the token endpoint login), which "
+                      "kclient has built in"),
+        ConfigDef("sasl.oauthbearer.jwt.retriever.class", "str", None, nullable=True,
+                  validator=_one_of("the token retrievers", _RETRIEVERS),
+                  doc="Java 4.1: ClientCredentialsJwtRetriever (the default with a token endpoint), "
+                      "JwtBearerJwtRetriever (with sasl.oauthbearer.assertion.file) or FileJwtRetriever"),
+        ConfigDef("sasl.oauthbearer.client.credentials.client.id", "str", None, nullable=True,
+                  doc="Java 4.1: the OAuth client id (also the JAAS option clientId)"),
+        ConfigDef("sasl.oauthbearer.client.credentials.client.secret", "str", None, nullable=True,
+                  doc="Java 4.1: the OAuth client secret (also the JAAS option clientSecret; never logged)"),
+        ConfigDef("sasl.oauthbearer.scope", "str", None, nullable=True,
+                  doc="the scope asked for (also the JAAS option scope; librdkafka's name too)"),
+        ConfigDef("sasl.oauthbearer.method", "str", "default", choices=("default", "oidc"),
+                  doc="librdkafka: oidc fetches tokens from sasl.oauthbearer.token.endpoint.url"),
+        ConfigDef("sasl.oauthbearer.client.id", "str", None, nullable=True,
+                  doc="librdkafka: the OAuth client id"),
+        ConfigDef("sasl.oauthbearer.client.secret", "str", None, nullable=True,
+                  doc="librdkafka: the OAuth client secret (never logged)"),
+        ConfigDef("sasl.oauthbearer.extensions", "str", None, nullable=True,
+                  doc="librdkafka: SASL extensions sent with the token, key=value,key=value"),
+        ConfigDef("sasl.oauthbearer.grant.type", "str", "client_credentials",
+                  choices=("client_credentials", "urn:ietf:params:oauth:grant-type:jwt-bearer"),
+                  doc="librdkafka: client_credentials, or the jwt-bearer grant (RFC 7523) with "
+                      "sasl.oauthbearer.assertion.file"),
+        ConfigDef("sasl.oauthbearer.assertion.file", "str", None, nullable=True,
+                  doc="jwt-bearer grant: a file holding the signed JWT assertion, read at each fetch "
+                      "(never logged)"),
+        ConfigDef("sasl.oauthbearer.assertion.private.key.file", "str", None, nullable=True,
+                  doc="jwt-bearer grant: a PEM private key that signs a fresh assertion for each fetch"),
+        ConfigDef("sasl.oauthbearer.assertion.private.key.pem", "str", None, nullable=True,
+                  doc="librdkafka: the assertion's private key as PEM text (never logged)"),
+        ConfigDef("sasl.oauthbearer.assertion.private.key.passphrase", "str", None, nullable=True,
+                  doc="the passphrase of an encrypted assertion private key (never logged)"),
+        ConfigDef("sasl.oauthbearer.assertion.algorithm", "str", "RS256", validator=upper_choice("RS256", "ES256"),
+                  doc="RS256 (an RSA key) or ES256 (an EC P-256 key)"),
+        ConfigDef("sasl.oauthbearer.assertion.claim.iss", "str", None, nullable=True,
+                  doc="the assertion's issuer (iss)"),
+        ConfigDef("sasl.oauthbearer.assertion.claim.sub", "str", None, nullable=True,
+                  doc="the assertion's subject (sub)"),
+        ConfigDef("sasl.oauthbearer.assertion.claim.aud", "str", None, nullable=True,
+                  doc="the assertion's audience (aud)"),
+        ConfigDef("sasl.oauthbearer.assertion.claim.exp.seconds", "int", 300, min=1,
+                  doc="the assertion expires this long after it is made"),
+        ConfigDef("sasl.oauthbearer.assertion.claim.nbf.seconds", "int", 60, min=0,
+                  doc="the assertion is valid from this long before it is made"),
+        ConfigDef("sasl.oauthbearer.assertion.claim.jti.include", "bool", False,
+                  doc="give each assertion a unique id (jti)"),
+        ConfigDef("sasl.oauthbearer.sub.claim.name", "str", "sub",
+                  doc="the token claim that names the principal"),
+        ConfigDef("sasl.oauthbearer.header.urlencode", "bool", False,
+                  doc="URL-encode the client id and secret in the Basic authorization header (KIP-1025)"),
+        ConfigDef("sasl.oauthbearer.ssl.truststore.location", "str", None, nullable=True,
+                  doc="CA certificates (PEM file) that verify an https token endpoint (default: the system's)"),
+        ConfigDef("sasl.oauthbearer.ssl.truststore.certificates", "str", None, nullable=True,
+                  doc="CA certificates as PEM text that verify an https token endpoint"),
+        ConfigDef("https.ca.location", "str", None, nullable=True,
+                  doc="librdkafka: CA certificates (PEM file) that verify an https token endpoint"),
+        ConfigDef("https.ca.pem", "str", None, nullable=True,
+                  doc="librdkafka: CA certificates as PEM text that verify an https token endpoint"),
+        ConfigDef("sasl.login.connect.timeout.ms", "int", 10000, min=1,
+                  doc="how long connecting to the token endpoint may take (Java: unbounded)"),
+        ConfigDef("sasl.login.read.timeout.ms", "int", 10000, min=1,
+                  doc="how long the token endpoint may take to answer (Java: unbounded)"),
+        ConfigDef("sasl.login.retry.backoff.ms", "long", 100, min=0,
+                  doc="wait before fetching a token again after a failure; doubles up to the max"),
+        ConfigDef("sasl.login.retry.backoff.max.ms", "long", 10000, min=0,
+                  doc="the longest wait between failed token fetches"),
+        ConfigDef("sasl.login.refresh.window.factor", "float", 0.8, min=0.5, max=1.0,
+                  doc="a token is replaced after this part of its lifetime"),
+        ConfigDef("sasl.login.refresh.window.jitter", "float", 0.05, min=0.0, max=0.25,
+                  doc="up to this part of the lifetime is added at random to the refresh time"),
     ]

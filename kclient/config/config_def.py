@@ -165,6 +165,16 @@ def _to_list(name: str, value: Any, noun: str = "setting") -> list:
 
 
 def _convert(d: ConfigDef, value: Any, noun: str = "setting", strict: bool = False) -> Any:
+    if d.name in SECRET_SETTINGS:
+        try:
+            return _convert_value(d, value, noun, strict)
+        except ConfigurationError:      # the message would show the value
+            raise ConfigurationError(f"{noun} {d.name!r} must be a string (its value is not shown: "
+                                     "it is secret)") from None
+    return _convert_value(d, value, noun, strict)
+
+
+def _convert_value(d: ConfigDef, value: Any, noun: str, strict: bool) -> Any:
     if value is None:
         if d.nullable or d.default is None:
             return None
@@ -323,7 +333,9 @@ _BASE_AND_MAX = (("reconnect.backoff.ms", "reconnect.backoff.max.ms"),
 # ------------------------------------------------------------------ checked settings
 # Settings whose values never appear in a repr, a log line or an error message.
 SECRET_SETTINGS = ("ssl.key.password", "ssl.password", "ssl.keystore.password", "ssl.truststore.password",
-                   "ssl.keystore.key", "sasl.jaas.config", "sasl.plain.password")
+                   "ssl.keystore.key", "sasl.jaas.config", "sasl.plain.password",
+                   "sasl.oauthbearer.client.secret", "sasl.oauthbearer.client.credentials.client.secret",
+                   "sasl.oauthbearer.assertion.private.key.pem", "sasl.oauthbearer.assertion.private.key.passphrase")
 
 
 #: (setting, value) pairs already warned about: a client builds several settings objects from

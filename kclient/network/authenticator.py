@@ -201,7 +201,12 @@ class Authenticator:
                 f"node {conn.node_id} ({conn.address}) refused SASL mechanism {conn.sasl.name} "
                 f"({Errors.error_class(code).__name__}); it offers {offered}"))
             return
-        self._send_sasl_token(conn, conn.sasl.first(), now_ms)
+        try:
+            first = conn.sasl.first()
+        except Errors.AuthenticationFailedError as exc:    # no token (OAUTHBEARER): the token source's reason
+            self._failed(conn, now_ms, exc)
+            return
+        self._send_sasl_token(conn, first, now_ms)
 
     def _send_sasl_token(self, conn: BrokerConnection, token: bytes, now_ms: int) -> None:
         version = conn.api_versions[_SASL_AUTHENTICATE_KEY]
@@ -213,6 +218,8 @@ class Authenticator:
         code = response.get("error_code", 0)
         if code:
             detail = response.get("error_message") or Errors.error_class(code).__name__
+            if getattr(mech, "broker_status", ""):      # OAUTHBEARER's challenge: why the token was refused
+                detail = f"{detail} (status {mech.broker_status})"
             self._failed(conn, now_ms, Errors.AuthenticationFailedError(
                 f"node {conn.node_id} ({conn.address}): {mech.name} authentication of user "
                 f"{getattr(mech, 'username', '?')!r} failed: {detail}"))

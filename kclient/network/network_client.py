@@ -127,6 +127,10 @@ class NetworkClient:
         self._metadata_fetch_node: int | None = None
         self._completed: list[tuple] = []   # (request, response, error) to call back
         self._closed = False
+        # OIDC: tokens are fetched and refreshed on the provider's thread from now until close().
+        self._token_provider = net.token_provider
+        if self._token_provider is not None:
+            self._token_provider.start()
 
     # ------------------------------------------------------------------ nodes
     @property
@@ -376,6 +380,8 @@ class NetworkClient:
             self._close(conn, now, Errors.KafkaConnectionError("the client was closed"), failed=False)
         self._fire_completed()
         self._closed = True
+        if self._token_provider is not None:
+            self._token_provider.close()
         self._selector.close()
         self._wake_r.close()
         self._wake_w.close()

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kclient.config import ConsumerConfig, as_config
-from kclient.network.sasl import mechanism_from_config
+from kclient.network.sasl import mechanism_from_config, oauth_provider_from_config
 from kclient.network.tls import build_ssl_context
 
 __all__ = ["NetworkClientConfig"]
@@ -40,6 +40,8 @@ class NetworkClientConfig:
     ssl_context: Any = None
     # SASL (SASL_*): a fresh mechanism per connection (it holds the credentials; not shown).
     sasl_mechanism: Any = field(default=None, repr=False)
+    # OAUTHBEARER's built-in OAuth client: one per client, started and closed with it.
+    token_provider: Any = field(default=None, repr=False)
 
     @classmethod
     def of(cls, config: Any) -> "NetworkClientConfig":
@@ -48,17 +50,19 @@ class NetworkClientConfig:
             return config
         c = config if isinstance(config, ConsumerConfig) else as_config(config)
         protocol = c["security.protocol"]
-        ssl_context = sasl_mechanism = None
+        ssl_context = sasl_mechanism = token_provider = None
         if protocol in ("SSL", "SASL_SSL"):
             ssl_context = build_ssl_context(c)
         if protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
-            mechanism_from_config(c)        # fail now, naming the setting, not at connect
+            token_provider = oauth_provider_from_config(c)
+            mechanism_from_config(c, token_provider)        # fail now, naming the setting, not at connect
 
             def sasl_mechanism():
-                return mechanism_from_config(c)
+                return mechanism_from_config(c, token_provider)
         return cls(
             ssl_context=ssl_context,
             sasl_mechanism=sasl_mechanism,
+            token_provider=token_provider,
             bootstrap_addresses=tuple(c.bootstrap_addresses),
             client_id=c["client.id"],
             security_protocol=c["security.protocol"],

@@ -11,9 +11,13 @@ bytes they see); ``NetworkClient`` sends the requests.
   minimum), client-final with the proof, and the server's signature verified before the
   connection is trusted.
 
+* OAUTHBEARER (RFC 7628, KIP-255): the bearer token of a user's token provider, of the
+  built-in OAuth client (``kclient.network.oauth``, from a token endpoint's settings), or an
+  unsecured JWS for development.
+
 Credentials: ``sasl.plain.username`` / ``sasl.plain.password`` (kafka-python's names, used by
-both mechanisms), or ``sasl.jaas.config`` with Kafka's PlainLoginModule / ScramLoginModule.
-GSSAPI and OAUTHBEARER are refused with a message saying so.
+both mechanisms), or ``sasl.jaas.config`` with Kafka's PlainLoginModule / ScramLoginModule /
+OAuthBearerLoginModule. GSSAPI is refused with a message saying so.
 
 Secrets stay inside the mechanism objects: their reprs and every error name the user and the
 mechanism only.
@@ -30,7 +34,7 @@ from typing import Any
 from kclient.errors import AuthenticationFailedError, ConfigurationError
 
 __all__ = ["SaslMechanism", "PlainMechanism", "ScramMechanism", "OAuthBearerMechanism", "mechanism_from_config",
-           "parse_jaas_config", "unsecured_jws"]
+           "oauth_provider_from_config", "parse_jaas_config", "unsecured_jws"]
 
 SCRAM_MIN_ITERATIONS = 4096
 # The most Kafka accepts when it stores a SCRAM credential: a broker asking for more is not
@@ -162,15 +166,15 @@ class OAuthBearerMechanism(SaslMechanism):
     """OAUTHBEARER (RFC 7628, KIP-255): the client's first message carries the bearer token
     (and any SASL extensions); a failure comes back as a JSON challenge, answered with the
     single byte 0x01, after which the broker reports the error. The token comes from the
-    provider for each new connection, so a provider that refreshes its token before expiry
-    keeps new connections valid (a connection already open is not re-authenticated: KIP-368
-    is not implemented)."""
+    provider for each new connection and each KIP-368 re-authentication, so a provider that
+    refreshes its token before expiry keeps connections valid."""
 
     name = "OAUTHBEARER"
 
     def __init__(self, provider: Any):
         self._provider = provider
         self.username = "(token)"
+        self.broker_status = ""
 
     def first(self) -> bytes:
         token = self._provider.token()
@@ -186,12 +190,23 @@ class OAuthBearerMechanism(SaslMechanism):
     def step(self, challenge: bytes) -> bytes | None:
         if challenge:
             # The broker's error details: answer 0x01 and it fails the exchange with its error code.
+            self.broker_status = _challenge_status(challenge)
             return b"\x01"
         self.complete = True
         return None
 
     def __repr__(self) -> str:
         return "OAuthBearerMechanism()"
+
+
+def _challenge_status(challenge: bytes) -> str:
+    """The status of the broker's JSON error challenge (RFC 7628 3.2.2), e.g. invalid_token."""
+    import json
+    try:
+        data = json.loads(challenge.decode("utf-8", "replace"))
+    except ValueError:
+        return ""
+    return str(data.get("status", ""))[:100] if isinstance(data, dict) else ""
 
 
 def unsecured_jws(subject: str, lifetime_s: float = 3600, now: float | None = None) -> str:
@@ -231,9 +246,10 @@ def parse_jaas_config(text: str) -> tuple[str, dict[str, str]]:
     return m.group("module"), options
 
 
-def mechanism_from_config(c: Any) -> SaslMechanism:
+def mechanism_from_config(c: Any, token_provider: Any = None) -> SaslMechanism:
     """A fresh mechanism for one connection, from checked settings (sasl.mechanism and the
-    credentials)."""
+    credentials). ``token_provider``: the client's built-in OAuth client
+    (``oauth_provider_from_config``), shared by its connections."""
     name = (c["sasl.mechanism"] or "").upper()
     if name == "GSSAPI":
         raise ConfigurationError("sasl.mechanism GSSAPI (Kerberos) is not supported by kclient; "
@@ -252,12 +268,15 @@ def mechanism_from_config(c: Any) -> SaslMechanism:
                                      f"provide sasl.mechanism {name}")
         username, password = options.get("username"), options.get("password")
     if name == "OAUTHBEARER":
-        provider = c["sasl.oauth.token.provider"]
+        provider = c["sasl.oauth.token.provider"] or token_provider
+        if provider is None and _oidc_wanted(c, options):
+            provider = oauth_provider_from_config(c)   # settings check only: no thread, no fetch
         if provider is None and options.get("unsecuredLoginStringClaim_sub"):
             lifetime = float(options.get("unsecuredLoginLifetimeSeconds", 3600))
             provider = _UnsecuredTokenProvider(options["unsecuredLoginStringClaim_sub"], lifetime)
         if provider is None:
-            raise ConfigurationError("sasl.mechanism OAUTHBEARER needs sasl_oauth_token_provider (an object "
+            raise ConfigurationError("sasl.mechanism OAUTHBEARER needs sasl.oauthbearer.token.endpoint.url "
+                                     "(with a client id and secret), sasl_oauth_token_provider (an object "
                                      "with a token() method) or an unsecured OAuthBearerLoginModule jaas entry")
         return OAuthBearerMechanism(provider)
     if not username or password is None:
@@ -266,3 +285,115 @@ def mechanism_from_config(c: Any) -> SaslMechanism:
     if name == "PLAIN":
         return PlainMechanism(username, password)
     return ScramMechanism(name, username, password)
+
+
+# ---------------------------------------------------------------------- OIDC settings
+_OIDC_MARKERS = ("sasl.login.callback.handler.class", "sasl.oauthbearer.jwt.retriever.class",
+                 "sasl.oauthbearer.client.credentials.client.id", "sasl.oauthbearer.client.id")
+
+
+def _oidc_wanted(c: Any, options: dict[str, str]) -> bool:
+    return bool(c["sasl.oauthbearer.token.endpoint.url"] or c["sasl.oauthbearer.method"] == "oidc"
+                or any(c[k] for k in _OIDC_MARKERS) or "clientId" in options)
+
+
+def _one_value(what: str, candidates: list[tuple[str, Any]], secret: bool = False) -> str:
+    """The value given under one or more names; two different values fail, naming both names."""
+    given = [(name, v) for name, v in candidates if v not in (None, "")]
+    if len({v for _, v in given}) > 1:
+        shown = ", ".join(name if secret else f"{name}={v!r}" for name, v in given)
+        raise ConfigurationError(f"{what} is given twice with different values: {shown}")
+    return str(given[0][1]) if given else ""
+
+
+def oauth_provider_from_config(c: Any) -> Any:
+    """The built-in OAuth client for OAUTHBEARER from checked settings, or None when the
+    settings ask for none. Checks the settings; starts nothing (``start()`` does)."""
+    from pathlib import Path
+
+    from kclient.network.oauth import (JWT_BEARER, OAuthSettings, OAuthTokenProvider, load_assertion_key,
+                                       parse_extensions)
+    if (c["sasl.mechanism"] or "").upper() != "OAUTHBEARER":
+        return None
+    options: dict[str, str] = {}
+    if c["sasl.jaas.config"]:
+        module, options = parse_jaas_config(c["sasl.jaas.config"])
+        if module != "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule":
+            return None         # mechanism_from_config names this mismatch
+    if not _oidc_wanted(c, options):
+        return None
+    url = c["sasl.oauthbearer.token.endpoint.url"]
+    if not url:
+        raise ConfigurationError("OAUTHBEARER with the OIDC login needs sasl.oauthbearer.token.endpoint.url")
+    if c["sasl.oauth.token.provider"] is not None:
+        raise ConfigurationError("sasl_oauth_token_provider and sasl.oauthbearer.token.endpoint.url are both "
+                                 "given: choose one token source")
+    if not url.startswith(("https://", "http://", "file:")):
+        raise ConfigurationError(f"setting 'sasl.oauthbearer.token.endpoint.url': {url!r} is not an "
+                                 "https://, http:// or file: URL")
+    client_id = _one_value("the OAuth client id", [
+        ("sasl.oauthbearer.client.credentials.client.id", c["sasl.oauthbearer.client.credentials.client.id"]),
+        ("sasl.jaas.config clientId", options.get("clientId")),
+        ("sasl.oauthbearer.client.id", c["sasl.oauthbearer.client.id"])])
+    secret = _one_value("the OAuth client secret", [
+        ("sasl.oauthbearer.client.credentials.client.secret", c["sasl.oauthbearer.client.credentials.client.secret"]),
+        ("sasl.jaas.config clientSecret", options.get("clientSecret")),
+        ("sasl.oauthbearer.client.secret", c["sasl.oauthbearer.client.secret"])], secret=True)
+    scope = _one_value("the OAuth scope", [("sasl.oauthbearer.scope", c["sasl.oauthbearer.scope"]),
+                                           ("sasl.jaas.config scope", options.get("scope"))])
+    retriever = (c["sasl.oauthbearer.jwt.retriever.class"] or "").rsplit(".", 1)[-1]
+    grant = c["sasl.oauthbearer.grant.type"]
+    if retriever == "JwtBearerJwtRetriever":
+        grant = JWT_BEARER
+    assertion_key = c["sasl.oauthbearer.assertion.private.key.pem"] or ""
+    if grant == JWT_BEARER:
+        key_file = c["sasl.oauthbearer.assertion.private.key.file"]
+        if key_file and not assertion_key:
+            try:
+                assertion_key = Path(key_file).read_text()
+            except OSError as exc:
+                raise ConfigurationError(f"setting 'sasl.oauthbearer.assertion.private.key.file': cannot read "
+                                         f"{key_file}: {exc.strerror}") from None
+        if not c["sasl.oauthbearer.assertion.file"] and not assertion_key:
+            raise ConfigurationError("the jwt-bearer grant needs sasl.oauthbearer.assertion.file (a signed JWT "
+                                     "assertion) or sasl.oauthbearer.assertion.private.key.file (a key to sign one)")
+        if assertion_key and not c["sasl.oauthbearer.assertion.file"]:
+            load_assertion_key(assertion_key, c["sasl.oauthbearer.assertion.private.key.passphrase"] or "",
+                               c["sasl.oauthbearer.assertion.algorithm"])      # fail now if it cannot sign
+    elif not url.startswith("file:") and (not client_id or not secret):
+        raise ConfigurationError("the OAuth client credentials grant needs a client id and a client secret "
+                                 "(sasl.oauthbearer.client.credentials.client.id / .client.secret, the "
+                                 "JAAS options clientId / clientSecret, or sasl.oauthbearer.client.id / "
+                                 ".client.secret)")
+    extensions = parse_extensions(c["sasl.oauthbearer.extensions"], "sasl.oauthbearer.extensions")
+    for key, value in options.items():
+        if key.startswith("extension_"):
+            extensions[key[len("extension_"):]] = value
+    return OAuthTokenProvider(OAuthSettings(
+        token_url=url, client_id=client_id, client_secret=secret, scope=scope, grant_type=grant,
+        assertion_file=c["sasl.oauthbearer.assertion.file"] or "", extensions=extensions,
+        assertion_key=assertion_key,
+        assertion_key_passphrase=c["sasl.oauthbearer.assertion.private.key.passphrase"] or "",
+        assertion_algorithm=c["sasl.oauthbearer.assertion.algorithm"],
+        assertion_claims={k: c[f"sasl.oauthbearer.assertion.claim.{k}"] or "" for k in ("iss", "sub", "aud")},
+        assertion_exp_seconds=c["sasl.oauthbearer.assertion.claim.exp.seconds"],
+        assertion_nbf_seconds=c["sasl.oauthbearer.assertion.claim.nbf.seconds"],
+        assertion_jti=c["sasl.oauthbearer.assertion.claim.jti.include"],
+        sub_claim=c["sasl.oauthbearer.sub.claim.name"], urlencode_header=c["sasl.oauthbearer.header.urlencode"],
+        connect_timeout_ms=c["sasl.login.connect.timeout.ms"], read_timeout_ms=c["sasl.login.read.timeout.ms"],
+        retry_backoff_ms=c["sasl.login.retry.backoff.ms"], retry_backoff_max_ms=c["sasl.login.retry.backoff.max.ms"],
+        window_factor=c["sasl.login.refresh.window.factor"], window_jitter=c["sasl.login.refresh.window.jitter"],
+        ssl_context=_endpoint_ssl_context(c, url)))
+
+
+def _endpoint_ssl_context(c: Any, url: str) -> Any:
+    """Verification of an https token endpoint: its own CAs if given, else the system's."""
+    import ssl
+    if not url.startswith("https://"):
+        return None
+    cafile = c["sasl.oauthbearer.ssl.truststore.location"] or c["https.ca.location"]
+    cadata = c["sasl.oauthbearer.ssl.truststore.certificates"] or c["https.ca.pem"]
+    try:
+        return ssl.create_default_context(cafile=cafile or None, cadata=cadata or None)
+    except (OSError, ssl.SSLError) as exc:
+        raise ConfigurationError(f"the token endpoint's CA certificates cannot be loaded: {exc}") from None

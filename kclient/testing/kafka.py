@@ -37,6 +37,7 @@ from pathlib import Path
 
 from kclient.testing import _wire, reaper
 from kclient.testing._base import BrokerStartError, ClusterBase, HarnessError, free_port, log_tail
+from kclient.testing.oidc import TokenEndpoint
 from kclient.testing.maven import MavenError, find_java, java_major_version, resolve_jars
 from kclient.testing.pki import PLAIN_USER, SCRAM_MECHANISMS, SCRAM_USER, TestPki
 from kclient.testing.proxy import FaultProxy
@@ -136,7 +137,8 @@ class KafkaCluster(ClusterBase):
                  broker_config: dict[str, str] | None = None, racks: list[str] | None = None,
                  security: bool = False, profile: str = "test",
                  startup_timeout: float = 120.0, die_with_parent: bool = True,
-                 log_level: str = "WARN", client_proxies: bool = False, port: int | None = None) -> None:
+                 log_level: str = "WARN", client_proxies: bool = False, port: int | None = None,
+                 oidc: TokenEndpoint | None = None, oidc_session_ms: int = SASL_SESSION_MS) -> None:
         if brokers < 1:
             raise ValueError(f"a Kafka cluster needs at least 1 broker, got {brokers}")
         if profile not in _PROFILES:
@@ -157,6 +159,10 @@ class KafkaCluster(ClusterBase):
         self.pki: TestPki | None = None
         self.client_proxies = client_proxies
         self.proxies: dict[int, FaultProxy] = {}
+        # oidc: an OIDC listener (SASL_PLAINTEXT, OAUTHBEARER) that validates the JWTs of this
+        # started token endpoint against its JWKS; sessions last at most oidc_session_ms.
+        self.oidc = oidc
+        self.oidc_session_ms = oidc_session_ms
         self.profile = profile
         self.startup_timeout = startup_timeout
         self.die_with_parent = die_with_parent
@@ -188,6 +194,13 @@ class KafkaCluster(ClusterBase):
         if not self.security:
             raise HarnessError("this cluster was started without security=True: only PLAINTEXT")
         return ",".join(f"{self.host}:{n.listener_ports[listener]}" for n in self.nodes)
+
+    @property
+    def oidc_bootstrap(self) -> str:
+        """Bootstrap servers of the OIDC listener (``oidc=`` a token endpoint)."""
+        if self.oidc is None:
+            raise HarnessError("this cluster was started without oidc=TokenEndpoint(...)")
+        return ",".join(f"{self.host}:{n.listener_ports['OIDC']}" for n in self.nodes)
 
     def node_bootstrap(self, node_id: int) -> str:
         return f"{self.host}:{self._node(node_id).port}"
@@ -262,6 +275,8 @@ class KafkaCluster(ClusterBase):
             node = _Node(node_id, client_port, port(), node_dir)
             if self.security:
                 node.listener_ports = {name: port() for name in _SECURE_LISTENERS}
+            if self.oidc is not None:
+                node.listener_ports["OIDC"] = port()
             if self.client_proxies:
                 # The proxy picks its own free port (no race) before the node advertises it.
                 node.proxied_port = port()
@@ -330,6 +345,8 @@ class KafkaCluster(ClusterBase):
         }
         if self.security:
             props.update(self._security_properties(node))
+        if self.oidc is not None:
+            props.update(self._oidc_properties(node, props))
         if self.client_proxies:
             props["listeners"] += f",PROXIED://{self.host}:{node.proxied_port}"
             props["advertised.listeners"] += f",PROXIED://{self.host}:{node.proxy_port}"
@@ -375,6 +392,26 @@ class KafkaCluster(ClusterBase):
                 'unsecuredLoginStringClaim_sub="broker";')
         return props
 
+    def _oidc_properties(self, node: _Node, props: dict[str, str]) -> dict[str, str]:
+        assert self.oidc is not None
+        address = f"OIDC://{self.host}:{node.listener_ports['OIDC']}"
+        handlers = "org.apache.kafka.common.security.oauthbearer"
+        return {
+            "listeners": f"{props['listeners']},{address}",
+            "advertised.listeners": f"{props['advertised.listeners']},{address}",
+            "listener.security.protocol.map": f"{props['listener.security.protocol.map']},OIDC:SASL_PLAINTEXT",
+            "listener.name.oidc.sasl.enabled.mechanisms": "OAUTHBEARER",
+            "listener.name.oidc.oauthbearer.sasl.jaas.config": f"{handlers}.OAuthBearerLoginModule required ;",
+            "listener.name.oidc.oauthbearer.sasl.server.callback.handler.class":
+                f"{handlers}.OAuthBearerValidatorCallbackHandler",
+            "listener.name.oidc.sasl.oauthbearer.jwt.validator.class": f"{handlers}.BrokerJwtValidator",
+            "listener.name.oidc.sasl.oauthbearer.jwks.endpoint.url": self.oidc.jwks_url,
+            "listener.name.oidc.sasl.oauthbearer.expected.audience": self.oidc.audience,
+            # Kafka 4.4 refuses to start a validator that does not check the issuer.
+            "listener.name.oidc.sasl.oauthbearer.expected.issuer": self.oidc.issuer,
+            "listener.name.oidc.connections.max.reauth.ms": str(self.oidc_session_ms),
+        }
+
     def _write_config(self, node: _Node) -> Path:
         path = node.dir / "server.properties"
         path.write_text("".join(f"{k}={v}\n" for k, v in self._properties(node).items()))
@@ -383,7 +420,9 @@ class KafkaCluster(ClusterBase):
 
     def _java_cmd(self, node: _Node, main: str, *args: str) -> list[str]:
         assert self._java is not None and self._classpath is not None  # both found by start()
-        return [self._java, *_PROFILES[self.profile], "-Djava.awt.headless=true",
+        # The broker fetches the OIDC listener's JWKS only from URLs allowed here.
+        allowed = [f"-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls={self.oidc.jwks_url}"] if self.oidc else []
+        return [self._java, *_PROFILES[self.profile], *allowed, "-Djava.awt.headless=true",
                 f"-Dlog4j2.configurationFile={node.dir / 'log4j2.properties'}",
                 f"-Dkafka.logs.dir={node.dir / 'logs'}",
                 "-cp", self._classpath, main, *args]
