@@ -122,12 +122,19 @@ def _settings(args: argparse.Namespace) -> dict:
     return configs
 
 
-def ensure_topic(bootstrap: str, topic: str, partitions: int | None, replication_factor: int) -> None:
-    """Create ``topic`` unless it exists; say so when it exists with another partition count."""
+def ensure_topic(configs: dict, topic: str, partitions: int | None, replication_factor: int) -> None:
+    """Create ``topic`` unless it exists; say so when it exists with another partition count.
+    The admin client takes the producer's settings that clients share (the address, TLS, SASL,
+    timeouts given with -X), so it reaches the cluster the way the producer does."""
     from kclient import errors as Errors
     from kclient.admin import KafkaAdminClient, NewTopic
+    from kclient.config import AdminClientConfig
 
-    with KafkaAdminClient(bootstrap_servers=bootstrap, client_id="kclient-console-producer") as admin:
+    table = AdminClientConfig.table()
+    shared = {k: v for k, v in configs.items() if table.find(k) is not None}
+    if "max.block.ms" in configs and table.find("default.api.timeout.ms") is not None:
+        shared.setdefault("default.api.timeout.ms", configs["max.block.ms"])  # the producer's wait bound
+    with KafkaAdminClient(shared) as admin:
         existing = admin.describe_topics([topic]).get(topic) or []
         if existing:
             if partitions is not None and partitions != len(existing):
@@ -165,7 +172,7 @@ def run(args: argparse.Namespace) -> int:
     sent = 0
     status = 0
     try:
-        ensure_topic(args.bootstrap_server, args.topic, args.partitions, args.replication_factor)
+        ensure_topic(configs, args.topic, args.partitions, args.replication_factor)
         for number, line in enumerate(_lines(sys.stdin.buffer), 1):
             try:
                 record = parse_json(line) if args.format == "json" else parse_text(line, separator)
