@@ -132,8 +132,9 @@ def ensure_topic(configs: dict, topic: str, partitions: int | None, replication_
 
     table = AdminClientConfig.table()
     shared = {k: v for k, v in configs.items() if table.find(k) is not None}
-    if "max.block.ms" in configs and table.find("default.api.timeout.ms") is not None:
-        shared.setdefault("default.api.timeout.ms", configs["max.block.ms"])  # the producer's wait bound
+    # The producer's bound on waiting for the cluster bounds the admin client's calls too.
+    if "max.block.ms" in configs and "default.api.timeout.ms" not in shared:
+        shared["default.api.timeout.ms"] = configs["max.block.ms"]
     with KafkaAdminClient(shared) as admin:
         existing = admin.describe_topics([topic]).get(topic) or []
         if existing:
