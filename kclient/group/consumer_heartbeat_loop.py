@@ -1,6 +1,8 @@
-"""The KIP-848 member's Python heartbeat thread (a ``HeartbeatDriver``).
+"""The Python heartbeat thread of a broker-driven membership (a ``HeartbeatDriver``): the
+KIP-848 consumer member's, and the share member's (KIP-932), whose heartbeats follow the same
+rules (the broker sets the interval; the member heartbeats while in a heartbeating state).
 
-It keeps the member's ConsumerGroupHeartbeats going between the application's polls. It
+It keeps the member's heartbeats going between the application's polls. It
 never waits for the network client's lock: it reads responses with ``try_poll_no_wakeup``
 (nothing if the application thread is polling; then that poll reads them) and otherwise
 sleeps on the coordinator's condition until the next heartbeat. Carried by a pacemaker link
@@ -13,11 +15,12 @@ import threading
 from typing import Any, Protocol
 
 from kclient import errors as Errors
-from kclient.group.consumer_membership import HEARTBEATING, ConsumerMembership
+from kclient.group.consumer_membership import HEARTBEATING
 from kclient.group.heartbeat_driver import GilFreeSender
 from kclient.network.future import RequestFuture
 
-__all__ = ["ConsumerHeartbeatLoop", "ConsumerLoopHost", "NETWORK_WAIT_MAX_MS", "PACEMAKER_WAIT_MAX_MS"]
+__all__ = ["ConsumerHeartbeatLoop", "ConsumerLoopHost", "MemberState", "NETWORK_WAIT_MAX_MS",
+           "PACEMAKER_WAIT_MAX_MS"]
 
 log = logging.getLogger(__name__)
 
@@ -27,11 +30,21 @@ NETWORK_WAIT_MAX_MS = 50
 PACEMAKER_WAIT_MAX_MS = 500
 
 
-class ConsumerLoopHost(Protocol):
-    """What the loop needs of the KIP-848 coordinator it keeps alive."""
+class MemberState(Protocol):
+    """What the loop reads of a membership: its state."""
 
-    group_id: str | None
-    membership: ConsumerMembership
+    @property
+    def state(self) -> Any: ...
+
+
+class ConsumerLoopHost(Protocol):
+    """What the loop needs of the coordinator it keeps alive (KIP-848 or share)."""
+
+    @property
+    def group_id(self) -> str | None: ...
+
+    @property
+    def membership(self) -> MemberState: ...
 
     @property
     def lock(self) -> Any: ...
@@ -64,10 +77,15 @@ class ConsumerLoopHost(Protocol):
 
 
 class ConsumerHeartbeatLoop(threading.Thread):
-    def __init__(self, coordinator: ConsumerLoopHost, pacemaker: GilFreeSender | None = None):
-        super().__init__(name=f"kclient-heartbeat-{coordinator.group_id}", daemon=True)
+    """``heartbeating``: the membership states in which the member heartbeats (and so looks
+    its coordinator up when it is unknown); the KIP-848 member's by default."""
+
+    def __init__(self, coordinator: ConsumerLoopHost, pacemaker: GilFreeSender | None = None, *,
+                 heartbeating: frozenset | set = HEARTBEATING, name: str | None = None):
+        super().__init__(name=name or f"kclient-heartbeat-{coordinator.group_id}", daemon=True)
         self._c = coordinator
         self._pacemaker = pacemaker
+        self._heartbeating = heartbeating
         self._stopped = False
 
     # ------------------------------------------------------------------ HeartbeatDriver
@@ -123,7 +141,7 @@ class ConsumerHeartbeatLoop(threading.Thread):
                 with c.lock:
                     if self._stopped or c.closed:
                         return
-                    if c.coordinator_unknown() and c.membership.state in HEARTBEATING:
+                    if c.coordinator_unknown() and c.membership.state in self._heartbeating:
                         c.lookup_coordinator()
                 wait = c.heartbeat_tick(c.now_ms())
                 with c.lock:
@@ -145,6 +163,6 @@ class ConsumerHeartbeatLoop(threading.Thread):
                         if not self._stopped:
                             c.cond.wait(max(wait, 1) / 1000.0)
         except BaseException as exc:   # the next poll() raises it
-            log.error("heartbeat thread of group %s failed: %r", c.group_id, exc,
+            log.error("%s of group %s failed: %r", self.name, c.group_id, exc,
                       exc_info=not isinstance(exc, Errors.KafkaError))
             c.on_heartbeat_loop_failure(exc)

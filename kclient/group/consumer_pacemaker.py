@@ -34,7 +34,7 @@ from kcore.timers import Heartbeat
 
 from kclient import protocol
 from kclient.group.consumer_heartbeat_loop import ConsumerHeartbeatLoop, ConsumerLoopHost
-from kclient.group.consumer_membership import MemberState as CState
+from kclient.group.consumer_membership import ConsumerMembership, MemberState as CState
 from kclient.group.pacemaker import LinkBase, start_link
 from kclient.network.metadata import Node
 from kclient.protocol import ApiKey
@@ -49,6 +49,9 @@ _ENGAGED_STATES = frozenset({CState.STABLE, CState.RECONCILING})
 
 class ConsumerPacemakerHost(ConsumerLoopHost, Protocol):
     """What the KIP-848 link needs of its coordinator, beyond what its loop needs."""
+
+    @property
+    def membership(self) -> ConsumerMembership: ...
 
     heartbeat: Heartbeat
     session_timeout_ms: int
