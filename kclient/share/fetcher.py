@@ -240,24 +240,34 @@ class ShareFetcher:
         for tp, a in acks.items():
             self._report(tp, a, err)
 
+    def _answer(self, future: RequestFuture, node_id: int, acks: dict, outcome: Any, what: str) -> tuple[Any, dict] | None:
+        """A ShareFetch or ShareAcknowledge answer, under the lock: the node's session and the
+        response, or None when the request failed or the broker answered a top-level error (the
+        session is reset and the acknowledgements it carried fail with that error)."""
+        if self._in_flight.get(node_id) is future:
+            del self._in_flight[node_id]
+        session = self._session(node_id)
+        if future.failed():
+            session.reset(f"{what} failed: {future.exception!r}")
+            self._fail_acks(acks, future.exception)
+            return None
+        resp = outcome
+        code = resp.get("error_code", 0)
+        if code:
+            err = _error(code, resp.get("error_message"))
+            session.reset(repr(err))
+            self._fail_acks(acks, err)
+            if not isinstance(err, _SESSION_ERRORS):
+                log.warning("share group %s: %s to node %d answered %r", self.group_id, what, node_id, err)
+            return None
+        return session, resp
+
     def _on_fetch(self, future: RequestFuture, node_id: int, acks: dict, outcome: Any) -> None:
         with self.lock:
-            if self._in_flight.get(node_id) is future:
-                del self._in_flight[node_id]
-            session = self._session(node_id)
-            if future.failed():
-                session.reset(f"ShareFetch failed: {future.exception!r}")
-                self._fail_acks(acks, future.exception)
+            answer = self._answer(future, node_id, acks, outcome, "ShareFetch")
+            if answer is None:
                 return
-            resp = outcome
-            code = resp.get("error_code", 0)
-            if code:
-                err = _error(code, resp.get("error_message"))
-                session.reset(repr(err))
-                self._fail_acks(acks, err)
-                if not isinstance(err, _SESSION_ERRORS):
-                    log.warning("share group %s: ShareFetch to node %d answered %r", self.group_id, node_id, err)
-                return
+            session, resp = answer
             session.answered()
             lock_ms = resp.get("acquisition_lock_timeout_ms")
             if lock_ms and lock_ms > 0:
@@ -310,20 +320,10 @@ class ShareFetcher:
 
     def _on_acknowledge(self, future: RequestFuture, node_id: int, acks: dict, epoch: int, outcome: Any) -> None:
         with self.lock:
-            if self._in_flight.get(node_id) is future:
-                del self._in_flight[node_id]
-            session = self._session(node_id)
-            if future.failed():
-                session.reset(f"ShareAcknowledge failed: {future.exception!r}")
-                self._fail_acks(acks, future.exception)
+            answer = self._answer(future, node_id, acks, outcome, "ShareAcknowledge")
+            if answer is None:
                 return
-            resp = outcome
-            code = resp.get("error_code", 0)
-            if code:
-                err = _error(code, resp.get("error_message"))
-                session.reset(repr(err))
-                self._fail_acks(acks, err)
-                return
+            session, resp = answer
             if epoch == FINAL_EPOCH:
                 session.reset("closed")
             else:
