@@ -36,7 +36,8 @@ API_LIST = [
     "DeleteRecords", "OffsetForLeaderEpoch", "SaslAuthenticate", "CreatePartitions",
     "ConsumerGroupHeartbeat", "ShareGroupHeartbeat", "ShareGroupDescribe", "ShareFetch",
     "ShareAcknowledge", "DescribeShareGroupOffsets", "AlterShareGroupOffsets",
-    "DeleteShareGroupOffsets",
+    "DeleteShareGroupOffsets", "DescribeConfigs", "DeleteGroups", "IncrementalAlterConfigs",
+    "GetTelemetrySubscriptions", "PushTelemetry",
 ]
 
 # Highest versions the two test brokers advertise in their ApiVersions response, measured
@@ -50,6 +51,7 @@ BROKER_MAX = {
     37: (None, None), 68: (None, 1),
     76: (None, None), 77: (None, None), 78: (None, None), 79: (None, None), 90: (None, None),
     91: (None, None), 92: (None, None),
+    32: (4, None), 42: (2, None), 44: (1, None), 71: (0, 0), 72: (None, 0),
 }
 BROKER_MIN = {23: (None, 2), 68: (None, 1)}  # every other advertised minimum is 0
 

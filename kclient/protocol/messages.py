@@ -36,6 +36,11 @@ later releases restored Metadata v0-v3 and JoinGroup v0-v1).
   DescribeShareGroupOffsets  90  0-1      0        -       -
   AlterShareGroupOffsets     91  0        0        -       -
   DeleteShareGroupOffsets    92  0        0        -       -
+  DescribeConfigs            32  1-4      4        0-4     -
+  DeleteGroups               42  0-2      2        0-2     -
+  IncrementalAlterConfigs    44  0-1      1        0-1     -
+  GetTelemetrySubscriptions  71  0        0        0-0     0-0
+  PushTelemetry              72  0        0        -       0-0
 
 "flexible" is the first flexible version (compact strings/arrays, tagged fields, request
 header v2, response header v1). tansu / mock: the ranges that Tansu 0.6.0 and the librdkafka
@@ -94,6 +99,11 @@ API_NAMES: dict[int, str] = {
     90: 'DescribeShareGroupOffsets',
     91: 'AlterShareGroupOffsets',
     92: 'DeleteShareGroupOffsets',
+    32: 'DescribeConfigs',
+    42: 'DeleteGroups',
+    44: 'IncrementalAlterConfigs',
+    71: 'GetTelemetrySubscriptions',
+    72: 'PushTelemetry',
 }
 
 REQUESTS: dict[int, Message] = {}
@@ -995,4 +1005,108 @@ RESPONSES[92] = Message(92, 'DeleteShareGroupOffsetsResponse', 'response', '0', 
         F('error_code', 'int16', '0+'),
         F('error_message', 'string', '0+', nullable_versions='0+'),
     ]),
+])
+
+# --- DescribeConfigs (32) -----------------------------------------------------
+REQUESTS[32] = Message(32, 'DescribeConfigsRequest', 'request', '1-4', '4+', [
+    F('resources', '[]DescribeConfigsResource', '0+', fields=[
+        F('resource_type', 'int8', '0+'),
+        F('resource_name', 'string', '0+'),
+        F('configuration_keys', '[]string', '0+', nullable_versions='0+', default=[]),
+    ]),
+    F('include_synonyms', 'bool', '1+', default=False),
+    F('include_documentation', 'bool', '3+', default=False),
+])
+
+RESPONSES[32] = Message(32, 'DescribeConfigsResponse', 'response', '1-4', '4+', [
+    F('throttle_time_ms', 'int32', '0+'),
+    F('results', '[]DescribeConfigsResult', '0+', fields=[
+        F('error_code', 'int16', '0+'),
+        F('error_message', 'string', '0+', nullable_versions='0+', default=''),
+        F('resource_type', 'int8', '0+'),
+        F('resource_name', 'string', '0+'),
+        F('configs', '[]DescribeConfigsResourceResult', '0+', fields=[
+            F('name', 'string', '0+'),
+            F('value', 'string', '0+', nullable_versions='0+', default=''),
+            F('read_only', 'bool', '0+'),
+            F('config_source', 'int8', '1+', default=-1, ignorable=True),
+            F('is_default', 'bool', '0'),
+            F('is_sensitive', 'bool', '0+'),
+            F('synonyms', '[]DescribeConfigsSynonym', '1+', ignorable=True, fields=[
+                F('name', 'string', '1+'),
+                F('value', 'string', '1+', nullable_versions='0+', default=''),
+                F('source', 'int8', '1+'),
+            ]),
+            F('config_type', 'int8', '3+', default=0, ignorable=True),
+            F('documentation', 'string', '3+', nullable_versions='0+', default='', ignorable=True),
+        ]),
+    ]),
+])
+
+# --- DeleteGroups (42) --------------------------------------------------------
+REQUESTS[42] = Message(42, 'DeleteGroupsRequest', 'request', '0-2', '2+', [
+    F('groups_names', '[]string', '0+'),
+])
+
+RESPONSES[42] = Message(42, 'DeleteGroupsResponse', 'response', '0-2', '2+', [
+    F('throttle_time_ms', 'int32', '0+'),
+    F('results', '[]DeletableGroupResult', '0+', fields=[
+        F('group_id', 'string', '0+'),
+        F('error_code', 'int16', '0+'),
+    ]),
+])
+
+# --- IncrementalAlterConfigs (44) ---------------------------------------------
+REQUESTS[44] = Message(44, 'IncrementalAlterConfigsRequest', 'request', '0-1', '1+', [
+    F('resources', '[]AlterConfigsResource', '0+', fields=[
+        F('resource_type', 'int8', '0+'),
+        F('resource_name', 'string', '0+'),
+        F('configs', '[]AlterableConfig', '0+', fields=[
+            F('name', 'string', '0+'),
+            F('config_operation', 'int8', '0+'),
+            F('value', 'string', '0+', nullable_versions='0+', default=''),
+        ]),
+    ]),
+    F('validate_only', 'bool', '0+'),
+])
+
+RESPONSES[44] = Message(44, 'IncrementalAlterConfigsResponse', 'response', '0-1', '1+', [
+    F('throttle_time_ms', 'int32', '0+'),
+    F('responses', '[]AlterConfigsResourceResponse', '0+', fields=[
+        F('error_code', 'int16', '0+'),
+        F('error_message', 'string', '0+', nullable_versions='0+', default=''),
+        F('resource_type', 'int8', '0+'),
+        F('resource_name', 'string', '0+'),
+    ]),
+])
+
+# --- GetTelemetrySubscriptions (71) -------------------------------------------
+REQUESTS[71] = Message(71, 'GetTelemetrySubscriptionsRequest', 'request', '0', '0+', [
+    F('client_instance_id', 'uuid', '0+'),
+])
+
+RESPONSES[71] = Message(71, 'GetTelemetrySubscriptionsResponse', 'response', '0', '0+', [
+    F('throttle_time_ms', 'int32', '0+'),
+    F('error_code', 'int16', '0+'),
+    F('client_instance_id', 'uuid', '0+'),
+    F('subscription_id', 'int32', '0+'),
+    F('accepted_compression_types', '[]int8', '0+'),
+    F('push_interval_ms', 'int32', '0+'),
+    F('telemetry_max_bytes', 'int32', '0+'),
+    F('delta_temporality', 'bool', '0+'),
+    F('requested_metrics', '[]string', '0+'),
+])
+
+# --- PushTelemetry (72) -------------------------------------------------------
+REQUESTS[72] = Message(72, 'PushTelemetryRequest', 'request', '0', '0+', [
+    F('client_instance_id', 'uuid', '0+'),
+    F('subscription_id', 'int32', '0+'),
+    F('terminating', 'bool', '0+'),
+    F('compression_type', 'int8', '0+'),
+    F('metrics', 'bytes', '0+'),
+])
+
+RESPONSES[72] = Message(72, 'PushTelemetryResponse', 'response', '0', '0+', [
+    F('throttle_time_ms', 'int32', '0+'),
+    F('error_code', 'int16', '0+'),
 ])
