@@ -147,6 +147,15 @@ _BROKER_ERRORS = [
     (125, "INVALID_VOTER_KEY", False, False, "The voter key doesn't match the receiving replica's key."),
     (126, "DUPLICATE_VOTER", False, False, "The voter is already part of the set of voters."),
     (127, "VOTER_NOT_FOUND", False, False, "The voter is not part of the set of voters."),
+    (128, "INVALID_REGULAR_EXPRESSION", False, False, "The regular expression is not valid."),
+    (129, "REBOOTSTRAP_REQUIRED", False, False, "Client metadata is stale. The client should rebootstrap to obtain new metadata."),
+    (130, "STREAMS_INVALID_TOPOLOGY", False, False, "The supplied topology is invalid."),
+    (131, "STREAMS_INVALID_TOPOLOGY_EPOCH", False, False, "The supplied topology epoch is invalid."),
+    (132, "STREAMS_TOPOLOGY_FENCED", False, False, "The supplied topology epoch is outdated."),
+    (133, "SHARE_SESSION_LIMIT_REACHED", True, False, "The limit of share sessions has been reached."),
+    (134, "GROUP_DELETION_FAILED", False, False, "DeleteGroups could not complete; see the error message on the per-group result for details."),
+    (135, "STREAMS_TOPOLOGY_DESCRIPTION_UPDATE_FAILED", False, False, "The broker could not process the topology description update; see the error message for details."),
+    (136, "CONTROLLER_ID_NOT_REGISTERED", False, False, "The given controller ID was not registered."),
 ]
 
 # Attributes call sites set on a raised instance for the handler, declared (annotation only, no
