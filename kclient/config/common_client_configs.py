@@ -71,6 +71,14 @@ def common_client_defs() -> list[ConfigDef]:
         ConfigDef("connections.max.idle.ms", "long", 540000, doc="connections idle for this long are closed"),
         ConfigDef("metadata.max.age.ms", "long", 300000, min=0,
                   doc="metadata is refreshed at least this often, even without errors"),
+        ConfigDef("metadata.recovery.strategy", "str", "rebootstrap", choices=("none", "rebootstrap"),
+                  doc="rebootstrap: when no known broker can be reached (or none answered metadata for "
+                      "metadata.recovery.rebootstrap.trigger.ms, or a broker says REBOOTSTRAP_REQUIRED) "
+                      "the client starts again from bootstrap.servers, so a cluster whose brokers were all "
+                      "replaced behind the bootstrap address is found again; none: keep trying the known brokers"),
+        ConfigDef("metadata.recovery.rebootstrap.trigger.ms", "long", 300000, min=0,
+                  doc="with metadata.recovery.strategy=rebootstrap: rebootstrap after this long without "
+                      "a successful metadata answer while one is wanted"),
         ConfigDef("reconnect.backoff.ms", "long", 50, min=0,
                   doc="wait before reconnecting to a broker; doubles per failure up to reconnect.backoff.max.ms"),
         ConfigDef("reconnect.backoff.max.ms", "long", 1000, min=0, doc="the largest reconnect wait"),

@@ -192,6 +192,13 @@ class BrokerConnection:
         return (self.state is ConnectionState.DISCONNECTED
                 and now_ms - self.last_attempt_ms >= self.backoff_ms)
 
+    def retry_now(self) -> None:
+        """Forget the resolved addresses and the reconnect backoff: the next attempt resolves the
+        host name again and may start at once (a rebootstrap: the name may point elsewhere now)."""
+        self._addresses = []
+        self._address_index = 0
+        self.backoff_ms = 0
+
     def connection_delay(self, now_ms: int) -> int:
         """ms until a connection attempt may start (0: now); large while connected."""
         if self.state is ConnectionState.DISCONNECTED:

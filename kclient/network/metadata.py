@@ -199,6 +199,9 @@ class Metadata:
         self._update_version = 0
         self._request_version = 0            # bumped by every request_update
         self._last_seen_epochs: dict[tuple[str, int], int] = {}
+        # The topic id each topic had when its epochs were seen: a recreated topic (or the same
+        # name on another cluster after a rebootstrap) starts its leader epochs again from 0.
+        self._last_seen_topic_ids: dict[str, object] = {}
         self._listeners: list[Callable[[Cluster], None]] = []
         self._fatal: Errors.KafkaError | None = None
         self._reported_unauthorized: frozenset[str] = frozenset()
@@ -230,6 +233,17 @@ class Metadata:
             self._bootstrap_addresses = list(addresses)
             self._cluster = Cluster.bootstrap(self._bootstrap_addresses)
             self._need_update = True
+
+    def rebootstrap(self) -> Cluster:
+        """Forget the brokers learnt from metadata and start again from the bootstrap servers
+        (KIP-899): the cluster becomes the bootstrap placeholders and a refresh is due now.
+        Topics tracked and leader epochs seen are kept. Returns the new (bootstrap) snapshot."""
+        with self._lock:
+            self._cluster = Cluster.bootstrap(self._bootstrap_addresses)
+            self._need_update = True
+            self._last_refresh_ms = 0
+            self._failed_attempts = 0
+            return self._cluster
 
     # ------------------------------------------------------------------ topics tracked
     @property
@@ -409,6 +423,7 @@ class Metadata:
             tid = t.get("topic_id")
             if _valid_topic_id(tid):
                 topic_ids[name] = tid
+                self._forget_epochs_if_recreated(name, tid)
             if t.get("is_internal"):
                 internal.add(name)
             if err:
@@ -441,6 +456,16 @@ class Metadata:
         cluster = Cluster(nodes, partitions, response.get("cluster_id"),
                           NO_NODE if controller is None else controller, internal, unauthorized, invalid, topic_errors, topic_ids)
         return cluster, incomplete
+
+    def _forget_epochs_if_recreated(self, topic: str, topic_id: object) -> None:
+        """Leader epochs count per topic id: a topic deleted and created again, or one of the
+        same name on the cluster a rebootstrap found, starts again from epoch 0, and the epochs
+        seen for the old one would make every answer about the new one look stale."""
+        known = self._last_seen_topic_ids.get(topic)
+        self._last_seen_topic_ids[topic] = topic_id
+        if known is not None and known != topic_id:
+            log.info("topic %s has a new topic id; forgetting the leader epochs seen for the old one", topic)
+            self._last_seen_epochs = {tp: e for tp, e in self._last_seen_epochs.items() if tp[0] != topic}
 
     def _apply_epoch(self, info: PartitionInfo, old: Cluster) -> tuple[PartitionInfo, bool]:
         """Keep newer cached state when ``info`` carries an older leader epoch."""

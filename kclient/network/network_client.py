@@ -40,6 +40,7 @@ MAX_SELECT_MS = 3_600_000          # one select() call never sleeps longer than 
 NO_DEADLINE = 2**62
 DEFAULT_MAX_RESPONSE_BYTES = 100_000_000   # hostile length prefixes fail before allocating
 _CORRELATION = struct.Struct(">i")
+_REBOOTSTRAP_REQUIRED = Errors.RebootstrapRequiredError.errno
 
 
 class ClientRequest:
@@ -125,6 +126,12 @@ class NetworkClient:
         self._selector.register(self._wake_r, selectors.EVENT_READ, None)
         self._correlation_id = 0
         self._metadata_fetch_node: int | None = None
+        # KIP-899 / KIP-1102 rebootstrap: when a refresh became due and whether a broker asked.
+        self._rebootstrap_enabled = net.rebootstrap
+        self._rebootstrap_trigger_ms = net.rebootstrap_trigger_ms
+        self._metadata_attempt_start_ms: int | None = None
+        self._rebootstrap_required = False
+        self.rebootstraps = 0
         self._completed: list[tuple] = []   # (request, response, error) to call back
         self._closed = False
         # OIDC: tokens are fetched and refreshed on the provider's thread from now until close().
@@ -545,9 +552,18 @@ class NetworkClient:
         if self._metadata_fetch_node is not None:
             return NO_DEADLINE  # the in-flight request has its own timeout
         wait = self.metadata.time_to_next_update(now_ms)
+        if wait > 0 and not self._rebootstrap_required:
+            return wait
+        if self._metadata_attempt_start_ms is None:
+            self._metadata_attempt_start_ms = now_ms
+        node_id = self.least_loaded_node(now_ms)
+        reason = self._rebootstrap_reason(node_id, now_ms)
+        if reason is not None:
+            self._rebootstrap(now_ms, reason)
+            wait = self.metadata.time_to_next_update(now_ms)
+            node_id = self.least_loaded_node(now_ms)
         if wait > 0:
             return wait
-        node_id = self.least_loaded_node(now_ms)
         if node_id is None:
             log.debug("metadata refresh due but no node is available")
             return self._earliest_connect_ms(now_ms)
@@ -563,6 +579,37 @@ class NetworkClient:
             self._initiate_connect(conn, now_ms)
             return NO_DEADLINE if conn.is_connecting else self._earliest_connect_ms(now_ms)
         return self._earliest_connect_ms(now_ms)
+
+    def _rebootstrap_reason(self, node_id: int | None, now_ms: int) -> str | None:
+        """Why the client should start again from bootstrap.servers now (KIP-899, KIP-1102), or
+        None: a broker answered REBOOTSTRAP_REQUIRED, every known broker is backing off after
+        failed connections, or no metadata answer came for metadata.recovery.rebootstrap.trigger.ms
+        while one was wanted. Never while the client already talks to the bootstrap servers."""
+        required, self._rebootstrap_required = self._rebootstrap_required, False
+        if not self._rebootstrap_enabled or self.metadata.cluster.is_bootstrap:
+            return None
+        if required:
+            return "a broker answered REBOOTSTRAP_REQUIRED"
+        if node_id is None:
+            return "no known broker can be reached"
+        start = self._metadata_attempt_start_ms
+        if start is not None and now_ms - start >= self._rebootstrap_trigger_ms:
+            return (f"no metadata answer for {now_ms - start} ms "
+                    f"(metadata.recovery.rebootstrap.trigger.ms={self._rebootstrap_trigger_ms})")
+        return None
+
+    def _rebootstrap(self, now_ms: int, reason: str) -> None:
+        cluster = self.metadata.rebootstrap()
+        self._bootstrap_nodes = {n.node_id: n for n in cluster.nodes()}
+        for n in cluster.nodes():
+            self._known_nodes[n.node_id] = n
+            conn = self._conns.get(n.node_id)
+            if conn is not None:
+                conn.update_node(n)
+                conn.retry_now()
+        self._metadata_attempt_start_ms = now_ms
+        self.rebootstraps += 1
+        log.info("rebootstrapping from %s: %s", ",".join(n.address for n in cluster.nodes()), reason)
 
     def _earliest_connect_ms(self, now_ms: int) -> int:
         delays = [self.connection_delay(n.node_id, now_ms) for n in self._candidate_nodes()]
@@ -580,11 +627,14 @@ class NetworkClient:
 
     def _handle_metadata_response(self, conn: BrokerConnection, response: dict, now_ms: int) -> None:
         self._metadata_fetch_node = None
+        version = self.metadata.update_version
         try:
             cluster = self.metadata.update(response, now_ms)
         except Errors.KafkaError as exc:
             log.warning("metadata response from node %d has error: %s", conn.node_id, exc)
             return
+        if self.metadata.update_version != version:
+            self._metadata_attempt_start_ms = None     # an answer: the rebootstrap trigger restarts
         for n in cluster.nodes():
             c = self._conns.get(n.node_id)
             if c is not None:
@@ -812,6 +862,8 @@ class NetworkClient:
             log.warning("cannot decode response to %r from node %d: %s", req, conn.node_id, exc)
             self._finish(req, None, exc, now_ms)
             return
+        if isinstance(response, dict) and response.get("error_code") == _REBOOTSTRAP_REQUIRED:
+            self._rebootstrap_required = True       # KIP-1102: acted on at the next poll
         throttle = response.get("throttle_time_ms") if isinstance(response, dict) else None
         if throttle and throttle > 0:
             self._throttle(conn.node_id, req, throttle, now_ms)

@@ -36,6 +36,9 @@ class NetworkClientConfig:
     retry_backoff_max_ms: int
     metadata_max_age_ms: int
     allow_auto_create_topics: bool
+    # KIP-899 / KIP-1102: start again from the bootstrap servers when the known brokers are gone.
+    rebootstrap: bool = True
+    rebootstrap_trigger_ms: int = 300_000
     # TLS (SSL, SASL_SSL): the context, built and checked once; None for plaintext.
     ssl_context: Any = None
     # SASL (SASL_*): a fresh mechanism per connection (it holds the credentials; not shown).
@@ -80,4 +83,6 @@ class NetworkClientConfig:
             retry_backoff_max_ms=c["retry.backoff.max.ms"],
             metadata_max_age_ms=c["metadata.max.age.ms"],
             allow_auto_create_topics=c["allow.auto.create.topics"],
+            rebootstrap=c["metadata.recovery.strategy"] == "rebootstrap",
+            rebootstrap_trigger_ms=c["metadata.recovery.rebootstrap.trigger.ms"],
         )
