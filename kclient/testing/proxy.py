@@ -8,7 +8,8 @@ connection). Faults, switchable at any time and from any thread:
 * ``bandwidth``: bytes per second forwarded from the broker to the client (slow reads);
 * ``blackhole()``: connections stay open but nothing is forwarded, and new ones are accepted
   and starved, as behind a dead link (``heal()`` resumes forwarding);
-* ``reset()``: every open connection is closed at once (both sides see a reset).
+* ``reset()``: every open connection is closed at once (both sides see a reset);
+* ``retarget(host, port)``: new connections go to another broker, open ones are reset.
 
 Loopback only: the proxy refuses a target outside 127.0.0.0/8 or ::1, and stops with its
 owner (``stop()``, or the context manager).
@@ -95,6 +96,14 @@ class FaultProxy:
     def reset(self) -> None:
         self._reset_requested = True
         self._wake()
+
+    def retarget(self, target_host: str, target_port: int) -> None:
+        """Relay new connections to another broker and reset the open ones: the address the
+        clients know now leads elsewhere (a cluster replaced behind a fixed bootstrap address)."""
+        if not ipaddress.ip_address(socket.gethostbyname(target_host)).is_loopback:
+            raise ValueError(f"FaultProxy relays to loopback addresses only, not {target_host!r}")
+        self.target = (target_host, target_port)
+        self.reset()
 
     def stop(self) -> None:
         self._stop.set()
