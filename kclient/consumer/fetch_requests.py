@@ -44,6 +44,8 @@ log = logging.getLogger(__name__)
 
 FETCH_KEY = int(ApiKey.FETCH)
 _TOPIC_ID_VERSION = 13          # Fetch v13+ names topics by id
+# Answers after which the partition's CurrentLeader (Fetch v12+, KIP-951) names the new leader.
+_LEADER_MOVED = frozenset((Errors.NotLeaderOrFollowerError.errno, Errors.FencedLeaderEpochError.errno))
 PREFETCH_DEPTH = 2              # answered fetches buffered per partition before it waits
 
 _ENTRY_HEAD = struct.Struct(">qi")    # base offset, length: the head of every batch/message
@@ -416,6 +418,7 @@ class FetchRequests:
         read_committed = self._read_committed
         frame: ResponseFrame | None = None
         returned_data = []
+        leader_hints: dict[TopicPartition, tuple[int, int]] = {}
         for topic_resp in result.get("responses") or []:
             topic = topic_resp.get("topic") or by_id.get(topic_resp.get("topic_id"))
             if topic is None:
@@ -442,6 +445,10 @@ class FetchRequests:
                         if err == Errors.OffsetOutOfRangeError.errno:
                             continue
                     self._partition_error(tp, pipe, err, fetch_offset, now)
+                    if err in _LEADER_MOVED:
+                        hint = p.get("current_leader")
+                        if hint is not None and hint.get("leader_id", -1) >= 0:
+                            leader_hints[tp] = (hint["leader_id"], hint.get("leader_epoch", -1))
                     continue
                 replica = p.get("preferred_read_replica", -1)
                 if replica >= 0 and replica != node_id:
@@ -488,6 +495,20 @@ class FetchRequests:
                 self._metrics["bytes-fetched-total"] += len(raw)
         for tp in returned_data:
             subs.move_partition_to_end(tp)
+        if leader_hints:
+            self._apply_leader_hints(leader_hints, result.get("node_endpoints") or (), now)
+
+    def _apply_leader_hints(self, hints: dict[TopicPartition, tuple[int, int]], endpoints, now: int) -> None:
+        """KIP-951: the old leader named the new one; its partitions are fetched from there at
+        once (after the position's validation against the new epoch, KIP-320), not after the
+        retry backoff and a metadata round."""
+        nodes = [Node(e["node_id"], e["host"], e["port"], e.get("rack")) for e in endpoints]
+        updated = self._metadata.update_partition_leaders(hints, nodes)
+        pipes = self._buffer.pipes
+        for tp in updated:
+            pipe = pipes.get(tp)
+            if pipe is not None and pipe.backoff_until > now:
+                pipe.backoff_until = now
 
     def _warn_incomplete(self, tp: TopicPartition, pipe: PartitionPipe, offset: int, size: int) -> None:
         if not pipe.incomplete_warned:

@@ -82,6 +82,12 @@ class Cluster:
         self._topic_names = {v: k for k, v in self._topic_ids.items()}
         self.is_bootstrap = is_bootstrap
 
+    def replaced(self, *, nodes: Iterable[Node], partitions: Iterable[PartitionInfo]) -> "Cluster":
+        """A copy with other brokers and partitions, everything else kept."""
+        return Cluster(nodes, partitions, self.cluster_id, self.controller_id, self.internal_topics,
+                       self.unauthorized_topics, self.invalid_topics, self.topic_errors, self._topic_ids,
+                       self.is_bootstrap)
+
     @classmethod
     def empty(cls) -> "Cluster":
         return cls()
@@ -355,6 +361,46 @@ class Metadata:
             self._failed_attempts += 1
             self.last_error = exc
         log.debug("metadata refresh failed (%s); next attempt in %d ms", exc, self.refresh_backoff_ms())
+
+    # ------------------------------------------------------------------ leader hints (KIP-951)
+    def update_partition_leaders(self, leaders: dict[tuple[str, int], tuple[int, int]],
+                                 endpoints: Iterable[Node] = ()) -> set[tuple[str, int]]:
+        """Apply the new leaders a broker named when it answered NOT_LEADER_OR_FOLLOWER or
+        FENCED_LEADER_EPOCH (KIP-951: CurrentLeader per partition, NodeEndpoints for brokers the
+        client may not know), so the next request goes to the new leader without waiting for a
+        metadata round. ``leaders``: {(topic, partition): (leader id, leader epoch)}. A hint is
+        taken only with a known leader, an epoch newer than every one seen for the partition,
+        and an address for the leader; the rest wait for metadata. Returns the partitions updated.
+
+        The snapshot is replaced without counting as a metadata update (update_version and the
+        listeners are for answers to Metadata requests)."""
+        updated: set[tuple[str, int]] = set()
+        with self._lock:
+            old = self._cluster
+            if old.is_bootstrap:
+                return updated
+            nodes = {n.node_id: n for n in old.nodes()}
+            for n in endpoints:
+                nodes.setdefault(n.node_id, n)
+            changed: dict[tuple[str, int], PartitionInfo] = {}
+            for key, (leader, epoch) in leaders.items():
+                info = old.partition(key)
+                seen = self._last_seen_epochs.get(key, -1)
+                if info is None or leader < 0 or epoch <= max(seen, info.leader_epoch) or leader not in nodes:
+                    continue
+                changed[key] = info._replace(leader=leader, leader_epoch=epoch)
+                self._last_seen_epochs[key] = epoch
+                updated.add(key)
+            if not changed:
+                return updated
+            partitions = [changed.get((p.topic, p.partition), p)
+                          for t in old.topics() for p in (old.partitions_for_topic(t) or ())]
+            self._cluster = old.replaced(nodes=nodes.values(), partitions=partitions)
+        for key in sorted(updated):
+            info = changed[key]
+            log.debug("leader of %s-%d is now node %d (epoch %d), as a broker's answer said",
+                      key[0], key[1], info.leader, info.leader_epoch)
+        return updated
 
     # ------------------------------------------------------------------ epochs
     def last_seen_leader_epoch(self, tp: tuple[str, int]) -> int | None:

@@ -153,3 +153,43 @@ def test_a_recreated_topic_starts_its_leader_epochs_again():
     md.update(metadata_response(nodes=(1, 2), topics=[_topic(new, 0, leader=2)]), 3)
     assert md.cluster.leader_for(("t", 0)).node_id == 2
     assert md.last_seen_leader_epoch(("t", 0)) == 0
+
+
+# ---------------------------------------------------------------------- leader hints (KIP-951)
+def _known(epoch=3):
+    md = Metadata()
+    md.bootstrap([("b0", 9092)])
+    md.add_topics("t")
+    md.update(metadata_response(nodes=(1, 2), topics=[_topic(None, epoch, leader=1)]), 1)
+    return md
+
+
+def test_a_leader_hint_with_a_newer_epoch_moves_the_partition_at_once():
+    md = _known()
+    version = md.update_version
+    assert md.update_partition_leaders({("t", 0): (2, 4)}) == {("t", 0)}
+    assert md.cluster.leader_for(("t", 0)).node_id == 2 and md.cluster.leader_epoch(("t", 0)) == 4
+    assert md.last_seen_leader_epoch(("t", 0)) == 4
+    assert md.update_version == version                 # not a metadata answer
+
+
+def test_a_leader_hint_naming_an_unknown_broker_needs_its_endpoint():
+    from kclient.network.metadata import Node
+    md = _known()
+    assert md.update_partition_leaders({("t", 0): (9, 4)}) == set()
+    assert md.cluster.leader_for(("t", 0)).node_id == 1
+    assert md.update_partition_leaders({("t", 0): (9, 4)}, [Node(9, "broker9", 9093)]) == {("t", 0)}
+    assert md.cluster.leader_for(("t", 0)).address == "broker9:9093"
+
+
+@pytest.mark.parametrize("hint", [(2, 3), (2, 2), (-1, 9), (2, -1)])
+def test_stale_or_empty_leader_hints_are_ignored(hint):
+    md = _known(epoch=3)
+    before = md.cluster
+    assert md.update_partition_leaders({("t", 0): hint}) == set()
+    assert md.cluster is before
+
+
+def test_a_leader_hint_for_an_unknown_partition_is_ignored():
+    md = _known()
+    assert md.update_partition_leaders({("t", 7): (2, 9), ("other", 0): (2, 9)}) == set()
