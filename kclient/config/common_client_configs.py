@@ -103,8 +103,9 @@ def common_client_defs() -> list[ConfigDef]:
                   validator=upper_choice("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"),
                   doc="PLAINTEXT, SSL (TLS), SASL_PLAINTEXT or SASL_SSL (SASL over TLS)"),
         ConfigDef("sasl.mechanism", "str", "GSSAPI",
-                  doc="with SASL_*: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER (GSSAPI, the "
-                      "default, fails with a message: not supported)"),
+                  doc="with SASL_*: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER or AWS_MSK_IAM "
+                      "(Amazon MSK's IAM login, with botocore's credentials: the aws extra); GSSAPI, "
+                      "the default, fails with a message: not supported"),
         ConfigDef("sasl.jaas.config", "str", None, nullable=True,
                   doc="credentials as Kafka's PlainLoginModule / ScramLoginModule entry (never logged)"),
         ConfigDef("ssl.endpoint.identification.algorithm", "str", "https",

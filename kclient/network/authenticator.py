@@ -185,6 +185,7 @@ class Authenticator:
         except Errors.KafkaError as exc:
             self._failed(conn, now_ms, Errors.AuthenticationFailedError(str(exc)))
             return
+        conn.sasl.server_host = conn.node.host     # AWS_MSK_IAM signs for the broker's host name
         if conn.api_versions.get(_SASL_HANDSHAKE_KEY, -1) < 1 or _SASL_AUTHENTICATE_KEY not in conn.api_versions:
             self._failed(conn, now_ms, Errors.AuthenticationFailedError(
                 f"node {conn.node_id} ({conn.address}) offers no SaslHandshake v1 / SaslAuthenticate: "
@@ -205,6 +206,9 @@ class Authenticator:
             first = conn.sasl.first()
         except Errors.AuthenticationFailedError as exc:    # no token (OAUTHBEARER): the token source's reason
             self._failed(conn, now_ms, exc)
+            return
+        except Errors.KafkaError as exc:                   # e.g. AWS_MSK_IAM without a region
+            self._failed(conn, now_ms, Errors.AuthenticationFailedError(str(exc)))
             return
         self._send_sasl_token(conn, first, now_ms)
 

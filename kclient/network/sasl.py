@@ -57,6 +57,7 @@ class SaslMechanism:
 
     name = ""
     complete = False
+    server_host: str | None = None    # the broker's host name, set by the connection before first()
 
     def first(self) -> bytes:
         raise NotImplementedError
@@ -254,9 +255,12 @@ def mechanism_from_config(c: Any, token_provider: Any = None) -> SaslMechanism:
     if name == "GSSAPI":
         raise ConfigurationError("sasl.mechanism GSSAPI (Kerberos) is not supported by kclient; "
                                  "use PLAIN or SCRAM-SHA-256/512")
+    if name == "AWS_MSK_IAM":
+        from kclient.network.aws_msk_iam import AwsMskIamMechanism
+        return AwsMskIamMechanism()
     if name != "PLAIN" and name not in _SCRAM_HASHES and name != "OAUTHBEARER":
         raise ConfigurationError(f"sasl.mechanism {c['sasl.mechanism']!r} is not one of PLAIN, "
-                                 "SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER")
+                                 "SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER, AWS_MSK_IAM")
     username, password = c["sasl.plain.username"], c["sasl.plain.password"]
     jaas = c["sasl.jaas.config"]
     options: dict[str, str] = {}
