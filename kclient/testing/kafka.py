@@ -39,7 +39,7 @@ from kclient.testing import _wire, reaper
 from kclient.testing._base import BrokerStartError, ClusterBase, HarnessError, free_port, log_tail
 from kclient.testing.oidc import TokenEndpoint
 from kclient.testing.maven import MavenError, find_java, java_major_version, resolve_jars
-from kclient.testing.pki import PLAIN_USER, SCRAM_MECHANISMS, SCRAM_USER, TestPki
+from kclient.testing.pki import CONNECTION_STRING_USER, PLAIN_USER, SCRAM_MECHANISMS, SCRAM_USER, TestPki
 from kclient.testing.proxy import FaultProxy
 
 _SECURE_LISTENERS = ("SSL", "SASL_PLAINTEXT", "SASL_SSL", "MTLS")
@@ -379,9 +379,10 @@ class KafkaCluster(ClusterBase):
             "connections.max.reauth.ms": str(SASL_SESSION_MS),
         }
         for listener in ("sasl_plaintext", "sasl_ssl"):
+            cs_user, cs_password = CONNECTION_STRING_USER
             props[f"listener.name.{listener}.plain.sasl.jaas.config"] = (
                 "org.apache.kafka.common.security.plain.PlainLoginModule required "
-                f'user_{plain_user}="{plain_password}";')
+                f'user_{plain_user}="{plain_password}" user_{cs_user}="{cs_password}";')
             for mechanism in SCRAM_MECHANISMS:
                 props[f"listener.name.{listener}.{mechanism.lower()}.sasl.jaas.config"] = (
                     "org.apache.kafka.common.security.scram.ScramLoginModule required;")

@@ -14,9 +14,12 @@ from pathlib import Path
 
 from kclient.testing._base import BrokerStartError
 
-__all__ = ["TestPki", "PLAIN_USER", "SCRAM_USER", "SCRAM_MECHANISMS", "P12_PASSWORD"]
+__all__ = ["TestPki", "PLAIN_USER", "CONNECTION_STRING_USER", "SCRAM_USER", "SCRAM_MECHANISMS", "P12_PASSWORD"]
 
 PLAIN_USER = ("alice", "alice-secret-password")
+# Azure Event Hubs' login shape: the literal user name $ConnectionString, a connection string as password.
+CONNECTION_STRING_USER = ("$ConnectionString", "Endpoint=sb://kclient-test.servicebus.windows.net/;"
+                          "SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey=a2NsaWVudC10ZXN0")
 SCRAM_USER = ("carol", "carol-secret-password")
 P12_PASSWORD = "p12-store-password"
 SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")

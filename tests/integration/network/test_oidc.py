@@ -28,6 +28,9 @@ from kclient.testing._base import free_port
 from kclient.testing.kafka import KafkaCluster
 from kclient.testing.maven import MavenError
 from kclient.testing.oidc import TokenEndpoint
+from kclient.structs import TopicPartition
+
+import cloud_recipes
 
 CLIENT, SECRET = "orders-app", "s3cr3t-9f2c41d0e8"
 WRONG = "wrong-secret-77ab01"
@@ -532,3 +535,28 @@ def test_the_secret_never_appears_in_logs_reprs_metrics_or_errors(oidc_kafka, ca
     shown.append(str(exc.value))
     shown += [r.getMessage() for r in caplog.records]
     assert not [s for s in shown if SECRET in s]
+
+
+# ---------------------------------------------------------------------- docs/cloud.md's OAuth recipes
+@pytest.mark.parametrize("name", ["confluent-cloud-oauth", "event-hubs-oauth"])
+def test_a_cloud_oauth_recipe_reads_and_writes_on_the_oidc_listener(oidc_kafka, name):
+    recipe = cloud_recipes.recipes()[name]
+    assert recipe["security_protocol"] == "SASL_SSL"
+    settings = cloud_recipes.fill(recipe, {
+        "bootstrap_servers": oidc_kafka.oidc_bootstrap,
+        "sasl_oauthbearer_token_endpoint_url": oidc_kafka.oidc.token_url,
+        "sasl_oauthbearer_client_id": CLIENT, "sasl_oauthbearer_client_secret": SECRET,
+        "sasl_oauthbearer_scope": "kafka",
+        "sasl_oauthbearer_extensions": "logicalCluster=lkc-local,identityPoolId=pool-local"})
+    settings["security_protocol"] = "SASL_PLAINTEXT"       # the local OIDC listener has no TLS
+    value = f"recipe {name}".encode()
+    with KafkaProducer(**{k: v for k, v in settings.items() if k != "group_id"}) as p:
+        p.send("oidc", value, partition=0)
+        p.flush(20)
+    with KafkaConsumer(auto_offset_reset="earliest", **settings) as c:
+        c.assign([TopicPartition("oidc", 0)])
+        deadline = time.monotonic() + 30
+        seen: list = []
+        while time.monotonic() < deadline and value not in seen:
+            seen += [r.value for rs in c.poll(200).values() for r in rs]
+    assert value in seen

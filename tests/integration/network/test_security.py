@@ -21,7 +21,9 @@ from kclient.producer import KafkaProducer
 from kclient.structs import TopicPartition
 from kclient.testing.kafka import KafkaCluster
 from kclient.testing.maven import MavenError
-from kclient.testing.pki import P12_PASSWORD, PLAIN_USER, SCRAM_USER
+from kclient.testing.pki import CONNECTION_STRING_USER, P12_PASSWORD, PLAIN_USER, SCRAM_USER
+
+import cloud_recipes
 
 WRONG = "not-the-password-7d1e"
 
@@ -537,3 +539,47 @@ def test_pkcs12_stores_with_a_wrong_password_fail_naming_the_setting(secure):
             KafkaConsumer(bootstrap_servers=secure.bootstrap_for("MTLS"), security_protocol="SSL",
                           **{f"{setting}.type": "PKCS12", f"{setting}.location": str(store),
                              f"{setting}.password": "not-" + P12_PASSWORD})
+
+
+# ---------------------------------------------------------------------- docs/cloud.md's recipes
+def _recipe_locals(secure) -> dict[str, tuple[str, dict]]:
+    """Per recipe run on this broker: the listener, and the local value of each placeholder."""
+    pki, ca = secure.pki, {"ssl_cafile": str(secure.pki.ca_file)}
+    plain = {"sasl_plain_username": PLAIN_USER[0], "sasl_plain_password": PLAIN_USER[1], **ca}
+    return {
+        "confluent-cloud-api-key": ("SASL_SSL", plain),
+        "msk-scram": ("SASL_SSL", {"sasl_plain_username": SCRAM_USER[0], "sasl_plain_password": SCRAM_USER[1], **ca}),
+        "event-hubs-connection-string": ("SASL_SSL", {"sasl_plain_password": CONNECTION_STRING_USER[1], **ca}),
+        "google-managed-kafka": ("SASL_SSL", plain),
+        "aiven-mtls": ("MTLS", {"ssl_cafile": str(pki.ca_file), "ssl_certfile": str(pki.client_cert),
+                                "ssl_keyfile": str(pki.client_key)}),
+    }
+
+
+# Run elsewhere: the OAuth recipes against the OIDC listener (test_oidc.py); MSK IAM only MSK's
+# brokers can check (its signed document is checked in tests/unit/network/test_aws_msk_iam.py).
+RECIPES_RUN_ELSEWHERE = {"confluent-cloud-oauth", "event-hubs-oauth", "msk-iam"}
+
+
+def test_every_recipe_of_the_cloud_page_is_run_somewhere(secure):
+    assert set(cloud_recipes.recipes()) == set(_recipe_locals(secure)) | RECIPES_RUN_ELSEWHERE
+
+
+@pytest.mark.parametrize("name", ["confluent-cloud-api-key", "msk-scram", "event-hubs-connection-string",
+                                  "google-managed-kafka", "aiven-mtls"])
+def test_a_cloud_recipe_reads_and_writes_on_a_listener_of_its_kind(secure, name):
+    listener, local = _recipe_locals(secure)[name]
+    settings = cloud_recipes.fill(cloud_recipes.recipes()[name], {"bootstrap_servers": secure.bootstrap_for(listener),
+                                                                  **local})
+    value = f"recipe {name}".encode()
+    producer_settings = {k: v for k, v in settings.items() if k != "group_id"}
+    with KafkaProducer(**producer_settings) as p:
+        p.send("secure", value, partition=0)
+        p.flush(20)
+    with KafkaConsumer(auto_offset_reset="earliest", **settings) as c:
+        c.assign([TopicPartition("secure", 0)])
+        deadline = time.monotonic() + 30
+        seen: list = []
+        while time.monotonic() < deadline and value not in seen:
+            seen += [r.value for rs in c.poll(200).values() for r in rs]
+    assert value in seen
