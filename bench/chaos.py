@@ -1,4 +1,4 @@
-"""``python -m bench chaos --minutes N [--seed S] [--members M]``: the chaos soak.
+"""``python -m bench chaos --minutes N [--seed S] [--members M] [--security SASL_SSL]``: the chaos soak.
 
 Starts a 3-broker Apache Kafka cluster (replication 3, min.insync.replicas 2) with a fault
 proxy in front of every broker, and runs kclient.testing.chaos for N minutes: a producer
@@ -13,6 +13,10 @@ Exit status 1 if any criterion is non-zero or a member's resources are out of bo
 absolute caps (RSS 400 MB, 256 fds, 32 threads) and, for a member incarnation that lived at
 least 2 minutes, no growth from the second to the last quarter of its samples beyond
 x1.25 + 32 MB RSS, +16 fds, +4 threads (kclient.testing.chaos.RESOURCE_BOUNDS).
+
+``--security SASL_SSL``: the producer and the members connect over TLS with SASL SCRAM-SHA-512
+(the proxies relay the encrypted streams), so faults hit TLS handshakes, SASL logins and
+re-authentications as well.
 """
 from __future__ import annotations
 
@@ -89,6 +93,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--partitions", type=int, default=6)
     p.add_argument("--rate", type=float, default=300.0, help="records per second")
     p.add_argument("--kinds", default=",".join(FAULT_KINDS), help="comma-separated fault kinds")
+    p.add_argument("--security", choices=("PLAINTEXT", "SASL_SSL"), default="PLAINTEXT",
+                   help="the clients' listener: SASL_SSL is TLS with SCRAM-SHA-512 through the proxies")
     p.add_argument("--verbose", action="store_true", help="log every fault")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
@@ -98,10 +104,12 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         p.error(f"unknown fault kinds {sorted(unknown)}; choose from {', '.join(FAULT_KINDS)}")
     from kclient.testing.kafka import KafkaCluster
-    cluster = KafkaCluster(3, client_proxies=True).start()
+    secured = args.security == "SASL_SSL"
+    cluster = KafkaCluster(3, client_proxies=True, security=secured,
+                           proxied_protocols=("PLAINTEXT", "SASL_SSL") if secured else ("PLAINTEXT",)).start()
     try:
         config = ChaosConfig(duration_s=args.minutes * 60, members=args.members, partitions=args.partitions,
-                             rate=args.rate, seed=args.seed, kinds=kinds,
+                             rate=args.rate, seed=args.seed, kinds=kinds, security=args.security,
                              quiet_timeout_s=max(120.0, args.minutes * 10))
         result = Chaos(cluster, config).run()
     finally:

@@ -87,7 +87,11 @@ def _kafka_cluster(brokers: int):
     try:
         # Several nodes: a fault proxy in front of each for clients of the chaos test (a second
         # listener; ``bootstrap`` stays direct for every other test).
-        yield from _session_cluster(lambda: KafkaCluster(brokers, racks=racks, client_proxies=brokers > 1))
+        # Several nodes also get the secured listeners, and a SASL_SSL listener behind proxies
+        # too, so that the chaos test can inject faults into TLS and SASL connections.
+        yield from _session_cluster(lambda: KafkaCluster(
+            brokers, racks=racks, client_proxies=brokers > 1, security=brokers > 1,
+            proxied_protocols=("PLAINTEXT", "SASL_SSL") if brokers > 1 else ("PLAINTEXT",)))
     except MavenError as exc:
         _KAFKA_UNAVAILABLE[key] = f"Apache Kafka is unavailable: {exc}"
         pytest.skip(_KAFKA_UNAVAILABLE[key])

@@ -63,6 +63,14 @@ class AuthenticationHost(Protocol):
         """Whether one more request may go in flight on the connection now."""
 
 
+def _is_transport_failure(exc: BaseException) -> bool:
+    """A handshake that ended because the connection did (reset, hang-up), not because a side
+    refused the other (certificate, protocol version, cipher)."""
+    if isinstance(exc, (ssl.SSLEOFError, ConnectionResetError, BrokenPipeError, ConnectionAbortedError)):
+        return True
+    return "UNEXPECTED_EOF" in str(getattr(exc, "reason", "") or "").upper()
+
+
 def _is_tls_alert(exc: BaseException) -> bool:
     return isinstance(exc, ssl.SSLError) and not isinstance(exc, (ssl.SSLWantReadError, ssl.SSLWantWriteError))
 
@@ -108,6 +116,16 @@ class Authenticator:
         try:
             wait = conn.tls_handshake()
         except (ssl.SSLError, OSError) as exc:
+            if conn.ever_ready and _is_transport_failure(exc):
+                # TLS worked on this connection before: a reset or a hang-up in the middle of a
+                # handshake is the network's doing (a broker restarting, a proxy), not a setting
+                # to fix. The connection is retried as after any disconnect, and poll() raises
+                # nothing.
+                log.info("node %d (%s): connection lost during the TLS handshake (%s); reconnecting",
+                         conn.node_id, conn.address, exc)
+                self._host.close_connection(conn, now_ms, Errors.KafkaConnectionError(
+                    f"node {conn.node_id} ({conn.address}): connection lost during the TLS handshake: {exc}"))
+                return None
             self._failed(conn, now_ms, Errors.SslAuthenticationError(
                 f"node {conn.node_id} ({conn.address}): {describe_tls_error(exc)}"))
             return None

@@ -90,6 +90,7 @@ class ChaosConfig:
     group: str | None = None
     workdir: Path | None = None       # member logs; a temporary directory by default
     sample_interval_s: float = 1.0
+    security: str = "PLAINTEXT"       # the clients' listener: PLAINTEXT, or SASL_SSL (TLS + SCRAM-SHA-512)
 
 
 @dataclass
@@ -164,9 +165,11 @@ def group_coordinator_partition(group: str, partitions: int) -> int:
 
 # ---------------------------------------------------------------------------- producer
 class _Producer(threading.Thread):
-    def __init__(self, bootstrap: str, topic: str, partitions: int, rate: float):
+    def __init__(self, bootstrap: str, topic: str, partitions: int, rate: float,
+                 settings: dict[str, str] | None = None):
         super().__init__(name="chaos-producer", daemon=True)
         self.bootstrap, self.topic, self.partitions, self.rate = bootstrap, topic, partitions, rate
+        self.settings = dict(settings or {})
         self.stop_event = threading.Event()
         self.acked: dict[tuple[int, int], int] = {}      # (partition, offset) -> sequence number
         self.produced = 0
@@ -183,7 +186,7 @@ class _Producer(threading.Thread):
     def run(self) -> None:
         from kclient import errors as Errors
         from kclient.producer import KafkaProducer
-        producer = KafkaProducer(bootstrap_servers=self.bootstrap, acks="all", linger_ms=5,
+        producer = KafkaProducer(self.settings, bootstrap_servers=self.bootstrap, acks="all", linger_ms=5,
                                  request_timeout_ms=15000, delivery_timeout_ms=120000,
                                  retry_backoff_ms=100, reconnect_backoff_ms=50, reconnect_backoff_max_ms=1000,
                                  metadata_max_age_ms=5000, max_block_ms=30000)
@@ -318,11 +321,15 @@ class _History:
 # ---------------------------------------------------------------------------- the run
 class Chaos:
     def __init__(self, cluster: KafkaCluster, config: ChaosConfig | None = None):
+        self.config = config or ChaosConfig()
+        cfg = self.config
         if not cluster.proxies or len(cluster.nodes) < 3:
             raise ValueError("chaos needs a KafkaCluster(3, client_proxies=True)")
         self.cluster = cluster
-        self.config = config or ChaosConfig()
-        cfg = self.config
+        # The clients' way in: the fault proxies of the proxied listener of cfg.security.
+        self.proxies = cluster.proxies_for(cfg.security)
+        self.bootstrap = cluster.proxied_bootstrap_for(cfg.security)
+        self.client_settings = cluster.proxied_client_settings(cfg.security)
         suffix = f"{cfg.seed}-{os.getpid()}-{int(time.time())}"
         self.topic = cfg.topic or f"chaos-{suffix}"
         self.group = cfg.group or f"chaos-group-{suffix}"
@@ -341,8 +348,8 @@ class Chaos:
         cfg = self.config
         settings = {"session.timeout.ms": cfg.session_timeout_ms, "heartbeat.interval.ms": 500,
                     "reconnect.backoff.ms": 50, "reconnect.backoff.max.ms": 1000, "retry.backoff.ms": 100,
-                    "metadata.max.age.ms": 5000, "client.id": f"chaos-{name}"}
-        cmd = [sys.executable, "-m", "kclient.testing.chaos_member", "--bootstrap", self.cluster.proxied_bootstrap,
+                    "metadata.max.age.ms": 5000, "client.id": f"chaos-{name}", **self.client_settings}
+        cmd = [sys.executable, "-m", "kclient.testing.chaos_member", "--bootstrap", self.bootstrap,
                "--topic", self.topic, "--group", self.group]
         for k, v in settings.items():
             cmd += ["--set", f"{k}={v}"]
@@ -441,8 +448,8 @@ class Chaos:
             self._hold(rng.uniform(0.0, 2.0))
             self._start_member(slot)
             return True
-        node = rng.choice(sorted(cluster.proxies))
-        proxy = cluster.proxies[node]
+        node = rng.choice(sorted(self.proxies))
+        proxy = self.proxies[node]
         if kind == "proxy_reset":
             log.info("chaos: connection resets on the proxy of broker %d", node)
             proxy.reset()
@@ -486,7 +493,7 @@ class Chaos:
         started = time.monotonic()
         cluster.create_topic(self.topic, cfg.partitions, 3, configs={"min.insync.replicas": "2"})
         cluster.wait_for_topic(self.topic, cfg.partitions, timeout=60)
-        producer = _Producer(cluster.proxied_bootstrap, self.topic, cfg.partitions, cfg.rate)
+        producer = _Producer(self.bootstrap, self.topic, cfg.partitions, cfg.rate, self.client_settings)
         sampler = threading.Thread(target=self._sample, name="chaos-sampler", daemon=True)
         try:
             for slot in range(cfg.members):
@@ -508,7 +515,7 @@ class Chaos:
             self._stop_sampling.set()
             if sampler.is_alive():
                 sampler.join(10)
-            for proxy in cluster.proxies.values():
+            for proxy in self.proxies.values():
                 proxy.heal()
             for node in cluster.nodes:
                 if not node.running:
@@ -524,7 +531,7 @@ class Chaos:
     def _quiet(self, producer: _Producer) -> None:
         cfg, cluster, result = self.config, self.cluster, self.result
         log.info("chaos: quiet period")
-        for proxy in cluster.proxies.values():
+        for proxy in self.proxies.values():
             proxy.heal()
         for node in cluster.nodes:
             if not node.running:

@@ -115,6 +115,8 @@ class _Node:
     listener_ports: dict[str, int] = field(default_factory=dict)   # secured listeners (security=True)
     proxied_port: int = 0          # the PROXIED listener (client_proxies=True), behind proxy_port
     proxy_port: int = 0
+    secure_proxied_port: int = 0   # the PROXIED_SASL_SSL listener (proxied_protocols has SASL_SSL)
+    secure_proxy_port: int = 0
 
     @property
     def running(self) -> bool:
@@ -138,7 +140,8 @@ class KafkaCluster(ClusterBase):
                  security: bool = False, profile: str = "test",
                  startup_timeout: float = 120.0, die_with_parent: bool = True,
                  log_level: str = "WARN", client_proxies: bool = False, port: int | None = None,
-                 oidc: TokenEndpoint | None = None, oidc_session_ms: int = SASL_SESSION_MS) -> None:
+                 oidc: TokenEndpoint | None = None, oidc_session_ms: int = SASL_SESSION_MS,
+                 proxied_protocols: tuple[str, ...] = ("PLAINTEXT",)) -> None:
         if brokers < 1:
             raise ValueError(f"a Kafka cluster needs at least 1 broker, got {brokers}")
         if profile not in _PROFILES:
@@ -159,6 +162,16 @@ class KafkaCluster(ClusterBase):
         self.pki: TestPki | None = None
         self.client_proxies = client_proxies
         self.proxies: dict[int, FaultProxy] = {}
+        # With client_proxies: the protocols of the proxied listeners. PLAINTEXT is ``proxies``
+        # behind ``proxied_bootstrap``; SASL_SSL (TLS with SCRAM-SHA-512, needs security=True) is
+        # ``secure_proxies``, for fault tests of secured connections (proxied_bootstrap_for).
+        unknown = set(proxied_protocols) - {"PLAINTEXT", "SASL_SSL"}
+        if unknown or "PLAINTEXT" not in proxied_protocols:
+            raise ValueError(f"proxied_protocols is PLAINTEXT, optionally with SASL_SSL, not {proxied_protocols!r}")
+        if "SASL_SSL" in proxied_protocols and not security:
+            raise ValueError("a SASL_SSL proxied listener needs security=True (certificates and SASL users)")
+        self.proxied_protocols = tuple(proxied_protocols)
+        self.secure_proxies: dict[int, FaultProxy] = {}
         # oidc: an OIDC listener (SASL_PLAINTEXT, OAUTHBEARER) that validates the JWTs of this
         # started token endpoint against its JWKS; sessions last at most oidc_session_ms.
         self.oidc = oidc
@@ -188,6 +201,29 @@ class KafkaCluster(ClusterBase):
         if not self.proxies:
             raise HarnessError("this cluster was started without client_proxies=True")
         return ",".join(self.proxies[n.node_id].address for n in self.nodes)
+
+    def proxies_for(self, protocol: str) -> dict[int, FaultProxy]:
+        """The fault proxies of the proxied listener of ``protocol`` (PLAINTEXT or SASL_SSL)."""
+        proxies = self.proxies if protocol == "PLAINTEXT" else self.secure_proxies if protocol == "SASL_SSL" else {}
+        if not proxies:
+            raise HarnessError(f"this cluster has no proxied {protocol} listener (client_proxies=True, "
+                               f"proxied_protocols={self.proxied_protocols})")
+        return proxies
+
+    def proxied_bootstrap_for(self, protocol: str) -> str:
+        proxies = self.proxies_for(protocol)
+        return ",".join(proxies[n.node_id].address for n in self.nodes)
+
+    def proxied_client_settings(self, protocol: str) -> dict[str, str]:
+        """What a client of ``proxied_bootstrap_for(protocol)`` needs besides the address (Java
+        names): nothing for PLAINTEXT; for SASL_SSL the SCRAM user and the test CA."""
+        if protocol == "PLAINTEXT":
+            return {}
+        assert self.pki is not None
+        user, password = SCRAM_USER
+        return {"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512",
+                "sasl.plain.username": user, "sasl.plain.password": password,
+                "ssl.truststore.type": "PEM", "ssl.truststore.location": str(self.pki.ca_file)}
 
     def bootstrap_for(self, listener: str) -> str:
         """Bootstrap servers of a secured listener: SSL, SASL_PLAINTEXT, SASL_SSL or MTLS."""
@@ -283,6 +319,11 @@ class KafkaCluster(ClusterBase):
                 proxy = FaultProxy(self.host, node.proxied_port, host=self.host).start()
                 self.proxies[node.node_id] = proxy
                 node.proxy_port = proxy.port
+                if "SASL_SSL" in self.proxied_protocols:
+                    node.secure_proxied_port = port()
+                    proxy = FaultProxy(self.host, node.secure_proxied_port, host=self.host).start()
+                    self.secure_proxies[node.node_id] = proxy
+                    node.secure_proxy_port = proxy.port
             self.nodes.append(node)
 
     def _properties(self, node: _Node) -> dict[str, str]:
@@ -351,6 +392,14 @@ class KafkaCluster(ClusterBase):
             props["listeners"] += f",PROXIED://{self.host}:{node.proxied_port}"
             props["advertised.listeners"] += f",PROXIED://{self.host}:{node.proxy_port}"
             props["listener.security.protocol.map"] += ",PROXIED:PLAINTEXT"
+            if node.secure_proxied_port:
+                props["listeners"] += f",PROXIED_SASL_SSL://{self.host}:{node.secure_proxied_port}"
+                props["advertised.listeners"] += f",PROXIED_SASL_SSL://{self.host}:{node.secure_proxy_port}"
+                props["listener.security.protocol.map"] += ",PROXIED_SASL_SSL:SASL_SSL"
+                user = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+                props["listener.name.proxied_sasl_ssl.sasl.enabled.mechanisms"] = ",".join(SCRAM_MECHANISMS)
+                for mechanism in SCRAM_MECHANISMS:
+                    props[f"listener.name.proxied_sasl_ssl.{mechanism.lower()}.sasl.jaas.config"] = user
         if self.racks is not None:
             # Rack-aware: followers serve consumers in their rack (KIP-392).
             props["broker.rack"] = self.racks[node.node_id - 1]
@@ -523,7 +572,8 @@ class KafkaCluster(ClusterBase):
 
     def _stop_proxies(self) -> None:
         proxies, self.proxies = self.proxies, {}
-        for proxy in proxies.values():
+        secure, self.secure_proxies = self.secure_proxies, {}
+        for proxy in [*proxies.values(), *secure.values()]:
             proxy.stop()
 
     def _terminate(self, node: _Node, timeout: float) -> None:

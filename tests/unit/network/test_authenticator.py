@@ -4,6 +4,7 @@ Kafka are in test_security.py; the client's side of the interface in test_networ
 from __future__ import annotations
 
 import random
+import ssl
 
 import pytest
 
@@ -182,3 +183,30 @@ def test_a_listener_without_sasl_is_named():
     auth.on_response(conn, "api_versions", host.sent[-1][1], versions, NOW)
     assert "is its listener SASL?" in str(host.closed[-1])
     assert isinstance(auth.error(1), Errors.AuthenticationFailedError)
+
+
+@pytest.mark.parametrize("exc", [ConnectionResetError(104, "Connection reset by peer"),
+                                 ssl.SSLEOFError(8, "EOF occurred in violation of protocol")])
+def test_a_connection_lost_mid_handshake_after_tls_worked_is_a_disconnect_not_an_auth_error(exc):
+    host, auth, conn = make()
+    conn.ever_ready = True                      # this connection completed TLS before
+
+    def handshake():
+        raise exc
+    conn.tls_handshake = handshake
+    assert auth.tls_step(conn, NOW) is None
+    assert isinstance(host.closed[-1], Errors.KafkaConnectionError)
+    assert not isinstance(host.closed[-1], Errors.AuthenticationFailedError)
+    assert auth.error(conn.node_id) is None     # poll() raises nothing
+    auth.maybe_raise_error()
+
+
+def test_a_first_handshake_that_is_hung_up_on_says_the_listener_may_not_speak_tls():
+    host, auth, conn = make()
+
+    def handshake():
+        raise ssl.SSLEOFError(8, "EOF occurred in violation of protocol")
+    conn.tls_handshake = handshake
+    assert auth.tls_step(conn, NOW) is None
+    assert isinstance(auth.error(conn.node_id), Errors.SslAuthenticationError)
+    assert "may not speak TLS" in str(auth.error(conn.node_id))
