@@ -2,10 +2,13 @@
 reset, delete offsets and delete, with the exit status and messages of refused operations."""
 from __future__ import annotations
 
+import contextlib
+import io
 import subprocess
 import sys
 import time
 
+from kclient import cli
 from kclient.admin import KafkaAdminClient
 from kclient.producer import KafkaProducer
 from kclient.share.consumer import KafkaShareConsumer
@@ -13,8 +16,13 @@ from kclient.structs import TopicPartition
 
 
 def share_groups(bootstrap: str, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "kclient", "share-groups", "--bootstrap-server", bootstrap,
-                           *args], capture_output=True, text=True, timeout=60)
+    """The command in this process (its exit status, stdout and stderr), which is what it runs
+    as ``kclient share-groups``; test_the_installed_command runs it as a real command once."""
+    out, err = io.StringIO(), io.StringIO()
+    argv = ["share-groups", "--bootstrap-server", bootstrap, *args]
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        status = cli.main(argv)
+    return subprocess.CompletedProcess(argv, status, out.getvalue(), err.getvalue())
 
 
 def wait_for(predicate, timeout_s: float):
@@ -100,3 +108,9 @@ def test_list_describe_reset_delete(kafka, create_topic, topic_name, group_id):
 def test_a_missing_topic_is_refused(kafka, group_id, topic_name):
     r = share_groups(kafka.bootstrap, "--reset-offsets", group_id, "--topic", topic_name + "-none", "--to-earliest")
     assert r.returncode == 1 and "does not exist" in r.stderr, r
+
+
+def test_the_installed_command(kafka, group_id):
+    r = subprocess.run([sys.executable, "-m", "kclient", "share-groups", "--bootstrap-server", kafka.bootstrap,
+                        "--describe", group_id], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1 and f"share group {group_id!r} does not exist" in r.stderr, r
