@@ -4,7 +4,8 @@
 ``python -m bench fuzz [options]``: the network decoders under atheris (libFuzzer), see bench/fuzz.py.
 ``python -m bench chaos --minutes N [options]``: the chaos soak on 3 brokers, see bench/chaos.py.
 ``python -m bench latency [options]``: end-to-end latency per client at fixed rates, see bench/latency.py.
-``python -m bench produce [options]``: kclient's producer against confluent-kafka's, see bench/produce.py."""
+``python -m bench produce [options]``: kclient's producer against confluent-kafka's, see bench/produce.py.
+``python -m bench share [options]``: share-group consumers per client, 1 and 4 members, see bench/share.py."""
 import sys
 
 if sys.argv[1:2] == ["rebalance"]:
@@ -31,6 +32,11 @@ if sys.argv[1:2] == ["produce"]:
     from bench.produce import main as produce_main
 
     sys.exit(produce_main(sys.argv[2:]))
+
+if sys.argv[1:2] == ["share"]:
+    from bench.share import main as share_main
+
+    sys.exit(share_main(sys.argv[2:]))
 
 if sys.argv[1:2] == ["chaos"]:
     from bench.chaos import main as chaos_main

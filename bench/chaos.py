@@ -9,6 +9,11 @@ the checker (Jepsen's Kafka criteria). Prints a table: duration, records produce
 acknowledged / checked, faults by kind, every criterion, and per member slot the min/max of
 RSS, open fds and threads, sampled every second.
 
+``--share``: share-group members instead (kclient.testing.share_chaos: KafkaShareConsumers in
+explicit mode accepting, rejecting and releasing records; by default the faults are leader
+kills and member kills), checked for every record accepted once or rejected, none lost, none
+delivered again after its final acknowledgement.
+
 Exit status 1 if any criterion is non-zero or a member's resources are out of bounds:
 absolute caps (RSS 400 MB, 256 fds, 32 threads) and, for a member incarnation that lived at
 least 2 minutes, no growth from the second to the last quarter of its samples beyond
@@ -26,6 +31,7 @@ import sys
 from collections import defaultdict
 
 from kclient.testing.chaos import FAULT_KINDS, RESOURCE_BOUNDS, Chaos, ChaosConfig, ChaosResult, ResourceSample
+from kclient.testing.share_chaos import SHARE_FAULT_KINDS, ShareChaos, ShareChaosResult
 
 
 def table(result: ChaosResult, command: str) -> str:
@@ -45,9 +51,17 @@ def table(result: ChaosResult, command: str) -> str:
     if result.skipped_faults:
         rows.append(("faults skipped (cluster not fully replicated in time)",
                      ", ".join(f"{k} {v}" for k, v in sorted(result.skipped_faults.items()))))
-    rows.append(("members killed / fenced (may redeliver past their last commit)",
-                 f"{len(result.killed)} / {len(result.fenced)}"))
-    rows.append(("failed commits / poll errors (informational)", f"{result.commit_failures} / {result.poll_errors}"))
+    if isinstance(result, ShareChaosResult):
+        rows.append(("records accepted / rejected / archived", f"{result.accepted} / {result.rejected} / "
+                                                               f"{result.archived}"))
+        rows.append(("releases / refused acknowledgements (informational)",
+                     f"{result.released} / {result.failed_acknowledgements}"))
+        rows.append(("members killed / poll errors (informational)", f"{len(result.killed)} / {result.poll_errors}"))
+    else:
+        rows.append(("members killed / fenced (may redeliver past their last commit)",
+                     f"{len(result.killed)} / {len(result.fenced)}"))
+        rows.append(("failed commits / poll errors (informational)",
+                     f"{result.commit_failures} / {result.poll_errors}"))
     for name, count in result.criteria().items():
         rows.append((f"criterion: {name}", str(count)))
     for slot, ranges in result.resource_ranges().items():
@@ -92,14 +106,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--members", type=int, default=3)
     p.add_argument("--partitions", type=int, default=6)
     p.add_argument("--rate", type=float, default=300.0, help="records per second")
-    p.add_argument("--kinds", default=",".join(FAULT_KINDS), help="comma-separated fault kinds")
+    p.add_argument("--kinds", default=None,
+                   help=f"comma-separated fault kinds (default: all; with --share: {','.join(SHARE_FAULT_KINDS)})")
+    p.add_argument("--share", action="store_true", help="share-group members instead of consumer group members")
     p.add_argument("--security", choices=("PLAINTEXT", "SASL_SSL"), default="PLAINTEXT",
                    help="the clients' listener: SASL_SSL is TLS with SCRAM-SHA-512 through the proxies")
     p.add_argument("--verbose", action="store_true", help="log every fault")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    kinds = tuple(k for k in args.kinds.split(",") if k)
+    default_kinds = SHARE_FAULT_KINDS if args.share else FAULT_KINDS
+    kinds = tuple(k for k in args.kinds.split(",") if k) if args.kinds else default_kinds
     unknown = set(kinds) - set(FAULT_KINDS)
     if unknown:
         p.error(f"unknown fault kinds {sorted(unknown)}; choose from {', '.join(FAULT_KINDS)}")
@@ -111,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
         config = ChaosConfig(duration_s=args.minutes * 60, members=args.members, partitions=args.partitions,
                              rate=args.rate, seed=args.seed, kinds=kinds, security=args.security,
                              quiet_timeout_s=max(120.0, args.minutes * 10))
-        result = Chaos(cluster, config).run()
+        result = (ShareChaos if args.share else Chaos)(cluster, config).run()
     finally:
         cluster.stop()
     command = "python -m bench chaos " + " ".join(argv if argv is not None else sys.argv[2:])
@@ -123,6 +140,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"undelivered at the quiet-period deadline, by partition: {result.undelivered_at_deadline}")
     if not result.ok:
         print(f"member logs: {result.workdir}")
+        flagged = ((("lost", result.lost), ("accepted_twice", result.accepted_twice),
+                    ("redelivered_after_final", result.redelivered_after_final))
+                   if isinstance(result, ShareChaosResult) else ())
+        for name, items in flagged:
+            if items:
+                print(f"{name} (first 10): {items[:10]}")
         for name, items in (("lost", result.report.lost), ("duplicated", result.report.duplicated),
                             ("nonmonotonic", result.report.nonmonotonic), ("skipped", result.report.skipped),
                             ("split_brain", result.report.split_brain)):

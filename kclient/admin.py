@@ -1,5 +1,5 @@
-"""A small admin client: topics, partitions, records, offsets and consumer groups (kafka-python's
-method names).
+"""A small admin client: topics, partitions, records, offsets, consumer groups, and share groups
+and group configs (kclient.admin_share_groups), with kafka-python's method names.
 
 Every call blocks until the cluster answered (or its timeout passed) and drives the network
 from the calling thread. Topic creation and deletion, and adding partitions, return only once
@@ -22,9 +22,13 @@ from kclient.consumer.offset_fetcher import (EARLIEST_TIMESTAMP, LATEST_TIMESTAM
                                     list_offsets_body, parse_list_offsets)
 from kclient.structs import OffsetAndMetadata, TopicPartition
 from kclient.protocol import ApiKey
+from kclient.admin_share_groups import (ConfigEntry, ShareGroupAdmin, ShareGroupDescription, ShareGroupListing,
+                                        ShareMemberDescription, SharePartitionOffsetInfo)
 
 __all__ = ["KafkaAdminClient", "NewTopic", "NewPartitions", "OffsetSpec", "ListOffsetsResultInfo",
-           "GroupDescription", "MemberDescription", "AdminClientConfig", "ADMIN_CONFIGS"]
+           "GroupDescription", "MemberDescription", "AdminClientConfig", "ADMIN_CONFIGS",
+           "ShareGroupDescription", "ShareMemberDescription", "ShareGroupListing", "SharePartitionOffsetInfo",
+           "ConfigEntry"]
 
 log = logging.getLogger(__name__)
 
@@ -120,7 +124,7 @@ def _new_partitions(topic: Any, spec: Any) -> NewPartitions:
     return out
 
 
-class KafkaAdminClient:
+class KafkaAdminClient(ShareGroupAdmin):
     def __init__(self, configs: Mapping[str, Any] | None = None, *, clock: Clock | None = None,
                  **kwargs: Any):
         self.config = AdminClientConfig(configs, **kwargs)

@@ -33,6 +33,8 @@ COMMANDS: dict[str, Command] = {
     "bench": Command("bench.runner", "benchmark kclient against other clients (from a source checkout)",
                      "the benchmark suite runs from a source checkout: python -m bench (in the "
                      "checkout's root); it is not part of the installed package"),
+    "share-groups": Command("kclient.cli.share_groups",
+                            "list, describe, reset and delete share groups (like kafka-share-groups.sh)"),
     "verifiable-consumer": Command("kclient.cli.verifiable",
                                    "Kafka's VerifiableConsumer: consume and print JSON events (for system tests)"),
     "demo": Command("kclient.cli.demo",

@@ -11,12 +11,13 @@
 Modules, one job each: ``scheduler`` (ordering rules, task queues), ``offsets`` (the
 committable contiguous prefix per partition), ``backpressure`` (when to pause fetching),
 ``workers`` (handler threads, retries, on_error), ``rebalance`` (the listener hook),
-``driver`` (the polling loop and commits), ``metrics``, ``settings``. See docs/parallel.md.
+``driver`` (the polling loop and commits), ``share_driver`` (the same on a share group:
+``ParallelConsumer(share_consumer, ...)``), ``metrics``, ``settings``. See docs/parallel.md.
 """
 from __future__ import annotations
 
 from kclient.parallel.driver import ParallelConsumer
-from kclient.parallel.metrics import ParallelMetrics, PartitionMetrics
+from kclient.parallel.metrics import ParallelMetrics, PartitionMetrics, ShareParallelMetrics
 from kclient.parallel.workers import HandlerError
 
-__all__ = ["HandlerError", "ParallelConsumer", "ParallelMetrics", "PartitionMetrics"]
+__all__ = ["HandlerError", "ParallelConsumer", "ParallelMetrics", "PartitionMetrics", "ShareParallelMetrics"]

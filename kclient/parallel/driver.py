@@ -45,7 +45,19 @@ class ParallelConsumer:
     ``listener``, the application's own, afterwards); a pattern subscription must be made
     through ``subscribe(pattern=...)`` instead. A consumer given partitions with ``assign()``
     works as is (no rebalances). See docs/parallel.md for every setting.
+
+    Given a ``KafkaShareConsumer`` (explicit acknowledgement mode) instead, it returns a
+    ShareParallelConsumer: each handler's outcome acknowledges its record (share_driver).
     """
+
+    def __new__(cls, consumer: Any = None, *args: Any, **kwargs: Any) -> "ParallelConsumer":
+        # A share consumer gets the share-group flavour (same calls, per-record acknowledgements).
+        if cls is ParallelConsumer:
+            from kclient.share.consumer import KafkaShareConsumer
+            if isinstance(consumer, KafkaShareConsumer):
+                from kclient.parallel.share_driver import ShareParallelConsumer
+                return super().__new__(ShareParallelConsumer)
+        return super().__new__(cls)
 
     def __init__(self, consumer: KafkaConsumer, max_workers: int = DEFAULTS["max_workers"],
                  ordering: str = DEFAULTS["ordering"], *,

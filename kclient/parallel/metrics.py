@@ -4,7 +4,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-__all__ = ["ParallelMetrics", "PartitionMetrics"]
+__all__ = ["ParallelMetrics", "PartitionMetrics", "ShareParallelMetrics"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -32,6 +32,25 @@ class ParallelMetrics:
     commits: int                   # commits sent
     paused: bool                   # every partition paused for the queue bound
     partitions: dict[Any, PartitionMetrics]
+
+    def as_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True)
+class ShareParallelMetrics:
+    """``metrics()`` of ParallelConsumer on a share group."""
+    in_flight: int                 # handlers running now
+    queued: int                    # records of the current poll waiting for a worker
+    outstanding: int               # records of the current poll not acknowledged yet
+    accepted: int                  # handled: acknowledged ACCEPT
+    released: int                  # failed or not handled: RELEASE (delivered again)
+    rejected: int                  # failed, on_error said reject: REJECT (never again)
+    retries: int                   # handler calls repeated on the worker after a failure
+    dropped: int                   # queued records given up at shutdown (released)
+    max_in_flight: int             # most handlers seen running at once
+    batches: int                   # polls that returned records
+    acknowledgement_failures: int  # acknowledgements the broker refused (those records come back)
 
     def as_dict(self) -> dict:
         return dataclasses.asdict(self)

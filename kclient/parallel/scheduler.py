@@ -30,6 +30,8 @@ class Outcome(enum.Enum):
     SKIPPED = "skipped"      # failed, skipped by policy: counts towards the commit
     FAILED = "failed"        # failed, the policy says stop: never committed
     ABANDONED = "abandoned"  # given up at shutdown (retry pending): never committed
+    RELEASED = "released"    # share groups: failed, given back to the broker for another delivery
+    REJECTED = "rejected"    # share groups: failed, never to be delivered again
 
 
 class Task:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from kclient.parallel.scheduler import Outcome, Scheduler, Task
@@ -35,13 +35,24 @@ def _where(record: Any) -> str:
     return f"{record.topic}-{record.partition} offset {record.offset}"
 
 
-class WorkerPool:
-    """``max_workers`` threads handling tasks until the scheduler halts."""
+#: What ``on_error`` may answer besides "raise", and the outcome each gives: consumer groups.
+COMMIT_POLICIES: Mapping[str, Outcome] = {"skip": Outcome.SKIPPED}
 
-    def __init__(self, scheduler: Scheduler, handler: Callable[[Any], Any], settings: Settings):
+
+class WorkerPool:
+    """``max_workers`` threads handling tasks until the scheduler halts.
+
+    A failure after the retries is decided by ``on_error`` (the settings' by default):
+    "raise" stops everything (Outcome.FAILED), the other answers are ``policies``' keys."""
+
+    def __init__(self, scheduler: Scheduler, handler: Callable[[Any], Any], settings: Settings, *,
+                 on_error: str | Callable[[Any, BaseException], str] | None = None,
+                 policies: Mapping[str, Outcome] = COMMIT_POLICIES):
         self._scheduler = scheduler
         self._handler = handler
         self._settings = settings
+        self._on_error = settings.on_error if on_error is None else on_error
+        self._policies = dict(policies)
         self._stopping = threading.Event()   # ends retry backoffs early
         self._threads: list[threading.Thread] = []
 
@@ -102,7 +113,8 @@ class WorkerPool:
             return self._decide(record, error)
 
     def _decide(self, record: Any, error: BaseException) -> tuple[Outcome, BaseException | None]:
-        policy = self._settings.on_error
+        policy = self._on_error
+        allowed = ("raise", *self._policies)
         if callable(policy):
             try:
                 policy = policy(record, error)
@@ -110,13 +122,15 @@ class WorkerPool:
                 log.error("on_error callback failed for %s: %r", _where(record), exc)
                 exc.__cause__ = error
                 return Outcome.FAILED, exc
-            if policy not in ("raise", "skip"):
-                bad = TypeError(f"the on_error callable must return 'raise' or 'skip', got {policy!r}")
+            if policy not in allowed:
+                bad = TypeError(f"the on_error callable must return {' or '.join(map(repr, allowed))}, "
+                                f"got {policy!r}")
                 bad.__cause__ = error
                 log.error("%s (for %s)", bad, _where(record))
                 return Outcome.FAILED, bad
-        if policy == "skip":
-            log.warning("handler failed on %s, skipped: %r", _where(record), error)
-            return Outcome.SKIPPED, error
+        outcome = self._policies.get(policy)
+        if outcome is not None:
+            log.warning("handler failed on %s, %s: %r", _where(record), outcome.value, error)
+            return outcome, error
         log.error("handler failed on %s: %r", _where(record), error)
         return Outcome.FAILED, error

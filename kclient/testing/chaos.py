@@ -487,6 +487,20 @@ class Chaos:
                 self.result.skipped_faults[kind] += 1
             self._hold(self.rng.uniform(*self.config.gap_s))
 
+    def _formed(self) -> bool:
+        """Faults start once every partition has an owner and records flow (the group formed)."""
+        return len(self.history.owner) == self.config.partitions and bool(self.history.deliveries)
+
+    def _caught_up(self, producer: _Producer) -> bool:
+        """Every acknowledged record was delivered."""
+        with self.history.lock:
+            delivered = self.history.delivered
+            return all(key in delivered for key in list(producer.acked))
+
+    def _behind(self, producer: _Producer) -> Counter:
+        with self.history.lock:
+            return Counter(p for p, o in producer.acked if (p, o) not in self.history.delivered)
+
     # ------------------------------------------------------------------ the run
     def run(self) -> ChaosResult:
         cfg, cluster, result = self.config, self.cluster, self.result
@@ -500,9 +514,7 @@ class Chaos:
                 self._start_member(slot)
             producer.start()
             sampler.start()
-            # Faults start once every member has its first assignment (the group formed).
-            self._wait(lambda: len(self.history.owner) == cfg.partitions and bool(self.history.deliveries),
-                       60, "the group to form and deliver")
+            self._wait(self._formed, 60, "the group to form and deliver")
             self._inject(time.monotonic() + cfg.duration_s)
             self._quiet(producer)
         finally:
@@ -547,15 +559,9 @@ class Chaos:
         if producer.is_alive():
             log.error("chaos: the producer did not stop within 150 s")
 
-        def caught_up() -> bool:
-            with self.history.lock:
-                delivered = self.history.delivered
-                return all(key in delivered for key in list(producer.acked))
-
-        if not self._wait(caught_up, cfg.quiet_timeout_s, "every acknowledged record delivered", 0.5):
-            with self.history.lock:
-                behind: Counter = Counter(p for p, o in producer.acked if (p, o) not in self.history.delivered)
-            result.undelivered_at_deadline = dict(sorted(behind.items()))
+        if not self._wait(lambda: self._caught_up(producer), cfg.quiet_timeout_s,
+                          "every acknowledged record delivered", 0.5):
+            result.undelivered_at_deadline = dict(sorted(self._behind(producer).items()))
             log.error("chaos: undelivered records by partition %s; owners %s", result.undelivered_at_deadline,
                       dict(sorted(self.history.owner.items())))
         for member in list(self.members.values()):

@@ -1,0 +1,248 @@
+"""``python -m bench share [--records N] [--members 1,4] [--drivers ...] [--bootstrap host:port]``:
+share-group consumers (KIP-932) in one run, on one topic.
+
+One topic of 8 partitions holds N records of 100 B (written once, as bench/runner.py writes
+its topics). Each client then reads all of it in a share group of its own (a fresh group id,
+``share.auto.offset.reset=earliest``), with 1 and with 4 members, each member a process of its
+own (bench/share_members.py; the Java peer is a JVM, bench/java/JavaShareConsumerBench.java):
+
+- kclient per record: ``KafkaShareConsumer.poll()``;
+- kclient columnar: ``KafkaShareConsumer.poll_columnar()`` (when this kclient has it);
+- Java: ``KafkaShareConsumer`` of kafka-clients (the broker's version);
+- confluent-kafka: ``ShareConsumer`` (when the installed confluent-kafka has one);
+- raw ShareFetch: ShareFetch over plain sockets, no record decoded (the ceiling).
+
+Every member polls up to 10,000 records and acknowledges implicitly (each poll accepts the
+previous one's records). The window opens when the members are told to start (they build their
+consumers then) and closes when the members together reported N records. Reported: records/s
+after the first poll's records arrived (joining the group excluded), the seconds to the first record,
+and CPU per record (user + system time of every member process, all threads, JVM included).
+Without ``--bootstrap`` a one-node Apache Kafka broker is started on this machine and shares
+its cores with the members: figures compare within a run.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import selectors
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import psutil
+
+DRIVERS = ("raw-sharefetch", "kclient-records", "kclient-columnar", "java", "confluent")
+LABELS = {"raw-sharefetch": "raw ShareFetch (ceiling)", "kclient-records": "kclient per record",
+          "kclient-columnar": "kclient columnar", "java": "Java KafkaShareConsumer",
+          "confluent": "confluent-kafka ShareConsumer"}
+PARTITIONS = 8
+RECORD_SIZE = 100
+JAVA_SOURCE = Path(__file__).resolve().parent / "java" / "JavaShareConsumerBench.java"
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def unavailable(driver: str) -> str | None:
+    """Why ``driver`` cannot run here, or None."""
+    if driver == "kclient-columnar":
+        from kclient.share.consumer import KafkaShareConsumer
+        if not hasattr(KafkaShareConsumer, "poll_columnar"):
+            return "this kclient's KafkaShareConsumer has no poll_columnar()"
+    if driver == "confluent":
+        try:
+            import confluent_kafka
+        except ImportError:
+            return "confluent-kafka is not installed"
+        if not hasattr(confluent_kafka, "ShareConsumer"):
+            return f"confluent-kafka {confluent_kafka.version()[0]} has no ShareConsumer"
+    if driver == "java":
+        from kclient.testing import MavenError
+        try:
+            _java_command()
+        except MavenError as exc:
+            return str(exc)
+    return None
+
+
+def _java_command() -> list[str]:
+    from bench.drivers.java_consumer import JVM_OPTIONS, classpath
+    from kclient.testing.maven import find_java
+    return [find_java(), *JVM_OPTIONS, "-cp", classpath(JAVA_SOURCE), "JavaShareConsumerBench"]
+
+
+def _member_command(driver: str, bootstrap: str, topic: str, group: str) -> list[str]:
+    if driver == "java":
+        return [*_java_command(), bootstrap, topic, str(PARTITIONS), group, "max.poll.records=10000"]
+    return [sys.executable, "-m", "bench.share_members", driver, bootstrap, topic, str(PARTITIONS), group]
+
+
+class _Member:
+    def __init__(self, cmd: list[str]):
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        self.buf = b""
+        self.count = 0
+
+    def lines(self) -> list[str]:
+        chunk = os.read(self.proc.stdout.fileno(), 65536)
+        if not chunk:
+            raise RuntimeError(f"a member exited (status {self.proc.wait()}) before the run finished")
+        self.buf += chunk
+        *done, self.buf = self.buf.split(b"\n")
+        return [line.decode("utf-8", "replace").strip() for line in done]
+
+    def tell(self, word: str) -> None:
+        try:
+            self.proc.stdin.write(word.encode() + b"\n")
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            pass
+
+    def cpu(self) -> float:
+        try:
+            t = psutil.Process(self.proc.pid).cpu_times()
+            return t.user + t.system + t.children_user + t.children_system
+        except psutil.Error:
+            return 0.0
+
+
+def run_one(driver: str, members: int, bootstrap: str, topic: str, records: int, timeout_s: float) -> dict:
+    from kclient.admin import KafkaAdminClient
+    group = f"bench-share-{driver}-{members}-{uuid.uuid4().hex[:8]}"
+    with KafkaAdminClient(bootstrap_servers=bootstrap) as admin:
+        admin.alter_group_configs(group, {"share.auto.offset.reset": "earliest"})
+        deadline = time.monotonic() + 30
+        while admin.describe_group_configs(group)["share.auto.offset.reset"].value != "earliest":
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"group config of {group} did not apply")
+            time.sleep(0.05)   # a check interval, not a wait for the condition
+    procs = [_Member(_member_command(driver, bootstrap, topic, group)) for _ in range(members)]
+    sel = selectors.DefaultSelector()
+    for m in procs:
+        sel.register(m.proc.stdout, selectors.EVENT_READ, m)
+    try:
+        ready, deadline = 0, time.monotonic() + 120
+        while ready < members:
+            if time.monotonic() > deadline:
+                raise RuntimeError("the members did not start within 120 s")
+            for key, _ in sel.select(1.0):
+                for line in key.data.lines():
+                    if line == "READY":
+                        ready += 1
+        cpu0 = sum(m.cpu() for m in procs)
+        start = time.perf_counter()
+        for m in procs:
+            m.tell("GO")
+        total, first, first_batch = 0, None, 0
+        while total < records:
+            if time.perf_counter() - start > timeout_s:
+                raise RuntimeError(f"{total:,} of {records:,} records within {timeout_s:.0f} s")
+            for key, _ in sel.select(1.0):
+                m = key.data
+                for line in m.lines():
+                    kind, _, rest = line.partition(" ")
+                    if kind == "B":
+                        m.count += int(rest)
+                        total += int(rest)
+                        if first is None:
+                            first, first_batch = time.perf_counter(), int(rest)
+                    elif kind in ("X", "E"):
+                        raise RuntimeError(f"a member failed: {rest}")
+        end = time.perf_counter()
+        cpu = sum(m.cpu() for m in procs) - cpu0
+    finally:
+        for m in procs:
+            m.tell("STOP")
+        for m in procs:
+            try:
+                m.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                m.proc.kill()
+                m.proc.wait()
+        sel.close()
+    assert first is not None
+    return {"driver": driver, "members": members, "records": total, "wall_s": end - start,
+            "first_record_s": first - start, "steady_s": end - first, "first_batch": first_batch, "cpu_s": cpu,
+            "per_member": [m.count for m in procs]}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench share", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--members", default="1,4", help="member counts to run (default 1,4)")
+    parser.add_argument("--drivers", default=",".join(DRIVERS), help=f"comma list of {DRIVERS}")
+    parser.add_argument("--bootstrap", default=None, help="an existing cluster with share groups (default: "
+                                                         "start Apache Kafka)")
+    parser.add_argument("--timeout", type=float, default=600.0, help="seconds per run (default 600)")
+    parser.add_argument("--out", default=None, help="also write the results as JSON to this file")
+    args = parser.parse_args(argv)
+    drivers = [d for d in args.drivers.split(",") if d]
+    unknown = set(drivers) - set(DRIVERS)
+    try:
+        member_counts = [int(n) for n in args.members.split(",") if n]
+    except ValueError:
+        parser.error(f"--members takes numbers, as in 1,4; got {args.members!r}")
+    if unknown or args.records < 1 or not member_counts or min(member_counts) < 1:
+        parser.error(f"--drivers from {DRIVERS} (got {sorted(unknown)}), --records and --members >= 1")
+    skipped = {d: why for d in drivers if (why := unavailable(d))}
+    for d, why in skipped.items():
+        log(f"skipping {d}: {why}")
+
+    def run_all(bootstrap: str) -> list[dict]:
+        from bench.runner import Config, produce
+        from kclient.admin import KafkaAdminClient, NewTopic
+        topic = f"bench-share-{uuid.uuid4().hex[:8]}"
+        with KafkaAdminClient(bootstrap_servers=bootstrap) as admin:
+            admin.create_topics([NewTopic(topic, PARTITIONS, 1)])
+        log(f"producing {args.records:,} records to {topic}")
+        produce(bootstrap, topic, Config(PARTITIONS, RECORD_SIZE, "none", args.records))
+        results = []
+        for members in member_counts:
+            for d in drivers:
+                if d in skipped:
+                    continue
+                log(f"{d}, {members} member(s)")
+                try:
+                    results.append(run_one(d, members, bootstrap, topic, args.records, args.timeout))
+                except RuntimeError as exc:
+                    log(f"  {d} failed: {exc}")
+                    results.append({"driver": d, "members": members, "error": str(exc)})
+        return results
+
+    if args.bootstrap:
+        where = args.bootstrap
+        results = run_all(args.bootstrap)
+    else:
+        from kclient.testing import KafkaCluster
+        with KafkaCluster() as kafka:
+            where = f"Apache Kafka {kafka.version}, one node on this machine"
+            results = run_all(kafka.bootstrap)
+    load = os.getloadavg()
+    print(f"python -m bench share: {args.records:,} records x {RECORD_SIZE} B, {PARTITIONS} partitions, "
+          f"implicit acknowledgement, max.poll.records 10000; broker: {where}")
+    print(f"machine: {os.cpu_count()} cores, load average {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} "
+          "(1 / 5 / 15 min) at the end")
+    print(f"{'client':<32} {'members':>7} {'records/s':>11} {'CPU µs/record':>14} {'first record s':>15}")
+    for r in results:
+        label = LABELS[r["driver"]]
+        if "error" in r:
+            print(f"{label:<32} {r['members']:>7} {'failed: ' + r['error']}")
+            continue
+        # records after the first poll's, over the time after it arrived (joining excluded)
+        rate = (r["records"] - r["first_batch"]) / r["steady_s"] if r["steady_s"] > 0 else float("inf")
+        print(f"{label:<32} {r['members']:>7} {rate:>11,.0f} {r['cpu_s'] / r['records'] * 1e6:>14.2f} "
+              f"{r['first_record_s']:>15.2f}")
+    for d, why in skipped.items():
+        print(f"{LABELS[d]:<32} skipped: {why}")
+    if args.out:
+        Path(args.out).write_text(json.dumps({"records": args.records, "broker": where, "results": results,
+                                              "skipped": skipped}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,185 @@
+"""Chaos with share-group members (KIP-932) on the 3-broker Apache Kafka of kclient.testing.chaos.
+
+``ShareChaos(cluster, ChaosConfig(..., kinds=SHARE_FAULT_KINDS)).run()`` -> ``ShareChaosResult``.
+The run is Chaos's (the producer of numbered records with acks=all, one fault at a time, a
+quiet period), with share members instead of consumer group members: child processes of
+``kclient.testing.share_chaos_member``, KafkaShareConsumers in explicit mode that accept most
+records, reject some and release some once (kclient.testing.share_chaos_member.ack_type),
+sending the acknowledgements with commit_sync() after each poll. The group starts at the
+beginning of the topic and locks records for ``LOCK_MS``, so the records of a killed member
+come back within seconds.
+
+The checker, over the acknowledged records, every delivery and every acknowledgement with the
+broker's answer:
+
+* ``lost``: a record that never reached a final state: no ACCEPT or REJECT the broker took
+  (an acknowledgement of a member killed before it could report the answer counts, since the
+  broker may have taken it), and not archived after ``share.delivery.count.limit`` deliveries;
+* ``accepted_twice``: a record the broker took an ACCEPT of twice;
+* ``redelivered_after_final``: a record delivered again after the broker took its ACCEPT or REJECT;
+* ``mismatched``, ``member_exits``, ``stuck_on_close``: as for consumer groups.
+"""
+from __future__ import annotations
+
+import logging
+import sys
+import threading
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from kclient.testing.chaos import Chaos, ChaosConfig, ChaosResult, _Member, _Producer
+from kclient.testing.kafka import KafkaCluster
+from kclient.testing.share_chaos_member import ACCEPT, REJECT, RELEASE
+
+__all__ = ["ShareChaos", "ShareChaosResult", "SHARE_FAULT_KINDS", "LOCK_MS", "DELIVERY_LIMIT"]
+
+log = logging.getLogger(__name__)
+
+SHARE_FAULT_KINDS = ("leader_kill", "member_kill")
+#: The group's record lock: a killed member's records come back after it.
+LOCK_MS = 5000
+#: share.delivery.count.limit (the broker's default): a record delivered this often is archived.
+DELIVERY_LIMIT = 5
+
+
+@dataclass
+class ShareChaosResult(ChaosResult):
+    accepted: int = 0
+    rejected: int = 0
+    released: int = 0
+    archived: int = 0
+    failed_acknowledgements: int = 0
+    lost: list[tuple[int, int]] = field(default_factory=list)
+    accepted_twice: list[tuple[int, int]] = field(default_factory=list)
+    redelivered_after_final: list[tuple[int, int]] = field(default_factory=list)
+
+    def criteria(self) -> dict[str, int]:
+        return {"lost": len(self.lost), "accepted_twice": len(self.accepted_twice),
+                "redelivered_after_final": len(self.redelivered_after_final), "mismatched": self.mismatched,
+                "member_exits": len(self.member_exits), "stuck_on_close": len(self.stuck_on_close)}
+
+
+class _ShareHistory:
+    """Everything the share members reported, thread-safe."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.deliveries: list[tuple[float, str, int, int, int, int]] = []   # t, member, p, offset, value, count
+        self.delivered: set[tuple[int, int]] = set()
+        # (p, offset) -> [(t, member, type, status)], status "ok" | "failed" | "unknown"
+        self.acks: dict[tuple[int, int], list[tuple[float, str, int, str]]] = defaultdict(list)
+        self.final: dict[tuple[int, int], float] = {}       # the broker took an ACCEPT or REJECT, at t
+        self.max_count: Counter = Counter()
+        self.poll_errors = 0
+        self.owner: dict[int, str] = {}                      # partitions seen, for Chaos's messages
+
+    def add(self, member: str, event: dict[str, Any]) -> None:
+        kind = event.get("e")
+        with self.lock:
+            if kind == "poll":
+                t = event["t"]
+                for p, recs in event["r"]:
+                    self.owner[p] = member
+                    for offset, value, count in recs:
+                        self.deliveries.append((t, member, p, offset, value, count))
+                        self.delivered.add((p, offset))
+                        self.max_count[(p, offset)] = max(self.max_count[(p, offset)], count)
+            elif kind == "ack":
+                t, ok, failed = event["t"], set(event["ok"]), set(event["failed"])
+                for p, offset, ack in event["r"]:
+                    status = "ok" if p in ok else "failed" if p in failed else "unknown"
+                    self.acks[(p, offset)].append((t, member, ack, status))
+                    if status == "ok" and ack in (ACCEPT, REJECT):
+                        self.final.setdefault((p, offset), t)
+            elif kind == "error":
+                self.poll_errors += 1
+                log.info("share member %s: %s", member, event["err"])
+
+
+class ShareChaos(Chaos):
+    def __init__(self, cluster: KafkaCluster, config: ChaosConfig | None = None):
+        super().__init__(cluster, config or ChaosConfig(kinds=SHARE_FAULT_KINDS))
+        self.group = self.group.replace("chaos-group-", "chaos-share-group-")
+        self.history = _ShareHistory()  # type: ignore[assignment]
+        self.result = ShareChaosResult(seed=self.config.seed, workdir=str(self.workdir))
+        self._killed_names: set[str] = set()
+
+    def _member_cmd(self, name: str) -> list[str]:
+        settings = {"reconnect.backoff.ms": 50, "reconnect.backoff.max.ms": 1000, "retry.backoff.ms": 100,
+                    "metadata.max.age.ms": 5000, "client.id": f"share-chaos-{name}", **self.client_settings}
+        cmd = [sys.executable, "-m", "kclient.testing.share_chaos_member", "--bootstrap",
+               self.bootstrap, "--topic", self.topic, "--group", self.group]
+        for k, v in settings.items():
+            cmd += ["--set", f"{k}={v}"]
+        return cmd
+
+    def _start_member(self, slot: int) -> _Member:
+        if not self.all_members:     # the first member: the group's configs first
+            self._configure_group()
+        return super()._start_member(slot)
+
+    def _configure_group(self) -> None:
+        from kclient.admin import KafkaAdminClient
+        wanted = {"share.auto.offset.reset": "earliest", "share.record.lock.duration.ms": str(LOCK_MS)}
+        with KafkaAdminClient(bootstrap_servers=self.cluster.bootstrap) as admin:
+            admin.alter_group_configs(self.group, wanted)
+            self._wait(lambda: {k: e.value for k, e in admin.describe_group_configs(self.group, list(wanted)).items()}
+                       == wanted, 30, "the share group's configs applied")
+
+    def _formed(self) -> bool:
+        return bool(self.history.deliveries)
+
+    def _handled(self, key: tuple[int, int], killed: set[str]) -> bool:
+        h: _ShareHistory = self.history  # type: ignore[assignment]
+        if key in h.final or h.max_count.get(key, 0) >= DELIVERY_LIMIT:
+            return True
+        # the broker may have taken it: its member died before it could report the answer
+        return any(status == "unknown" and ack in (ACCEPT, REJECT) and member in killed
+                   for _, member, ack, status in h.acks.get(key, ()))
+
+    def _killed(self) -> set[str]:
+        return {m.name for m in self.all_members if m.killed}
+
+    def _caught_up(self, producer: _Producer) -> bool:
+        killed = self._killed()
+        with self.history.lock:
+            return all(self._handled(key, killed) for key in list(producer.acked))
+
+    def _behind(self, producer: _Producer) -> Counter:
+        killed = self._killed()
+        with self.history.lock:
+            return Counter(p for p, o in list(producer.acked) if not self._handled((p, o), killed))
+
+    def _check(self, producer: _Producer) -> None:
+        result: ShareChaosResult = self.result  # type: ignore[assignment]
+        h: _ShareHistory = self.history  # type: ignore[assignment]
+        acked = dict(producer.acked)
+        result.produced, result.acknowledged, result.send_failures = producer.produced, len(acked), producer.failures
+        result.killed = sorted(self._killed())
+        killed = set(result.killed)
+        with h.lock:
+            rows = list(h.deliveries)
+            result.deliveries = len(rows)
+            result.poll_errors = h.poll_errors
+            result.mismatched = sum(1 for _, _, p, o, v, _ in rows if (p, o) in acked and acked[(p, o)] != v)
+            result.lost = sorted(key for key in acked if not self._handled(key, killed))
+            taken = Counter(key for key, acks in h.acks.items() for _, _, ack, status in acks
+                            if ack == ACCEPT and status == "ok")
+            result.accepted_twice = sorted(key for key, n in taken.items() if n > 1)
+            result.redelivered_after_final = sorted({(p, o) for t, _, p, o, _, _ in rows
+                                                     if (p, o) in h.final and t > h.final[(p, o)]})
+            result.accepted = sum(1 for key in taken)
+            result.rejected = sum(1 for acks in h.acks.values()
+                                  if any(a == REJECT and s == "ok" for _, _, a, s in acks))
+            result.released = sum(1 for acks in h.acks.values() for _, _, a, s in acks if a == RELEASE and s == "ok")
+            result.failed_acknowledgements = sum(1 for acks in h.acks.values() for *_, s in acks if s == "failed")
+            result.archived = sum(1 for key, n in h.max_count.items() if n >= DELIVERY_LIMIT and key not in h.final)
+            result.report.acknowledged = len(acked)
+            result.report.delivered = len(h.delivered)
+            for p, o in (result.lost + result.accepted_twice + result.redelivered_after_final)[:10]:
+                seen = [f"{m} #{c} at {t:.3f}" for t, m, rp, ro, _, c in rows if (rp, ro) == (p, o)]
+                acks = [f"{m} type {a} {s} at {t:.3f}" for t, m, a, s in h.acks.get((p, o), ())]
+                result.explain.append(f"partition {p} offset {o}: delivered {seen or 'never'}; acknowledged {acks}")
+        log.info("share chaos: %s", {**result.criteria(), "acknowledged": result.acknowledged,
+                                     "deliveries": result.deliveries, "faults": dict(result.faults)})
