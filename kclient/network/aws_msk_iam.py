@@ -29,7 +29,7 @@ from urllib.parse import quote
 
 from kclient import __version__
 from kclient.errors import AuthenticationFailedError, ConfigurationError
-from kclient.network.sasl import SaslMechanism
+from kclient.network.sasl_mechanism import SaslMechanism
 
 __all__ = ["AwsMskIamMechanism", "msk_iam_payload", "region_from_host"]
 

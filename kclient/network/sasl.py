@@ -32,6 +32,7 @@ import secrets
 from typing import Any
 
 from kclient.errors import AuthenticationFailedError, ConfigurationError
+from kclient.network.sasl_mechanism import SaslMechanism
 
 __all__ = ["SaslMechanism", "PlainMechanism", "ScramMechanism", "OAuthBearerMechanism", "mechanism_from_config",
            "oauth_provider_from_config", "parse_jaas_config", "unsecured_jws"]
@@ -49,22 +50,6 @@ _LOGIN_MODULES = {
 _JAAS = re.compile(r'^\s*(?P<module>[\w.$]+)\s+(?P<flag>required|requisite|sufficient|optional)'
                    r'(?P<options>(?:\s+[\w.$-]+\s*=\s*(?:"(?:[^"\\]|\\.)*"|[^\s;"]+))*)\s*;\s*$', re.S)
 _JAAS_OPTION = re.compile(r'([\w.$-]+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s;"]+))')
-
-
-class SaslMechanism:
-    """One authentication exchange: ``first()``, then ``step(challenge)`` for each answer
-    until ``complete``."""
-
-    name = ""
-    complete = False
-    server_host: str | None = None    # the broker's host name, set by the connection before first()
-
-    def first(self) -> bytes:
-        raise NotImplementedError
-
-    def step(self, challenge: bytes) -> bytes | None:
-        """The next message for the server's ``challenge`` (None: nothing more to send)."""
-        raise NotImplementedError
 
 
 class PlainMechanism(SaslMechanism):

@@ -17,6 +17,7 @@ committable contiguous prefix per partition), ``backpressure`` (when to pause fe
 from __future__ import annotations
 
 from kclient.parallel.driver import ParallelConsumer
+from kclient.parallel import share_driver  # noqa: F401  (registers ParallelConsumer's share-group flavour)
 from kclient.parallel.metrics import ParallelMetrics, PartitionMetrics, ShareParallelMetrics
 from kclient.parallel.workers import HandlerError
 

@@ -50,13 +50,16 @@ class ParallelConsumer:
     ShareParallelConsumer: each handler's outcome acknowledges its record (share_driver).
     """
 
+    # (consumer type, the ParallelConsumer subclass for it): kclient.parallel.share_driver
+    # registers the share-group flavour, so this module does not import it back.
+    _flavours: list[tuple[type, type]] = []
+
     def __new__(cls, consumer: Any = None, *args: Any, **kwargs: Any) -> "ParallelConsumer":
         # A share consumer gets the share-group flavour (same calls, per-record acknowledgements).
         if cls is ParallelConsumer:
-            from kclient.share.consumer import KafkaShareConsumer
-            if isinstance(consumer, KafkaShareConsumer):
-                from kclient.parallel.share_driver import ShareParallelConsumer
-                return super().__new__(ShareParallelConsumer)
+            for consumer_type, flavour in ParallelConsumer._flavours:
+                if isinstance(consumer, consumer_type):
+                    return super().__new__(flavour)
         return super().__new__(cls)
 
     def __init__(self, consumer: KafkaConsumer, max_workers: int = DEFAULTS["max_workers"],

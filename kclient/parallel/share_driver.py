@@ -249,3 +249,6 @@ class ShareParallelConsumer(ParallelConsumer):
             accepted=c["accepted"], released=c["released"], rejected=c["rejected"],
             retries=counts.get("retries", 0), dropped=counts.get("dropped", 0), max_in_flight=snap["max_in_flight"],
             batches=c["batches"], acknowledgement_failures=c["acknowledgement_failures"])
+
+
+ParallelConsumer._flavours.append((KafkaShareConsumer, ShareParallelConsumer))

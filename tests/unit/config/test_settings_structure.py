@@ -39,6 +39,7 @@ READERS = {
     "aio/consumer.py": "the asyncio consumer's facade (aiokafka's keywords onto the consumer's config)",
     "aio/producer.py": "the asyncio producer's facade",
     "cli/produce.py": "the console producer: builds its producer and admin client from -X settings",
+    "cli/share_groups.py": "kclient share-groups: builds its admin client from -X settings",
     "producer.py": "the producer's facade",
     "admin.py": "the admin client's facade",
     "parallel/driver.py": "checks the KafkaConsumer it is given (group.id, enable.auto.commit)",
