@@ -56,8 +56,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     mode.add_argument("--execute", action="store_true", help="--reset-offsets: apply them")
     parser.add_argument("-X", "--property", action="append", default=[], metavar="KEY=VALUE",
                         help="an admin client setting in Java dotted form (repeatable)")
-    parser.add_argument("--timeout", type=int, default=30000, metavar="MS",
-                        help="bound on each call to the cluster (default 30000)")
+    parser.add_argument("--timeout", type=int, default=None, metavar="MS",
+                        help="bound on each call to the cluster (default: the admin client's "
+                             "default.api.timeout.ms)")
 
 
 def _action(args: argparse.Namespace) -> str:
@@ -130,7 +131,8 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
             raise UsageError(f"-X {item!r}: expected KEY=VALUE")
         configs[key] = value
     configs["bootstrap.servers"] = args.bootstrap_server
-    configs.setdefault("default.api.timeout.ms", args.timeout)
+    if args.timeout is not None:
+        configs["default.api.timeout.ms"] = args.timeout
     return configs
 
 
