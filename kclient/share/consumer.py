@@ -34,7 +34,8 @@ from kclient.network.network_config import NetworkClientConfig
 from kclient.share.acknowledgements import AcknowledgeType
 from kclient.share.coordinator import ShareCoordinator
 from kclient.share.fetcher import AckResult, ShareFetcher
-from kclient.share.heartbeat_loop import ShareHeartbeatLoop
+from kclient.group.heartbeat_driver import HeartbeatDriver
+from kclient.share.pacemaker_link import create_share_driver
 from kclient.share.records import ShareConsumerRecord
 from kclient.share.share_config import ShareConsumerConfig, split_share_settings
 from kclient.structs import TopicPartition
@@ -91,7 +92,7 @@ class KafkaShareConsumer:
                                      c.fetch)
         self._key_deserializer = as_deserializer(c.key_deserializer)
         self._value_deserializer = as_deserializer(c.value_deserializer)
-        self._loop: ShareHeartbeatLoop | None = None
+        self._loop: HeartbeatDriver | None = None
         self._buffer: deque[tuple[TopicPartition, list[ShareConsumerRecord]]] = deque()
         #: Records of the last poll, by partition and offset, not acknowledged yet.
         self._unacknowledged: dict[TopicPartition, dict[int, ShareConsumerRecord]] = {}
@@ -120,7 +121,7 @@ class KafkaShareConsumer:
         self._client.metadata.set_topics(sorted(names))
         self._coordinator.subscribe(sorted(names))
         if self._loop is None:
-            self._loop = ShareHeartbeatLoop(self._coordinator)
+            self._loop = create_share_driver(self._coordinator, self._client)
             self._coordinator.set_driver(self._loop)
             self._loop.start()
 
@@ -165,6 +166,7 @@ class KafkaShareConsumer:
         limit = max_records or self.config.max_poll_records
         timer = Timer(self._clock, timeout_ms)
         while True:
+            self._coordinator.drain_driver()
             self._coordinator.raise_if_fatal()
             self._take_fetched()
             if self._buffer:
