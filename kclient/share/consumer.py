@@ -35,7 +35,9 @@ from kclient.network.consumer_network_client import ConsumerNetworkClient
 from kclient.network.network_config import NetworkClientConfig
 from kclient.share.acknowledgements import AcknowledgeType
 from kclient.share.columnar import ShareColumnarRecords
-from kclient.share.coordinator import ShareCoordinator
+from kclient.network.metadata import Node
+from kclient.protocol import ApiKey
+from kclient.share.coordinator import ShareCoordinator, no_share_groups
 from kclient.share.fetcher import AckResult, Acquired, ShareFetcher
 from kclient.share.held import RangeSet
 from kclient.group.heartbeat_driver import HeartbeatDriver
@@ -79,6 +81,8 @@ def _one_thread(method: _F) -> _F:
     return guarded  # type: ignore[return-value]
 #: Longest single network wait inside poll(), so heartbeat and fetch answers are taken promptly.
 _POLL_SLICE_MS = 100
+#: Longest wait of subscribe() for a broker's ApiVersions (whether it serves share groups).
+_SUBSCRIBE_CHECK_MS = 10000
 
 
 class KafkaShareConsumer:
@@ -116,7 +120,11 @@ class KafkaShareConsumer:
         self._metrics = {"records-consumed-total": 0, "acknowledgements-sent-total": 0,
                          "acknowledgements-failed-total": 0, "polls-total": 0}
         if topics:
-            self.subscribe(topics)
+            try:
+                self.subscribe(topics)
+            except BaseException:
+                self.close(0)
+                raise
 
     # ------------------------------------------------------------------ subscription
     @_one_thread
@@ -128,13 +136,41 @@ class KafkaShareConsumer:
         if not names:
             self.unsubscribe()
             return
-        self._subscription = names
         self._client.metadata.set_topics(sorted(names))
+        if self._loop is None:
+            self._check_share_groups_served()
+        self._subscription = names
         self._coordinator.subscribe(sorted(names))
         if self._loop is None:
             self._loop = create_share_driver(self._coordinator, self._client)
             self._coordinator.set_driver(self._loop)
             self._loop.start()
+
+    def _check_share_groups_served(self) -> None:
+        """Fail now, not at the first poll, when the cluster answers without ShareGroupHeartbeat
+        (a broker older than Kafka 4.2, or one that does not implement share groups). Bounded:
+        a cluster that cannot be reached in time is left to the first poll to report."""
+        client = self._client
+        timer = Timer(self._clock, min(self.config.request_timeout_ms, _SUBSCRIBE_CHECK_MS))
+        try:
+            client.ensure_bootstrapped(timer.remaining_ms() or 0)
+        except Errors.KafkaError as exc:
+            log.debug("share group %s: no broker answered at subscribe (%r); the first poll reports it",
+                      self.config.group_id, exc)
+            return
+        node_id = client.least_loaded_node()
+        while node_id is not None and not client.try_connect(node_id):
+            if timer.expired():
+                return
+            client.poll(min(timer.remaining_ms() or 0, _POLL_SLICE_MS))
+        if node_id is None:
+            return
+        ranges = client.client.broker_api_ranges(node_id)
+        served = ranges.get(int(ApiKey.SHARE_GROUP_HEARTBEAT))
+        if ranges and (served is None or served[1] < 1):
+            node = client.metadata.cluster.node_by_id(node_id) or Node(node_id, "?", 0)
+            raise no_share_groups(node, Errors.UnsupportedVersionError(
+                "not offered by the broker" if served is None else f"only versions {served[0]}-{served[1]}"))
 
     def subscription(self) -> set[str]:
         return set(self._subscription)
