@@ -254,3 +254,86 @@ def test_share_mode_configure_rejects_bad_input(loop):
         with pytest.raises(ValueError, match=match):
             pacemaker.configure_share(**args)
     assert not pacemaker.is_active
+
+
+# ---------------------------------------------------------------------------- the share link
+class FakeShareHost:
+    """What SharePacemakerLink needs of its share coordinator, with a real membership."""
+
+    def __init__(self, port: int):
+        from kclient.network.metadata import Node
+        from kclient.share.membership import ShareMembership
+
+        self.group_id = "sg"
+        self.membership = ShareMembership(group_id="sg", member_id="m-1")
+        self.heartbeat = Heartbeat(3000, 100, 2**31 - 1, 50, SYSTEM_CLOCK.now_ms())
+        self.request_timeout_ms = 5000
+        self.lock = threading.RLock()
+        self.cond = threading.Condition(self.lock)
+        self.closed = False
+        self.node = Node(1, "127.0.0.1", port)
+        self.lost: list[str] = []
+        self.errors: list[BaseException] = []
+
+    def now_ms(self) -> int:
+        return SYSTEM_CLOCK.now_ms()
+
+    def coordinator(self):
+        return self.node
+
+    def api_version(self, node, api):
+        return 1 if api == SGH else None
+
+    def subscription_acknowledged(self) -> bool:
+        return True
+
+    def heartbeat_in_flight(self) -> bool:
+        return False
+
+    def mark_coordinator_unknown(self, reason: str) -> None:
+        self.lost.append(reason)
+
+    def on_heartbeat_error(self, err, node) -> None:
+        self.errors.append(err)
+
+    def wake_network(self) -> None:
+        pass
+
+
+def test_the_share_link_engages_for_a_stable_member_and_digests_what_the_pacemaker_hears(peer):
+    from kclient.share.membership import ShareMemberState
+    from kclient.share.pacemaker_link import SharePacemakerLink
+
+    host = FakeShareHost(peer.port)
+    m = host.membership
+    m.subscribe()
+    link = SharePacemakerLink(host, "share-client")
+    try:
+        with host.lock:
+            link.sync()
+        assert not link.engaged                     # joining: Python's heartbeat, not the pacemaker's
+        m.on_response(_answer(epoch=3, interval=100))
+        with host.lock:
+            link.sync()
+        assert link.engaged
+        wait_for(lambda: peer.count() >= 1, what="a pacemaker heartbeat")
+        assert peer.last()[1]["member_epoch"] == 3
+        peer.answers.append(_answer(epoch=5, interval=100,
+                                    assignment={"topic_partitions": [{"topic_id": T1, "partitions": [0, 1]}]}))
+        wait_for(lambda: (link.wait_and_drain(50), m.member_epoch == 5)[1], what="the assignment adopted")
+        assert m.assignment == {T1: frozenset({0, 1})} and link.assignments_adopted == 1
+        assert m.state is ShareMemberState.STABLE and link.engaged
+        # fenced: the link lets go, the membership rejoins through Python
+        peer.answers.append(_answer(error=110, epoch=5))
+        wait_for(lambda: (link.wait_and_drain(50), m.state is ShareMemberState.FENCED)[1], what="fencing")
+        assert not link.engaged and m.assignment == {} and host.errors
+        # Python's next heartbeat takes over: disengage hands the pacemaker's epoch back first
+        m.rejoin()
+        m.on_response(_answer(epoch=7, interval=100))
+        with host.lock:
+            link.sync()
+            assert link.engaged
+            link.disengage()
+        assert not link.engaged and m.member_epoch == 7
+    finally:
+        link.close(5)
