@@ -23,7 +23,7 @@ from kclient.share.consumer import KafkaShareConsumer
 import repo_paths
 
 REPO = str(repo_paths.REPO)
-STALL_S = 10
+STALL_S = 8
 SESSION_MS = 6000      # the harness's group.share.session.timeout.ms
 
 CHILD = r'''
