@@ -30,17 +30,17 @@ from kclient import errors as Errors
 from kclient.clock import SYSTEM_CLOCK, Clock
 from kclient.config import ConsumerConfig
 from kclient.consumer.deserializers import as_deserializer
+from kclient.group.heartbeat_driver import HeartbeatDriver
 from kclient.group.timer import Timer
 from kclient.network.consumer_network_client import ConsumerNetworkClient
+from kclient.network.metadata import Node
 from kclient.network.network_config import NetworkClientConfig
+from kclient.protocol import ApiKey
 from kclient.share.acknowledgements import AcknowledgeType
 from kclient.share.columnar import ShareColumnarRecords
-from kclient.network.metadata import Node
-from kclient.protocol import ApiKey
 from kclient.share.coordinator import ShareCoordinator, no_share_groups
 from kclient.share.fetcher import AckResult, Acquired, ShareFetcher
 from kclient.share.held import RangeSet
-from kclient.group.heartbeat_driver import HeartbeatDriver
 from kclient.share.pacemaker_link import create_share_driver
 from kclient.share.records import ShareConsumerRecord
 from kclient.share.share_config import ShareConsumerConfig, split_share_settings
