@@ -337,3 +337,40 @@ def test_the_share_link_engages_for_a_stable_member_and_digests_what_the_pacemak
         assert not link.engaged and m.member_epoch == 7
     finally:
         link.close(5)
+
+
+def test_the_share_coordinator_hands_steady_heartbeats_to_the_pacemaker_and_leaves_itself(peer):
+    from kclient.network.metadata import Node
+    from kclient.share.coordinator import ShareCoordinator
+    from kclient.share.membership import ShareMemberState
+    from kclient.share.pacemaker_link import SharePacemakerLink
+
+    from test_share_membership import T1, FakeClient, answer
+
+    class Client(FakeClient):
+        def api_version(self, node, api):
+            return 1 if api == SGH else None
+
+    client = Client({T1: "orders"})
+    coord = ShareCoordinator(client, "sg", retry_backoff_ms=100, clock=SYSTEM_CLOCK)
+    coord.channel.found(Node(1, "127.0.0.1", peer.port), 1)
+    link = SharePacemakerLink(coord, "share-client")
+    coord.set_driver(link)
+    try:
+        coord.subscribe(["orders"])
+        coord.heartbeat_tick(coord.now_ms())            # the join is Python's: it carries the subscription
+        [(_node, _api, body, future)] = client.sent
+        assert body["member_epoch"] == 0 and body["subscribed_topic_names"] == ["orders"]
+        future.complete(answer(3, interval=100, assignment={T1: {0}}))
+        assert coord.membership.state is ShareMemberState.STABLE and link.engaged
+        assert coord.heartbeat_tick(coord.now_ms()) == 100 and len(client.sent) == 1
+        wait_for(lambda: peer.count() >= 2, what="pacemaker heartbeats")
+        assert {body["member_epoch"] for _, body in peer.requests} == {3}
+        # a new subscription is Python's again
+        coord.subscribe(["orders", "refunds"])
+        assert not link.engaged
+        coord.close(0)                                   # the leave is Python's, after the pacemaker stopped
+        assert client.sent[-1][2]["member_epoch"] == -1 and not link.engaged
+        assert not link.pacemaker.is_active
+    finally:
+        link.close(5)
