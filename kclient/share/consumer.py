@@ -211,8 +211,14 @@ class KafkaShareConsumer:
     def poll(self, timeout_ms: int = 0, max_records: int | None = None) -> dict[TopicPartition, list[ShareConsumerRecord]]:
         """Records acquired for this member: ``{TopicPartition: [ShareConsumerRecord]}``,
         waiting up to ``timeout_ms`` for some."""
-        self._wait_for_records(timeout_ms)
-        out = self._drain_buffer(max_records or self.config.max_poll_records)
+        timer = self._begin_poll(timeout_ms)
+        limit = max_records or self.config.max_poll_records
+        while True:
+            self._wait_for_records(timer)
+            out = self._drain_buffer(limit)
+            # acquired offsets that all turned out to hold no record (markers) are no reason to return early
+            if out or timer.expired():
+                break
         self._deliver_results()
         return out
 
@@ -225,18 +231,26 @@ class KafkaShareConsumer:
         ``acknowledge_range(topic, partition, first, last, type)`` (explicit mode); in implicit
         mode the next poll accepts them. ``max_records`` (default max.poll.records) is met at
         the broker's batch granularity: a poll returns whole acquired batches."""
-        self._wait_for_records(timeout_ms)
-        out = self._drain_columnar(max_records or self.config.max_poll_records)
+        timer = self._begin_poll(timeout_ms)
+        limit = max_records or self.config.max_poll_records
+        while True:
+            self._wait_for_records(timer)
+            batches = self._drain_columnar(limit)
+            if batches or timer.expired():
+                break
         self._deliver_results()
-        return out
+        return batches
 
-    def _wait_for_records(self, timeout_ms: int) -> None:
+    def _begin_poll(self, timeout_ms: int) -> Timer:
         self._check_open()
         if not self._subscription:
             raise Errors.IllegalStateError("the share consumer is not subscribed to any topic")
         self._metrics["polls-total"] += 1
         self._finish_previous_poll()
-        timer = Timer(self._clock, timeout_ms)
+        return Timer(self._clock, timeout_ms)
+
+    def _wait_for_records(self, timer: Timer) -> None:
+        """Until something was acquired (not decoded yet: it may hold no record) or time is up."""
         while True:
             self._coordinator.drain_driver()
             self._coordinator.raise_if_fatal()
