@@ -82,3 +82,37 @@ def test_explicit_batch_and_range_acknowledgements(kafka, create_topic, topic_na
         assert not c.poll_columnar(1500)           # the rejected record never comes back
     with pytest.raises(Errors.IllegalStateError, match="closed"):
         c.acknowledge_batch(batch)
+
+
+def test_rows_around_transaction_markers(kafka, create_topic, topic_name, group_id):
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    from kclient.testing.group_configs import alter_group_configs
+
+    create_topic(kafka, topic_name, 1)
+    alter_group_configs(kafka.bootstrap, group_id, {"share.auto.offset.reset": "earliest"})
+    p = confluent_kafka.Producer({"bootstrap.servers": kafka.bootstrap, "transactional.id": "tx-" + topic_name,
+                                  "log_level": 3})
+    p.init_transactions(10)
+    for n in range(2):                  # records at 0-1 and 3-4, commit markers at 2 and 5
+        p.begin_transaction()
+        for r in range(2):
+            p.produce(topic_name, b"t%d-%d" % (n, r), partition=0)
+        p.commit_transaction(10)
+    tp = TopicPartition(topic_name, 0)
+    with KafkaShareConsumer(topic_name, bootstrap_servers=kafka.bootstrap, group_id=group_id,
+                            share_acknowledgement_mode="explicit", max_poll_records=1000) as c:
+        got = []
+        deadline = time.monotonic() + 60
+        while sum(len(b) for b in got) < 4 and time.monotonic() < deadline:
+            for batch in c.poll_columnar(200).values():
+                got.append(batch)
+                assert not batch.values() or all(v.startswith(b"t") for v in batch.values())
+                ranges = batch.offset_ranges
+                if len(ranges) > 1:          # a batch with a hole: a range across it is refused
+                    with pytest.raises(Errors.IllegalStateError, match="not returned"):
+                        c.acknowledge_range(topic_name, 0, ranges[0][0], ranges[-1][1])
+                c.acknowledge_batch(batch)
+        assert [o for b in got for o in b.offsets] == [0, 1, 3, 4]
+        assert [v for b in got for v in b.values()] == [b"t0-0", b"t0-1", b"t1-0", b"t1-1"]
+        assert c.commit_sync(10000) in ({}, {tp: None})
+        assert not c.poll_columnar(1500)
