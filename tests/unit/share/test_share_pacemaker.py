@@ -374,3 +374,25 @@ def test_the_share_coordinator_hands_steady_heartbeats_to_the_pacemaker_and_leav
         assert not link.pacemaker.is_active
     finally:
         link.close(5)
+
+
+def test_share_mode_ignores_the_poll_bound_of_its_timing_struct(peer):
+    # a timing struct with a short poll bound (as the consumer modes use): share mode neither
+    # leaves nor spins when it passes
+    hb = Heartbeat(3000, 100, 300, 50, SYSTEM_CLOCK.now_ms())
+    pacemaker = pm.Pacemaker(hb, "share-client")
+    thread = threading.Thread(target=pacemaker.run, daemon=True)
+    thread.start()
+    try:
+        wait_for(lambda: pacemaker.is_running, what="the loop to start")
+        _configure(pacemaker, peer)
+        events: list = []
+        deadline = time.monotonic() + 1.2
+        while time.monotonic() < deadline:
+            events.extend(pacemaker.wait_events(100))
+        assert not [e for e in events if e[0] == pm.EV_POLL_TIMEOUT] and pacemaker.is_active
+        assert all(body["member_epoch"] == 3 for _, body in peer.requests)
+        assert 3 <= pacemaker.stats()["sent"] <= 20          # on the 150 ms interval, not in a loop
+    finally:
+        pacemaker.close()
+        thread.join(10)
