@@ -64,7 +64,8 @@ coord = c._coordinator
 link = coord.driver
 def member():
     m = coord.membership
-    return {"member": m.member_id, "epoch": m.member_epoch, "state": m.state.value}
+    return {"member": m.member_id, "epoch": m.member_epoch, "state": m.state.value,
+            "assignment": sorted(tp.partition for tp in coord.assignment())}
 say(phase="holding", offsets=[r.offset for r in held], pacemaker=hasattr(link, "pacemaker"),
     engaged=link.engaged, **member())
 del transitions[:]
@@ -149,7 +150,7 @@ def test_share_member_keeps_its_membership_and_records_through_a_gil_holding_cal
         # same member, never fenced (a fenced member rejoins at epoch 0, then gets a new epoch
         # but loses what it acquired); the broker accepted A's acknowledgements
         assert after["member"] == holding["member"] and after["state"] == "STABLE"
-        assert after["transitions"] == []
+        assert after["transitions"] == [] and after["assignment"] == holding["assignment"] == [0]
         assert after["epoch"] >= holding["epoch"]
         assert after["results"] == {f"TopicPartition(topic='{topic_name}', partition=0)": None}
         assert after["stats"]["failed"] == 0
