@@ -1,5 +1,6 @@
 # cython: language_level=3
-"""C interface of kcore.groupcodec: Heartbeat and LeaveGroup requests and responses in C.
+"""C interface of kcore.groupcodec: group heartbeat (classic, KIP-848, share) and LeaveGroup
+requests and responses in C.
 
 The functions never touch a Python object, so the GIL-free heartbeat loop (kcore.pacemaker)
 encodes and decodes with them. Result codes are shared with that loop's I/O results.
@@ -56,6 +57,17 @@ cdef int pm_decode_consumer_group_heartbeat_response(const uint8_t* p, Py_ssize_
                                                      int16_t* error_code, int32_t* member_epoch,
                                                      int32_t* heartbeat_interval_ms,
                                                      int* has_assignment) noexcept nogil
+cdef Py_ssize_t pm_encode_share_group_heartbeat(uint8_t* out, Py_ssize_t cap, int version,
+                                                int32_t correlation_id,
+                                                const char* client_id, Py_ssize_t client_id_len,
+                                                const char* group_id, Py_ssize_t group_id_len,
+                                                const char* member_id, Py_ssize_t member_id_len,
+                                                int32_t member_epoch) noexcept nogil
+cdef int pm_decode_share_group_heartbeat_response(const uint8_t* p, Py_ssize_t n, int version,
+                                                  int32_t* correlation_id, int32_t* throttle_ms,
+                                                  int16_t* error_code, int32_t* member_epoch,
+                                                  int32_t* heartbeat_interval_ms,
+                                                  int* has_assignment) noexcept nogil
 cdef int pm_decode_leave_group_response(const uint8_t* p, Py_ssize_t n, int version, int32_t* correlation_id,
                                         int16_t* error_code) noexcept nogil
 

@@ -1,5 +1,6 @@
 # cython: language_level=3
-"""Heartbeat and LeaveGroup (classic group protocol) and ConsumerGroupHeartbeat (KIP-848) in C.
+"""Heartbeat and LeaveGroup (classic group protocol), ConsumerGroupHeartbeat (KIP-848) and
+ShareGroupHeartbeat (KIP-932) in C.
 
 Why a codec of its own when kcore.messages encodes every message: that codec builds and
 reads Python dicts, so it needs the GIL. The GIL-free heartbeat loop (kcore.pacemaker)
@@ -7,8 +8,9 @@ needs these requests and their responses as plain C: Heartbeat versions 0-4 and
 LeaveGroup 0-5 (flexible from v4: compact strings, tagged fields, request header v2), and
 ConsumerGroupHeartbeat 0-1 (always flexible) in its short form: group, member, epoch and
 instance id, every other field null or -1, which KIP-848 defines as "unchanged since the
-last heartbeat" (a member's steady-state heartbeat, and its leave with epoch -1 / -2). The
-Python functions below wrap the C ones for tests and tools; tests check them byte for byte
+last heartbeat" (a member's steady-state heartbeat, and its leave with epoch -1 / -2), and
+ShareGroupHeartbeat 1 in the same short form (group, member, epoch; rack and subscription
+null). The Python functions below wrap the C ones for tests and tools; tests check them byte for byte
 against the schema-driven codec.
 """
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
@@ -20,17 +22,23 @@ from kcore.wire cimport load_be16, load_be32, read_uvarint32_ptr, store_be16, st
 
 __all__ = ["encode_heartbeat_request", "encode_leave_group_request", "decode_heartbeat_response",
            "decode_leave_group_response", "encode_consumer_group_heartbeat_request",
-           "decode_consumer_group_heartbeat_response", "MAX_HEARTBEAT_VERSION", "MAX_LEAVE_GROUP_VERSION",
-           "MAX_CONSUMER_GROUP_HEARTBEAT_VERSION"]
+           "decode_consumer_group_heartbeat_response", "encode_share_group_heartbeat_request",
+           "decode_share_group_heartbeat_response", "MAX_HEARTBEAT_VERSION", "MAX_LEAVE_GROUP_VERSION",
+           "MAX_CONSUMER_GROUP_HEARTBEAT_VERSION", "MIN_SHARE_GROUP_HEARTBEAT_VERSION",
+           "MAX_SHARE_GROUP_HEARTBEAT_VERSION"]
 
 MAX_HEARTBEAT_VERSION = 4
 MAX_LEAVE_GROUP_VERSION = 5
 MAX_CONSUMER_GROUP_HEARTBEAT_VERSION = 1
+# Version 0 was the early-access form (Kafka 4.0); production share groups speak 1.
+MIN_SHARE_GROUP_HEARTBEAT_VERSION = 1
+MAX_SHARE_GROUP_HEARTBEAT_VERSION = 1
 
 cdef enum:
     _HEARTBEAT = 12
     _LEAVE_GROUP = 13
     _CONSUMER_GROUP_HEARTBEAT = 68
+    _SHARE_GROUP_HEARTBEAT = 76
     _UUID_LEN = 16
 
 
@@ -187,6 +195,34 @@ cdef Py_ssize_t pm_encode_consumer_group_heartbeat(uint8_t* out, Py_ssize_t cap,
         _w_uvarint(&b, 0)            # subscribed_topic_regex: null (unchanged)
     _w_uvarint(&b, 0)                # server_assignor: null (unchanged)
     _w_uvarint(&b, 0)                # topic_partitions: null (unchanged)
+    _w_uvarint(&b, 0)                # tagged fields
+    return _finish(&b)
+
+
+cdef Py_ssize_t pm_encode_share_group_heartbeat(uint8_t* out, Py_ssize_t cap, int version,
+                                                int32_t correlation_id,
+                                                const char* client_id, Py_ssize_t client_id_len,
+                                                const char* group_id, Py_ssize_t group_id_len,
+                                                const char* member_id, Py_ssize_t member_id_len,
+                                                int32_t member_epoch) noexcept nogil:
+    """ShareGroupHeartbeat request frame in its short form (rack and subscription null: unchanged
+    since the last heartbeat); its length or a PM_* error. member_epoch -1 makes it the leave."""
+    cdef pm_wbuf b
+    if version < 1 or version > 1:
+        return PM_BAD_VERSION
+    if group_id_len < 0 or member_id_len < 0 or not _strings_ok(client_id_len, group_id_len,
+                                                                member_id_len, 0):
+        return PM_OVERFLOW
+    b.p = out
+    b.cap = cap
+    b.n = 0
+    b.overflow = 0
+    _w_header(&b, _SHARE_GROUP_HEARTBEAT, version, correlation_id, client_id, client_id_len, True)
+    _w_str(&b, group_id, group_id_len, True)
+    _w_str(&b, member_id, member_id_len, True)
+    _w_i32(&b, member_epoch)
+    _w_uvarint(&b, 0)                # rack_id: null (unchanged)
+    _w_uvarint(&b, 0)                # subscribed_topic_names: null (unchanged)
     _w_uvarint(&b, 0)                # tagged fields
     return _finish(&b)
 
@@ -424,11 +460,32 @@ cdef int pm_decode_consumer_group_heartbeat_response(const uint8_t* p, Py_ssize_
                                                      int* has_assignment) noexcept nogil:
     """ConsumerGroupHeartbeat response: the scalars, and whether it carries an assignment
     (validated, not returned: the caller keeps the frame for the schema-driven codec)."""
+    if version < 0 or version > 1:
+        return PM_BAD_VERSION
+    return _decode_member_heartbeat_response(p, n, correlation_id, throttle_ms, error_code, member_epoch,
+                                             heartbeat_interval_ms, has_assignment)
+
+cdef int pm_decode_share_group_heartbeat_response(const uint8_t* p, Py_ssize_t n, int version,
+                                                  int32_t* correlation_id, int32_t* throttle_ms,
+                                                  int16_t* error_code, int32_t* member_epoch,
+                                                  int32_t* heartbeat_interval_ms,
+                                                  int* has_assignment) noexcept nogil:
+    """ShareGroupHeartbeat response, as ConsumerGroupHeartbeat's: the two answers are laid out
+    alike (error, member id and epoch, interval, a nullable assignment of topic ids and
+    partitions)."""
+    if version < 1 or version > 1:
+        return PM_BAD_VERSION
+    return _decode_member_heartbeat_response(p, n, correlation_id, throttle_ms, error_code, member_epoch,
+                                             heartbeat_interval_ms, has_assignment)
+
+cdef int _decode_member_heartbeat_response(const uint8_t* p, Py_ssize_t n,
+                                           int32_t* correlation_id, int32_t* throttle_ms,
+                                           int16_t* error_code, int32_t* member_epoch,
+                                           int32_t* heartbeat_interval_ms,
+                                           int* has_assignment) noexcept nogil:
     cdef const uint8_t* end = p + n
     cdef int rc
     cdef int64_t topics, parts
-    if version < 0 or version > 1:
-        return PM_BAD_VERSION
     if n < 0:
         return PM_TRUNCATED
     rc = _r_response_header(&p, end, True, correlation_id)
@@ -638,3 +695,50 @@ def decode_consumer_group_heartbeat_response(version, frame):
     if rc != PM_OK:
         raise ValueError(f"ConsumerGroupHeartbeat v{version} {_CODEC_ERRORS[rc]}")
     return corr, throttle, err, epoch, interval, bool(has)
+
+
+def encode_share_group_heartbeat_request(version, correlation_id, client_id, group_id, member_id, member_epoch):
+    """Whole ShareGroupHeartbeat request frame in its short form, encoded by the C encoder."""
+    _check_share_version(version)
+    cdef bytes cid = utf8_arg(client_id, "client_id", True)
+    cdef bytes g = utf8_arg(group_id, "group_id", False)
+    cdef bytes m = utf8_arg(member_id, "member_id", False)
+    cdef int32_t corr = correlation_id
+    cdef int32_t epoch = member_epoch
+    cdef uint8_t* buf = <uint8_t*>malloc(PM_SBUF_CAP)
+    if buf == NULL:
+        raise MemoryError()
+    try:
+        n = pm_encode_share_group_heartbeat(buf, PM_SBUF_CAP, version, corr, _ptr(cid), _len(cid),
+                                            _ptr(g), _len(g), _ptr(m), _len(m), epoch)
+        if n < 0:
+            raise ValueError(_CODEC_ERRORS[n])
+        return PyBytes_FromStringAndSize(<char*>buf, n)
+    finally:
+        free(buf)
+
+
+def decode_share_group_heartbeat_response(version, frame):
+    """(correlation_id, throttle_time_ms, error_code, member_epoch, heartbeat_interval_ms,
+    has_assignment) of a ShareGroupHeartbeat response frame (no size prefix)."""
+    _check_share_version(version)
+    cdef const uint8_t[::1] v = frame
+    cdef int32_t corr = 0, throttle = 0, epoch = 0, interval = 0
+    cdef int16_t err = 0
+    cdef int has = 0
+    cdef uint8_t dummy = 0
+    cdef const uint8_t* ptr = &dummy
+    if v.shape[0]:
+        ptr = &v[0]
+    cdef int rc = pm_decode_share_group_heartbeat_response(ptr, v.shape[0], version, &corr, &throttle,
+                                                           &err, &epoch, &interval, &has)
+    if rc != PM_OK:
+        raise ValueError(f"ShareGroupHeartbeat v{version} {_CODEC_ERRORS[rc]}")
+    return corr, throttle, err, epoch, interval, bool(has)
+
+
+cdef int _check_share_version(object version) except -1:
+    check_version(version, 1, "ShareGroupHeartbeat")
+    if version < 1:
+        raise ValueError("ShareGroupHeartbeat version 0 (Kafka 4.0's early access) is not supported (1..1)")
+    return 0

@@ -3,7 +3,8 @@
 
 The run loop (``Pacemaker._loop``) runs entirely without the GIL: it owns one TCP connection
 to the group coordinator, encodes Heartbeat (and, when max.poll.interval.ms expires,
-LeaveGroup) requests, or KIP-848 ConsumerGroupHeartbeat ones, and decodes the responses with
+LeaveGroup) requests, or KIP-848 ConsumerGroupHeartbeat ones, or KIP-932 ShareGroupHeartbeat
+ones, and decodes the responses with
 kcore.groupcodec, and drives the shared ``kcore.timers.Heartbeat``
 struct under that object's mutex. It never calls into Python; it reports what happened as
 small events that Python code drains (``wait_events`` / ``take_events``).
@@ -54,6 +55,7 @@ cdef class Pacemaker:
     cdef int leave_version             # -1: do not send LeaveGroup on poll timeout
     cdef bint consumer_mode            # KIP-848: ConsumerGroupHeartbeat; generation is the member epoch,
                                        # which the loop advances from the answers
+    cdef bint share_mode               # KIP-932 (with consumer_mode): ShareGroupHeartbeat, no poll bound
     cdef int64_t assign_seq            # consumer mode: answers that carried an assignment so far
     cdef int64_t assign_taken          # ... and the last one Python took
     cdef uint8_t* abuf                 # consumer mode: the latest such answer (frame, no size prefix)
@@ -80,6 +82,7 @@ cdef class Pacemaker:
 
     cdef object _configure(self, host, port, group_id, member_id, generation_id, group_instance_id, int version,
                            int leave_version, request_timeout_ms, bint consumer_mode)
+    cdef void _set_share_mode(self, bint share) noexcept
     cdef void _post(self, int kind, int code, int32_t generation, int64_t at_ms, int64_t detail) noexcept nogil
     cdef void _wake_loop(self) noexcept nogil
     cdef void _idle_wait(self, int64_t ms) noexcept nogil

@@ -3,13 +3,14 @@ from kcore.timers import Heartbeat
 
 __all__ = [
     "Pacemaker", "MAX_HEARTBEAT_VERSION", "MAX_LEAVE_GROUP_VERSION", "MAX_CONSUMER_GROUP_HEARTBEAT_VERSION",
-    "EV_HEARTBEAT_ERROR", "EV_COORDINATOR_LOST", "EV_POLL_TIMEOUT", "EV_DISCONNECTED", "EV_ASSIGNMENT",
+    "MAX_SHARE_GROUP_HEARTBEAT_VERSION", "EV_HEARTBEAT_ERROR", "EV_COORDINATOR_LOST", "EV_POLL_TIMEOUT", "EV_DISCONNECTED", "EV_ASSIGNMENT",
     "CODE_SESSION_EXPIRED", "CODE_NOT_SENT", "CODE_CONNECT_FAILED",
 ]
 
 MAX_HEARTBEAT_VERSION: int
 MAX_LEAVE_GROUP_VERSION: int
 MAX_CONSUMER_GROUP_HEARTBEAT_VERSION: int
+MAX_SHARE_GROUP_HEARTBEAT_VERSION: int
 EV_HEARTBEAT_ERROR: int
 EV_COORDINATOR_LOST: int
 EV_POLL_TIMEOUT: int
@@ -32,6 +33,9 @@ class Pacemaker:
                            group_instance_id: str | None = None, version: int,
                            request_timeout_ms: int = 30000) -> int:
         """KIP-848 ConsumerGroupHeartbeat mode; the loop advances the member epoch."""
+    def configure_share(self, *, host: str, port: int, group_id: str, member_id: str, member_epoch: int,
+                        version: int, request_timeout_ms: int = 30000) -> int:
+        """KIP-932 ShareGroupHeartbeat mode; the loop advances the member epoch, never leaves."""
     def deactivate(self) -> int: ...
     def close(self) -> None: ...
     def wake(self) -> None: ...

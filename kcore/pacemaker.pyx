@@ -19,6 +19,13 @@ with the newest epoch, which is what keeps a member alive while its application 
 GIL during a rebalance. When max.poll.interval.ms expires it sends the leave heartbeat
 (epoch -1; -2 for a static member, whose partitions then wait for it).
 
+Share mode (``configure_share()``, KIP-932): consumer mode's rules with ShareGroupHeartbeat
+(version 1) in its short form (group, member, epoch; rack and subscription "unchanged"). The
+epoch is the loop's to advance, an answer with an assignment is kept for ``take_assignment()``
+and announced with EV_ASSIGNMENT, exactly as in consumer mode. A share member has no poll
+bound: the loop never leaves on its own; the Python side sends the leave (epoch -1) when
+the consumer closes, after ``deactivate()``.
+
 Division of labour. The caller (the group coordinator) decides *whether* to heartbeat and
 with which identity: ``configure()`` (coordinator address, member id, generation, group
 instance id, versions) and ``deactivate()``. The loop decides *when*, from the shared
@@ -48,19 +55,21 @@ from kcore.posixsys cimport (
     pthread_condattr_init, pthread_condattr_setclock, pthread_condattr_t, pthread_mutex_destroy,
     pthread_mutex_init, pthread_mutex_lock, pthread_mutex_unlock, read, timespec, write)
 from kcore.timers cimport (
-    Heartbeat, hb_fail_heartbeat, hb_next_wakeup_ms, hb_poll_timeout_expired, hb_received_heartbeat,
+    Heartbeat, hb_fail_heartbeat, hb_next_heartbeat_ms, hb_next_wakeup_ms, hb_poll_timeout_expired, hb_received_heartbeat,
     hb_sent_heartbeat, hb_session_expiry_ms, hb_session_timeout_expired, hb_should_heartbeat, heartbeat_state)
 from kcore.groupcodec cimport (
     PM_ABANDONED, PM_CONNECT_FAILED, PM_CORRELATION, PM_IO, PM_OK, PM_OVERFLOW, PM_SBUF_CAP,
     PM_TIMEOUT, PM_TOO_BIG, check_version, pm_decode_consumer_group_heartbeat_response,
-    pm_decode_heartbeat_response, pm_decode_leave_group_response, pm_encode_consumer_group_heartbeat,
-    pm_encode_heartbeat, pm_encode_leave_group, utf8_arg)
+    pm_decode_heartbeat_response, pm_decode_leave_group_response, pm_decode_share_group_heartbeat_response,
+    pm_encode_consumer_group_heartbeat, pm_encode_heartbeat, pm_encode_leave_group, pm_encode_share_group_heartbeat,
+    utf8_arg)
 from kcore.transport cimport (
     TP_OK, TP_TIMEOUT, TP_TOO_BIG, TP_WOKEN, tp_close, tp_conn, tp_connect, tp_frame, tp_frame_start,
     tp_pipe, tp_recv_frame, tp_send_all)
 
 __all__ = [
     "Pacemaker", "MAX_HEARTBEAT_VERSION", "MAX_LEAVE_GROUP_VERSION", "MAX_CONSUMER_GROUP_HEARTBEAT_VERSION",
+    "MAX_SHARE_GROUP_HEARTBEAT_VERSION",
     "EV_HEARTBEAT_ERROR", "EV_COORDINATOR_LOST", "EV_POLL_TIMEOUT", "EV_DISCONNECTED", "EV_ASSIGNMENT",
     "CODE_SESSION_EXPIRED", "CODE_NOT_SENT", "CODE_CONNECT_FAILED",
 ]
@@ -69,6 +78,7 @@ __all__ = [
 MAX_HEARTBEAT_VERSION = 4
 MAX_LEAVE_GROUP_VERSION = 5
 MAX_CONSUMER_GROUP_HEARTBEAT_VERSION = 1
+MAX_SHARE_GROUP_HEARTBEAT_VERSION = 1
 
 # Event kinds (tuple field 0 of wait_events / take_events).
 cdef enum:
@@ -76,7 +86,7 @@ cdef enum:
     _EV_COORDINATOR_LOST = 2    # code: NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE, or CODE_SESSION_EXPIRED
     _EV_POLL_TIMEOUT = 3        # code: LeaveGroup's error code (0 = left), or CODE_NOT_SENT; detail: ms since poll
     _EV_DISCONNECTED = 4        # code: a PM_* I/O result; detail: errno (informational: the loop reconnects)
-    _EV_ASSIGNMENT = 5          # consumer mode: generation: the new member epoch; detail: the answer's
+    _EV_ASSIGNMENT = 5          # consumer and share modes: generation: the new member epoch; detail: the answer's
                                 # sequence number (take_assignment), 0 if it carried no assignment
     _CODE_SESSION_EXPIRED = -1
     _CODE_NOT_SENT = -2
@@ -217,6 +227,7 @@ cdef class Pacemaker:
         check_version(heartbeat_version, 4, "Heartbeat")
         if leave_group_version is not None:
             check_version(leave_group_version, 5, "LeaveGroup")
+        self._set_share_mode(False)
         return self._configure(host, port, group_id, member_id, generation_id, group_instance_id,
                                heartbeat_version, -1 if leave_group_version is None else leave_group_version,
                                request_timeout_ms, False)
@@ -231,8 +242,32 @@ cdef class Pacemaker:
         check_version(version, 1, "ConsumerGroupHeartbeat")
         if not isinstance(member_epoch, int) or member_epoch < 1:
             raise ValueError(f"member_epoch must be >= 1: a member in the group (got {member_epoch!r})")
+        self._set_share_mode(False)
         return self._configure(host, port, group_id, member_id, member_epoch, group_instance_id, version, 0,
                                request_timeout_ms, True)
+
+    def configure_share(self, *, host, port, group_id, member_id, member_epoch, version, request_timeout_ms=30000):
+        """KIP-932: heartbeat as this share member (ShareGroupHeartbeat ``version``) at
+        ``member_epoch`` from now on; the loop advances the epoch from the answers, as in
+        consumer mode. Returns the new configuration epoch."""
+        if self.hb is None:
+            raise RuntimeError("Pacemaker.__init__ was not called")
+        check_version(version, 1, "ShareGroupHeartbeat")
+        if version < 1:
+            raise ValueError("ShareGroupHeartbeat version 0 (Kafka 4.0's early access) is not supported (1..1)")
+        if not isinstance(member_epoch, int) or member_epoch < 1:
+            raise ValueError(f"member_epoch must be >= 1: a member in the group (got {member_epoch!r})")
+        self._set_share_mode(True)
+        return self._configure(host, port, group_id, member_id, member_epoch, None, version, 0,
+                               request_timeout_ms, True)
+
+    cdef void _set_share_mode(self, bint share) noexcept:
+        # Before _configure, which activates the loop: its first heartbeat is of the new kind.
+        pthread_mutex_lock(&self.mu)
+        if self.share_mode != share:
+            self.share_mode = share
+            self.active = False
+        pthread_mutex_unlock(&self.mu)
 
     cdef object _configure(self, host, port, group_id, member_id, generation_id, group_instance_id, int version,
                            int leave_version, request_timeout_ms, bint consumer_mode):
@@ -375,14 +410,14 @@ cdef class Pacemaker:
 
     @property
     def member_epoch(self):
-        """Consumer mode: the epoch the next heartbeat carries (advanced by the answers)."""
+        """Consumer and share modes: the epoch the next heartbeat carries (advanced by the answers)."""
         pthread_mutex_lock(&self.mu)
         cdef int32_t e = self.generation
         pthread_mutex_unlock(&self.mu)
         return e
 
     def take_assignment(self):
-        """Consumer mode: (sequence, version, frame) of the newest answer that carried an
+        """Consumer and share modes: (sequence, version, frame) of the newest answer that carried an
         assignment, once (None when there is nothing newer than what was taken). The frame is
         the response without its size prefix, for the schema-driven codec."""
         cdef int64_t seq
@@ -505,7 +540,7 @@ cdef class Pacemaker:
         cdef int16_t code = 0
         cdef int version0
         cdef Py_ssize_t n, rn = 0
-        cdef bint poll_expired, session_expired, due, consumer0 = False
+        cdef bint poll_expired, session_expired, due, consumer0 = False, share0 = False
         cdef int32_t new_epoch = 0, interval = 0
         cdef int has_assignment = 0
         conn.fd = -1
@@ -526,7 +561,14 @@ cdef class Pacemaker:
             poll_expired = hb_poll_timeout_expired(self.hs, now)
             session_expired = hb_session_timeout_expired(self.hs, now)
             due = hb_should_heartbeat(self.hs, now)
-            wake_at = hb_next_wakeup_ms(self.hs, now)
+            if self.share_mode:
+                # No poll bound for a share member: its expiry neither ends nor wakes the loop.
+                poll_expired = False
+                wake_at = hb_next_heartbeat_ms(self.hs)
+                if hb_session_expiry_ms(self.hs) < wake_at:
+                    wake_at = hb_session_expiry_ms(self.hs)
+            else:
+                wake_at = hb_next_wakeup_ms(self.hs, now)
             since_poll = now - self.hs.last_poll_ms
             backoff = self.hs.retry_backoff_ms
             pthread_mutex_unlock(self.hmu)
@@ -537,6 +579,7 @@ cdef class Pacemaker:
             gen0 = self.generation
             epoch0 = self.epoch
             consumer0 = self.consumer_mode
+            share0 = self.share_mode
             if poll_expired:
                 # mechanisms §2 step 5: the application stalled; leave so the partitions move on.
                 code = _CODE_NOT_SENT
@@ -605,7 +648,11 @@ cdef class Pacemaker:
             # mechanisms §2 step 7: send a heartbeat and wait for its answer
             corr += 1
             version0 = self.hb_version
-            if consumer0:
+            if share0:
+                n = pm_encode_share_group_heartbeat(self.sbuf, PM_SBUF_CAP, version0, corr, self.client_id,
+                                                    self.client_id_len, self.group_id, self.group_id_len,
+                                                    self.member_id, self.member_id_len, gen0)
+            elif consumer0:
                 n = pm_encode_consumer_group_heartbeat(self.sbuf, PM_SBUF_CAP, version0, corr, self.client_id,
                                                        self.client_id_len, self.group_id, self.group_id_len,
                                                        self.member_id, self.member_id_len, gen0,
@@ -633,7 +680,10 @@ cdef class Pacemaker:
             pthread_mutex_unlock(&self.mu)
             rc = self._exchange(&conn, n, &rn, reply_deadline, epoch0)
             if rc == PM_OK:
-                if consumer0:
+                if share0:
+                    rc = pm_decode_share_group_heartbeat_response(self.rbuf, rn, version0, &rcorr, &throttle,
+                                                                  &code, &new_epoch, &interval, &has_assignment)
+                elif consumer0:
                     rc = pm_decode_consumer_group_heartbeat_response(self.rbuf, rn, version0, &rcorr, &throttle,
                                                                      &code, &new_epoch, &interval, &has_assignment)
                 else:

@@ -5,7 +5,9 @@ Every member of a share group may read every partition; the broker locks each re
 out (the acquisition lock) until the member acknowledges it:
 
 * ``poll()`` returns ``{TopicPartition: [ShareConsumerRecord]}``, each record with its
-  ``delivery_count``;
+  ``delivery_count``; ``poll_columnar()`` returns ``{TopicPartition: ShareColumnarRecords}``
+  (arrays, no Python object per record), acknowledged a batch or a range of offsets at a time
+  (``acknowledge_batch``, ``acknowledge_range``);
 * implicit mode (``share.acknowledgement.mode=implicit``, the default): the records of a poll
   are accepted by the next ``poll()``, ``commit_sync()``/``commit_async()`` or ``close()``;
 * explicit mode: the application calls ``acknowledge(record, type)`` for each record with
@@ -22,28 +24,36 @@ import functools
 import logging
 import threading
 from collections import deque
-from typing import Any, Callable, Iterable, Iterator, TypeVar
+from typing import AbstractSet, Any, Callable, Iterable, Iterator, TypeVar, Union
 
 from kclient import errors as Errors
 from kclient.clock import SYSTEM_CLOCK, Clock
 from kclient.config import ConsumerConfig
 from kclient.consumer.deserializers import as_deserializer
+from kclient.group.heartbeat_driver import HeartbeatDriver
 from kclient.group.timer import Timer
 from kclient.network.consumer_network_client import ConsumerNetworkClient
+from kclient.network.metadata import Node
 from kclient.network.network_config import NetworkClientConfig
+from kclient.protocol import ApiKey
 from kclient.share.acknowledgements import AcknowledgeType
-from kclient.share.coordinator import ShareCoordinator
-from kclient.share.fetcher import AckResult, ShareFetcher
-from kclient.share.heartbeat_loop import ShareHeartbeatLoop
+from kclient.share.columnar import ShareColumnarRecords
+from kclient.share.coordinator import ShareCoordinator, no_share_groups
+from kclient.share.fetcher import AckResult, Acquired, ShareFetcher
+from kclient.share.held import RangeSet
+from kclient.share.pacemaker_link import create_share_driver
 from kclient.share.records import ShareConsumerRecord
 from kclient.share.share_config import ShareConsumerConfig, split_share_settings
 from kclient.structs import TopicPartition
 
-__all__ = ["KafkaShareConsumer", "AcknowledgeType", "ShareConsumerRecord"]
+__all__ = ["KafkaShareConsumer", "AcknowledgeType", "ShareConsumerRecord", "ShareColumnarRecords"]
 
 log = logging.getLogger(__name__)
 
-AcknowledgementCommitCallback = Callable[[dict[TopicPartition, set[int]], BaseException | None], Any]
+AcknowledgementCommitCallback = Callable[[dict[TopicPartition, AbstractSet[int]], BaseException | None], Any]
+#: What the consumer holds for the next poll: records acquired and not decoded yet, or records
+#: renewed by the application (as the poll that returned them made them).
+_Buffered = Union[Acquired, tuple[TopicPartition, list[ShareConsumerRecord]], ShareColumnarRecords]
 
 _CLOSE_TIMEOUT_MS = 30000
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -71,6 +81,8 @@ def _one_thread(method: _F) -> _F:
     return guarded  # type: ignore[return-value]
 #: Longest single network wait inside poll(), so heartbeat and fetch answers are taken promptly.
 _POLL_SLICE_MS = 100
+#: Longest wait of subscribe() for a broker's ApiVersions (whether it serves share groups).
+_SUBSCRIBE_CHECK_MS = 10000
 
 
 class KafkaShareConsumer:
@@ -91,20 +103,28 @@ class KafkaShareConsumer:
                                      c.fetch)
         self._key_deserializer = as_deserializer(c.key_deserializer)
         self._value_deserializer = as_deserializer(c.value_deserializer)
-        self._loop: ShareHeartbeatLoop | None = None
-        self._buffer: deque[tuple[TopicPartition, list[ShareConsumerRecord]]] = deque()
+        self._loop: HeartbeatDriver | None = None
+        self._buffer: deque[_Buffered] = deque()
         #: Records of the last poll, by partition and offset, not acknowledged yet.
         self._unacknowledged: dict[TopicPartition, dict[int, ShareConsumerRecord]] = {}
         #: Records of the last poll already acknowledged (a second acknowledgement is an error).
         self._acknowledged: set[tuple[TopicPartition, int]] = set()
-        self._renewed: list[tuple[TopicPartition, list[ShareConsumerRecord]]] = []
+        #: The same for the last columnar poll, as offset ranges; and what it returned (for RENEW).
+        self._held_ranges: dict[TopicPartition, RangeSet] = {}
+        self._acked_ranges: dict[TopicPartition, RangeSet] = {}
+        self._last_columnar: dict[TopicPartition, ShareColumnarRecords] = {}
+        self._renewed: list[_Buffered] = []
         self._callback: AcknowledgementCommitCallback | None = None
         self._subscription: set[str] = set()
         self._closed = False
         self._metrics = {"records-consumed-total": 0, "acknowledgements-sent-total": 0,
                          "acknowledgements-failed-total": 0, "polls-total": 0}
         if topics:
-            self.subscribe(topics)
+            try:
+                self.subscribe(topics)
+            except BaseException:
+                self.close(0)
+                raise
 
     # ------------------------------------------------------------------ subscription
     @_one_thread
@@ -116,13 +136,41 @@ class KafkaShareConsumer:
         if not names:
             self.unsubscribe()
             return
-        self._subscription = names
         self._client.metadata.set_topics(sorted(names))
+        if self._loop is None:
+            self._check_share_groups_served()
+        self._subscription = names
         self._coordinator.subscribe(sorted(names))
         if self._loop is None:
-            self._loop = ShareHeartbeatLoop(self._coordinator)
+            self._loop = create_share_driver(self._coordinator, self._client)
             self._coordinator.set_driver(self._loop)
             self._loop.start()
+
+    def _check_share_groups_served(self) -> None:
+        """Fail now, not at the first poll, when the cluster answers without ShareGroupHeartbeat
+        (a broker older than Kafka 4.2, or one that does not implement share groups). Bounded:
+        a cluster that cannot be reached in time is left to the first poll to report."""
+        client = self._client
+        timer = Timer(self._clock, min(self.config.request_timeout_ms, _SUBSCRIBE_CHECK_MS))
+        try:
+            client.ensure_bootstrapped(timer.remaining_ms() or 0)
+        except Errors.KafkaError as exc:
+            log.debug("share group %s: no broker answered at subscribe (%r); the first poll reports it",
+                      self.config.group_id, exc)
+            return
+        node_id = client.least_loaded_node()
+        while node_id is not None and not client.try_connect(node_id):
+            if timer.expired():
+                return
+            client.poll(min(timer.remaining_ms() or 0, _POLL_SLICE_MS))
+        if node_id is None:
+            return
+        ranges = client.client.broker_api_ranges(node_id)
+        served = ranges.get(int(ApiKey.SHARE_GROUP_HEARTBEAT))
+        if ranges and (served is None or served[1] < 1):
+            node = client.metadata.cluster.node_by_id(node_id) or Node(node_id, "?", 0)
+            raise no_share_groups(node, Errors.UnsupportedVersionError(
+                "not offered by the broker" if served is None else f"only versions {served[0]}-{served[1]}"))
 
     def subscription(self) -> set[str]:
         return set(self._subscription)
@@ -148,23 +196,63 @@ class KafkaShareConsumer:
         futures = self._fetcher.close_sessions()
         while any(not f.is_done for f in futures) and not timer.expired():
             self._client.poll(min(timer.remaining_ms() or 0, _POLL_SLICE_MS))
+        self._forget_last_poll()
+        self._deliver_results()
+
+    def _forget_last_poll(self) -> None:
         self._unacknowledged = {}
         self._acknowledged = set()
-        self._deliver_results()
+        self._held_ranges = {}
+        self._acked_ranges = {}
+        self._last_columnar = {}
 
     # ------------------------------------------------------------------ poll
     @_one_thread
     def poll(self, timeout_ms: int = 0, max_records: int | None = None) -> dict[TopicPartition, list[ShareConsumerRecord]]:
         """Records acquired for this member: ``{TopicPartition: [ShareConsumerRecord]}``,
         waiting up to ``timeout_ms`` for some."""
+        timer = self._begin_poll(timeout_ms)
+        limit = max_records or self.config.max_poll_records
+        while True:
+            self._wait_for_records(timer)
+            out = self._drain_buffer(limit)
+            # acquired offsets that all turned out to hold no record (markers) are no reason to return early
+            if out or timer.expired():
+                break
+        self._deliver_results()
+        return out
+
+    @_one_thread
+    def poll_columnar(self, timeout_ms: int = 0, max_records: int | None = None
+                      ) -> dict[TopicPartition, ShareColumnarRecords]:
+        """Like ``poll()``, but each partition's records come as one ``ShareColumnarRecords``
+        (the arrays of ``KafkaConsumer.poll_columnar`` plus ``delivery_counts``), without a
+        Python object per record. Acknowledge with ``acknowledge_batch(batch, type)`` or
+        ``acknowledge_range(topic, partition, first, last, type)`` (explicit mode); in implicit
+        mode the next poll accepts them. ``max_records`` (default max.poll.records) is met at
+        the broker's batch granularity: a poll returns whole acquired batches."""
+        timer = self._begin_poll(timeout_ms)
+        limit = max_records or self.config.max_poll_records
+        while True:
+            self._wait_for_records(timer)
+            batches = self._drain_columnar(limit)
+            if batches or timer.expired():
+                break
+        self._deliver_results()
+        return batches
+
+    def _begin_poll(self, timeout_ms: int) -> Timer:
         self._check_open()
         if not self._subscription:
             raise Errors.IllegalStateError("the share consumer is not subscribed to any topic")
         self._metrics["polls-total"] += 1
         self._finish_previous_poll()
-        limit = max_records or self.config.max_poll_records
-        timer = Timer(self._clock, timeout_ms)
+        return Timer(self._clock, timeout_ms)
+
+    def _wait_for_records(self, timer: Timer) -> None:
+        """Until something was acquired (not decoded yet: it may hold no record) or time is up."""
         while True:
+            self._coordinator.drain_driver()
             self._coordinator.raise_if_fatal()
             self._take_fetched()
             if self._buffer:
@@ -177,9 +265,6 @@ class KafkaShareConsumer:
             if timer.expired():
                 self._take_fetched()
                 break
-        out = self._drain_buffer(limit)
-        self._deliver_results()
-        return out
 
     def __iter__(self) -> Iterator[ShareConsumerRecord]:
         while not self._closed:
@@ -187,8 +272,7 @@ class KafkaShareConsumer:
                 yield from records
 
     def _take_fetched(self) -> None:
-        for tp, records in self._fetcher.take_records():
-            self._buffer.append((tp, records))
+        self._buffer.extend(self._fetcher.take_acquired())
 
     def _drain_buffer(self, limit: int) -> dict[TopicPartition, list[ShareConsumerRecord]]:
         """Up to ``limit`` records; with batch_optimized acquisition the broker hands out whole
@@ -196,13 +280,52 @@ class KafkaShareConsumer:
         out: dict[TopicPartition, list[ShareConsumerRecord]] = {}
         count = 0
         while self._buffer and (count < limit or not out):
-            tp, records = self._buffer.popleft()
+            entry = self._buffer.popleft()
+            if isinstance(entry, Acquired):
+                tp, records = entry.partition, self._fetcher.records_of(entry)
+            elif isinstance(entry, ShareColumnarRecords):
+                tp, records = entry.topic_partition, list(entry)
+            else:
+                tp, records = entry
+            if not records:
+                continue
             records = [self._deserialize(r) for r in records]
             out.setdefault(tp, []).extend(records)
             held = self._unacknowledged.setdefault(tp, {})
             for r in records:
                 held[r.offset] = r
             count += len(records)
+        self._metrics["records-consumed-total"] += count
+        return out
+
+    def _drain_columnar(self, limit: int) -> dict[TopicPartition, ShareColumnarRecords]:
+        """As ``_drain_buffer``, in columns (deserializers do not apply: the columns hold bytes)."""
+        out: dict[TopicPartition, ShareColumnarRecords] = {}
+        count = 0
+        while self._buffer and (count < limit or not out):
+            entry = self._buffer.popleft()
+            if isinstance(entry, Acquired):
+                batch = self._fetcher.columnar_of(entry)
+            elif isinstance(entry, ShareColumnarRecords):
+                batch = entry
+            else:
+                self._buffer.appendleft(entry)
+                raise Errors.IllegalStateError(
+                    "records renewed with acknowledge() come back from poll(), not poll_columnar(); "
+                    "renew columnar records with acknowledge_batch() or acknowledge_range()")
+            if batch is None:
+                continue
+            tp = batch.topic_partition
+            if tp in out:
+                prev = out[tp]
+                batch = ShareColumnarRecords(tp, prev._pieces + batch._pieces, prev._counts + batch._counts)
+            out[tp] = batch
+            count += len(batch)
+        for tp, batch in out.items():
+            held = self._held_ranges.setdefault(tp, RangeSet())
+            for first, last in batch.offset_ranges:
+                held.add(first, last)
+        self._last_columnar = out
         self._metrics["records-consumed-total"] += count
         return out
 
@@ -218,18 +341,17 @@ class KafkaShareConsumer:
         """Implicit mode: accept what the previous poll returned. Explicit mode: refuse to go
         on while some of it is unacknowledged."""
         pending = {tp: offs for tp, offs in self._unacknowledged.items() if offs}
-        if pending and self.config.explicit_acknowledgement:
-            count = sum(len(o) for o in pending.values())
+        ranges = {tp: held for tp, held in self._held_ranges.items() if held}
+        if (pending or ranges) and self.config.explicit_acknowledgement:
+            count = sum(len(o) for o in pending.values()) + sum(len(h) for h in ranges.values())
             raise Errors.IllegalStateError(
                 f"{count} record(s) of the previous poll are not acknowledged; in explicit "
-                "acknowledgement mode acknowledge every record (acknowledge(record, type)) before polling again")
-        for tp, offsets in pending.items():
-            for offset in offsets:
-                self._fetcher.acknowledge(tp, offset, AcknowledgeType.ACCEPT)
-        self._unacknowledged = {}
-        self._acknowledged = set()
-        for tp, records in reversed(self._renewed):   # renewed records come back first
-            self._buffer.appendleft((tp, records))
+                "acknowledgement mode acknowledge every record (acknowledge(record, type), or "
+                "acknowledge_batch / acknowledge_range after poll_columnar) before polling again")
+        self._accept_last_poll()
+        self._forget_last_poll()
+        for entry in reversed(self._renewed):   # renewed records come back first
+            self._buffer.appendleft(entry)
         self._renewed = []
 
     # ------------------------------------------------------------------ acknowledgements
@@ -256,6 +378,9 @@ class KafkaShareConsumer:
             raise Errors.IllegalStateError(f"record {tp.topic}-{tp.partition}@{off} is already acknowledged")
         held = self._unacknowledged.get(tp, {})
         record = held.pop(off, None)
+        if record is None and tp in self._held_ranges:
+            self._acknowledge_ranges(tp, [(off, off)], kind)
+            return
         if record is None:
             raise Errors.IllegalStateError(
                 f"record {tp.topic}-{tp.partition}@{off} was not returned by this consumer's last poll")
@@ -263,6 +388,51 @@ class KafkaShareConsumer:
         self._fetcher.acknowledge(tp, off, kind)
         if kind is AcknowledgeType.RENEW:
             self._renewed.append((tp, [record]))
+
+    @_one_thread
+    def acknowledge_batch(self, batch: ShareColumnarRecords, type: AcknowledgeType = AcknowledgeType.ACCEPT) -> None:
+        """Acknowledge every row of a ``ShareColumnarRecords`` the last ``poll_columnar()``
+        returned (explicit mode): one acknowledgement per run of offsets, not per record."""
+        self._check_open()
+        if not isinstance(batch, ShareColumnarRecords):
+            raise TypeError(f"acknowledge_batch() takes a ShareColumnarRecords, not {batch.__class__.__name__}")
+        self._acknowledge_ranges(batch.topic_partition, batch.offset_ranges, AcknowledgeType(type))
+
+    @_one_thread
+    def acknowledge_range(self, topic: str, partition: int, first: int, last: int,
+                          type: AcknowledgeType = AcknowledgeType.ACCEPT) -> None:
+        """Acknowledge the records at offsets ``first..last`` (inclusive) that the last
+        ``poll_columnar()`` returned (explicit mode); every offset in the range must be one
+        of them (``acknowledge_batch`` takes a batch whose offsets have holes)."""
+        self._check_open()
+        if last < first:
+            raise ValueError(f"acknowledge_range: last offset {last} is before first offset {first}")
+        self._acknowledge_ranges(TopicPartition(topic, partition), [(first, last)], AcknowledgeType(type))
+
+    def _acknowledge_ranges(self, tp: TopicPartition, ranges: list[tuple[int, int]], kind: AcknowledgeType) -> None:
+        if not self.config.explicit_acknowledgement:
+            raise Errors.IllegalStateError(
+                "acknowledging needs share.acknowledgement.mode=explicit; in implicit mode the records "
+                "of a poll are accepted by the next poll or commit")
+        held = self._held_ranges.get(tp)
+        acked = self._acked_ranges.get(tp)
+        for first, last in ranges:      # every range is checked before any is acknowledged
+            what = f"{tp.topic}-{tp.partition}@{first}" + ("" if first == last else f"..{last}")
+            if acked is not None and acked.touches(first, last):
+                raise Errors.IllegalStateError(f"record(s) {what} already acknowledged")
+            if held is None or not held.covers(first, last):
+                raise Errors.IllegalStateError(f"record(s) {what} were not returned by this consumer's last poll")
+        assert held is not None
+        acked = self._acked_ranges.setdefault(tp, RangeSet())
+        for first, last in ranges:
+            held.remove(first, last)
+            acked.add(first, last)
+            self._fetcher.acknowledge_range(tp, first, last, kind)
+            if kind is AcknowledgeType.RENEW:
+                batch = self._last_columnar.get(tp)
+                renewed = batch.select(first, last) if batch is not None else None
+                if renewed is not None:
+                    self._renewed.append(renewed)
 
     @_one_thread
     def commit_sync(self, timeout_ms: int | None = None) -> dict[TopicPartition, BaseException | None]:
@@ -302,10 +472,17 @@ class KafkaShareConsumer:
                 self._fetcher.acknowledge(tp, offset, AcknowledgeType.ACCEPT)
                 self._acknowledged.add((tp, offset))
         self._unacknowledged = {}
+        for tp, held in self._held_ranges.items():
+            acked = self._acked_ranges.setdefault(tp, RangeSet())
+            for first, last in held:
+                self._fetcher.acknowledge_range(tp, first, last, AcknowledgeType.ACCEPT)
+                acked.add(first, last)
+        self._held_ranges = {}
 
     def set_acknowledgement_commit_callback(self, callback: AcknowledgementCommitCallback | None) -> None:
-        """``callback({TopicPartition: {offsets}}, exception or None)`` after each answer to
-        acknowledgements, on the thread that polls."""
+        """``callback({TopicPartition: offsets}, exception or None)`` after each answer to
+        acknowledgements, on the thread that polls; ``offsets`` is a set of ints (kept as
+        ranges, so a columnar batch's acknowledgement makes no object per record)."""
         self._callback = callback
 
     def _deliver_results(self) -> list[AckResult]:
@@ -318,7 +495,7 @@ class KafkaShareConsumer:
                          r.partition, r.error)
             if self._callback is not None:
                 try:
-                    self._callback({r.partition: set(r.offsets)}, r.error)
+                    self._callback({r.partition: r.offsets}, r.error)
                 except Exception:
                     log.exception("acknowledgement commit callback failed")
         return results

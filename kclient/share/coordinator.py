@@ -5,11 +5,18 @@ broker gave, from whichever thread calls ``heartbeat_tick`` (the application's p
 heartbeat loop, ``kclient.share.heartbeat_loop``), and turns the assignment's topic ids into
 ``TopicPartition``s through the metadata. The coordinator is found and reached through the
 group layer's ``CoordinatorChannel`` (a connection of its own, FindCoordinator key type group).
+
+While the member is in the group its steady heartbeats come from the GIL-free pacemaker
+(``kclient.share.pacemaker_link``), when the driver is one: this class then sends only the
+heartbeats that say more than "nothing changed" (the join, a new subscription, the leave),
+after the driver hands back the epoch it reached (``disengage``).
 """
 from __future__ import annotations
 
 import logging
 from typing import Any
+
+from kcore.timers import Heartbeat
 
 from kclient import errors as Errors
 from kclient.clock import SYSTEM_CLOCK, Clock
@@ -32,6 +39,8 @@ NETWORK_WAIT_MAX_MS = 50
 
 _COORDINATOR_ERRORS = (Errors.NotCoordinatorError, Errors.CoordinatorNotAvailableError)
 _CONNECTION_ERRORS = (Errors.KafkaConnectionError, Errors.KafkaTimeoutError)
+#: A share member has no poll bound the client enforces (the pacemaker never leaves on its own).
+_NO_POLL_BOUND_MS = 2**31 - 1
 
 
 def no_share_groups(node: Node, cause: BaseException) -> Errors.UnsupportedVersionError:
@@ -49,12 +58,20 @@ class ShareCoordinator:
         self._clock = clock
         self.group_id = group_id
         self.retry_backoff_ms = retry_backoff_ms
+        self.request_timeout_ms = request_timeout_ms
         self.channel = CoordinatorChannel(client, group_id, retry_backoff_ms=retry_backoff_ms,
                                           request_timeout_ms=request_timeout_ms, clock=clock)
         self._lock = self.channel.lock
         self._cond = self.channel.cond
         self.membership = ShareMembership(group_id=group_id, rack_id=rack_id)
+        # The pacemaker's timing. The session bound is the broker's (group.share.session.timeout.ms),
+        # unknown here: a silent coordinator is given up after request.timeout.ms.
+        self.heartbeat = Heartbeat(max(request_timeout_ms, self.membership.heartbeat_interval_ms + 1),
+                                   self.membership.heartbeat_interval_ms, _NO_POLL_BOUND_MS, retry_backoff_ms,
+                                   clock.now_ms())
         self._topics: list[str] = []
+        #: The broker answered a heartbeat that carried the current subscription.
+        self._subscription_acknowledged = False
         self._hb_in_flight: RequestFuture | None = None
         self._next_heartbeat_ms = 0
         self._driver: HeartbeatDriver | None = None
@@ -80,12 +97,32 @@ class ShareCoordinator:
         with self._lock:
             self._driver = driver
 
+    @property
+    def driver(self) -> HeartbeatDriver | None:
+        return self._driver
+
     def subscribe(self, topics: list[str]) -> None:
         with self._lock:
             self._topics = sorted(set(topics))
             self.membership.subscribe()
+            self._subscription_acknowledged = False
             self._next_heartbeat_ms = 0     # a new subscription goes out at once
+            if self._driver is not None:
+                self._driver.membership_changed()     # Python sends it, not the pacemaker
             self._cond.notify_all()
+        self.wake_network()
+
+    def subscription_acknowledged(self) -> bool:
+        return self._subscription_acknowledged
+
+    def drain_driver(self) -> None:
+        """Apply what the heartbeat driver learnt meanwhile (the application's poll)."""
+        driver = self._driver
+        if driver is not None:
+            driver.drain()
+
+    def api_version(self, node: Node, api: int) -> int | None:
+        return self._client.api_version(node, api)
 
     @property
     def topics(self) -> list[str]:
@@ -119,6 +156,9 @@ class ShareCoordinator:
     def coordinator_unknown(self) -> bool:
         return self.channel.coordinator_unknown()
 
+    def mark_coordinator_unknown(self, reason: str) -> None:
+        self.channel.mark_coordinator_unknown(reason)
+
     def lookup_coordinator(self) -> RequestFuture:
         return self.channel.lookup_coordinator()
 
@@ -145,6 +185,11 @@ class ShareCoordinator:
                 return self.retry_backoff_ms
             if self._hb_in_flight is not None:
                 return NETWORK_WAIT_MAX_MS
+            driver = self._driver
+            if driver is not None:
+                driver.membership_changed()
+                if driver.engaged:
+                    return m.heartbeat_interval_ms    # the pacemaker heartbeats
             if now_ms < self._next_heartbeat_ms:
                 return self._next_heartbeat_ms - now_ms
             node = self.coordinator()
@@ -157,6 +202,8 @@ class ShareCoordinator:
     def _send_heartbeat(self, node: Node) -> RequestFuture:
         """The one place a ShareGroupHeartbeat leaves (holding ``_lock``)."""
         m = self.membership
+        if self._driver is not None:
+            self._driver.disengage()     # hands over the epoch it reached
         body = m.heartbeat_body(self._topics)
         epoch = body["member_epoch"]
         future = self._client.send(node, SHARE_GROUP_HEARTBEAT, body)
@@ -164,10 +211,11 @@ class ShareCoordinator:
         if epoch >= 0:
             self._hb_in_flight = future
         self._next_heartbeat_ms = self._clock.now_ms() + m.heartbeat_interval_ms
-        future.add_both(self._on_heartbeat, future, node, epoch)
+        future.add_both(self._on_heartbeat, future, node, epoch, body["subscribed_topic_names"])
         return future
 
-    def _on_heartbeat(self, future: RequestFuture, node: Node, sent_epoch: int, outcome: Any) -> None:
+    def _on_heartbeat(self, future: RequestFuture, node: Node, sent_epoch: int, topics: list[str] | None,
+                      outcome: Any) -> None:
         """The one place a ShareGroupHeartbeat answer is digested (any thread)."""
         with self._lock:
             if self._hb_in_flight is future:
@@ -191,6 +239,8 @@ class ShareCoordinator:
                 if err is not None:
                     self._on_heartbeat_error(err, node, now)
                 else:
+                    if topics == self._topics:
+                        self._subscription_acknowledged = True
                     # the interval the broker just gave counts from its answer
                     self._next_heartbeat_ms = now + m.heartbeat_interval_ms
             if self._driver is not None:
@@ -198,7 +248,13 @@ class ShareCoordinator:
             self._cond.notify_all()
         self.wake_network()
 
-    def _on_heartbeat_error(self, err: BaseException, node: Node, now: int) -> None:
+    def on_heartbeat_error(self, err: BaseException, node: Node | None) -> None:
+        """An error the pacemaker's heartbeat answered (holding ``_lock``)."""
+        if isinstance(err, Errors.UnsupportedVersionError) and node is not None:
+            self.membership.fatal_error = no_share_groups(node, err)
+        self._on_heartbeat_error(err, node, self._clock.now_ms())
+
+    def _on_heartbeat_error(self, err: BaseException, node: Node | None, now: int) -> None:
         m = self.membership
         if isinstance(err, _COORDINATOR_ERRORS):
             self.channel.mark_coordinator_unknown(repr(err), node=node)

@@ -10,26 +10,31 @@ requests (commit, RENEW), ``close_sessions`` closes every session (epoch -1) wit
 acknowledgements, which releases whatever the member acquired and did not acknowledge.
 
 Answers are applied on whichever thread polls the network, under ``lock``; the owner (the share
-consumer) takes records and acknowledgement results from the application thread.
+consumer) takes what was acquired (``take_acquired``: the answer's bytes and ranges, not decoded)
+and acknowledgement results from the application thread, and decodes the bytes into records
+(``records_of``) or columns (``columnar_of``) there.
 """
 from __future__ import annotations
 
 import logging
 import threading
+from array import array
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from kcore.records import decode_consumer_records
+from kcore.records import decode_columnar, decode_consumer_records
 
 from kclient import errors as Errors
 from kclient.network.future import RequestFuture
 from kclient.protocol import ApiKey
-from kclient.share.acknowledgements import GAP, AcknowledgeType, acknowledgement_batches
+from kclient.consumer.columnar import ColumnarChunk
+from kclient.share.acknowledgements import GAP, AcknowledgeType, OffsetRanges, PendingAcks
+from kclient.share.columnar import ShareColumnarRecords, rows_of_range
 from kclient.share.records import ShareConsumerRecord
 from kclient.share.session import FINAL_EPOCH, ShareSession
 from kclient.structs import ConsumerRecord, TopicPartition
 
-__all__ = ["ShareFetchConfig", "ShareFetcher", "AckResult", "BATCH_OPTIMIZED", "RECORD_LIMIT"]
+__all__ = ["ShareFetchConfig", "ShareFetcher", "AckResult", "Acquired", "BATCH_OPTIMIZED", "RECORD_LIMIT"]
 
 log = logging.getLogger(__name__)
 
@@ -54,8 +59,17 @@ class ShareFetchConfig:
 class AckResult:
     """The outcome of acknowledgements sent for one partition: None, or the error."""
     partition: TopicPartition
-    offsets: frozenset[int]
+    offsets: OffsetRanges
     error: BaseException | None
+
+
+@dataclass(frozen=True)
+class Acquired:
+    """Records a ShareFetch answer acquired for this member, not decoded yet: the partition's
+    record bytes and the acquired ranges (first offset, last offset, delivery count)."""
+    partition: TopicPartition
+    records: Any
+    ranges: tuple[tuple[int, int, int], ...]
 
 
 def _error(code: int, message: str | None = None) -> Errors.KafkaError:
@@ -73,27 +87,84 @@ class ShareFetcher:
         self.lock = threading.RLock()
         self.sessions: dict[int, ShareSession] = {}
         self._in_flight: dict[int, RequestFuture] = {}
-        #: Acknowledgements not sent yet: {partition: {offset: type}}.
-        self._acks: dict[TopicPartition, dict[int, int]] = {}
+        #: Acknowledgements not sent yet.
+        self._acks: dict[TopicPartition, PendingAcks] = {}
         #: Which broker each partition's records were acquired from (their acks go there).
         self._acquired_from: dict[TopicPartition, int] = {}
-        self._records: list[tuple[TopicPartition, list[ShareConsumerRecord]]] = []
+        self._acquired: list[Acquired] = []
         self._results: list[AckResult] = []
         self.acquisition_lock_timeout_ms: int | None = None
 
     # ------------------------------------------------------------------ application side
     def acknowledge(self, tp: TopicPartition, offset: int, kind: int) -> None:
+        self.acknowledge_range(tp, offset, offset, kind)
+
+    def acknowledge_range(self, tp: TopicPartition, first: int, last: int, kind: int) -> None:
         with self.lock:
-            self._acks.setdefault(tp, {})[offset] = int(kind)
+            acks = self._acks.get(tp)
+            if acks is None:
+                acks = self._acks[tp] = PendingAcks()
+            acks.put(first, last, int(kind))
 
     def pending_acknowledgements(self) -> int:
         with self.lock:
             return sum(len(a) for a in self._acks.values())
 
-    def take_records(self) -> list[tuple[TopicPartition, list[ShareConsumerRecord]]]:
+    def take_acquired(self) -> list[Acquired]:
         with self.lock:
-            out, self._records = self._records, []
+            out, self._acquired = self._acquired, []
             return out
+
+    def take_records(self) -> list[tuple[TopicPartition, list[ShareConsumerRecord]]]:
+        """What was acquired, decoded into records (partitions without any left out)."""
+        out = []
+        for acquired in self.take_acquired():
+            records = self.records_of(acquired)
+            if records:
+                out.append((acquired.partition, records))
+        return out
+
+    def records_of(self, acquired: Acquired) -> list[ShareConsumerRecord]:
+        """The acquired records as ``ShareConsumerRecord``s; acquired offsets without a record
+        are acknowledged as gaps."""
+        tp = acquired.partition
+        delivery: dict[int, int] = {}
+        for first, last, count in acquired.ranges:
+            for offset in range(first, last + 1):
+                delivery[offset] = count
+        decoded = decode_consumer_records(acquired.records, ConsumerRecord, tp.topic, tp.partition,
+                                          check_crcs=self.config.check_crcs)
+        out = []
+        for rec in decoded.records:
+            if rec.offset in delivery:
+                out.append(ShareConsumerRecord(*rec, delivery.pop(rec.offset)))
+        for offset in delivery:
+            self.acknowledge(tp, offset, GAP)
+        return out
+
+    def columnar_of(self, acquired: Acquired) -> ShareColumnarRecords | None:
+        """The acquired records as columns (None if none holds a record); acquired offsets
+        without a record are acknowledged as gaps. One Python object per acquired range, not
+        per record."""
+        tp = acquired.partition
+        chunk = ColumnarChunk(decode_columnar(acquired.records, check_crcs=self.config.check_crcs,
+                                              skip_control=True))
+        pieces: list[tuple[ColumnarChunk, int, int]] = []
+        counts = array("h")
+        offsets = chunk.offsets
+        lo = 0
+        for first, last, count in sorted(acquired.ranges):
+            i, j = rows_of_range(chunk, first, last, lo)
+            lo = j
+            if i < j:
+                pieces.append((chunk, i, j))
+                counts.extend(array("h", [count]) * (j - i))
+            if j - i < last - first + 1:      # offsets without a record: rare (control, compacted)
+                present = {offsets[k] for k in range(i, j)}
+                for offset in range(first, last + 1):
+                    if offset not in present:
+                        self.acknowledge(tp, offset, GAP)
+        return ShareColumnarRecords(tp, pieces, counts) if pieces else None
 
     def take_results(self) -> list[AckResult]:
         with self.lock:
@@ -114,21 +185,20 @@ class ShareFetcher:
             s = self.sessions[node_id] = ShareSession(node_id)
         return s
 
-    def _take_acks_for(self, node_id: int, renew: bool | None = None) -> dict[TopicPartition, dict[int, int]]:
+    def _take_acks_for(self, node_id: int, renew: bool | None = None) -> dict[TopicPartition, PendingAcks]:
         """Pop the waiting acknowledgements that go to ``node_id`` (renew: only RENEW ones /
         none of them; None: all)."""
-        out: dict[TopicPartition, dict[int, int]] = {}
+        out: dict[TopicPartition, PendingAcks] = {}
         for tp, acks in list(self._acks.items()):
             if self._acquired_from.get(tp) != node_id:
                 continue
             if renew is None:
-                picked = acks
+                picked, rest = acks, PendingAcks()
             else:
-                picked = {o: t for o, t in acks.items() if (t == AcknowledgeType.RENEW) == renew}
+                picked, rest = acks.split(lambda t: (t == AcknowledgeType.RENEW) == renew)
             if not picked:
                 continue
             out[tp] = picked
-            rest = {o: t for o, t in acks.items() if o not in picked}
             if rest:
                 self._acks[tp] = rest
             else:
@@ -173,7 +243,7 @@ class ShareFetcher:
         acks = self._take_acks_for(node_id, renew=False)
         parts: dict[TopicPartition, list[dict]] = {keys[k]: [] for k in added}
         for tp, a in acks.items():
-            parts[tp] = acknowledgement_batches(a)
+            parts[tp] = a.batches()
         forgotten_by_topic: dict[Any, list[int]] = {}
         for tid, p in sorted(forgotten, key=lambda k: (str(k[0]), k[1])):
             forgotten_by_topic.setdefault(tid, []).append(p)
@@ -206,12 +276,12 @@ class ShareFetcher:
                     futures.append(self._send_acknowledge(node_id, session.plan_acknowledge(), acks))
         return futures
 
-    def _send_acknowledge(self, node_id: int, epoch: int, acks: dict[TopicPartition, dict[int, int]]
+    def _send_acknowledge(self, node_id: int, epoch: int, acks: dict[TopicPartition, PendingAcks]
                           ) -> RequestFuture:
-        renew = any(t == AcknowledgeType.RENEW for a in acks.values() for t in a.values())
+        renew = any(AcknowledgeType.RENEW in a.kinds() for a in acks.values())
         body = {"group_id": self.group_id, "member_id": self._member_id(), "share_session_epoch": epoch,
                 "is_renew_ack": renew,
-                "topics": self._topics_body({tp: acknowledgement_batches(a) for tp, a in acks.items()})}
+                "topics": self._topics_body({tp: a.batches() for tp, a in acks.items()})}
         future = self._client.send(node_id, SHARE_ACKNOWLEDGE, body)
         self._in_flight[node_id] = future
         future.add_both(self._on_acknowledge, future, node_id, acks, epoch)
@@ -230,13 +300,13 @@ class ShareFetcher:
         return futures
 
     # ------------------------------------------------------------------ answers
-    def _report(self, tp: TopicPartition, acks: dict[int, int], err: BaseException | None) -> None:
+    def _report(self, tp: TopicPartition, acks: PendingAcks, err: BaseException | None) -> None:
         """The outcome of the application's acknowledgements (gaps are the fetcher's own)."""
-        offsets = frozenset(o for o, t in acks.items() if t != GAP)
+        offsets = acks.offsets()
         if offsets:
             self._results.append(AckResult(tp, offsets, err))
 
-    def _fail_acks(self, acks: dict[TopicPartition, dict[int, int]], err: BaseException) -> None:
+    def _fail_acks(self, acks: dict[TopicPartition, PendingAcks], err: BaseException) -> None:
         for tp, a in acks.items():
             self._report(tp, a, err)
 
@@ -299,24 +369,10 @@ class ShareFetcher:
         ranges = p.get("acquired_records") or ()
         if not ranges:
             return
-        delivery: dict[int, int] = {}
-        for r in ranges:
-            for offset in range(r["first_offset"], r["last_offset"] + 1):
-                delivery[offset] = r["delivery_count"]
-        decoded = decode_consumer_records(p.get("records"), ConsumerRecord, tp.topic, tp.partition,
-                                          check_crcs=self.config.check_crcs)
-        out = []
-        for rec in decoded.records:
-            count = delivery.pop(rec.offset, None)
-            if count is not None:
-                out.append(ShareConsumerRecord(*rec, count))
         self._acquired_from[tp] = node_id
-        if delivery:       # acquired offsets without a (data) record
-            acks = self._acks.setdefault(tp, {})
-            for offset in delivery:
-                acks[offset] = GAP
-        if out:
-            self._records.append((tp, out))
+        self._acquired.append(Acquired(tp, p.get("records"),
+                                       tuple((r["first_offset"], r["last_offset"], r["delivery_count"])
+                                             for r in ranges)))
 
     def _on_acknowledge(self, future: RequestFuture, node_id: int, acks: dict, epoch: int, outcome: Any) -> None:
         with self.lock:

@@ -218,11 +218,18 @@ def test_wakeup_interrupts_poll_and_iteration_yields_records(kafka, create_topic
         assert seen == [b"i0", b"i1"]
 
 
-def test_a_broker_without_share_groups_fails_the_first_poll_naming_the_feature(tansu, topic_name, group_id):
+def test_a_broker_without_share_groups_fails_at_subscribe_naming_the_feature(tansu, topic_name, group_id):
     # Tansu serves consumer groups but not share groups (no ShareGroupHeartbeat in ApiVersions)
-    with KafkaShareConsumer(topic_name, bootstrap_servers=tansu.bootstrap, group_id=group_id) as c:
+    with pytest.raises(Errors.UnsupportedVersionError, match=r"share\.version") as info:
+        KafkaShareConsumer(topic_name, bootstrap_servers=tansu.bootstrap, group_id=group_id)
+    assert "Apache Kafka 4.2" in str(info.value) and "ShareGroupHeartbeat" in str(info.value)
+    c = KafkaShareConsumer(bootstrap_servers=tansu.bootstrap, group_id=group_id)
+    try:
         with pytest.raises(Errors.UnsupportedVersionError, match=r"share\.version"):
-            wait_for(lambda: False, 30, step=lambda: c.poll(200))
+            c.subscribe([topic_name])
+        assert c.subscription() == set()
+    finally:
+        c.close(5000)
 
 
 def test_the_delivery_count_limit_archives_a_record_released_every_time(kafka, create_topic, topic_name, group_id):
