@@ -32,6 +32,15 @@ def produce(bootstrap: str, topic: str, n: int, partitions: int, start: int = 0,
         producer.flush(30)
 
 
+def produce_fast(bootstrap: str, topic: str, n: int, partitions: int) -> None:
+    """n records of ``b"%d" % i`` in large batches (for tests that need many)."""
+    with KafkaProducer(bootstrap_servers=bootstrap, linger_ms=20, batch_size=512 * 1024) as producer:
+        send = producer.send
+        for i in range(n):
+            send(topic, b"%d" % i, partition=i % partitions)
+        producer.flush(60)
+
+
 def expected(n: int, partitions: int, start: int = 0) -> dict[int, list[int]]:
     out: dict[int, list[int]] = {p: [] for p in range(partitions)}
     for i in range(start, start + n):
@@ -385,8 +394,8 @@ def test_group_protocol_consumer(kafka, topic4, group_id):
 # ------------------------------------------------------------------------ the event loop
 def test_event_loop_lag_stays_small_while_reading(kafka, create_topic, topic_name):
     topic = create_topic(kafka, topic_name, partitions=4)
-    n = 200_000
-    produce(kafka.bootstrap, topic, n, 4)
+    n = 500_000
+    produce_fast(kafka.bootstrap, topic, n, 4)
 
     async def main():
         lags: list[float] = []
@@ -399,7 +408,8 @@ def test_event_loop_lag_stays_small_while_reading(kafka, create_topic, topic_nam
                 lags.append(time.perf_counter() - t0 - 0.001)
 
         task = asyncio.create_task(sleeper())
-        consumer = AIOKafkaConsumer(bootstrap_servers=kafka.bootstrap, auto_offset_reset="earliest")
+        consumer = AIOKafkaConsumer(bootstrap_servers=kafka.bootstrap, auto_offset_reset="earliest",
+                                    max_partition_fetch_bytes=10 * 1024 * 1024)
         await consumer.start()
         try:
             consumer.assign([TopicPartition(topic, p) for p in range(4)])
@@ -413,8 +423,11 @@ def test_event_loop_lag_stays_small_while_reading(kafka, create_topic, topic_nam
             await task
         assert count == n
         assert len(lags) > 10
-        # A correctness check of "the loop is never blocked", not a speed claim (shared machine).
-        assert max(lags) < 0.2, f"max loop lag {max(lags) * 1000:.0f} ms"
+        # A correctness check of "the loop is never blocked", bounds loose enough for a
+        # loaded machine (the figures measured are in docs/asyncio.md).
+        lags.sort()
+        p99, worst = lags[int(len(lags) * 0.99)], lags[-1]
+        assert p99 < 0.05 and worst < 0.2, f"loop lag p99 {p99 * 1000:.1f} ms, max {worst * 1000:.1f} ms"
 
     asyncio.run(main())
 
