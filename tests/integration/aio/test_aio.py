@@ -199,7 +199,11 @@ def test_listener_commits_on_revoke_and_two_members_split_and_hand_over(kafka, t
         # from b's commits. No record is read twice: every revocation committed.
         await b.commit()
         await b.stop()
+        # stop() left the group: a takes b's partitions without waiting out b's session.
+        left = time.monotonic()
         await read_until(a, seen, 2000)
+        assert time.monotonic() - left < GROUP["session_timeout_ms"] / 1000
+        assert {tp.partition for tp in a.assignment()} == {0, 1, 2, 3}
         await a.stop()
         assert seen.by_partition == expected(2000, 4)
 
