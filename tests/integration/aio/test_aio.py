@@ -391,6 +391,9 @@ def test_group_protocol_consumer(kafka, topic4, group_id):
             seen = Seen(4)
             await read_until(consumer, seen, 200)
             assert seen.by_partition == expected(200, 4)
+        # stop() committed what was read under this protocol too.
+        async with AIOKafkaConsumer(bootstrap_servers=kafka.bootstrap, group_id=group_id) as check:
+            assert {p: await check.committed(TopicPartition(topic4, p)) for p in range(4)} == {p: 50 for p in range(4)}
 
     asyncio.run(main())
 
