@@ -13,7 +13,10 @@ records handed to the application (see ``kclient.aio._core``): records a cancell
 automatic, on revocation, on ``stop()``) never cover records the application has not seen.
 
 Waiting for records polls the worker in slices of at most ``_SLICE_MS``, so commits, seeks
-and ``stop()`` issued meanwhile run within one slice.
+and ``stop()`` issued meanwhile run within one slice. Once less than one poll's worth is
+buffered, the worker polls again (without waiting on the network) before it is asked, and
+getmany()/getone() let the loop run once before handing out buffered records: the loop is
+held for one batch at a time, never for a whole poll's records.
 """
 from __future__ import annotations
 
