@@ -36,6 +36,7 @@ DRIVERS: dict[str, str] = {
     "kclient-aio": "bench.drivers.kclient_aio",
     "kclient-aio-columnar": "bench.drivers.kclient_aio:COLUMNAR",
     "aiokafka": "bench.drivers.aiokafka_driver",
+    "confluent-aio": "bench.drivers.confluent_aio",
     "kafka-python": "bench.drivers.kafka_python",
 }
 

@@ -46,6 +46,8 @@ class RecordBuffer:
     def __init__(self, columnar: bool):
         self.columnar = columnar
         self._parts: dict[TopicPartition, collections.deque[_Run]] = {}
+        #: Records buffered, all partitions together (what the next fetch may wait for).
+        self.count = 0
 
     def __bool__(self) -> bool:
         return bool(self._parts)
@@ -57,8 +59,10 @@ class RecordBuffer:
         return tp in self._parts
 
     def add(self, tp: TopicPartition, records: Any, end: FetchPosition | None) -> None:
-        if len(records):
+        n = len(records)
+        if n:
             self._parts.setdefault(tp, collections.deque()).append(_Run(records, end))
+            self.count += n
 
     def extend_end(self, tp: TopicPartition, end: FetchPosition) -> bool:
         """A fetch returned no records for tp but moved past control records: the position
@@ -76,10 +80,11 @@ class RecordBuffer:
         if partitions is None:
             dropped = list(self._parts)
             self._parts.clear()
+            self.count = 0
             return dropped
         dropped = [tp for tp in self._parts if tp in partitions]
         for tp in dropped:
-            del self._parts[tp]
+            self.count -= sum(len(run.records) - run.start for run in self._parts.pop(tp))
         return dropped
 
     def _eligible(self, wanted: Container[TopicPartition] | None,
@@ -126,6 +131,7 @@ class RecordBuffer:
                 out[tp] = got
             if not runs:
                 del self._parts[tp]
+        self.count -= max_records - left
         return out, positions
 
     def take_one(self, wanted: Container[TopicPartition] | None, paused: Container[TopicPartition],
@@ -137,6 +143,7 @@ class RecordBuffer:
                 run = runs[0]
                 stop = run.start + 1
                 run.start = stop
+                self.count -= 1
                 if stop >= len(run.records):
                     runs.popleft()
                     if not runs:

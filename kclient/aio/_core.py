@@ -4,10 +4,9 @@ aiokafka moves a partition's position only past records it has handed to the app
 records fetched but not yet returned by ``getone()``/``getmany()`` (prefetched, held for
 another partition filter, or fetched for a task that was cancelled) are neither committed
 nor skipped. KafkaConsumer.poll() moves positions as it returns records, so this adapter
-polls without moving them (as KafkaConsumer's own iteration does) and moves each position
-when the loop reports the records as delivered. It is the one place that reaches into
-KafkaConsumer's internals (its poll step and subscription state); the subscription state is
-also read from the loop thread, which its lock allows.
+polls with ``poll_held()`` (positions stay) and moves each position when the loop reports
+the records as delivered. The consumer's ``subscription_state`` is also read from the loop
+thread, which its lock allows.
 """
 from __future__ import annotations
 
@@ -28,17 +27,12 @@ class SyncCore:
 
     def __init__(self, settings: dict[str, Any]):
         self.consumer = KafkaConsumer(**settings)
-        self.subscriptions: SubscriptionState = self.consumer._subscriptions
+        self.subscriptions: SubscriptionState = self.consumer.subscription_state
 
     # ------------------------------------------------------------------ worker thread
     def fetch(self, timeout_ms: int, max_records: int, columnar: bool):
         """(records or columns by partition, {tp: position after them}); positions unchanged."""
-        consumer = self.consumer
-        consumer._acquire_open()
-        try:
-            return consumer._poll(timeout_ms, max_records, False, columnar)
-        finally:
-            consumer._release()
+        return self.consumer.poll_held(timeout_ms, max_records, columnar)
 
     def advance(self, delivered: Delivered) -> None:
         """Move positions past records the application received (never backwards, and only
@@ -81,6 +75,5 @@ class SyncCore:
         return self.subscriptions.last_stable_offset(tp)
 
     def cached_partitions(self, topic: str) -> set[int] | None:
-        parts = self.consumer._metadata.cluster.partitions_for_topic(topic)
-        return None if parts is None else {p.partition for p in parts}
+        return self.consumer.cached_partitions_for_topic(topic)
 

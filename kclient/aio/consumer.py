@@ -13,7 +13,10 @@ records handed to the application (see ``kclient.aio._core``): records a cancell
 automatic, on revocation, on ``stop()``) never cover records the application has not seen.
 
 Waiting for records polls the worker in slices of at most ``_SLICE_MS``, so commits, seeks
-and ``stop()`` issued meanwhile run within one slice.
+and ``stop()`` issued meanwhile run within one slice. Once less than one poll's worth is
+buffered, the worker polls again (without waiting on the network) before it is asked, and
+getmany()/getone() let the loop run once before handing out buffered records: the loop is
+held for one batch at a time, never for a whole poll's records.
 """
 from __future__ import annotations
 
@@ -45,8 +48,11 @@ _SLICE_MS = 100
 #: near 2 ms, where a whole prefetch (10 MiB per partition) kept the loop 300 ms.
 _HANDOUT_RECORDS = 2000
 #: Records one worker poll brings at most for getone()/getmany() (those beyond the hand-out
-#: wait in the loop's buffer, and the next call takes them without a thread switch).
+#: wait in the loop's buffer, and the next call takes them without a thread switch). Making
+#: them is one C call holding the GIL: 10,000 take about 1 ms.
 _FETCH_RECORDS = 10000
+#: getone() calls between two yields to the event loop (see _yield_now).
+_GETONE_YIELD_EVERY = _HANDOUT_RECORDS
 
 
 class _Fetched:
@@ -57,6 +63,13 @@ class _Fetched:
         self.ends = ends
         self.assignment_id = assignment_id
         self.seq = seq
+
+
+async def _yield_now() -> None:
+    """Let the event loop run its other callbacks once. A getmany()/getone() served from the
+    buffer returns without suspending, so an application reading in a loop would otherwise
+    hold the loop until the buffer is empty (every record of a worker poll, not one batch)."""
+    await asyncio.sleep(0)
 
 
 def _as_prefix_pattern(pattern: Any) -> re.Pattern:
@@ -118,6 +131,7 @@ class AIOKafkaConsumer:
         self._fetching: asyncio.Future | None = None
         self._error: BaseException | None = None
         self._last_poll: dict[TopicPartition, int] = {}
+        self._since_yield = 0   # getone() calls since it last yielded to the loop
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> None:
@@ -353,14 +367,21 @@ class AIOKafkaConsumer:
     async def getone(self, *partitions: TopicPartition) -> Any:
         """The next record (of these partitions, if given), waiting as long as it takes."""
         wanted = _check_partitions(partitions)
+        fetch_cap = self._max_poll_records or _FETCH_RECORDS
+        self._since_yield += 1
+        if self._since_yield >= _GETONE_YIELD_EVERY:
+            self._since_yield = 0
+            await _yield_now()
         while True:
             self._raise_pending()
             got = self._records.take_one(wanted, self._paused)
             if got is not None:
                 record, tp, run, stop = got
                 self._delivered_one[tp] = (run, stop, self._assignment_id)
+                if self._records.count < fetch_cap:
+                    self._prefetch(fetch_cap, self._records)
                 return record
-            await self._fetch_round(_SLICE_MS, self._max_poll_records or _FETCH_RECORDS, False)
+            await self._fetch_round(_SLICE_MS, fetch_cap, False)
 
     async def getmany(self, *partitions: TopicPartition, timeout_ms: int = 0,
                       max_records: int | None = None) -> dict[TopicPartition, list]:
@@ -397,6 +418,8 @@ class AIOKafkaConsumer:
         assert loop is not None   # set by start()
         deadline = loop.time() + timeout_ms / 1000
         first = True
+        # Before taking records (a task cancelled here has taken none).
+        await _yield_now()
         while True:
             self._raise_pending()
             records, positions = buffer.take(wanted, self._paused, cap)
@@ -405,6 +428,7 @@ class AIOKafkaConsumer:
                 delivered = self._delivered
                 for tp, position in positions.items():
                     delivered[tp] = (position, aid)
+                self._prefetch(fetch_cap, buffer)
                 return records
             left_ms = (deadline - loop.time()) * 1000
             if left_ms <= 0 and not first:
@@ -424,14 +448,28 @@ class AIOKafkaConsumer:
         """One worker poll of up to timeout_ms, or (waiting no longer than that) the one
         already in flight; its records go to the buffers whether or not the caller is still
         waiting."""
-        worker, core = self._check_started()
+        self._check_started()
         if self._stopping:
             raise Errors.ConsumerStoppedError("the consumer was stopped")
         done = self._fetching
         if done is not None:
-            # Another call's poll (perhaps a longer one): wait for it within this call's time.
+            # Another call's poll (perhaps a longer one, or a prefetch): wait for it within
+            # this call's time.
             await asyncio.wait([done], timeout=timeout_ms / 1000)
             return
+        await asyncio.shield(self._start_fetch(timeout_ms, max_records, columnar))
+
+    def _prefetch(self, max_records: int, buffer: RecordBuffer) -> None:
+        """Records were just handed out: if less than one poll's worth is left, the worker
+        polls for more at once, so they are buffered by the time the application asks (the
+        loop never waits for a thread switch and a poll) and the worker does not sit idle
+        while the application works."""
+        if (self._fetching is None and buffer.count < max_records and not self._stopping
+                and self._error is None and not self._closed):
+            self._start_fetch(0, max_records, buffer.columnar)
+
+    def _start_fetch(self, timeout_ms: int, max_records: int, columnar: bool) -> asyncio.Future:
+        worker, core = self._check_started()
         other = self._columns if not columnar else self._records
         if other:
             # Switching between getmany() and getmany_columnar(): the other kind's
@@ -450,7 +488,7 @@ class AIOKafkaConsumer:
                 pass
 
         job.future.add_done_callback(finished)
-        await asyncio.shield(done)
+        return done
 
     def _fetch_on_worker(self, core: SyncCore, timeout_ms: int, max_records: int, columnar: bool) -> _Fetched:
         seq = self._worker.seq_done if self._worker is not None else 0

@@ -886,6 +886,34 @@ class KafkaConsumer:
         """True once a connection to the cluster completed its handshake."""
         return not self._closed and self._client.ever_connected()
 
+    # ------------------------------------------------------------------ for adapters
+    # A layer that owns the consumer on one thread and hands its records out elsewhere
+    # (kclient.aio) moves each position only once the records before it were delivered.
+    @property
+    def subscription_state(self) -> SubscriptionState:
+        """The assignment, positions and watermarks; guarded by its own lock, so it may be
+        read (and positions advanced) from another thread while this one polls."""
+        return self._subscriptions
+
+    def poll_held(self, timeout_ms: int = 0, max_records: int | None = None, columnar: bool = False,
+                  ) -> tuple[dict[TopicPartition, Any], dict[TopicPartition, FetchPosition]]:
+        """Like ``poll()`` (or ``poll_columnar()``), but no position moves: returns the records
+        and, per partition, the position after them (past control records that follow), for
+        ``subscription_state.advance_position()`` once they are delivered."""
+        self._acquire_open()
+        try:
+            if self._iterating():
+                self._abandon_iteration()
+            return self._poll(timeout_ms, max_records, False, columnar)
+        finally:
+            self._release()
+
+    def cached_partitions_for_topic(self, topic: str) -> set[int] | None:
+        """The topic's partition ids in the metadata this consumer has, without asking the
+        cluster (None if it has none for the topic); any thread."""
+        parts = self._metadata.cluster.partitions_for_topic(topic)
+        return None if parts is None else {p.partition for p in parts}
+
     def metrics(self, raw: bool = False) -> dict[str, dict[str, Any]]:
         """Operator metrics under the Java client's names, as ``{group: {name: value}}``
         (kclient.consumer.metrics lists them): rates and latencies over the last

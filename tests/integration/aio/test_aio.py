@@ -32,6 +32,15 @@ def produce(bootstrap: str, topic: str, n: int, partitions: int, start: int = 0,
         producer.flush(30)
 
 
+def produce_fast(bootstrap: str, topic: str, n: int, partitions: int) -> None:
+    """n records of ``b"%d" % i`` in large batches (for tests that need many)."""
+    with KafkaProducer(bootstrap_servers=bootstrap, linger_ms=20, batch_size=512 * 1024) as producer:
+        send = producer.send
+        for i in range(n):
+            send(topic, b"%d" % i, partition=i % partitions)
+        producer.flush(60)
+
+
 def expected(n: int, partitions: int, start: int = 0) -> dict[int, list[int]]:
     out: dict[int, list[int]] = {p: [] for p in range(partitions)}
     for i in range(start, start + n):
@@ -190,7 +199,11 @@ def test_listener_commits_on_revoke_and_two_members_split_and_hand_over(kafka, t
         # from b's commits. No record is read twice: every revocation committed.
         await b.commit()
         await b.stop()
+        # stop() left the group: a takes b's partitions without waiting out b's session.
+        left = time.monotonic()
         await read_until(a, seen, 2000)
+        assert time.monotonic() - left < GROUP["session_timeout_ms"] / 1000
+        assert {tp.partition for tp in a.assignment()} == {0, 1, 2, 3}
         await a.stop()
         assert seen.by_partition == expected(2000, 4)
 
@@ -378,6 +391,9 @@ def test_group_protocol_consumer(kafka, topic4, group_id):
             seen = Seen(4)
             await read_until(consumer, seen, 200)
             assert seen.by_partition == expected(200, 4)
+        # stop() committed what was read under this protocol too.
+        async with AIOKafkaConsumer(bootstrap_servers=kafka.bootstrap, group_id=group_id) as check:
+            assert {p: await check.committed(TopicPartition(topic4, p)) for p in range(4)} == {p: 50 for p in range(4)}
 
     asyncio.run(main())
 
@@ -385,8 +401,8 @@ def test_group_protocol_consumer(kafka, topic4, group_id):
 # ------------------------------------------------------------------------ the event loop
 def test_event_loop_lag_stays_small_while_reading(kafka, create_topic, topic_name):
     topic = create_topic(kafka, topic_name, partitions=4)
-    n = 200_000
-    produce(kafka.bootstrap, topic, n, 4)
+    n = 500_000
+    produce_fast(kafka.bootstrap, topic, n, 4)
 
     async def main():
         lags: list[float] = []
@@ -399,7 +415,8 @@ def test_event_loop_lag_stays_small_while_reading(kafka, create_topic, topic_nam
                 lags.append(time.perf_counter() - t0 - 0.001)
 
         task = asyncio.create_task(sleeper())
-        consumer = AIOKafkaConsumer(bootstrap_servers=kafka.bootstrap, auto_offset_reset="earliest")
+        consumer = AIOKafkaConsumer(bootstrap_servers=kafka.bootstrap, auto_offset_reset="earliest",
+                                    max_partition_fetch_bytes=10 * 1024 * 1024)
         await consumer.start()
         try:
             consumer.assign([TopicPartition(topic, p) for p in range(4)])
@@ -413,8 +430,11 @@ def test_event_loop_lag_stays_small_while_reading(kafka, create_topic, topic_nam
             await task
         assert count == n
         assert len(lags) > 10
-        # A correctness check of "the loop is never blocked", not a speed claim (shared machine).
-        assert max(lags) < 0.2, f"max loop lag {max(lags) * 1000:.0f} ms"
+        # A correctness check of "the loop is never blocked", bounds loose enough for a
+        # loaded machine (the figures measured are in docs/asyncio.md).
+        lags.sort()
+        p99, worst = lags[int(len(lags) * 0.99)], lags[-1]
+        assert p99 < 0.05 and worst < 0.2, f"loop lag p99 {p99 * 1000:.1f} ms, max {worst * 1000:.1f} ms"
 
     asyncio.run(main())
 
