@@ -43,23 +43,35 @@ PUSH = """\
 ## Pushing metrics to the broker (KIP-714)
 
 With `enable.metrics.push=true` (the default, as in the Java client) a consumer asks the broker
-for its client-metrics subscription (GetTelemetrySubscriptions) once connected. When the
-subscription names metrics, a background thread pushes them (PushTelemetry) every
-`interval.ms` of the subscription, and a last, terminating push goes out when the consumer
-closes. The payload is OTLP `MetricsData` (protobuf), uncompressed: `-total` metrics are sums
-(monotonic, with the delta or cumulative temporality the subscription asks for), the others
-gauges. Names follow the KIP's mapping: `org.apache.kafka.` + the group without its
-`-metrics` suffix and the metric name, dashes turned into dots (`consumer-coordinator-metrics`
-`join-rate` is `org.apache.kafka.consumer.coordinator.join.rate`); Java's tags become
-attributes (`node.id`, `topic`, `partition`). The subscription's `metrics` setting selects by
-prefix of these names (empty: none; `*`: all).
+for its client-metrics subscription (GetTelemetrySubscriptions) once a connection is ready.
+When the subscription names metrics, they are pushed (PushTelemetry) every `interval.ms` of
+the subscription (the first push after a random 0.5-1.5 intervals, so that clients started
+together spread out), and a last push marked terminating goes out when the consumer closes
+(`close()` waits up to 5 s for its answer). There is no extra thread: the network client's
+poll sends them, from the application's `poll()` or the heartbeat thread.
 
-A broker without the telemetry APIs, without a telemetry reporter, or without a subscription
-for this client costs one request at start-up and nothing after; nothing is logged above DEBUG.
+The payload is OTLP `MetricsData` (protobuf, written by kclient itself), uncompressed: the
+metrics of the table above that are the Java client's, `-total` ones as monotonic sums with the
+temporality the subscription asks for (delta: the change since the previous push), the others
+as gauges. Names follow the KIP's mapping, which is also Java's: `org.apache.kafka.` + the
+group without its `-metrics` suffix + the metric name, dashes turned into dots
+(`consumer-coordinator-metrics` `join-rate` is
+`org.apache.kafka.consumer.coordinator.join.rate`); Java's tags become point attributes with
+underscores (`node_id`, `topic`, `partition`), and the resource carries `group_id` and
+`group_member_id` as the Java consumer's does. The subscription's `metrics` setting selects by
+prefix of these names (`*` or an empty prefix: all). kclient's own metrics are not pushed.
 
-Subscriptions are made on the broker with `kafka-client-metrics.sh` or
-IncrementalAlterConfigs on the `CLIENT_METRICS` resource, e.g. `metrics=org.apache.kafka.consumer.`,
-`interval.ms=10000`.
+A broker without the telemetry APIs (Apache Kafka without a client telemetry reporter, Tansu)
+costs one look at the versions the connection negotiated and no request; a broker with the
+APIs but no subscription for this client (librdkafka's mock, a Kafka whose subscriptions match
+other clients) costs one GetTelemetrySubscriptions request per push interval it names (5
+minutes by default). Neither logs anything above DEBUG.
+
+Subscriptions are made on the broker with `kafka-client-metrics.sh` or IncrementalAlterConfigs
+on the `CLIENT_METRICS` resource, e.g. `metrics=org.apache.kafka.consumer.coordinator.`,
+`interval.ms=10000`, `match=client_id=billing-.*`. The tests run Apache Kafka with a telemetry
+reporter of the test harness (`kclient/testing/java/TelemetryRecorder.java`) that records each
+push, and check the names, the intervals, the deltas and the terminating push.
 """
 
 

@@ -45,6 +45,7 @@ from kclient.consumer.deserializers import close_plugins
 from kclient.subscription.listener import ConsumerRebalanceListener  # noqa: F401
 from kclient.consumer.metrics import ConsumerMetrics
 from kclient.consumer.metric_gauges import collect_consumer_metrics
+from kclient.consumer.metrics_push import consumer_telemetry
 from kclient.consumer.fetcher import Fetcher
 from kclient.consumer.interceptors import ConsumerInterceptors
 from kclient.consumer.missing_topics import MissingTopicWarner, requested_topics
@@ -170,6 +171,8 @@ class KafkaConsumer:
                                                            cfg["allow.auto.create.topics"], self._clock))
             self._stats = ConsumerMetrics(cfg["metrics.sample.window.ms"], cfg["metrics.num.samples"])
             self._client.client.stats = self._stats
+            if cfg["enable.metrics.push"]:
+                self._client.client.telemetry = consumer_telemetry(self, settings.rebalance.group_id)
             self._fetcher = Fetcher(self._client, self._subscriptions, settings.fetch, clock=self._clock,
                                     metrics=self._metrics, stats=self._stats)
             self._offsets = OffsetFetcher(

@@ -39,6 +39,8 @@ log = logging.getLogger(__name__)
 METADATA_KEY = int(ApiKey.METADATA)
 MAX_SELECT_MS = 3_600_000          # one select() call never sleeps longer than this
 NO_DEADLINE = 2**62
+# close() waits at most this long (or request.timeout.ms if shorter) for the terminating KIP-714 push.
+_TERMINATING_PUSH_MS = 5000
 DEFAULT_MAX_RESPONSE_BYTES = 100_000_000   # hostile length prefixes fail before allocating
 _CORRELATION = struct.Struct(">i")
 
@@ -130,6 +132,8 @@ class NetworkClient:
         self._closed = False
         # Where traffic is counted (kclient.consumer.metrics.ConsumerMetrics), set by the owner.
         self.stats: Any = None
+        # KIP-714 client metrics push (kclient.telemetry.sender.TelemetrySender), set by the owner.
+        self.telemetry: Any = None
         # OIDC: tokens are fetched and refreshed on the provider's thread from now until close().
         self._token_provider = net.token_provider
         if self._token_provider is not None:
@@ -386,6 +390,14 @@ class NetworkClient:
             return
         if self._closed:
             return
+        telemetry, self.telemetry = self.telemetry, None
+        if telemetry is not None:
+            self.telemetry = telemetry      # polled while its terminating push is answered
+            try:
+                telemetry.close(self, min(self.request_timeout_ms, _TERMINATING_PUSH_MS))
+            except Exception as exc:  # the client closes whatever became of the push
+                log.debug("terminating client metrics push failed: %r", exc)
+            self.telemetry = None
         now = self._clock.now_ms()
         for conn in list(self._conns.values()):
             self._close(conn, now, Errors.KafkaConnectionError("the client was closed"), failed=False)
@@ -655,6 +667,9 @@ class NetworkClient:
         self._auth.maybe_reauthenticate(self._conns.values(), now_ms)
         timeout = min(max(int(timeout_ms), 0), self._maybe_update_metadata(now_ms),
                       self._next_deadline_ms(now_ms) - now_ms, MAX_SELECT_MS)
+        telemetry = self.telemetry
+        if telemetry is not None:
+            timeout = min(timeout, telemetry.poll(self, now_ms) - now_ms)
         if self._throttled_until:
             # Forget ended throttles, and wake when the next one ends: requests held back for
             # that broker can go then.
