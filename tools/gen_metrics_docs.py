@@ -34,7 +34,10 @@ last `metrics.num.samples` windows of `metrics.sample.window.ms` (2 × 30 s by d
 `-total` values cover the consumer's life. Nothing is recorded per record: the network client
 records per request and response, the fetcher per answer, per record set and per poll, the
 coordinator per membership request, commit and rebalance. `consumer-coordinator-metrics` is
-there for members of a classic group (`group.protocol=classic`).
+there for group members; with `group.protocol=consumer` (KIP-848) it holds only
+`assigned-partitions` and `last-heartbeat-seconds-ago`, as the statistics of the table are
+recorded by the classic protocol's coordinator. Per-partition groups are those of the
+partitions assigned now.
 
 The same values are pushed to the broker when it asks for them (KIP-714, see below).
 """

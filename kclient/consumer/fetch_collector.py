@@ -101,7 +101,7 @@ class FetchCollector:
             self._advance(cf, update_offsets, ends)
         if total:
             self._metrics["records-consumed-total"] += total
-            self._record_consumed(total, consumed_bytes, sets)
+            self._record_consumed(total, consumed_bytes, sets, ends)
         return drained, ends
 
     def fetched_columnar(self, max_records: int | None = None, update_offsets: bool = True,
@@ -142,7 +142,7 @@ class FetchCollector:
         n = sum(len(v) for v in out.values())
         if n:
             self._metrics["records-consumed-total"] += n
-            self._record_consumed(n, consumed_bytes, sets)
+            self._record_consumed(n, consumed_bytes, sets, ends)
         return out, ends
 
     def _initialize(self, cf: CompletedFetch, taken: dict[TopicPartition, Any]) -> bool:
@@ -203,7 +203,10 @@ class FetchCollector:
                          v if vd is None else vd(topic, h, v), h, c, ks, vs, hs))
                 for t, p, e, o, ts, tt, k, v, h, c, ks, vs, hs in part]
 
-    def _record_consumed(self, records: int, nbytes: int, sets: list[tuple[str, int, int]]) -> None:
+    def _record_consumed(self, records: int, nbytes: int, sets: list[tuple[str, int, int]],
+                         ends: dict[TopicPartition, FetchPosition]) -> None:
+        """Per poll: its records, the record sets it finished, and where it left each
+        partition (lag to the end offset the last answer gave, lead from the log start)."""
         stats = self._stats
         if stats is not None:
             now = self._clock.now_ms()
@@ -212,3 +215,14 @@ class FetchCollector:
                 stats.consumed_bytes(nbytes, now)
             if sets:
                 stats.record_sets(sets, now)
+            pipes = self._buffer.pipes
+            positions = []
+            for tp, position in ends.items():
+                pipe = pipes.get(tp)
+                if pipe is not None and pipe.end_offset is not None and pipe.end_offset >= 0:
+                    subs = self._subscriptions
+                    start = subs.log_start_offset(tp) if subs.is_assigned(tp) else None
+                    positions.append((tp.topic, tp.partition, max(pipe.end_offset - position.offset, 0),
+                                      None if start is None else position.offset - start))
+            if positions:
+                stats.record_positions(positions, now)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from kclient.consumer.metric_table import CLIENT, COORDINATOR, FETCH
+from kclient.group.consumer_coordinator import ConsumerCoordinator
 from kclient.consumer.metrics import collect
 
 __all__ = ["collect_consumer_metrics"]
@@ -22,8 +23,12 @@ def collect_consumer_metrics(consumer: Any, now_ms: int) -> dict[str, dict[str, 
     gauges: dict[str, dict[str, Any]] = {}
     lag_max = 0
     lead_min: int | None = None
+    pipes = {} if fetcher is None else fetcher.buffer.pipes
     for tp, lag, lead in consumer._subscriptions.lags():
-        gauges[f"{FETCH},topic={tp.topic},partition={tp.partition}"] = {"records-lag": lag, "records-lead": lead}
+        pipe = pipes.get(tp)
+        gauges[f"{FETCH},topic={tp.topic},partition={tp.partition}"] = {
+            "records-lag": lag, "records-lead": lead,
+            "preferred-read-replica": -1 if pipe is None else pipe.read_replica}
         lag_max = max(lag_max, lag)
         lead_min = lead if lead_min is None else min(lead_min, lead)
     gauges[FETCH] = {
@@ -38,12 +43,14 @@ def collect_consumer_metrics(consumer: Any, now_ms: int) -> dict[str, dict[str, 
         "last-poll-seconds-ago": _seconds_ago(stats.last_poll_start_ms, now_ms),
     }
     coordinator = consumer._coordinator
+    classic = isinstance(coordinator, ConsumerCoordinator)
     if coordinator is not None:
         heartbeat = getattr(coordinator, "heartbeat", None)
         gauges[COORDINATOR] = {
             "assigned-partitions": assigned,
             "last-heartbeat-seconds-ago": _seconds_ago(
                 None if heartbeat is None else heartbeat.last_heartbeat_receive_ms, now_ms),
-            "last-rebalance-seconds-ago": _seconds_ago(stats.last_rebalance_ms, now_ms),
         }
-    return collect(stats, gauges, now_ms, group_member=coordinator is not None)
+        if classic:     # the classic coordinator records its rebalances
+            gauges[COORDINATOR]["last-rebalance-seconds-ago"] = _seconds_ago(stats.last_rebalance_ms, now_ms)
+    return collect(stats, gauges, now_ms, group_member=coordinator is not None, classic_member=classic)

@@ -23,7 +23,7 @@ class MetricDef:
     group: str
     name: str
     source: str          # the statistic (or gauge) behind the value
-    reading: str         # rate, rate_sum, total, total_sum, avg, max, per_hour, ratio_ns, per, gauge
+    reading: str         # rate, rate_sum, total, total_sum, avg, max, min, per_hour, ratio_ns, per, gauge
     description: str
     measured: str
     tags: tuple[str, ...] = ()   # Java's tags besides client-id: node-id, topic, partition
@@ -73,6 +73,9 @@ TABLE: list[MetricDef] = [
     *_pair(CLIENT, "successful-authentication", "authenticated",
            "connections that completed their handshake (ApiVersions, TLS and SASL when configured)",
            "the network client, when a connection becomes ready"),
+    *_pair(CLIENT, "failed-authentication", "failed-authentication",
+           "connections closed because their TLS handshake or SASL authentication (first or again) failed",
+           "the network client, when it closes a connection for an authentication failure"),
     *_pair(CLIENT, "request", "request-size", "requests sent", _NET),
     *_avg_max(CLIENT, "request-size", "request-size", "request size in bytes", _NET),
     *_pair(CLIENT, "outgoing-byte", "request-size", "bytes sent", _NET, sum_of=True),
@@ -170,6 +173,18 @@ TABLE: list[MetricDef] = [
               "as of the last Fetch answer of the partition", _TP),
     MetricDef(FETCH, "records-lead", "records-lead", "gauge", "records between the log start offset and the position",
               "as of the last Fetch answer of the partition", _TP),
+    MetricDef(FETCH, "records-lag-avg", "records-lag", "avg", "average records-lag after a poll",
+              "per poll that returned records of the partition: the end offset of its last answer less the position",
+              _TP),
+    MetricDef(FETCH, "records-lag-max", "records-lag", "max", "largest records-lag after a poll",
+              "per poll that returned records of the partition", _TP),
+    MetricDef(FETCH, "records-lead-avg", "records-lead", "avg", "average records-lead after a poll",
+              "per poll that returned records of the partition: the position less the log start offset", _TP),
+    MetricDef(FETCH, "records-lead-min", "records-lead", "min", "smallest records-lead after a poll",
+              "per poll that returned records of the partition", _TP),
+    MetricDef(FETCH, "preferred-read-replica", "preferred-read-replica", "gauge",
+              "the follower the partition is fetched from (-1: the leader)",
+              "the fetcher's choice (KIP-392) when metrics() is read", _TP),
     MetricDef(FETCH, "bytes-fetched-total", "bytes-fetched-total", "gauge", "bytes of record data received",
               "per Fetch answer", java=False),
     MetricDef(FETCH, "buffered-bytes", "buffered-bytes", "gauge", "bytes of fetched data held for poll()",
@@ -188,15 +203,11 @@ TABLE: list[MetricDef] = [
 
 #: Metrics of the Java consumer kclient leaves out, and why.
 ABSENT: list[tuple[str, str, str]] = [
-    (CLIENT, "failed-authentication-rate, failed-authentication-total",
-     "not counted: a failed handshake is reported as the connection's error, not tallied"),
     (CLIENT, "successful-reauthentication-rate, successful-reauthentication-total, "
              "failed-reauthentication-rate, failed-reauthentication-total, reauthentication-latency-avg, "
              "reauthentication-latency-max, successful-authentication-no-reauth-total",
-     "not counted per outcome: KIP-368 re-authentications are done but not timed"),
-    (FETCH + ",partition,topic", "records-lag-avg, records-lag-max, records-lead-avg, records-lead-min",
-     "the partition's lag and lead are kept as of the last answer only, not as a series"),
-    (FETCH + ",partition,topic", "preferred-read-replica", "not exposed: the follower chosen is internal to the fetcher"),
+     "not counted apart: KIP-368 re-authentications are done but not timed, and a failed one counts "
+     "as failed-authentication"),
     ("app-info", "version, commit-id, start-time-ms", "not a metrics group of kclient (kclient.__version__)"),
     ("kafka-metrics-count", "count", "not a metric of the consumer"),
 ]

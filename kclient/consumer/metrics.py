@@ -23,14 +23,14 @@ __all__ = ["WindowedStat", "ConsumerMetrics", "collect"]
 
 
 class WindowedStat:
-    """Count, sum and max of recorded values over the last ``samples`` windows."""
+    """Count, sum, max and min of recorded values over the last ``samples`` windows."""
 
     __slots__ = ("_window_ms", "_samples", "_windows", "total_count", "total_sum")
 
     def __init__(self, window_ms: int, samples: int):
         self._window_ms = max(int(window_ms), 1)
         self._samples = max(int(samples), 1)
-        self._windows: list[list[float]] = []      # [start_ms, count, sum, max]
+        self._windows: list[list[float]] = []      # [start_ms, count, sum, max, min]
         self.total_count = 0
         self.total_sum = 0.0
 
@@ -41,13 +41,15 @@ class WindowedStat:
         w[2] += value
         if w[1] == 1 or value > w[3]:
             w[3] = value
+        if w[1] == 1 or value < w[4]:
+            w[4] = value
         self.total_count += 1
         self.total_sum += value
 
     def _roll(self, now_ms: int) -> None:
         ws = self._windows
         if not ws or now_ms - ws[-1][0] >= self._window_ms:
-            ws.append([now_ms, 0, 0.0, 0.0])
+            ws.append([now_ms, 0, 0.0, 0.0, 0.0])
         # Drop windows that ended before the span measured now.
         horizon = now_ms - self._window_ms * self._samples
         while len(ws) > 1 and (ws[0][0] + self._window_ms <= horizon or len(ws) > self._samples):
@@ -80,6 +82,10 @@ class WindowedStat:
     def max(self, now_ms: int) -> float:
         ws = [w for w in self._live(now_ms) if w[1]]
         return max(w[3] for w in ws) if ws else 0.0
+
+    def min(self, now_ms: int) -> float:
+        ws = [w for w in self._live(now_ms) if w[1]]
+        return min(w[4] for w in ws) if ws else 0.0
 
 
 class ConsumerMetrics:
@@ -119,6 +125,15 @@ class ConsumerMetrics:
                 scope = f"topic={topic}"
                 self._stat((scope, "records")).record(records, now_ms)
                 self._stat((scope, "bytes")).record(nbytes, now_ms)
+
+    def record_positions(self, positions: Iterable[tuple[str, int, int, int | None]], now_ms: int) -> None:
+        """Where polls left partitions: (topic, partition, lag, lead or None) each."""
+        with self._lock:
+            for topic, partition, lag, lead in positions:
+                scope = f"topic={topic},partition={partition}"
+                self._stat((scope, "records-lag")).record(lag, now_ms)
+                if lead is not None:
+                    self._stat((scope, "records-lead")).record(lead, now_ms)
 
     # The names the fetch and group layers have always called.
     def fetch_done(self, latency_ms: float, now_ms: int) -> None:
@@ -181,6 +196,8 @@ class ConsumerMetrics:
                 return s.avg(now_ms)
             if r == "max":
                 return s.max(now_ms)
+            if r == "min":
+                return s.min(now_ms)
             if r == "per_hour":
                 return s.rate(now_ms) * 3600.0
             if r == "ratio_ns":
@@ -189,23 +206,26 @@ class ConsumerMetrics:
 
 
 def collect(stats: ConsumerMetrics, gauges: dict[str, dict[str, float]], now_ms: int, *,
-            group_member: bool) -> dict[str, dict[str, float]]:
+            group_member: bool, classic_member: bool) -> dict[str, dict[str, float]]:
     """``{group: {name: value}}`` for every metric of the table: statistics from ``stats``,
     gauges from ``gauges`` (keyed by the group's name with its tags). Tagged groups appear
-    for each scope recorded or given; the coordinator's only for a group member."""
+    for each scope recorded or given (partitions: given); the coordinator's only for a group
+    member, and its recorded statistics only for a classic member (the one that records them)."""
     out: dict[str, dict[str, float]] = {}
     scopes_by_tag: dict[str, list[str]] = {}
     for m in TABLE:
-        if m.group == COORDINATOR and not group_member:
+        if m.group == COORDINATOR and (not group_member or (m.reading != "gauge" and not classic_member)):
             continue
         if m.tags:
             first = m.tags[0]
             scopes = scopes_by_tag.get(m.group_key)
             if scopes is None:
-                given = [g[len(m.group) + 1:] for g in gauges if g.startswith(m.group + ",")
-                         and g.count("=") == len(m.tags)]
-                scopes = scopes_by_tag[m.group_key] = sorted(
-                    {s for s in stats.scopes(first) if s.count("=") == len(m.tags)} | set(given))
+                given = {g[len(m.group) + 1:] for g in gauges if g.startswith(m.group + ",")
+                         and g.count("=") == len(m.tags)}
+                # Partitions: the assigned ones (their gauges), not every one ever recorded.
+                recorded = set() if "partition" in m.tags else {
+                    s for s in stats.scopes(first) if s.count("=") == len(m.tags)}
+                scopes = scopes_by_tag[m.group_key] = sorted(recorded | given)
         else:
             scopes = [""]
         for scope in scopes:

@@ -327,6 +327,8 @@ class NetworkClient:
     # ------------------------------------------------------------------ AuthenticationHost
     def close_connection(self, conn: BrokerConnection, now_ms: int, error: BaseException,
                          reason: str | None = None) -> None:
+        if self.stats is not None and isinstance(error, Errors.AuthenticationFailedError):
+            self.stats.record("failed-authentication", 1, now_ms)
         self._close(conn, now_ms, error, reason=reason)
 
     def connection_ready(self, conn: BrokerConnection, now_ms: int) -> None:
