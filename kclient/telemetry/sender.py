@@ -85,7 +85,7 @@ class TelemetrySender:
             return self._next_ms
         node = self._ready_node(host, now_ms)
         if node is None:
-            return _NO_DEADLINE if self.state == DISABLED else now_ms + _NO_NODE_RETRY_MS
+            return _NO_DEADLINE if self.state in (DISABLED, TERMINATED) else now_ms + _NO_NODE_RETRY_MS
         if state == SUBSCRIPTION_NEEDED:
             self._send_subscription_request(host, node, now_ms)
         else:
@@ -114,8 +114,15 @@ class TelemetrySender:
         if node is None or host.connection_state(node) is not ConnectionState.READY:
             node = host.least_loaded_node(now_ms)
             if node is None:
+                if self._terminating:
+                    self.state = TERMINATED
                 return None
             if host.connection_state(node) is not ConnectionState.READY:
+                if self._terminating:
+                    # Closing: no new connection just for the last push.
+                    log.debug("no broker connection left for the terminating client metrics push")
+                    self.state = TERMINATED
+                    return None
                 host.ready(node, now_ms)   # starts connecting if it is not under way
                 return None
             self._node = node

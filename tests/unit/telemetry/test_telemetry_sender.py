@@ -134,3 +134,19 @@ def test_close_before_any_subscription_sends_nothing():
     host, s = FakeHost(), sender()
     s.close(host, 5000)
     assert s.state == TERMINATED and host.sent == []
+
+
+def test_close_without_a_ready_connection_does_not_wait():
+    host, s = FakeHost(), sender()
+    s.poll(host, host.clock.now_ms())
+    host.answer(subscription(interval=60000))
+    host.connection_state = lambda node: ConnectionState.DISCONNECTED
+
+    def poll(timeout_ms):            # the network client's poll drives the sender
+        s.poll(host, host.clock.now_ms())
+        host.clock.advance(timeout_ms)
+    host.poll = poll
+    start = host.clock.now_ms()
+    s.close(host, 5000)
+    assert s.state == TERMINATED and host.clock.now_ms() - start <= 100
+    assert [r.api_key for r in host.sent] == [71]
