@@ -130,14 +130,24 @@ class NetworkClient:
         self._metadata_fetch_node: int | None = None
         self._completed: list[tuple] = []   # (request, response, error) to call back
         self._closed = False
-        # Where traffic is counted (kclient.consumer.metrics.ConsumerMetrics), set by the owner.
-        self.stats: Any = None
+        self._stats: Any = None
         # KIP-714 client metrics push (kclient.telemetry.sender.TelemetrySender), set by the owner.
         self.telemetry: Any = None
         # OIDC: tokens are fetched and refreshed on the provider's thread from now until close().
         self._token_provider = net.token_provider
         if self._token_provider is not None:
             self._token_provider.start()
+
+    @property
+    def stats(self) -> Any:
+        """Where traffic, connections and authentications are counted
+        (kclient.consumer.metrics.ConsumerMetrics), set by the owner; None: nowhere."""
+        return self._stats
+
+    @stats.setter
+    def stats(self, stats: Any) -> None:
+        self._stats = stats
+        self._auth.stats = stats
 
     # ------------------------------------------------------------------ nodes
     @property
@@ -327,8 +337,6 @@ class NetworkClient:
     # ------------------------------------------------------------------ AuthenticationHost
     def close_connection(self, conn: BrokerConnection, now_ms: int, error: BaseException,
                          reason: str | None = None) -> None:
-        if self.stats is not None and isinstance(error, Errors.AuthenticationFailedError):
-            self.stats.record("failed-authentication", 1, now_ms)
         self._close(conn, now_ms, error, reason=reason)
 
     def connection_ready(self, conn: BrokerConnection, now_ms: int) -> None:
