@@ -141,3 +141,19 @@ def test_brokers_without_a_subscription_cost_nothing(target, offered, request, c
         c.poll(300)
         assert sender.pushes == 0 and sender.subscription_answers == (1 if offered else 0)
     assert not [r for r in caplog.records if r.name.startswith("kclient.telemetry") and r.levelno > logging.DEBUG]
+
+
+def test_a_dropped_consumer_is_freed_at_once_despite_its_sender(telemetry_kafka):
+    """A consumer dropped without close() is closed when it is freed; the sender in its network
+    client refers back to it weakly, so no cycle holds it until the garbage collector runs."""
+    import gc
+    import weakref
+    c = KafkaConsumer(bootstrap_servers=telemetry_kafka.bootstrap)
+    assert c._client.client.telemetry is not None
+    ref = weakref.ref(c)
+    gc.disable()
+    try:
+        del c
+        assert ref() is None
+    finally:
+        gc.enable()
