@@ -974,6 +974,8 @@ class KafkaConsumer:
     def __del__(self):
         try:
             if not self._closed:
+                # Dropped without close(): no network round trip (the last metrics push) from a finalizer.
+                self._client.client.telemetry = None
                 self._client.close()
         except Exception:
             pass

@@ -145,15 +145,28 @@ def test_brokers_without_a_subscription_cost_nothing(target, offered, request, c
 
 def test_a_dropped_consumer_is_freed_at_once_despite_its_sender(telemetry_kafka):
     """A consumer dropped without close() is closed when it is freed; the sender in its network
-    client refers back to it weakly, so no cycle holds it until the garbage collector runs."""
+    client refers back to it weakly, so no cycle holds it until the garbage collector runs, and
+    the finalizer does no network round trip for a last push."""
     import gc
     import weakref
-    c = KafkaConsumer(bootstrap_servers=telemetry_kafka.bootstrap)
-    assert c._client.client.telemetry is not None
-    ref = weakref.ref(c)
-    gc.disable()
+    telemetry_kafka.set_client_metrics("dropped", ["org.apache.kafka.consumer."], 200, match=["client_id=dropped"])
     try:
-        del c
-        assert ref() is None
+        c = KafkaConsumer(bootstrap_servers=telemetry_kafka.bootstrap, client_id="dropped")
+        sender = c._client.client.telemetry
+        deadline = time.monotonic() + 30
+        while sender.pushes < 1 and time.monotonic() < deadline:
+            c.topics()                  # network polls drive the sender
+        assert sender.pushes >= 1
+        instance = _kafka_uuid(sender.instance_id)
+        ref = weakref.ref(c)
+        gc.disable()
+        try:
+            del c
+            assert ref() is None
+        finally:
+            gc.enable()
     finally:
-        gc.enable()
+        telemetry_kafka.set_client_metrics("dropped", [], 200)
+    # Freed without close(): no terminating push from the finalizer.
+    terminating = [p[1] for p in telemetry_kafka.telemetry_pushes() if p[0] == instance]
+    assert len(terminating) >= sender.pushes and not any(terminating), terminating
