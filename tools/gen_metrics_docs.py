@@ -50,8 +50,10 @@ for its client-metrics subscription (GetTelemetrySubscriptions) once a connectio
 When the subscription names metrics, they are pushed (PushTelemetry) every `interval.ms` of
 the subscription (the first push after a random 0.5-1.5 intervals, so that clients started
 together spread out), and a last push marked terminating goes out when the consumer closes
-(`close()` waits up to 5 s for its answer). There is no extra thread: the network client's
-poll sends them, from the application's `poll()` or the heartbeat thread.
+(`close()` waits up to 5 s, or `request.timeout.ms` if shorter, for its answer, over a
+connection already open; a consumer freed without `close()` sends none). There is no extra
+thread: the network client's poll sends them, from the application's `poll()` or the
+heartbeat thread.
 
 The payload is OTLP `MetricsData` (protobuf, written by kclient itself), uncompressed: the
 metrics of the table above that are the Java client's, `-total` ones as monotonic sums with the
