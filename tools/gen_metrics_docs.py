@@ -114,8 +114,8 @@ def render() -> str:
         group = f"`{m.group_key}`" if m.group_key != last else ""
         last = m.group_key
         own = " (kclient's own)" if not m.java else ""
-        parts.append(f"| {group} | `{m.name}`{own} | {m.description} | {m.measured} | "
-                     f"`{telemetry_name(m.group, m.name)}` ({m.kind}) |\n")
+        pushed = f"`{telemetry_name(m.group, m.name)}` ({m.kind})" if m.java else "not pushed"
+        parts.append(f"| {group} | `{m.name}`{own} | {m.description} | {m.measured} | {pushed} |\n")
     parts.append("\n## The Java consumer's metrics kclient leaves out\n\n| group (tags) | metrics | why |\n|---|---|---|\n")
     for group, names, why in ABSENT:
         parts.append(f"| `{group}` | {', '.join(f'`{n.strip()}`' for n in names.split(','))} | {why} |\n")
