@@ -140,9 +140,21 @@ _RECEIVE_BUFFER_DOC = ("the socket's receive buffer; -1 (default): the OS's auto
                        "librdkafka leave it (the Java consumer sets 65536, which slows large fetches)")
 
 
+# The consumer acts on enable.metrics.push; the producer and the admin client only accept it.
+_METRICS_PUSH_DOC = ("push this consumer's metrics to the broker when a client-metrics subscription asks for "
+                     "them (KIP-714; see docs/metrics.md)")
+
+
+def _consumer_common_def(d: ConfigDef) -> ConfigDef:
+    if d.name == "receive.buffer.bytes":
+        return dataclasses.replace(d, default=-1, doc=_RECEIVE_BUFFER_DOC)
+    if d.name == "enable.metrics.push":
+        return dataclasses.replace(d, doc=_METRICS_PUSH_DOC, no_effect="", no_effect_ok=())
+    return d
+
+
 def _consumer_common_defs() -> list[ConfigDef]:
-    return [dataclasses.replace(d, default=-1, doc=_RECEIVE_BUFFER_DOC) if d.name == "receive.buffer.bytes" else d
-            for d in common_client_defs()]
+    return [_consumer_common_def(d) for d in common_client_defs()]
 
 
 _CONSUMER_REGISTRY = ConfigRegistry(_consumer_common_defs() + _CONSUMER_DEFS)

@@ -54,6 +54,7 @@ class FetchCollector:
         each partition has after them. Positions move only if update_offsets."""
         remaining = self._max_poll_records if max_records is None else max_records
         total = consumed_bytes = 0
+        sets: list[tuple[str, int, int]] = []     # record sets handed out whole, for metrics
         drained: dict[TopicPartition, list] = {}
         ends: dict[TopicPartition, FetchPosition] = {}
         kd, vd = self._key_deserializer, self._value_deserializer
@@ -95,11 +96,12 @@ class FetchCollector:
                 total += j - i
             if j >= n_recs:
                 consumed_bytes += cf.size
+                sets.append((cf.tp.topic, n_recs, cf.size))
                 buffer.release(cf)
             self._advance(cf, update_offsets, ends)
         if total:
             self._metrics["records-consumed-total"] += total
-            self._record_consumed(total, consumed_bytes)
+            self._record_consumed(total, consumed_bytes, sets, ends)
         return drained, ends
 
     def fetched_columnar(self, max_records: int | None = None, update_offsets: bool = True,
@@ -107,6 +109,7 @@ class FetchCollector:
         """Like fetched_records, but {tp: ColumnarRecords} (rows of kcore ColumnarBatches)."""
         remaining = self._max_poll_records if max_records is None else max_records
         consumed_bytes = 0
+        sets: list[tuple[str, int, int]] = []
         drained: dict[TopicPartition, list] = {}
         ends: dict[TopicPartition, FetchPosition] = {}
         buffer = self._buffer
@@ -132,13 +135,14 @@ class FetchCollector:
                 remaining -= j - i
             if j >= n:
                 consumed_bytes += cf.size
+                sets.append((cf.tp.topic, n, cf.size))
                 buffer.release(cf)
             self._advance(cf, update_offsets, ends)
         out = {tp: ColumnarRecords(tp, pieces) for tp, pieces in drained.items()}
         n = sum(len(v) for v in out.values())
         if n:
             self._metrics["records-consumed-total"] += n
-            self._record_consumed(n, consumed_bytes)
+            self._record_consumed(n, consumed_bytes, sets, ends)
         return out, ends
 
     def _initialize(self, cf: CompletedFetch, taken: dict[TopicPartition, Any]) -> bool:
@@ -199,10 +203,26 @@ class FetchCollector:
                          v if vd is None else vd(topic, h, v), h, c, ks, vs, hs))
                 for t, p, e, o, ts, tt, k, v, h, c, ks, vs, hs in part]
 
-    def _record_consumed(self, records: int, nbytes: int) -> None:
+    def _record_consumed(self, records: int, nbytes: int, sets: list[tuple[str, int, int]],
+                         ends: dict[TopicPartition, FetchPosition]) -> None:
+        """Per poll: its records, the record sets it finished, and where it left each
+        partition (lag to the end offset the last answer gave, lead from the log start)."""
         stats = self._stats
         if stats is not None:
             now = self._clock.now_ms()
             stats.consumed(records, now)
             if nbytes:
                 stats.consumed_bytes(nbytes, now)
+            if sets:
+                stats.record_sets(sets, now)
+            pipes = self._buffer.pipes
+            positions = []
+            for tp, position in ends.items():
+                pipe = pipes.get(tp)
+                if pipe is not None and pipe.end_offset is not None and pipe.end_offset >= 0:
+                    subs = self._subscriptions
+                    start = subs.log_start_offset(tp) if subs.is_assigned(tp) else None
+                    positions.append((tp.topic, tp.partition, max(pipe.end_offset - position.offset, 0),
+                                      None if start is None else position.offset - start))
+            if positions:
+                stats.record_positions(positions, now)

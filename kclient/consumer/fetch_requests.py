@@ -404,6 +404,10 @@ class FetchRequests:
                     pipe.backoff_until = now + self._retry_backoff_ms
             return
         code = result.get("error_code", 0)
+        stats = self._stats
+        if stats is not None:
+            stats.record("fetch-throttle", result.get("throttle_time_ms") or 0, now)
+        fetched_before = self._metrics["bytes-fetched-total"]
         if not handler.handle_response(code, result.get("session_id", 0)):
             return      # the session is gone: the next fetch, at once, opens a new one
         if code:
@@ -495,6 +499,8 @@ class FetchRequests:
                 self._metrics["bytes-fetched-total"] += len(raw)
         for tp in returned_data:
             subs.move_partition_to_end(tp)
+        if stats is not None:
+            stats.record("fetch-size", self._metrics["bytes-fetched-total"] - fetched_before, now)
         if leader_hints:
             self._apply_leader_hints(leader_hints, result.get("node_endpoints") or (), now)
 

@@ -29,6 +29,7 @@ import math
 import os
 import re
 import threading
+import time
 import weakref
 from typing import Any, Callable, Iterable, Literal, Mapping, overload
 
@@ -43,6 +44,8 @@ from kclient.consumer.deserializers import DefaultSerializer, JsonSerializer  # 
 from kclient.consumer.deserializers import close_plugins
 from kclient.subscription.listener import ConsumerRebalanceListener  # noqa: F401
 from kclient.consumer.metrics import ConsumerMetrics
+from kclient.consumer.metric_gauges import collect_consumer_metrics
+from kclient.consumer.metrics_push import consumer_telemetry
 from kclient.consumer.fetcher import Fetcher
 from kclient.consumer.interceptors import ConsumerInterceptors
 from kclient.consumer.missing_topics import MissingTopicWarner, requested_topics
@@ -167,6 +170,9 @@ class KafkaConsumer:
             self._metadata.add_listener(MissingTopicWarner(lambda: requested_topics(subscriptions),
                                                            cfg["allow.auto.create.topics"], self._clock))
             self._stats = ConsumerMetrics(cfg["metrics.sample.window.ms"], cfg["metrics.num.samples"])
+            self._client.client.stats = self._stats
+            if cfg["enable.metrics.push"]:
+                self._client.client.telemetry = consumer_telemetry(self, settings.rebalance.group_id)
             self._fetcher = Fetcher(self._client, self._subscriptions, settings.fetch, clock=self._clock,
                                     metrics=self._metrics, stats=self._stats)
             self._offsets = OffsetFetcher(
@@ -321,6 +327,7 @@ class KafkaConsumer:
             records, _ = self._poll(timeout_ms, max_records, update_offsets, columnar=False)
             return records
         finally:
+            self._stats.poll_ended(self._clock.now_ms())
             self._release()
 
     def poll_columnar(self, timeout_ms: int = 0, max_records: int | None = None,
@@ -336,6 +343,7 @@ class KafkaConsumer:
             records, _ = self._poll(timeout_ms, max_records, True, columnar=True)
             return records
         finally:
+            self._stats.poll_ended(self._clock.now_ms())
             self._release()
 
     def _poll(self, timeout_ms, max_records, update_offsets: bool, columnar: bool):
@@ -349,6 +357,7 @@ class KafkaConsumer:
         clock = self._clock
         now = clock.now_ms()
         deadline = now + timeout_ms
+        self._stats.poll_started(now)
         coordinator = self._coordinator
         if coordinator is not None:
             coordinator.record_poll(now)
@@ -757,7 +766,11 @@ class KafkaConsumer:
             coordinator = self._require_group("commit()")
             offsets = self._subscriptions.all_consumed() if offsets is None else self._offsets_arg(offsets)
             timeout = self._default_api_timeout_ms if timeout_ms is None else _check_timeout(timeout_ms)
-            coordinator.commit_offsets_sync(offsets, timeout)
+            started = time.monotonic_ns()
+            try:
+                coordinator.commit_offsets_sync(offsets, timeout)
+            finally:
+                self._stats.record("commit-sync-ns", time.monotonic_ns() - started, self._clock.now_ms())
         finally:
             self._release()
 
@@ -800,7 +813,11 @@ class KafkaConsumer:
             coordinator = self._require_group("committed()")
             tp = _as_tp(partition)
             timeout = self._default_api_timeout_ms if timeout_ms is None else _check_timeout(timeout_ms)
-            om = coordinator.fetch_committed_offsets([tp], timeout).get(tp)
+            started = time.monotonic_ns()
+            try:
+                om = coordinator.fetch_committed_offsets([tp], timeout).get(tp)
+            finally:
+                self._stats.record("committed-ns", time.monotonic_ns() - started, self._clock.now_ms())
             if om is None:
                 return None
             return om if metadata else om.offset
@@ -916,32 +933,9 @@ class KafkaConsumer:
 
     def metrics(self, raw: bool = False) -> dict[str, dict[str, Any]]:
         """Operator metrics under the Java client's names, as ``{group: {name: value}}``
-        (kclient.consumer.metrics lists them): rates and latencies over the last
+        (kclient.consumer.metric_table lists them): rates and latencies over the last
         ``metrics.num.samples`` × ``metrics.sample.window.ms``, lag per assigned partition."""
-        now = self._clock.now_ms()
-        fetcher = self._fetcher
-        fetch = self._stats.fetch_group(now)
-        fetch["bytes-fetched-total"] = self._metrics.get("bytes-fetched-total", 0)
-        fetch["buffered-bytes"] = 0 if fetcher is None else fetcher.buffered_bytes
-        fetch["fetches-in-flight"] = 0 if fetcher is None else fetcher.in_flight_fetches
-        out: dict[str, dict] = {"consumer-fetch-manager-metrics": fetch}
-        lag_max = 0
-        for tp, lag, lead in self._subscriptions.lags():
-            out[f"consumer-fetch-manager-metrics,topic={tp.topic},partition={tp.partition}"] = {
-                "records-lag": lag, "records-lead": lead}
-            lag_max = max(lag_max, lag)
-        fetch["records-lag-max"] = lag_max
-        assigned = self._subscriptions.num_assigned_partitions()
-        coordinator = self._coordinator
-        if coordinator is not None:
-            group = self._stats.coordinator_group(now)
-            last = coordinator.heartbeat.last_heartbeat_receive_ms
-            group["last-heartbeat-seconds-ago"] = -1 if last is None else (now - last) / 1000.0
-            group["assigned-partitions"] = assigned
-            out["consumer-coordinator-metrics"] = group
-        out["consumer-metrics"] = {"assigned-partitions": assigned,
-                                   "connection-count": len(list(self._client.client.nodes_with_connections()))}
-        return out
+        return collect_consumer_metrics(self, self._clock.now_ms())
 
     # ------------------------------------------------------------------ lifecycle
     def wakeup(self) -> None:
@@ -1008,6 +1002,8 @@ class KafkaConsumer:
     def __del__(self):
         try:
             if not self._closed:
+                # Dropped without close(): no network round trip (the last metrics push) from a finalizer.
+                self._client.client.telemetry = None
                 self._client.close()
         except Exception:
             pass

@@ -1,38 +1,36 @@
 """Operator metrics of a consumer, under the Java client's names (``KafkaConsumer.metrics()``).
 
-Rates, averages and maxima are computed as Kafka's client does: over ``metrics.num.samples``
-windows of ``metrics.sample.window.ms`` each (the oldest window is dropped as a new one
-starts), so they describe the last ``num × window`` of activity, not the whole life.
-Everything is recorded per fetch answer, per poll, per commit or per rebalance, never per
-record: the per-record path pays nothing.
+kclient.consumer.metric_table lists every metric: its group, name, and the statistic behind it.
+This module keeps those statistics and reads them. Rates, averages and maxima are computed as
+Kafka's client does: over ``metrics.num.samples`` windows of ``metrics.sample.window.ms`` each
+(the oldest window is dropped as a new one starts), so they describe the last ``num × window``
+of activity, not the whole life; ``-total`` values cover the consumer's life. Everything is
+recorded per request, per fetch answer, per record set, per poll, per commit or per
+rebalance, never per record: the per-record path pays nothing.
 
-Groups (as kafka-python's ``metrics()``: ``{group: {name: value}}``):
-
-* ``consumer-fetch-manager-metrics``: records-consumed-rate/-total, bytes-consumed-rate/-total,
-  fetch-rate/-total, fetch-latency-avg/-max, records-lag-max, plus kclient's buffered-bytes and
-  fetches-in-flight;
-* ``consumer-fetch-manager-metrics,topic=T,partition=P``: records-lag, records-lead (per
-  assigned partition, Java's tags in the group name);
-* ``consumer-coordinator-metrics``: commit-rate/-total, commit-latency-avg/-max,
-  rebalance-total, rebalance-latency-avg/-max, last-heartbeat-seconds-ago, assigned-partitions;
-* ``consumer-metrics``: connection-count, assigned-partitions.
+Groups are returned as kafka-python's ``metrics()`` does, ``{group: {name: value}}``; a group
+with Java tags carries them in its name (``consumer-node-metrics,node-id=node-1``,
+``consumer-fetch-manager-metrics,topic=T,partition=P``).
 """
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterable
 
-__all__ = ["WindowedStat", "ConsumerMetrics"]
+from kclient.consumer.metric_table import COORDINATOR, TABLE, MetricDef
+
+__all__ = ["WindowedStat", "ConsumerMetrics", "collect"]
 
 
 class WindowedStat:
-    """Count, sum and max of recorded values over the last ``samples`` windows."""
+    """Count, sum, max and min of recorded values over the last ``samples`` windows."""
 
     __slots__ = ("_window_ms", "_samples", "_windows", "total_count", "total_sum")
 
     def __init__(self, window_ms: int, samples: int):
         self._window_ms = max(int(window_ms), 1)
         self._samples = max(int(samples), 1)
-        self._windows: list[list[float]] = []      # [start_ms, count, sum, max]
+        self._windows: list[list[float]] = []      # [start_ms, count, sum, max, min]
         self.total_count = 0
         self.total_sum = 0.0
 
@@ -43,13 +41,15 @@ class WindowedStat:
         w[2] += value
         if w[1] == 1 or value > w[3]:
             w[3] = value
+        if w[1] == 1 or value < w[4]:
+            w[4] = value
         self.total_count += 1
         self.total_sum += value
 
     def _roll(self, now_ms: int) -> None:
         ws = self._windows
         if not ws or now_ms - ws[-1][0] >= self._window_ms:
-            ws.append([now_ms, 0, 0.0, 0.0])
+            ws.append([now_ms, 0, 0.0, 0.0, 0.0])
         # Drop windows that ended before the span measured now.
         horizon = now_ms - self._window_ms * self._samples
         while len(ws) > 1 and (ws[0][0] + self._window_ms <= horizon or len(ws) > self._samples):
@@ -59,70 +59,182 @@ class WindowedStat:
         self._roll(now_ms)
         return self._windows
 
+    def span_s(self, now_ms: int) -> float:
+        """Seconds the kept windows cover (at least one window)."""
+        ws = self._live(now_ms)
+        return max(now_ms - ws[0][0], self._window_ms) / 1000.0
+
+    def window_count(self, now_ms: int) -> float:
+        return sum(w[1] for w in self._live(now_ms))
+
+    def window_sum(self, now_ms: int) -> float:
+        return sum(w[2] for w in self._live(now_ms))
+
     def rate(self, now_ms: int, of_sum: bool = False) -> float:
         """Per second, over the span the kept windows cover (at least one window)."""
-        ws = self._live(now_ms)
-        elapsed = max(now_ms - ws[0][0], self._window_ms) / 1000.0
-        return sum(w[2] if of_sum else w[1] for w in ws) / elapsed
+        span = self.span_s(now_ms)
+        return (self.window_sum(now_ms) if of_sum else self.window_count(now_ms)) / span
 
     def avg(self, now_ms: int) -> float:
-        ws = self._live(now_ms)
-        n = sum(w[1] for w in ws)
-        return sum(w[2] for w in ws) / n if n else 0.0
+        n = self.window_count(now_ms)
+        return self.window_sum(now_ms) / n if n else 0.0
 
     def max(self, now_ms: int) -> float:
         ws = [w for w in self._live(now_ms) if w[1]]
         return max(w[3] for w in ws) if ws else 0.0
 
+    def min(self, now_ms: int) -> float:
+        ws = [w for w in self._live(now_ms) if w[1]]
+        return min(w[4] for w in ws) if ws else 0.0
+
 
 class ConsumerMetrics:
-    """The recorded statistics of one consumer (thread-safe: the fetcher and the coordinator
-    record from the application thread, the heartbeat thread may too)."""
+    """The recorded statistics of one consumer, by source name (the table's ``source``), for
+    the whole client or one scope (a node id, a topic). Thread-safe: the application thread,
+    the heartbeat thread and the network client record."""
 
     def __init__(self, window_ms: int = 30000, samples: int = 2):
         self._lock = threading.Lock()
-        self.fetch_latency = WindowedStat(window_ms, samples)
-        self.records = WindowedStat(window_ms, samples)        # value: records per poll
-        self.bytes = WindowedStat(window_ms, samples)          # value: bytes per drained answer
-        self.commit_latency = WindowedStat(window_ms, samples)
-        self.rebalance_latency = WindowedStat(window_ms, samples)
+        self._window_ms = window_ms
+        self._samples = samples
+        self._stats: dict[tuple, WindowedStat] = {}
+        self.last_poll_start_ms: int | None = None
+        self._last_poll_end_ms: int | None = None
+        self.last_rebalance_ms: int | None = None
 
-    def fetch_done(self, latency_ms: float, now_ms: int) -> None:
+    def _stat(self, key: tuple) -> WindowedStat:
+        s = self._stats.get(key)
+        if s is None:
+            s = self._stats[key] = WindowedStat(self._window_ms, self._samples)
+        return s
+
+    def record(self, source: str, value: float, now_ms: int) -> None:
         with self._lock:
-            self.fetch_latency.record(latency_ms, now_ms)
+            self._stat(("", source)).record(value, now_ms)
+
+    def record_node(self, node_id: int, source: str, value: float, now_ms: int) -> None:
+        """Both the client-wide statistic and the node's."""
+        with self._lock:
+            self._stat(("", source)).record(value, now_ms)
+            self._stat((f"node-id=node-{node_id}", source)).record(value, now_ms)
+
+    def record_sets(self, sets: Iterable[tuple[str, int, int]], now_ms: int) -> None:
+        """Record sets fully handed out: (topic, records, bytes) each."""
+        with self._lock:
+            for topic, records, nbytes in sets:
+                scope = f"topic={topic}"
+                self._stat((scope, "records")).record(records, now_ms)
+                self._stat((scope, "bytes")).record(nbytes, now_ms)
+
+    def record_positions(self, positions: Iterable[tuple[str, int, int, int | None]], now_ms: int) -> None:
+        """Where polls left partitions: (topic, partition, lag, lead or None) each."""
+        with self._lock:
+            for topic, partition, lag, lead in positions:
+                scope = f"topic={topic},partition={partition}"
+                self._stat((scope, "records-lag")).record(lag, now_ms)
+                if lead is not None:
+                    self._stat((scope, "records-lead")).record(lead, now_ms)
+
+    # The names the fetch and group layers have always called.
+    def fetch_done(self, latency_ms: float, now_ms: int) -> None:
+        self.record("fetch", latency_ms, now_ms)
 
     def consumed(self, records: int, now_ms: int) -> None:
-        with self._lock:
-            self.records.record(records, now_ms)
+        self.record("records", records, now_ms)
 
     def consumed_bytes(self, nbytes: int, now_ms: int) -> None:
-        with self._lock:
-            self.bytes.record(nbytes, now_ms)
+        self.record("bytes", nbytes, now_ms)
 
     def commit_done(self, latency_ms: float, now_ms: int) -> None:
-        with self._lock:
-            self.commit_latency.record(latency_ms, now_ms)
+        self.record("commit", latency_ms, now_ms)
 
     def rebalance_done(self, latency_ms: float, now_ms: int) -> None:
-        with self._lock:
-            self.rebalance_latency.record(latency_ms, now_ms)
+        self.record("rebalance", latency_ms, now_ms)
+        self.last_rebalance_ms = now_ms
 
-    def fetch_group(self, now_ms: int) -> dict[str, float]:
+    def poll_started(self, now_ms: int) -> None:
         with self._lock:
-            f, r, b = self.fetch_latency, self.records, self.bytes
-            return {
-                "fetch-rate": f.rate(now_ms), "fetch-total": f.total_count,
-                "fetch-latency-avg": f.avg(now_ms), "fetch-latency-max": f.max(now_ms),
-                "records-consumed-rate": r.rate(now_ms, of_sum=True), "records-consumed-total": int(r.total_sum),
-                "bytes-consumed-rate": b.rate(now_ms, of_sum=True), "bytes-consumed-total": int(b.total_sum),
-            }
+            last = self.last_poll_start_ms
+            if last is not None:
+                self._stat(("", "time-between-poll")).record(now_ms - last, now_ms)
+            self.last_poll_start_ms = now_ms
 
-    def coordinator_group(self, now_ms: int) -> dict[str, float]:
+    def poll_ended(self, now_ms: int) -> None:
+        """The share of the time since the previous poll() ended that this one took."""
         with self._lock:
-            c, rb = self.commit_latency, self.rebalance_latency
-            return {
-                "commit-rate": c.rate(now_ms), "commit-total": c.total_count,
-                "commit-latency-avg": c.avg(now_ms), "commit-latency-max": c.max(now_ms),
-                "rebalance-total": rb.total_count, "rebalance-latency-avg": rb.avg(now_ms),
-                "rebalance-latency-max": rb.max(now_ms),
-            }
+            start, prev_end = self.last_poll_start_ms, self._last_poll_end_ms
+            if start is not None and prev_end is not None and now_ms > prev_end:
+                self._stat(("", "poll-idle-ratio")).record(min((now_ms - start) / (now_ms - prev_end), 1.0), now_ms)
+            self._last_poll_end_ms = now_ms
+
+    def scopes(self, tag: str) -> list[str]:
+        """The scopes recorded with this tag first (e.g. ``node-id=node-1``)."""
+        with self._lock:
+            return sorted({scope for scope, _ in self._stats if scope.startswith(tag + "=")})
+
+    def read(self, m: MetricDef, scope: str, now_ms: int) -> float:
+        """The value of a statistic-backed metric in a scope ("" for the whole client)."""
+        with self._lock:
+            if m.reading == "per":
+                top, bottom = m.source.split("/")
+                a, b = self._stats.get((scope, top)), self._stats.get((scope, bottom))
+                n = 0.0 if b is None else b.window_count(now_ms)
+                return (a.window_sum(now_ms) / n) if a is not None and n else 0.0
+            s = self._stats.get((scope, m.source))
+            if s is None:
+                return 0 if m.reading in ("total", "total_sum") else 0.0
+            r = m.reading
+            if r == "rate":
+                return s.rate(now_ms)
+            if r == "rate_sum":
+                return s.rate(now_ms, of_sum=True)
+            if r == "total":
+                return s.total_count
+            if r == "total_sum":
+                return s.total_sum
+            if r == "avg":
+                return s.avg(now_ms)
+            if r == "max":
+                return s.max(now_ms)
+            if r == "min":
+                return s.min(now_ms)
+            if r == "per_hour":
+                return s.rate(now_ms) * 3600.0
+            if r == "ratio_ns":
+                return s.window_sum(now_ms) / (s.span_s(now_ms) * 1e9)
+            raise ValueError(f"unknown reading {r!r} of {m.name}")
+
+
+def collect(stats: ConsumerMetrics, gauges: dict[str, dict[str, float]], now_ms: int, *,
+            group_member: bool, classic_member: bool) -> dict[str, dict[str, float]]:
+    """``{group: {name: value}}`` for every metric of the table: statistics from ``stats``,
+    gauges from ``gauges`` (keyed by the group's name with its tags). Tagged groups appear
+    for each scope recorded or given (partitions: given); the coordinator's only for a group
+    member, and its recorded statistics only for a classic member (the one that records them)."""
+    out: dict[str, dict[str, float]] = {}
+    scopes_by_tag: dict[str, list[str]] = {}
+    for m in TABLE:
+        if m.group == COORDINATOR and (not group_member or (m.reading != "gauge" and not classic_member)):
+            continue
+        if m.tags:
+            first = m.tags[0]
+            scopes = scopes_by_tag.get(m.group_key)
+            if scopes is None:
+                given = {g[len(m.group) + 1:] for g in gauges if g.startswith(m.group + ",")
+                         and g.count("=") == len(m.tags)}
+                # Partitions: the assigned ones (their gauges), not every one ever recorded.
+                recorded = set() if "partition" in m.tags else {
+                    s for s in stats.scopes(first) if s.count("=") == len(m.tags)}
+                scopes = scopes_by_tag[m.group_key] = sorted(recorded | given)
+        else:
+            scopes = [""]
+        for scope in scopes:
+            group = f"{m.group},{scope}" if scope else m.group
+            if m.reading == "gauge":
+                value = gauges.get(group, {}).get(m.source)
+                if value is None:
+                    continue
+            else:
+                value = stats.read(m, scope, now_ms)
+            out.setdefault(group, {})[m.name] = value
+    return out

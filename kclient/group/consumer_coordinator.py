@@ -328,7 +328,13 @@ class ConsumerCoordinator(AbstractCoordinator):
 
     def _call_listener(self, what: str, partitions: set) -> BaseException | None:
         """Call the rebalance listener; its exception is logged and returned (raised later)."""
-        return call_rebalance_listener(self.subscriptions.rebalance_listener, what, partitions, self.group_id)
+        started = self._clock.now_ms()
+        try:
+            return call_rebalance_listener(self.subscriptions.rebalance_listener, what, partitions, self.group_id)
+        finally:
+            if self.stats is not None:
+                now = self._clock.now_ms()
+                self.stats.record(f"partition-{what}", now - started, now)
 
     # ------------------------------------------------------------------ offsets (kclient.group.commit_manager)
     def stable_commit_generation(self) -> CommitGeneration | None:

@@ -360,6 +360,7 @@ class AbstractCoordinator(abc.ABC):
                     return False
                 self._join_future = None
                 if join.failed():
+                    self._count_failed_rebalance()
                     if not self._on_join_failure(join.exception, timer):
                         return False
                     continue
@@ -370,6 +371,7 @@ class AbstractCoordinator(abc.ABC):
                 return False
             self._sync_future = None
             if sync.failed():
+                self._count_failed_rebalance()
                 # The JoinGroup succeeded (rejoin_needed was cleared): any SyncGroup failure,
                 # including a lost connection or an assignor error, means joining again.
                 self.request_rejoin(f"SyncGroup failed: {sync.exception!r}")
@@ -392,6 +394,10 @@ class AbstractCoordinator(abc.ABC):
             finally:
                 self.needs_join_prepare = True
         return True
+
+    def _count_failed_rebalance(self) -> None:
+        if self.stats is not None:
+            self.stats.record("failed-rebalance", 1, self._clock.now_ms())
 
     def _on_join_failure(self, exc: BaseException, timer: Timer) -> bool:
         """Decide after a failed JoinGroup/SyncGroup: True to retry now, False if time ran
@@ -432,8 +438,8 @@ class AbstractCoordinator(abc.ABC):
 
         # The broker holds JoinGroup until every member joined (up to the rebalance timeout).
         timeout = max(self.request_timeout_ms, rebalance_timeout + JOIN_GROUP_TIMEOUT_LAPSE_MS)
-        return self.channel.send_group_request(node, JOIN_GROUP, body, timeout_ms=timeout).compose(
-            _JoinGroupHandler(self, generation, node))
+        sent = self.channel.send_group_request(node, JOIN_GROUP, body, timeout_ms=timeout)
+        return self._timed(sent, "join").compose(_JoinGroupHandler(self, generation, node))
 
     def _send_sync_group_request(self, join_response: dict) -> RequestFuture:
         generation = self._generation
@@ -468,7 +474,8 @@ class AbstractCoordinator(abc.ABC):
                 b["protocol_name"] = generation.protocol_name
             return b
 
-        return self.channel.send_group_request(node, SYNC_GROUP, body).compose(_SyncGroupHandler(self, generation, node))
+        sent = self.channel.send_group_request(node, SYNC_GROUP, body)
+        return self._timed(sent, "sync").compose(_SyncGroupHandler(self, generation, node))
 
     # ------------------------------------------------------------------ generation resets
     def reset_state_and_generation(self, reason: str, reset_member_id: bool) -> None:
@@ -511,7 +518,21 @@ class AbstractCoordinator(abc.ABC):
                   generation.generation_id, node.node_id)
         body = {"group_id": self.group_id, "generation_id": generation.generation_id,
                 "member_id": generation.member_id, "group_instance_id": self.group_instance_id}
-        return self.channel.send_group_request(node, HEARTBEAT, body).compose(_HeartbeatHandler(self, generation, node))
+        sent = self.channel.send_group_request(node, HEARTBEAT, body)
+        return self._timed(sent, "heartbeat").compose(_HeartbeatHandler(self, generation, node))
+
+    def _timed(self, sent: RequestFuture, source: str) -> RequestFuture:
+        """Record the time to the answer of a membership request (errors answered included;
+        a request that got no answer is not timed)."""
+        stats = self.stats
+        if stats is not None:
+            sent.add_both(self._record_answer, stats, source, self._clock.now_ms())
+        return sent
+
+    def _record_answer(self, stats: Any, source: str, sent_ms: int, result: Any) -> None:
+        if not isinstance(result, BaseException):
+            now = self._clock.now_ms()
+            stats.record(source, now - sent_ms, now)
 
     def on_poll_timeout(self, now_ms: int) -> None:
         """Heartbeat thread: the application stalled between polls (mechanisms §2 step 5)."""

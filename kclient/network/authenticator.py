@@ -93,6 +93,10 @@ class Authenticator:
         self._errors: dict[int, Errors.AuthenticationFailedError] = {}
         #: KIP-368 re-authentications completed on open connections (statistics, tests).
         self.reauthentications = 0
+        # Where re-authentications are timed (kclient.consumer.metrics.ConsumerMetrics), set
+        # through the network client's ``stats``; node id -> when its re-authentication began.
+        self.stats: Any = None
+        self._reauth_started: dict[int, int] = {}
 
     @property
     def uses_tls(self) -> bool:
@@ -273,6 +277,9 @@ class Authenticator:
         if conn.reauthenticating:
             conn.reauthenticating = False
             self.reauthentications += 1
+            started = self._reauth_started.pop(conn.node_id, None)
+            if self.stats is not None and started is not None:
+                self.stats.record("reauthentication", now_ms - started, now_ms)
             log.debug("node %d (%s) re-authenticated with %s; session %s", conn.node_id, conn.address, mech.name,
                       session)
             return
@@ -304,6 +311,7 @@ class Authenticator:
                 log.debug("node %d (%s): session ends in %d ms; re-authenticating", conn.node_id, conn.address,
                           (conn.session_expiry_ms or now_ms) - now_ms)
                 conn.reauthenticating = True
+                self._reauth_started[conn.node_id] = now_ms
                 conn.reauth_due_ms = None
                 conn.setup_deadline_ms = now_ms + self._request_timeout_ms
                 self._start_sasl(conn, now_ms)
@@ -311,6 +319,10 @@ class Authenticator:
     # ------------------------------------------------------------------ failures
     def _failed(self, conn: BrokerConnection, now_ms: int, exc: Errors.AuthenticationFailedError) -> None:
         log.error("%s", exc)
+        if self.stats is not None:
+            self.stats.record("failed-reauthentication" if conn.reauthenticating else "failed-authentication",
+                              1, now_ms)
+        self._reauth_started.pop(conn.node_id, None)
         self._errors[conn.node_id] = exc
         self._host.close_connection(conn, now_ms, exc, reason=str(exc))
         conn.backoff_ms = max(conn.backoff_ms, self._failure_backoff_ms)

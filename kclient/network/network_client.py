@@ -16,6 +16,7 @@ import logging
 import selectors
 import socket
 import struct
+import time
 from typing import Any, Callable, Iterable
 
 from kcore.frames import FrameReceiver
@@ -38,6 +39,8 @@ log = logging.getLogger(__name__)
 METADATA_KEY = int(ApiKey.METADATA)
 MAX_SELECT_MS = 3_600_000          # one select() call never sleeps longer than this
 NO_DEADLINE = 2**62
+# close() waits at most this long (or request.timeout.ms if shorter) for the terminating KIP-714 push.
+_TERMINATING_PUSH_MS = 5000
 DEFAULT_MAX_RESPONSE_BYTES = 100_000_000   # hostile length prefixes fail before allocating
 _CORRELATION = struct.Struct(">i")
 _REBOOTSTRAP_REQUIRED = Errors.RebootstrapRequiredError.errno
@@ -134,10 +137,24 @@ class NetworkClient:
         self.rebootstraps = 0
         self._completed: list[tuple] = []   # (request, response, error) to call back
         self._closed = False
+        self._stats: Any = None
+        # KIP-714 client metrics push (kclient.telemetry.sender.TelemetrySender), set by the owner.
+        self.telemetry: Any = None
         # OIDC: tokens are fetched and refreshed on the provider's thread from now until close().
         self._token_provider = net.token_provider
         if self._token_provider is not None:
             self._token_provider.start()
+
+    @property
+    def stats(self) -> Any:
+        """Where traffic, connections and authentications are counted
+        (kclient.consumer.metrics.ConsumerMetrics), set by the owner; None: nowhere."""
+        return self._stats
+
+    @stats.setter
+    def stats(self, stats: Any) -> None:
+        self._stats = stats
+        self._auth.stats = stats
 
     # ------------------------------------------------------------------ nodes
     @property
@@ -299,6 +316,8 @@ class NetworkClient:
                 f"connection to node {conn.node_id} ({conn.address}) failed: {exc}"))
             return
         self._selector.register(sock, selectors.EVENT_WRITE | selectors.EVENT_READ, conn)
+        if self.stats is not None:
+            self.stats.record("connection-creation", 1, now_ms)
 
     def _close(self, conn: BrokerConnection, now_ms: int, error: BaseException | None, *,
                failed: bool = True, setup_timed_out: bool = False, reason: str | None = None) -> None:
@@ -316,6 +335,8 @@ class NetworkClient:
         if failed:
             log.info("disconnected from node %d (%s): %s", conn.node_id, conn.address, reason)
         conn.closed(now_ms, failed=failed, error=reason, setup_timed_out=setup_timed_out)
+        if self.stats is not None:
+            self.stats.record("connection-close", 1, now_ms)
         if error is None:
             error = Errors.KafkaConnectionError(f"connection to node {conn.node_id} ({conn.address}) was closed")
         self._on_disconnect(conn, now_ms, error)
@@ -327,6 +348,8 @@ class NetworkClient:
 
     def connection_ready(self, conn: BrokerConnection, now_ms: int) -> None:
         conn.mark_ready(now_ms)
+        if self.stats is not None:
+            self.stats.record("authenticated", 1, now_ms)
         self._start_receive_loop(conn)
 
     def has_room_for_request(self, conn: BrokerConnection) -> bool:
@@ -348,6 +371,8 @@ class NetworkClient:
         req.timeout_ms = max(conn.setup_deadline_ms - now_ms, 1)
         self._in_flight.add(conn.node_id, corr, req, now_ms, req.timeout_ms)
         conn.enqueue(frame)
+        if self.stats is not None:
+            self._count_sent(conn.node_id, len(frame), now_ms)
         self._write(conn, now_ms)
 
     def _on_disconnect(self, conn: BrokerConnection, now_ms: int, error: BaseException) -> None:
@@ -382,6 +407,14 @@ class NetworkClient:
             return
         if self._closed:
             return
+        telemetry, self.telemetry = self.telemetry, None
+        if telemetry is not None:
+            self.telemetry = telemetry      # polled while its terminating push is answered
+            try:
+                telemetry.close(self, min(self.request_timeout_ms, _TERMINATING_PUSH_MS))
+            except Exception as exc:  # the client closes whatever became of the push
+                log.debug("terminating client metrics push failed: %r", exc)
+            self.telemetry = None
         now = self._clock.now_ms()
         for conn in list(self._conns.values()):
             self._close(conn, now, Errors.KafkaConnectionError("the client was closed"), failed=False)
@@ -470,8 +503,15 @@ class NetworkClient:
             request.timeout_ms = self.request_timeout_ms
         self._in_flight.add(conn.node_id, corr, request, now_ms, request.timeout_ms)
         conn.enqueue(frame)
+        if self.stats is not None:
+            self._count_sent(conn.node_id, len(frame), now_ms)
         log.debug("sending %r to %s", request, conn.address)
         self._write(conn, now_ms)
+
+    def _count_sent(self, node_id: int, size: int, now_ms: int) -> None:
+        stats = self.stats
+        stats.record_node(node_id, "request-size", size, now_ms)
+        stats.record("network-io", 1, now_ms)
 
     def _write(self, conn: BrokerConnection, now_ms: int) -> None:
         try:
@@ -687,6 +727,9 @@ class NetworkClient:
         self._auth.maybe_reauthenticate(self._conns.values(), now_ms)
         timeout = min(max(int(timeout_ms), 0), self._maybe_update_metadata(now_ms),
                       self._next_deadline_ms(now_ms) - now_ms, MAX_SELECT_MS)
+        telemetry = self.telemetry
+        if telemetry is not None:
+            timeout = min(timeout, telemetry.poll(self, now_ms) - now_ms)
         if self._throttled_until:
             # Forget ended throttles, and wake when the next one ends: requests held back for
             # that broker can go then.
@@ -697,9 +740,19 @@ class NetworkClient:
         if self._completed:
             timeout = 0
         deadline = now_ms + max(timeout, 0)
-        events = self._selector.select(max(timeout, 0) / 1000.0)
-        now_ms = self._clock.now_ms()
-        woken = self._handle_events(events, now_ms)
+        stats = self.stats
+        if stats is None:
+            events = self._selector.select(max(timeout, 0) / 1000.0)
+            now_ms = self._clock.now_ms()
+            woken = self._handle_events(events, now_ms)
+        else:
+            waited = time.monotonic_ns()
+            events = self._selector.select(max(timeout, 0) / 1000.0)
+            io_started = time.monotonic_ns()
+            now_ms = self._clock.now_ms()
+            woken = self._handle_events(events, now_ms)
+            stats.record("select-wait-ns", io_started - waited, now_ms)
+            stats.record("io-ns", time.monotonic_ns() - io_started, now_ms)
         # A response partly received: keep reading it here, within this poll's time, instead
         # of returning to the caller's loop for every socket buffer of it (a large Fetch
         # response takes many reads; each trip through the consumer's poll loop costs far
@@ -853,6 +906,12 @@ class NetworkClient:
             self._close(conn, now_ms, Errors.CorrelationIdMismatchError(
                 f"response with correlation id {corr} matches no request in flight"))
             return
+        stats = self.stats
+        if stats is not None:
+            # The size prefix counts too, as on the sending side.
+            stats.record_node(conn.node_id, "response-size", len(frame) + 4, now_ms)
+            stats.record_node(conn.node_id, "request-latency", max(now_ms - req.send_ms, 0), now_ms)
+            stats.record("network-io", 1, now_ms)
         try:
             response = protocol.decode_response(req.api_key, req.api_version, frame)
         except Exception as exc:

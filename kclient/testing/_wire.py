@@ -3,7 +3,8 @@
 The harness must work before (and independently of) the real codec in ``kclient.protocol``:
 it is what the codec's integration tests run against, so it cannot depend on it. Only the
 non-flexible versions of the few requests the harness needs are implemented here (ApiVersions
-v0, Metadata v4, CreateTopics v4, DeleteTopics v3, ListOffsets v1, DeleteRecords v1), all valid in Kafka 4.
+v0, Metadata v4, CreateTopics v4, DeleteTopics v3, ListOffsets v1, DeleteRecords v1,
+IncrementalAlterConfigs v0), all valid in Kafka 4.
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import time
 __all__ = [
     "RawConnection", "Reader", "parse_bootstrap", "request_frame",
     "api_versions", "metadata", "create_topics", "delete_topics", "list_offsets", "delete_records",
+    "incremental_alter_configs",
 ]
 
 _MAX_FRAME = 64 * 1024 * 1024  # the harness never expects more; a bigger prefix is garbage
@@ -267,6 +269,20 @@ def delete_topics(conn: RawConnection, names: list[str], timeout_ms: int = 30000
     r = conn.call(20, 3, body)
     r.i32()  # throttle_time_ms
     return [(r.name(), r.i16()) for _ in range(r.array_len())]
+
+
+def incremental_alter_configs(conn: RawConnection, resource_type: int, name: str,
+                              configs: dict[str, str | None]) -> tuple[int, str | None]:
+    """IncrementalAlterConfigs v0 of one resource: SET each config (DELETE where the value is
+    None); (error_code, error_message)."""
+    body = struct.pack(">i", 1) + struct.pack(">b", resource_type) + _string(name) + struct.pack(">i", len(configs))
+    for key, value in configs.items():
+        body += _string(key) + struct.pack(">b", 0 if value is not None else 1) + _string(value)
+    body += struct.pack(">b", 0)  # validate_only = false
+    r = conn.call(44, 0, body)
+    r.i32()  # throttle_time_ms
+    r.array_len()
+    return r.i16(), r.string()
 
 
 def wait_until(predicate, timeout: float, what: str, interval: float = 0.02):

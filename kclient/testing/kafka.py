@@ -12,6 +12,11 @@ few internal-topic partitions, small heaps, two network/IO threads); ``profile="
 gives the benchmark broker a larger heap and the optimising JIT. Nodes die with the thread that
 started them and are recorded for the reaper, like the other harness brokers.
 
+``client_telemetry=True`` loads ``kclient/testing/java/TelemetryRecorder.java`` (compiled
+against the broker's jars) as a metrics reporter: the broker then serves KIP-714's
+GetTelemetrySubscriptions and PushTelemetry, and every push it receives is recorded for
+``telemetry_pushes()``; ``set_client_metrics()`` makes a subscription.
+
 ``client_proxies=True`` puts a ``FaultProxy`` in front of every node for clients: each node
 gets a second plaintext listener, ``PROXIED``, that it advertises at its proxy's address, so a
 client bootstrapped from ``proxied_bootstrap`` is sent to the proxies by Metadata too and never
@@ -38,11 +43,13 @@ from pathlib import Path
 from kclient.testing import _wire, reaper
 from kclient.testing._base import BrokerStartError, ClusterBase, HarnessError, free_port, log_tail
 from kclient.testing.oidc import TokenEndpoint
+from kclient.testing.javac import compile_helper
 from kclient.testing.maven import MavenError, find_java, java_major_version, resolve_jars
 from kclient.testing.pki import CONNECTION_STRING_USER, PLAIN_USER, SCRAM_MECHANISMS, SCRAM_USER, TestPki
 from kclient.testing.proxy import FaultProxy
 
 _SECURE_LISTENERS = ("SSL", "SASL_PLAINTEXT", "SASL_SSL", "MTLS")
+_CLIENT_METRICS_RESOURCE = 16   # ConfigResource.Type.CLIENT_METRICS
 
 log = logging.getLogger(__name__)
 
@@ -141,7 +148,8 @@ class KafkaCluster(ClusterBase):
                  startup_timeout: float = 120.0, die_with_parent: bool = True,
                  log_level: str = "WARN", client_proxies: bool = False, port: int | None = None,
                  oidc: TokenEndpoint | None = None, oidc_session_ms: int = SASL_SESSION_MS,
-                 proxied_protocols: tuple[str, ...] = ("PLAINTEXT",)) -> None:
+                 proxied_protocols: tuple[str, ...] = ("PLAINTEXT",),
+                 client_telemetry: bool = False) -> None:
         if brokers < 1:
             raise ValueError(f"a Kafka cluster needs at least 1 broker, got {brokers}")
         if profile not in _PROFILES:
@@ -176,6 +184,7 @@ class KafkaCluster(ClusterBase):
         # started token endpoint against its JWKS; sessions last at most oidc_session_ms.
         self.oidc = oidc
         self.oidc_session_ms = oidc_session_ms
+        self.client_telemetry = client_telemetry
         self.profile = profile
         self.startup_timeout = startup_timeout
         self.die_with_parent = die_with_parent
@@ -268,7 +277,10 @@ class KafkaCluster(ClusterBase):
         if major < 17:
             raise MavenError(f"Apache Kafka {self.version} needs Java 17 or newer; {self._java} is "
                              f"Java {major}: install openjdk-17-jre-headless or set JAVA_HOME")
-        self._classpath = os.pathsep.join(str(j) for j in kafka_jars(self.version))
+        jars = kafka_jars(self.version)
+        self._classpath = os.pathsep.join(str(j) for j in jars)
+        if self.client_telemetry:
+            self._classpath = os.pathsep.join([str(compile_helper("TelemetryRecorder", jars)), self._classpath])
         reaper.reap()
         self._root = Path(tempfile.mkdtemp(prefix="kclient-kafka-", dir=reaper.state_dir()))
         if self.security:
@@ -404,6 +416,10 @@ class KafkaCluster(ClusterBase):
                 props["listener.name.proxied_sasl_ssl.sasl.enabled.mechanisms"] = ",".join(SCRAM_MECHANISMS)
                 for mechanism in SCRAM_MECHANISMS:
                     props[f"listener.name.proxied_sasl_ssl.{mechanism.lower()}.sasl.jaas.config"] = user
+        if self.client_telemetry:
+            assert self._root is not None  # made by start()
+            props["metric.reporters"] = "TelemetryRecorder"
+            props["kclient.telemetry.record.file"] = str(self._root / "telemetry.log")
         if self.racks is not None:
             # Rack-aware: followers serve consumers in their rack (KIP-392).
             props["broker.rack"] = self.racks[node.node_id - 1]
@@ -683,6 +699,33 @@ class KafkaCluster(ClusterBase):
         return name
 
 
+
+    def set_client_metrics(self, name: str, metrics: list[str], interval_ms: int,
+                           match: list[str] | None = None, timeout: float = 30.0) -> None:
+        """A client-metrics subscription (KIP-714): metric name prefixes, push interval and
+        client selectors (``match``, e.g. ``["client_id=app-.*"]``); empty ``metrics`` removes it."""
+        configs: dict[str, str | None] = {"metrics": ",".join(metrics), "interval.ms": str(interval_ms),
+                                          "match": ",".join(match or []) or None}
+        if match is None:
+            del configs["match"]
+        with _wire.RawConnection(self.host, self.nodes[0].port, timeout) as conn:
+            error, message = _wire.incremental_alter_configs(conn, _CLIENT_METRICS_RESOURCE, name, configs)
+        if error:
+            raise HarnessError(f"client-metrics subscription {name!r}: error {error} ({message})")
+
+    def telemetry_pushes(self) -> list[tuple[str, bool, str, bytes]]:
+        """What clients pushed so far (client_telemetry=True): (client instance id,
+        terminating, content type, payload) per push, in arrival order."""
+        if self._root is None or not self.client_telemetry:
+            return []
+        path = self._root / "telemetry.log"
+        if not path.exists():
+            return []
+        out = []
+        for line in path.read_text().splitlines():
+            instance, terminating, content_type, data = line.split(" ")
+            out.append((instance, terminating == "true", content_type, base64.b64decode(data)))
+        return out
 
     def __repr__(self) -> str:
         state = f"nodes={self.brokers} bootstrap={self.bootstrap}" if self.running else "stopped"

@@ -43,3 +43,14 @@ def test_relative_links_in_docs_resolve():
             if re.match(r"[a-z]+://", target) or target.startswith("mailto:"):
                 continue
             assert (doc.parent / target).exists(), f"{doc.relative_to(REPO)} links to missing {target}"
+
+
+def test_metrics_reference_is_generated_from_the_metric_table():
+    sys.path.insert(0, str(REPO / "tools"))
+    try:
+        import gen_metrics_docs
+    finally:
+        sys.path.remove(str(REPO / "tools"))
+    committed = (REPO / "docs" / "metrics.md").read_text()
+    assert committed == gen_metrics_docs.render(), (
+        "docs/metrics.md is stale: run `python tools/gen_metrics_docs.py`")

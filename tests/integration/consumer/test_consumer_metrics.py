@@ -62,8 +62,12 @@ def test_consumer_metrics_on_kafka(kafka, create_topic, topic_name, group_id):
         assert fetch["fetch-latency-max"] >= fetch["fetch-latency-avg"] >= 0
         assert fetch["records-lag-max"] == 0
         for p in range(2):
-            assert m[f"consumer-fetch-manager-metrics,topic={topic_name},partition={p}"] == {
-                "records-lag": 0, "records-lead": 100}
+            part = m[f"consumer-fetch-manager-metrics,topic={topic_name},partition={p}"]
+            assert {k: part[k] for k in ("records-lag", "records-lead", "preferred-read-replica")} == {
+                "records-lag": 0, "records-lead": 100, "preferred-read-replica": -1}
+            # After each poll that returned records of the partition: lag down to 0, lead up to 100.
+            assert part["records-lag-max"] >= part["records-lag-avg"] >= 0 and 0 <= part["records-lead-min"] <= 100
+            assert 0 < part["records-lead-avg"] <= 100
         coord = m["consumer-coordinator-metrics"]
         assert coord["commit-total"] == 2 and coord["commit-rate"] > 0
         assert coord["commit-latency-max"] >= coord["commit-latency-avg"] >= 0
@@ -93,3 +97,16 @@ def test_a_manual_assignment_has_no_coordinator_metrics(kafka, create_topic, top
         m = c.metrics()
     assert "consumer-coordinator-metrics" not in m
     assert m["consumer-metrics"]["assigned-partitions"] == 1
+
+
+def test_a_consumer_protocol_member_reports_only_what_it_measures(kafka, create_topic, topic_name, group_id):
+    """KIP-848 members: the coordinator group holds the gauges, not zeros for rates nobody records."""
+    create_topic(kafka, topic_name, 1)
+    with KafkaConsumer(topic_name, bootstrap_servers=kafka.bootstrap, group_id=group_id,
+                       group_protocol="consumer") as c:
+        deadline = time.monotonic() + 30
+        while not c.assignment() and time.monotonic() < deadline:
+            c.poll(100)
+        coordinator = c.metrics()["consumer-coordinator-metrics"]
+        assert set(coordinator) == {"assigned-partitions", "last-heartbeat-seconds-ago"}
+        assert coordinator["assigned-partitions"] == 1

@@ -466,6 +466,10 @@ def test_sessions_are_reauthenticated_on_the_same_connection(secure, listener, m
         assert not _disconnects(caplog), _disconnects(caplog)
         assert consumer._client.client.reauthentications >= 2
         assert producer._client.reauthentications >= 2
+        client_metrics = consumer.metrics()["consumer-metrics"]
+        assert client_metrics["successful-reauthentication-total"] == consumer._client.client.reauthentications
+        assert client_metrics["reauthentication-latency-max"] >= client_metrics["reauthentication-latency-avg"] >= 0
+        assert client_metrics["failed-reauthentication-total"] == client_metrics["failed-authentication-total"] == 0
     assert len([v for v in seen if v.startswith(b"r")]) >= 10
 
 

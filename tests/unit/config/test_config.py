@@ -278,6 +278,10 @@ def test_every_client_takes_the_shared_settings_from_one_place():
         for name, d in shared.items():
             assert name in by_name
             if name != "receive.buffer.bytes":          # the producer's Java default differs
+                if name == "enable.metrics.push" and table is not PRODUCER_CONFIGS and table is not ADMIN_CONFIGS:
+                    # The consumer pushes its metrics (KIP-714); the others only accept the setting.
+                    assert (by_name[name].default, by_name[name].type, by_name[name].no_effect) == (d.default, d.type, "")
+                    continue
                 assert by_name[name] == d, name
 
 
@@ -344,7 +348,7 @@ def test_kafka_python_plumbing_settings_work_or_fail():
 
 # ------------------------------------------------------------------ accepted, but not acted on
 NO_EFFECT_CASES = [
-    ("metrics_enabled", False), ("metrics.recording.level", "DEBUG"), ("enable_metrics_push", True),
+    ("metrics_enabled", False), ("metrics.recording.level", "DEBUG"),
     ("sock_chunk_bytes", 8192), ("sock_chunk_buffer_count", 10), ("legacy_iterator", True),
     ("metric_group_prefix", "mine"), ("client_dns_lookup", "resolve_canonical_bootstrap_servers_only"),
 ]
@@ -361,7 +365,9 @@ def test_a_setting_kclient_does_not_act_on_is_named_in_a_warning(key, value, cap
     assert len(warnings) == 1 and key in warnings[0] and repr(value) in warnings[0], warnings
 
 
+# enable.metrics.push: the consumer pushes (KIP-714) or not, as told.
 @pytest.mark.parametrize("key,value", [("metrics_enabled", True), ("enable_metrics_push", False),
+                                       ("enable_metrics_push", True),
                                        ("legacy_iterator", False), ("client_dns_lookup", "use_all_dns_ips"),
                                        ("api_version", (2, 5, 0))])
 def test_a_value_kclient_does_anyway_gives_no_warning(key, value, caplog):

@@ -210,3 +210,33 @@ def test_a_first_handshake_that_is_hung_up_on_says_the_listener_may_not_speak_tl
     assert auth.tls_step(conn, NOW) is None
     assert isinstance(auth.error(conn.node_id), Errors.SslAuthenticationError)
     assert "may not speak TLS" in str(auth.error(conn.node_id))
+
+
+def test_reauthentications_and_failures_are_counted_for_the_metrics():
+    from kclient.consumer.metrics import ConsumerMetrics
+    from kclient.consumer.metric_table import TABLE
+    host, auth, conn = make(plain)
+    auth.stats = stats = ConsumerMetrics()
+    authenticate(host, auth, conn, lifetime_ms=10_000)
+    due = conn.reauth_due_ms
+    auth.maybe_reauthenticate([conn], due)
+    auth.on_response(conn, "sasl_handshake", 1, {"error_code": 0, "mechanisms": ["PLAIN"]}, due + 3)
+    auth.on_response(conn, "sasl_authenticate", host.sent[-1][1],
+                     {"error_code": 0, "auth_bytes": b"", "session_lifetime_ms": 10_000}, due + 7)
+    later = conn.reauth_due_ms
+    auth.maybe_reauthenticate([conn], later)
+    auth.on_response(conn, "sasl_handshake", 1, {"error_code": 0, "mechanisms": ["PLAIN"]}, later)
+    auth.on_response(conn, "sasl_authenticate", host.sent[-1][1],
+                     {"error_code": 58, "error_message": "Authentication failed"}, later + 1)
+    read = {m.name: stats.read(m, "", later + 1) for m in TABLE if m.group == "consumer-metrics"}
+    assert read["successful-reauthentication-total"] == 1 and read["reauthentication-latency-max"] == 7
+    assert read["failed-reauthentication-total"] == 1 and read["failed-authentication-total"] == 0
+    _, auth2, conn2 = make(plain)
+    auth2.stats = stats
+    auth2.start_api_versions(conn2, NOW)
+    auth2.on_response(conn2, "api_versions", auth2._host.sent[-1][1], all_versions(), NOW)
+    auth2.on_response(conn2, "sasl_handshake", 1, {"error_code": 0, "mechanisms": ["PLAIN"]}, NOW)
+    auth2.on_response(conn2, "sasl_authenticate", auth2._host.sent[-1][1],
+                      {"error_code": 58, "error_message": "Authentication failed"}, NOW)
+    failed = next(m for m in TABLE if m.name == "failed-authentication-total")
+    assert stats.read(failed, "", NOW) == 1
