@@ -89,6 +89,13 @@ cdef class RecordBatchBuilder:
 
     def append(self, int64_t timestamp_ms, key, value, headers=None, offset_delta=None):
         """Encode one record; returns its encoded size in bytes."""
+        if offset_delta is None:
+            return self.add(timestamp_ms, key, value, headers, 0, False)
+        return self.add(timestamp_ms, key, value, headers, offset_delta, True)
+
+    cdef Py_ssize_t add(self, int64_t timestamp_ms, object key, object value, object headers,
+                        int32_t offset_delta, bint has_delta) except -1:
+        """append() without the Python call (the producer's accumulator appends through it)."""
         cdef Py_buffer kb, vb
         cdef bint have_k = False, have_v = False
         cdef int32_t delta
@@ -101,7 +108,7 @@ cdef class RecordBatchBuilder:
         cdef Py_ssize_t total
         if self._count == INT32_MAX:
             raise OverflowError("a batch holds at most 2**31-1 records")
-        delta = self._count if offset_delta is None else offset_delta
+        delta = offset_delta if has_delta else self._count
         if not self._has_base_ts:
             self._base_ts = timestamp_ms
             self._has_base_ts = True
