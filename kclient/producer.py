@@ -34,7 +34,7 @@ import random
 import threading
 import weakref
 from collections import namedtuple
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from kcore.accumulator import ProducerBatch, RecordAccumulator, RecordFuture, TopicState
 from kcore.accumulator import murmur2 as murmur2
@@ -91,41 +91,13 @@ class _ClusterView:
 
 
 # ------------------------------------------------------------------ futures
-class FutureRecordMetadata(RecordFuture):
-    """The future of one sent record (kcore's RecordFuture: state, value, exception and
-    listeners come from its batch). ``get(timeout)`` drives the producer's network until the
-    record is acknowledged (the producer has no background thread)."""
-
-    __slots__ = ()
-
-    def _producer(self) -> "KafkaProducer":
-        # Weak: the producer holds its pending batches, and a strong reference back would make
-        # a cycle, so a producer dropped without close() would wait for the cyclic GC (maybe
-        # for ever) instead of delivering its records in __del__ at once, as kafka-python's
-        # background sender does. A dropped producer's close() settles all its futures.
-        owner = self.batch.owner
-        producer = owner() if owner is not None else None
-        if producer is None:    # not reached: close() settled every future first
-            raise Errors.IllegalStateError("the producer of this record is gone")
-        return producer
-
-    def get(self, timeout: float | None = None) -> RecordMetadata:
-        if not self.is_done:
-            self._producer()._drive_until(lambda: self.is_done, None if timeout is None else timeout * 1000)
-        if not self.is_done:
-            raise Errors.KafkaTimeoutError(f"record not acknowledged within {timeout} s")
-        if self.failed():
-            raise self.exception
-        return self.value
-
-    def wait(self, timeout: float | None = None) -> bool:
-        """Drive the producer until the record is answered or timeout (s) passes; True if done."""
-        if not self.is_done:
-            try:
-                self._producer()._drive_until(lambda: self.is_done, None if timeout is None else timeout * 1000)
-            except Errors.KafkaTimeoutError:
-                return False
-        return True
+# The future of one sent record (kafka-python's name): kcore's RecordFuture, whose state,
+# RecordMetadata and listeners come from its batch's answer. get(timeout) drives the
+# producer's network until the record is answered (the producer has no background thread).
+if TYPE_CHECKING:
+    FutureRecordMetadata = RecordFuture[RecordMetadata]
+else:
+    FutureRecordMetadata = RecordFuture
 
 
 # ------------------------------------------------------------------ producer
@@ -173,15 +145,17 @@ class KafkaProducer:
         # send() runs one, because a user who asked for no lingering expects the record to
         # leave now even if this producer is never called again.
         self._acc = RecordAccumulator(
-            owner=weakref.ref(self), lock=self._lock, metadata=self._metadata,
-            clock=None if type(self._clock) is Clock else self._clock,
-            future_type=FutureRecordMetadata, metadata_type=RecordMetadata,
+            owner=weakref.ref(self), lock=self._lock, cluster=self._metadata.cluster,
+            clock=None if type(self._clock) is Clock else self._clock, metadata_type=RecordMetadata,
             too_large=Errors.MessageTooLargeError, rng=self._rng, batch_size=self._batch_size,
             max_request_size=self._max_request_size, buffer_memory=self._buffer_memory,
             linger_ms=self._linger_ms, codec=self._codec, level=self._level,
             fast=(self._key_serializer is None and self._value_serializer is None
                   and self._partitioner is default_partitioner),
             ignore_keys=bool(self._ignore_keys))
+        # The fast path trusts a topic's cached partitions while the snapshot they came from
+        # is current (the accumulator, not the producer, listens: no cycle through metadata).
+        self._metadata.add_listener(self._acc.set_cluster)
         if type(self).send is KafkaProducer.send:
             # The compiled send() itself, without a Python call in front of it (a subclass
             # that overrides send() keeps its own).
@@ -228,6 +202,16 @@ class KafkaProducer:
             future = self._acc.append(tp, ts, kbytes, vbytes, headers, hsize, now)
             self._after_send(now)
             return future
+
+    def _wait_for_record(self, future: FutureRecordMetadata, timeout: float | None, raise_timeout: bool) -> None:
+        """Drive the network until future is answered (a future's get() and wait())."""
+        try:
+            self._drive_until(lambda: future.is_done, None if timeout is None else timeout * 1000)
+        except Errors.KafkaTimeoutError:
+            if raise_timeout:
+                raise
+        if raise_timeout and not future.is_done:
+            raise Errors.KafkaTimeoutError(f"record not acknowledged within {timeout} s")
 
     def _after_send(self, now: int) -> None:
         """The network step after an append: blocking while buffer.memory is full, else a

@@ -340,6 +340,34 @@ cdef class RecordFuture:
         except Exception:
             _log.exception("a listener of %r raised", self)
 
+    def get(self, timeout=None):
+        """The record's RecordMetadata, waiting up to timeout seconds (None: for ever) while
+        driving the producer's network; raises the record's exception if it failed, or
+        KafkaTimeoutError."""
+        cdef ProducerBatch b = self.batch
+        if b.state == PENDING:
+            self._owner()._wait_for_record(self, timeout, True)
+        if b.state == FAILED:
+            raise b.error
+        return b._metadata(self.index)
+
+    def wait(self, timeout=None):
+        """Drive the producer until the record is answered or timeout seconds pass; True if
+        it was answered."""
+        if self.batch.state == PENDING:
+            self._owner()._wait_for_record(self, timeout, False)
+        return self.batch.state != PENDING
+
+    cdef object _owner(self):
+        # Weak: the producer holds its pending batches; a strong reference back would make a
+        # cycle, and a producer dropped without close() would wait for the cyclic GC instead
+        # of delivering its records in __del__ at once. close() settles every future first.
+        owner = self.batch.owner
+        producer = owner() if owner is not None else None
+        if producer is None:
+            raise IllegalStateError("the producer of this record is gone")
+        return producer
+
     def add_callback(self, fn, *args):
         """Call fn(*args, record_metadata) when the record is acknowledged."""
         return self._listen(ON_SUCCESS, fn, args)
@@ -423,25 +451,22 @@ cdef class RecordAccumulator:
     cdef int codec
     cdef object level
     cdef object clock                       # None: the system clocks, read in C
-    cdef object metadata                    # .cluster: the current snapshot
+    cdef public object cluster              # the current metadata snapshot (set_cluster)
     cdef object lock_acquire, lock_release
     cdef readonly object owner              # weak reference to the producer
-    cdef object future_type, metadata_type, too_large, rng
+    cdef object metadata_type, too_large, rng
 
-    def __cinit__(self, *, owner, lock, metadata, clock, future_type, metadata_type, too_large,
+    def __cinit__(self, *, owner, lock, cluster, clock, metadata_type, too_large,
                   rng, Py_ssize_t batch_size, Py_ssize_t max_request_size, Py_ssize_t buffer_memory,
                   int64_t linger_ms, int codec, level, bint fast, bint ignore_keys):
-        if not issubclass(future_type, RecordFuture):
-            raise TypeError("future_type must be a RecordFuture class")
         self.open = {}
         self.queued = {}
         self.topics = {}
         self.owner = owner
         self.lock_acquire = lock.acquire
         self.lock_release = lock.release
-        self.metadata = metadata
+        self.cluster = cluster
         self.clock = clock
-        self.future_type = future_type
         self.metadata_type = metadata_type
         self.too_large = too_large
         self.rng = rng
@@ -465,6 +490,11 @@ cdef class RecordAccumulator:
         return self.clock.wall_ms()
 
     # -------------------------------------------------------------- topics
+    def set_cluster(self, cluster):
+        """A new metadata snapshot (the metadata's listener): topic states of older ones are
+        rebuilt by the producer's general path before the fast path uses them again."""
+        self.cluster = cluster
+
     def set_topic(self, str topic, cluster, list all_ids, list available, dict tps):
         """Install a topic's partitions from a new metadata snapshot (its open batches and
         sticky partition carry over)."""
@@ -483,7 +513,7 @@ cdef class RecordAccumulator:
     def topic_state(self, str topic):
         """The topic's TopicState if it is of the current metadata snapshot, else None."""
         cdef TopicState state = self.topics.get(topic)
-        if state is None or state.cluster is not self.metadata.cluster:
+        if state is None or state.cluster is not self.cluster:
             return None
         return state
 
@@ -559,7 +589,7 @@ cdef class RecordAccumulator:
         self.buffered_bytes = 0
 
     cdef RecordFuture _future(self, ProducerBatch batch, Py_ssize_t index):
-        cdef RecordFuture fut = RecordFuture.__new__(self.future_type)
+        cdef RecordFuture fut = RecordFuture.__new__(RecordFuture)
         fut.batch = batch
         fut.index = index
         return fut
@@ -667,7 +697,7 @@ cdef class RecordAccumulator:
         if found == NULL:
             return self._slow(topic, value, key, headers, partition, timestamp_ms)
         state = <TopicState>found
-        if state.cluster is not self.metadata.cluster:
+        if state.cluster is not self.cluster:
             return self._slow(topic, value, key, headers, partition, timestamp_ms)
         if partition is not None:
             if type(partition) is not int:

@@ -8,7 +8,6 @@ import logging
 import random
 import threading
 import weakref
-from collections import namedtuple
 
 import pytest
 
@@ -99,10 +98,6 @@ class FakeClock:
         return 1_700_000_000_000 + self.now
 
 
-class Future(RecordFuture):
-    __slots__ = ()
-
-
 _OWNERS: list[FakeProducer] = []     # the accumulator holds its owner weakly
 
 
@@ -112,8 +107,8 @@ def make_acc(*, partitions=4, batch_size=1 << 20, max_request_size=1 << 20, buff
     _OWNERS.append(owner)
     metadata = FakeMetadata()
     acc = RecordAccumulator(
-        owner=weakref.ref(owner), lock=threading.RLock(), metadata=metadata, clock=clock or FakeClock(),
-        future_type=Future, metadata_type=RecordMetadata, too_large=Errors.MessageTooLargeError,
+        owner=weakref.ref(owner), lock=threading.RLock(), cluster=metadata.cluster, clock=clock or FakeClock(),
+        metadata_type=RecordMetadata, too_large=Errors.MessageTooLargeError,
         rng=random.Random(1), batch_size=batch_size, max_request_size=max_request_size,
         buffer_memory=buffer_memory, linger_ms=linger_ms, codec=0, level=None, fast=fast,
         ignore_keys=ignore_keys)
@@ -151,7 +146,7 @@ def test_batches_are_byte_identical_to_the_builders():
         ts = 1_600_000_000_000 + rng.randrange(-1000, 1000)
         partition = i % 4 if i % 11 == 0 else None
         fut = acc.send("t", value, key, headers, partition, ts)
-        assert isinstance(fut, Future)
+        assert isinstance(fut, RecordFuture)
         sent.setdefault(fut.batch.tp.partition, []).append((fut.batch, ts, key, value, headers or None))
     assert owner.slow == []
     batches = all_batches(acc)
@@ -319,8 +314,8 @@ def test_what_the_fast_path_does_not_take_goes_to_the_general_path_untouched(arg
 def test_not_fast_and_stale_metadata_go_to_the_general_path():
     acc, owner, _ = make_acc(fast=False)
     assert acc.send("t", b"v") == "general path"
-    acc2, owner2, metadata = make_acc()
-    metadata.cluster = object()                  # a new snapshot: the topic's state is stale
+    acc2, owner2, _ = make_acc()
+    acc2.set_cluster(object())                   # a new snapshot: the topic's state is stale
     assert acc2.send("t", b"v") == "general path" and acc2.topic_state("t") is None
 
 
@@ -379,12 +374,3 @@ def test_producer_batch_on_its_own():
     assert batch.metadata(0).partition == 3 and batch.metadata(0).offset == 5
     with pytest.raises(Errors.IllegalStateError):
         batch.metadata(1)
-
-
-def test_the_future_type_must_be_a_record_future():
-    nt = namedtuple("nt", "a")
-    with pytest.raises(TypeError):
-        RecordAccumulator(owner=None, lock=threading.Lock(), metadata=None, clock=None, future_type=nt,
-                          metadata_type=nt, too_large=ValueError, rng=random.Random(), batch_size=1,
-                          max_request_size=1, buffer_memory=1, linger_ms=0, codec=0, level=None,
-                          fast=True, ignore_keys=False)
