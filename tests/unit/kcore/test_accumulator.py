@@ -374,3 +374,19 @@ def test_producer_batch_on_its_own():
     assert batch.metadata(0).partition == 3 and batch.metadata(0).offset == 5
     with pytest.raises(Errors.IllegalStateError):
         batch.metadata(1)
+
+
+def test_the_builders_in_place_header_path_writes_what_its_general_path_writes():
+    rng = random.Random(9)
+    for _ in range(200):
+        headers = [(rng.choice(["k", "ключ", "", "h" * 300]),
+                    rng.choice([None, b"", b"v", bytes(rng.getrandbits(8) for _ in range(200))]))
+                   for _ in range(rng.randrange(0, 5))]
+        in_place, general = RecordBatchBuilder(), RecordBatchBuilder()
+        in_place.append(7, b"k", b"v", headers)
+        general.append(7, b"k", b"v", tuple(headers))              # not a list: the general path
+        assert in_place.build() == general.build()
+    with pytest.raises(TypeError, match="header values"):
+        RecordBatchBuilder().append(0, None, b"v", [("h", "str")])
+    with pytest.raises(UnicodeEncodeError):
+        RecordBatchBuilder().append(0, None, b"v", [("\ud800", b"v")])
