@@ -209,6 +209,8 @@ cdef class ProducerBatch:
         """Build the payload (compressed with codec) and free the encoder's buffer."""
         if self.closed:
             return
+        if self.builder is None:
+            raise IllegalStateError("the batch was answered before it was closed")
         self.payload = self.builder.build(codec=codec, compression_level=compression_level)
         self.builder = None
         self.closed = True
@@ -219,19 +221,27 @@ cdef class ProducerBatch:
             return
         self.error = exc
         self.state = FAILED
+        self._release()
         self._fire()
 
-    def succeed(self, int64_t base_offset, log_append_time, int64_t log_start_offset):
+    def succeed(self, base_offset, log_append_time, log_start_offset):
         """Complete every record's future: record i is at base_offset + i (-1 with acks=0);
         its timestamp is log_append_time when the topic uses it, else its own."""
         if self.state != PENDING:
             return
-        self.base_offset = base_offset
+        self.base_offset = base_offset if base_offset is not None else -1
         # -1 means CreateTime; librdkafka's mock cluster sends 0 for it, also not an append time.
         self.append_time = log_append_time if log_append_time is not None and log_append_time > 0 else -1
-        self.log_start_offset = log_start_offset
+        self.log_start_offset = log_start_offset if log_start_offset is not None else -1
         self.state = SUCCEEDED
+        self._release()
         self._fire()
+
+    cdef void _release(self):
+        # A completed batch is never sent again: its futures (which an application may keep
+        # for long) hold only the per-record sizes, not the records' bytes.
+        self.payload = None
+        self.builder = None
 
     cdef object _metadata(self, Py_ssize_t i):
         cdef RecordInfo* r = &self.info[i]

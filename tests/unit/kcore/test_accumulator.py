@@ -224,8 +224,10 @@ def test_futures_read_their_metadata_from_the_batch_answer():
         futs[0].value
     with pytest.raises(Errors.IllegalStateError, match="not complete"):
         futs[0].exception
-    batch = futs[0].batch
+    batch = acc.take_open(TopicPartition("t", 0))
+    assert batch is futs[0].batch and batch.payload is not None
     batch.succeed(40, -1, 7)
+    assert batch.payload is None                # answered: the futures keep only the sizes
     metas = [f.value for f in futs]
     assert [m.offset for m in metas] == [40, 41, 42, 43, 44]
     assert [m.timestamp for m in metas] == [1000, 1001, 1002, 1003, 1004]
@@ -241,11 +243,10 @@ def test_futures_read_their_metadata_from_the_batch_answer():
 def test_log_append_time_and_acks_zero():
     acc, _, _ = make_acc(partitions=1)
     a = acc.send("t", b"a", timestamp_ms=5)
-    a.batch.succeed(-1, 99, -1)
+    acc.take_open(TopicPartition("t", 0)).succeed(-1, 99, -1)
     assert (a.value.offset, a.value.timestamp) == (-1, 99)
-    acc.take_open(TopicPartition("t", 0))
     b = acc.send("t", b"b", timestamp_ms=5)
-    b.batch.succeed(3, 0, -1)                   # 0: not an append time (librdkafka's mock)
+    acc.take_open(TopicPartition("t", 0)).succeed(3, 0, None)   # 0: no append time (the mock's)
     assert (b.value.offset, b.value.timestamp) == (3, 5)
 
 
@@ -266,7 +267,7 @@ def test_listeners_run_once_in_record_order_and_errors_are_logged(caplog):
             got.append(("listener failed", exc))
     futs[3].add_listener(Listener())
     with caplog.at_level(logging.ERROR, logger="kclient.producer"):
-        futs[0].batch.succeed(10, -1, -1)
+        acc.take_open(TopicPartition("t", 0)).succeed(10, -1, -1)
     assert got == [("first", 11), ("both", 11), ("listener", 13), ("cb", 14)]
     assert "a listener of" in caplog.text and "ZeroDivisionError" in caplog.text
     futs[5].add_callback(lambda m: got.append(("late", m.offset)))     # done: runs at once
@@ -280,7 +281,7 @@ def test_errbacks_and_failures():
     futs[0].add_errback(got.append).add_callback(lambda m: got.append("no"))
     futs[2].add_both(got.append)
     exc = Errors.NotLeaderForPartitionError("moved")
-    futs[0].batch.fail(exc)
+    acc.take_open(TopicPartition("t", 0)).fail(exc)
     assert got == [exc, exc]
     assert all(f.failed() and f.exception is exc for f in futs) and futs[0].retriable()
     with pytest.raises(Errors.IllegalStateError, match="failed"):
