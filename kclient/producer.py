@@ -139,7 +139,7 @@ class KafkaProducer:
         self._closed = False
         self._metrics: collections.Counter[str] = collections.Counter()
         # The open batches (one per partition), the closed ones waiting to be sent, and
-        # send()'s common case (bytes or None, the default partitioner) in compiled code.
+        # send()'s common case (the default partitioner) in compiled code.
         # With linger.ms > 0, send() drives the network at most once per ms unless a batch
         # filled: a network round per record cost ~25 µs of CPU each. With linger.ms = 0 every
         # send() runs one, because a user who asked for no lingering expects the record to
@@ -150,9 +150,8 @@ class KafkaProducer:
             too_large=Errors.MessageTooLargeError, rng=self._rng, batch_size=self._batch_size,
             max_request_size=self._max_request_size, buffer_memory=self._buffer_memory,
             linger_ms=self._linger_ms, codec=self._codec, level=self._level,
-            fast=(self._key_serializer is None and self._value_serializer is None
-                  and self._partitioner is default_partitioner),
-            ignore_keys=bool(self._ignore_keys))
+            fast=self._partitioner is default_partitioner, ignore_keys=bool(self._ignore_keys),
+            key_serializer=self._key_serializer, value_serializer=self._value_serializer)
         # The fast path trusts a topic's cached partitions while the snapshot they came from
         # is current (the accumulator, not the producer, listens: no cycle through metadata).
         self._metadata.add_listener(self._acc.set_cluster)
@@ -171,8 +170,8 @@ class KafkaProducer:
 
     def _send_slow(self, topic: str, value: Any, key: Any, headers: Any, partition: Any,
                    timestamp_ms: Any) -> FutureRecordMetadata:
-        """send() for what the compiled path does not take: serializers, a custom
-        partitioner, a topic without current metadata, arguments of other types."""
+        """send() for what the compiled path does not take: a custom partitioner, a topic
+        without current metadata, arguments of other types."""
         if not isinstance(topic, str) or not topic:
             raise TypeError(f"topic must be a non-empty str, got {topic!r}")
         with self._lock:

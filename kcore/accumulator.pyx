@@ -3,10 +3,10 @@
 partition without Python work per record.
 
 * ``RecordAccumulator.send`` is the whole common case of a producer's ``send()`` in C: checks,
-  partition choice (murmur2 of the key, else the topic's sticky partition), the append into
-  the open batch (kcore.builder's encoder), closing the batch by size, and the future. What it
-  cannot do (serializers, a custom partitioner, unknown topics, odd argument types) it hands
-  to the producer's ``_send_slow`` before changing anything.
+  the serializers' calls, partition choice (murmur2 of the key, else the topic's sticky
+  partition), the append into the open batch (kcore.builder's encoder), closing the batch by
+  size, and the future. What it cannot do (a custom partitioner, unknown topics, odd argument
+  types) it hands to the producer's ``_send_slow`` before changing anything.
 * ``ProducerBatch`` keeps, besides the encoded records, each record's timestamp and key,
   value and header sizes in one C array, and the batch's answer (base offset, append time).
 * ``RecordFuture`` is the future of one record: its batch and its position. Its
@@ -410,6 +410,16 @@ cdef class RecordFuture:
 
 
 # ------------------------------------------------------------------ the accumulator
+cdef object _serialized(serializer, str topic, headers, obj, str what):
+    """serializer(topic, headers, obj) as bytes or None (bytes-likes copied), else TypeError."""
+    obj = serializer(topic, headers if headers is not None else [], obj)
+    if obj is None or type(obj) is bytes:
+        return obj
+    if isinstance(obj, (bytes, bytearray, memoryview)):
+        return bytes(obj)
+    raise TypeError(f"the {what} must be bytes (or set {what}_serializer), got {type(obj).__name__}")
+
+
 @cython.final
 cdef class TopicState:
     """A topic's partitions in one metadata snapshot, with its open batches and sticky
@@ -454,7 +464,8 @@ cdef class RecordAccumulator:
     cdef public int64_t next_io_ms
     cdef public Py_ssize_t records_sent
     cdef public bint closed
-    cdef bint fast                          # no serializers, the default partitioner
+    cdef bint fast                          # the default partitioner
+    cdef object key_serializer, value_serializer    # fn(topic, headers, obj) or None
     cdef bint ignore_keys
     cdef Py_ssize_t batch_size, max_request_size, buffer_memory
     cdef int64_t linger_ms
@@ -468,7 +479,8 @@ cdef class RecordAccumulator:
 
     def __cinit__(self, *, owner, lock, cluster, clock, metadata_type, too_large,
                   rng, Py_ssize_t batch_size, Py_ssize_t max_request_size, Py_ssize_t buffer_memory,
-                  int64_t linger_ms, int codec, level, bint fast, bint ignore_keys):
+                  int64_t linger_ms, int codec, level, bint fast, bint ignore_keys,
+                  key_serializer=None, value_serializer=None):
         self.open = {}
         self.queued = {}
         self.topics = {}
@@ -488,6 +500,8 @@ cdef class RecordAccumulator:
         self.level = level
         self.fast = fast
         self.ignore_keys = ignore_keys
+        self.key_serializer = key_serializer
+        self.value_serializer = value_serializer
 
     cdef inline int64_t _now(self) except? -1:
         if self.clock is None:
@@ -695,9 +709,9 @@ cdef class RecordAccumulator:
         # Cases the fast path does not take, before anything changes: the general path.
         if not self.fast or type(topic) is not str:
             return self._slow(topic, value, key, headers, partition, timestamp_ms)
-        if key is not None and type(key) is not bytes:
+        if self.key_serializer is None and key is not None and type(key) is not bytes:
             return self._slow(topic, value, key, headers, partition, timestamp_ms)
-        if value is not None and type(value) is not bytes:
+        if self.value_serializer is None and value is not None and type(value) is not bytes:
             return self._slow(topic, value, key, headers, partition, timestamp_ms)
         if timestamp_ms is not None and type(timestamp_ms) is not int:
             return self._slow(topic, value, key, headers, partition, timestamp_ms)
@@ -733,6 +747,14 @@ cdef class RecordAccumulator:
                 return self._slow(topic, value, key, headers, partition, timestamp_ms)
         if timestamp_ms is not None:
             ts = PyLong_AsLongLong(timestamp_ms)
+        # Serialized only now that nothing can send the record to the general path (which
+        # would serialize it again); a closed producer refuses before serializing.
+        if self.closed:
+            raise IllegalStateError("cannot send: the producer is closed")
+        if self.key_serializer is not None:
+            key = _serialized(self.key_serializer, topic, headers, key, "key")
+        if self.value_serializer is not None:
+            value = _serialized(self.value_serializer, topic, headers, value, "value")
         self.lock_acquire()
         try:
             if self.closed:

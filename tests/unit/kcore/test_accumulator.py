@@ -102,7 +102,8 @@ _OWNERS: list[FakeProducer] = []     # the accumulator holds its owner weakly
 
 
 def make_acc(*, partitions=4, batch_size=1 << 20, max_request_size=1 << 20, buffer_memory=1 << 30,
-             linger_ms=5, fast=True, ignore_keys=False, clock=None):
+             linger_ms=5, fast=True, ignore_keys=False, clock=None, key_serializer=None,
+             value_serializer=None):
     owner = FakeProducer()
     _OWNERS.append(owner)
     metadata = FakeMetadata()
@@ -111,7 +112,7 @@ def make_acc(*, partitions=4, batch_size=1 << 20, max_request_size=1 << 20, buff
         metadata_type=RecordMetadata, too_large=Errors.MessageTooLargeError,
         rng=random.Random(1), batch_size=batch_size, max_request_size=max_request_size,
         buffer_memory=buffer_memory, linger_ms=linger_ms, codec=0, level=None, fast=fast,
-        ignore_keys=ignore_keys)
+        ignore_keys=ignore_keys, key_serializer=key_serializer, value_serializer=value_serializer)
     ids = list(range(partitions))
     acc.set_topic("t", metadata.cluster, ids, ids, {i: TopicPartition("t", i) for i in ids})
     return acc, owner, metadata
@@ -391,3 +392,48 @@ def test_the_builders_in_place_header_path_writes_what_its_general_path_writes()
         RecordBatchBuilder().append(0, None, b"v", [("h", "str")])
     with pytest.raises(UnicodeEncodeError):
         RecordBatchBuilder().append(0, None, b"v", [("\ud800", b"v")])
+
+
+def test_serializers_run_once_per_record_in_the_fast_path():
+    calls = []
+
+    def ser(topic, headers, obj):
+        calls.append((topic, headers, obj))
+        return None if obj is None else (bytearray(obj.encode()) if obj == "ba" else obj.encode())
+    acc, owner, _ = make_acc(partitions=3, key_serializer=ser, value_serializer=ser)
+    hdrs = [("h", b"v")]
+    f = acc.send("t", "value", "key", hdrs)
+    g = acc.send("t", None, "ba")
+    assert owner.slow == []
+    assert calls == [("t", hdrs, "key"), ("t", hdrs, "value"), ("t", [], "ba"), ("t", [], None)]
+    assert f.batch.tp.partition == (murmur2(b"key") & 0x7FFFFFFF) % 3
+    assert g.batch.tp.partition == (murmur2(b"ba") & 0x7FFFFFFF) % 3
+    batches = all_batches(acc)
+    payloads = b"".join(b.payload for bs in batches.values() for b in bs)
+    assert b"value" in payloads
+
+
+def test_serializer_results_and_failures():
+    acc, owner, _ = make_acc(value_serializer=lambda t, h, v: v)
+    with pytest.raises(TypeError, match="the value must be bytes .or set value_serializer., got int"):
+        acc.send("t", 5)
+    assert acc.send("t", memoryview(b"mv")).batch is not None and owner.slow == []
+
+    def boom(topic, headers, obj):
+        raise ValueError("cannot serialize")
+    acc2, owner2, _ = make_acc(key_serializer=boom)
+    with pytest.raises(ValueError, match="cannot serialize"):
+        acc2.send("t", b"v", "k")
+    assert acc2.open == {} and acc2.records_sent == 0
+
+
+def test_serializers_are_not_called_when_the_general_path_takes_the_record():
+    calls = []
+    acc, owner, _ = make_acc(value_serializer=lambda t, h, v: calls.append(v) or b"x")
+    acc.send("unknown topic", "v")
+    acc.send("t", "v", partition=99)
+    assert calls == [] and len(owner.slow) == 2
+    acc.closed = True
+    with pytest.raises(Errors.IllegalStateError, match="closed"):
+        acc.send("t", "v")
+    assert calls == []
