@@ -151,7 +151,7 @@ class KafkaProducer:
             max_request_size=self._max_request_size, buffer_memory=self._buffer_memory,
             linger_ms=self._linger_ms, codec=self._codec, level=self._level,
             fast=self._partitioner is default_partitioner, ignore_keys=bool(self._ignore_keys),
-            key_serializer=self._key_serializer, value_serializer=self._value_serializer)
+            key_serializer=self._key_serializer, value_serializer=self._value_serializer, log=log)
         # The fast path trusts a topic's cached partitions while the snapshot they came from
         # is current (the accumulator, not the producer, listens: no cycle through metadata).
         self._metadata.add_listener(self._acc.set_cluster)

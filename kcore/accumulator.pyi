@@ -3,6 +3,7 @@ partition with each record's sizes, and the futures of records."""
 from __future__ import annotations
 
 import collections
+import logging
 import threading
 import weakref
 from typing import Any, Callable, Generic, Sequence, TypeVar
@@ -27,7 +28,7 @@ class ProducerBatch:
     closed: bool
     owner: weakref.ref[Any] | None
     def __init__(self, tp: Any, created_ms: int, metadata_type: Callable[..., Any] | None = None,
-                 owner: weakref.ref[Any] | None = None) -> None: ...
+                 owner: weakref.ref[Any] | None = None, log: logging.Logger | None = None) -> None: ...
     def __len__(self) -> int: ...
     @property
     def size_in_bytes(self) -> int: ...
@@ -95,7 +96,8 @@ class RecordAccumulator:
                  max_request_size: int, buffer_memory: int, linger_ms: int, codec: int,
                  level: int | None, fast: bool, ignore_keys: bool,
                  key_serializer: Callable[[str, Any, Any], Any] | None = None,
-                 value_serializer: Callable[[str, Any, Any], Any] | None = None) -> None: ...
+                 value_serializer: Callable[[str, Any, Any], Any] | None = None,
+                 log: logging.Logger | None = None) -> None: ...
     def set_cluster(self, cluster: Any) -> None: ...
     def set_topic(self, topic: str, cluster: Any, all_ids: list[int], available: list[int],
                   tps: dict[int, Any]) -> TopicState: ...

@@ -35,7 +35,7 @@ from kcore.errors import IllegalStateError
 __all__ = ["RecordAccumulator", "ProducerBatch", "RecordFuture", "TopicState", "murmur2"]
 
 cdef object _deque = collections.deque
-cdef object _log = logging.getLogger("kclient.producer")
+cdef object _log = logging.getLogger(__name__)
 
 cdef extern from "<time.h>" nogil:
     ctypedef long time_t
@@ -108,37 +108,15 @@ cdef enum:
     ON_BOTH = 3
     LISTENER = 4      # an object with on_success(value) / on_failure(exc)
 
-ctypedef struct RecordInfo:
-    int64_t timestamp
-    int32_t key_size          # -1: no key
-    int32_t value_size        # -1: no value
-    int32_t header_size       # -1: no headers
-
 
 @cython.final
 cdef class ProducerBatch:
     """The records of one partition: encoded as they are appended, then closed into a payload
     and sent (perhaps more than once); its answer completes the futures of its records."""
-    cdef readonly object tp
-    cdef RecordBatchBuilder builder
-    cdef public int64_t created_ms
-    cdef public int attempts
-    cdef public object payload
-    cdef public int64_t retry_at_ms
-    cdef public Py_ssize_t record_bytes     # encoded (uncompressed) record bytes, for buffer.memory
-    cdef readonly bint closed
-    cdef bint in_open                       # the accumulator's open batch of its partition
-    cdef RecordInfo* info
-    cdef Py_ssize_t count, capacity
-    cdef int state
-    cdef int64_t base_offset, append_time, log_start_offset
-    cdef object error
-    cdef list listened                      # futures with listeners, None once complete
-    cdef object metadata_type
-    cdef readonly object owner              # a weak reference to the producer
 
-    def __cinit__(self, tp, int64_t created_ms, metadata_type=None, owner=None):
+    def __cinit__(self, tp, int64_t created_ms, metadata_type=None, owner=None, log=None):
         self.tp = tp
+        self.log = log if log is not None else _log
         self.builder = RecordBatchBuilder()
         self.created_ms = created_ms
         self.metadata_type = metadata_type
@@ -164,7 +142,7 @@ cdef class ProducerBatch:
     def is_done(self) -> bool:
         return self.state != PENDING
 
-    cdef inline Py_ssize_t _size(self):
+    cdef Py_ssize_t _size(self):
         return self.builder.size_in_bytes
 
     cdef int _note(self, int64_t ts, int32_t ks, int32_t vs, int32_t hs) except -1:
@@ -278,9 +256,6 @@ cdef class RecordFuture:
     """The future of one sent record (kafka-python's FutureRecordMetadata interface). Its
     state is its batch's; listeners run once, in the order added, when the batch completes
     (at once when added to a completed future)."""
-    cdef readonly ProducerBatch batch
-    cdef readonly Py_ssize_t index
-    cdef list listeners
 
     @property
     def is_done(self) -> bool:
@@ -348,7 +323,7 @@ cdef class RecordFuture:
             elif kind & ON_FAILURE:
                 fn(*args, b.error)
         except Exception:
-            _log.exception("a listener of %r raised", self)
+            b.log.exception("a listener of %r raised", self)
 
     def get(self, timeout=None):
         """The record's RecordMetadata, waiting up to timeout seconds (None: for ever) while
@@ -424,15 +399,6 @@ cdef object _serialized(serializer, str topic, headers, obj, str what):
 cdef class TopicState:
     """A topic's partitions in one metadata snapshot, with its open batches and sticky
     partition (for records without a key)."""
-    cdef readonly str topic
-    cdef readonly object cluster
-    cdef readonly list all_ids              # partition ids, in metadata order
-    cdef readonly list available            # ids with a leader (all of them if none has one)
-    cdef readonly dict tps                  # id -> its (one shared) TopicPartition
-    cdef list tp_list                       # TopicPartition per position in all_ids
-    cdef dict position                      # id -> position in all_ids
-    cdef list slots                         # open batch (or None) per position
-    cdef Py_ssize_t sticky                  # position, -1: none chosen yet
 
     def __cinit__(self, str topic, cluster, list all_ids, list available, dict tps):
         self.topic = topic
@@ -456,31 +422,11 @@ cdef class RecordAccumulator:
     """A producer's open batches (one per partition), its closed ones waiting to be sent,
     buffered bytes, and send()'s fast path. The producer's network code reads and changes
     ``open`` and ``queued`` through the methods below."""
-    cdef readonly dict open                 # TopicPartition -> ProducerBatch being filled
-    cdef readonly dict queued               # TopicPartition -> deque of closed/retried batches
-    cdef readonly dict topics               # topic -> TopicState
-    cdef public Py_ssize_t buffered_bytes
-    cdef public bint batch_closed           # a batch filled since the producer last ran its I/O
-    cdef public int64_t next_io_ms
-    cdef public Py_ssize_t records_sent
-    cdef public bint closed
-    cdef bint fast                          # the default partitioner
-    cdef object key_serializer, value_serializer    # fn(topic, headers, obj) or None
-    cdef bint ignore_keys
-    cdef Py_ssize_t batch_size, max_request_size, buffer_memory
-    cdef int64_t linger_ms
-    cdef int codec
-    cdef object level
-    cdef object clock                       # None: the system clocks, read in C
-    cdef public object cluster              # the current metadata snapshot (set_cluster)
-    cdef object lock_acquire, lock_release
-    cdef readonly object owner              # weak reference to the producer
-    cdef object metadata_type, too_large, rng
 
     def __cinit__(self, *, owner, lock, cluster, clock, metadata_type, too_large,
                   rng, Py_ssize_t batch_size, Py_ssize_t max_request_size, Py_ssize_t buffer_memory,
                   int64_t linger_ms, int codec, level, bint fast, bint ignore_keys,
-                  key_serializer=None, value_serializer=None):
+                  key_serializer=None, value_serializer=None, log=None):
         self.open = {}
         self.queued = {}
         self.topics = {}
@@ -500,15 +446,16 @@ cdef class RecordAccumulator:
         self.level = level
         self.fast = fast
         self.ignore_keys = ignore_keys
+        self.log = log if log is not None else _log
         self.key_serializer = key_serializer
         self.value_serializer = value_serializer
 
-    cdef inline int64_t _now(self) except? -1:
+    cdef int64_t _now(self) except? -1:
         if self.clock is None:
             return _ms(CLOCK_MONOTONIC)
         return self.clock.now_ms()
 
-    cdef inline int64_t _wall(self) except? -1:
+    cdef int64_t _wall(self) except? -1:
         if self.clock is None:
             return _ms(CLOCK_REALTIME)
         return self.clock.wall_ms()
@@ -560,7 +507,7 @@ cdef class RecordAccumulator:
 
     # -------------------------------------------------------------- batches
     cdef ProducerBatch _new_batch(self, object tp, int64_t now):
-        cdef ProducerBatch batch = ProducerBatch(tp, now, self.metadata_type, self.owner)
+        cdef ProducerBatch batch = ProducerBatch(tp, now, self.metadata_type, self.owner, self.log)
         batch.in_open = True
         self.open[tp] = batch
         return batch
@@ -680,7 +627,7 @@ cdef class RecordAccumulator:
         # The (now empty) batch is not sent.
         self._unopen(batch)
         self.records_sent += 1
-        failed = ProducerBatch(tp, now, self.metadata_type, self.owner)
+        failed = ProducerBatch(tp, now, self.metadata_type, self.owner, self.log)
         failed.fail(self.too_large(f"record of {size} bytes exceeds max.request.size ({self.max_request_size})"))
         return self._future(failed, 0)
 

@@ -267,7 +267,7 @@ def test_listeners_run_once_in_record_order_and_errors_are_logged(caplog):
         def on_failure(self, exc):
             got.append(("listener failed", exc))
     futs[3].add_listener(Listener())
-    with caplog.at_level(logging.ERROR, logger="kclient.producer"):
+    with caplog.at_level(logging.ERROR, logger="kcore.accumulator"):
         acc.take_open(TopicPartition("t", 0)).succeed(10, -1, -1)
     assert got == [("first", 11), ("both", 11), ("listener", 13), ("cb", 14)]
     assert "a listener of" in caplog.text and "ZeroDivisionError" in caplog.text
