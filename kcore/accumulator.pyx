@@ -668,7 +668,7 @@ cdef class RecordAccumulator:
         if found == NULL:
             return self._slow(topic, value, key, headers, partition, timestamp_ms)
         state = <TopicState>found
-        if state.cluster is not self.cluster:
+        if state.cluster is not self.cluster or not state.all_ids:
             return self._slow(topic, value, key, headers, partition, timestamp_ms)
         if partition is not None:
             if type(partition) is not int:

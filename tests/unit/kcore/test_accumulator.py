@@ -321,6 +321,12 @@ def test_not_fast_and_stale_metadata_go_to_the_general_path():
     assert acc2.send("t", b"v") == "general path" and acc2.topic_state("t") is None
 
 
+def test_a_topic_without_partitions_goes_to_the_general_path():
+    acc, owner, _ = make_acc()
+    acc.set_topic("empty", acc.cluster, [], [], {})
+    assert acc.send("empty", b"v", b"k") == "general path"
+
+
 def test_hostile_records():
     acc, owner, _ = make_acc(partitions=1)
     f = acc.send("t", None, None, None, None, -5)       # tombstone without key, negative timestamp
