@@ -34,15 +34,15 @@ import random
 import threading
 import weakref
 from collections import namedtuple
-from typing import Any, Callable, Mapping, NamedTuple
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
-from kcore.records import RecordBatchBuilder, decode_records
+from kcore.accumulator import ProducerBatch, RecordAccumulator, RecordFuture, TopicState
+from kcore.accumulator import murmur2 as murmur2
 
 from kclient import errors as Errors
 from kclient.clock import SYSTEM_CLOCK, Clock
 from kclient.config import CODECS, PRODUCER_CONFIGS, ClientSettings, ProducerConfig
 from kclient.consumer.deserializers import as_serializer, close_plugins
-from kclient.network.future import RequestFuture
 from kclient.network.network_client import ClientRequest, NetworkClient
 from kclient.network.network_config import NetworkClientConfig
 from kclient.structs import TopicPartition
@@ -66,31 +66,7 @@ with acks=0 (the broker does not answer); timestamp is the broker's LogAppendTim
 topic uses it, else the record's CreateTime."""
 
 # ------------------------------------------------------------------ partitioning
-def murmur2(data: bytes) -> int:
-    """Kafka's murmur2 hash (org.apache.kafka.common.utils.Utils.murmur2) as a signed int32."""
-    length = len(data)
-    m = 0x5BD1E995
-    h = (0x9747B28C ^ length) & 0xFFFFFFFF
-    n4 = length & ~3
-    for i in range(0, n4, 4):
-        k = data[i] | (data[i + 1] << 8) | (data[i + 2] << 16) | (data[i + 3] << 24)
-        k = (k * m) & 0xFFFFFFFF
-        k ^= k >> 24
-        k = (k * m) & 0xFFFFFFFF
-        h = ((h * m) & 0xFFFFFFFF) ^ k
-    rest = length & 3
-    if rest == 3:
-        h ^= data[n4 + 2] << 16
-    if rest >= 2:
-        h ^= data[n4 + 1] << 8
-    if rest >= 1:
-        h ^= data[n4]
-        h = (h * m) & 0xFFFFFFFF
-    h ^= h >> 13
-    h = (h * m) & 0xFFFFFFFF
-    h ^= h >> 15
-    return h - 0x100000000 if h & 0x80000000 else h
-
+# murmur2 (Kafka's hash of keys, Java's Utils.murmur2 as a signed int32) is kcore's.
 
 def default_partitioner(key: bytes, all_partitions: list[int], available: list[int]) -> int:
     """Java's choice for keyed records: murmur2(key) made positive, modulo the partition count."""
@@ -115,111 +91,13 @@ class _ClusterView:
 
 
 # ------------------------------------------------------------------ futures
-class FutureRecordMetadata(RequestFuture):
-    """The future of one sent record. ``get(timeout)`` drives the producer's network until
-    the record is acknowledged (the producer has no background thread)."""
-
-    __slots__ = ("_producer",)
-
-    def __init__(self, producer: "KafkaProducer"):
-        shared = getattr(producer, "_future_shared", None)
-        if shared is None:
-            super().__init__()
-            self._producer = weakref.ref(producer)
-            return
-        # The futures of one producer share one weak reference to it and one lock: a lock and
-        # a weakref of its own cost each record about a µs. One lock serves them all because a
-        # RequestFuture holds its lock only to read or change its own state, never while it
-        # calls out (listeners run after it is released).
-        # Weak: the producer holds its pending futures, and a strong reference back would make
-        # a cycle, so a producer dropped without close() would wait for the cyclic GC (maybe
-        # for ever) instead of delivering its records in __del__ at once, as kafka-python's
-        # background sender does. A dropped producer's close() settles all its futures.
-        ref, lock = shared
-        super().__init__(lock)
-        self._producer = ref
-
-    @staticmethod
-    def _succeed_all(futures: list, tp: TopicPartition, base_offset: int, append_time: int | None,
-                     log_start_offset: int) -> None:
-        """Complete a batch's [(future, timestamp, key size, value size, header size)] of one
-        producer: the futures nobody listens to or waits for under one hold of their shared
-        lock, the others through complete() once it is released."""
-        if not futures:
-            return
-        topic, partition = tp
-        RequestFuture.complete_all(
-            [(fut, RecordMetadata(topic, partition, tp, base_offset + i if base_offset >= 0 else -1,
-                                  append_time or ts, log_start_offset, None, ks, vs, hs))
-             for i, (fut, ts, ks, vs, hs) in enumerate(futures) if not fut.is_done])
-
-    def get(self, timeout: float | None = None) -> RecordMetadata:
-        if not self.is_done:
-            producer = self._producer()
-            if producer is None:    # not reached: close() settled every future first
-                raise Errors.IllegalStateError("the producer of this record is gone")
-            producer._drive_until(lambda: self.is_done, None if timeout is None else timeout * 1000)
-        if not self.is_done:
-            raise Errors.KafkaTimeoutError(f"record not acknowledged within {timeout} s")
-        if self.failed():
-            raise self.exception
-        return self.value
-
-    # kafka-python's names
-    def add_callback(self, fn: Callable[..., Any], *args: Any) -> "FutureRecordMetadata":
-        self.on_success(fn, *args)
-        return self
-
-    def add_errback(self, fn: Callable[..., Any], *args: Any) -> "FutureRecordMetadata":
-        self.on_failure(fn, *args)
-        return self
-
-
-class _Batch:
-    """Records for one partition, encoded as they are appended (RecordBatchBuilder)."""
-
-    __slots__ = ("tp", "builder", "futures", "created_ms", "attempts", "payload", "retry_at_ms",
-                 "bytes", "closed")
-
-    def __init__(self, tp: TopicPartition, now_ms: int):
-        self.tp = tp
-        self.builder = RecordBatchBuilder()
-        self.futures: list[tuple] = []
-        self.created_ms = now_ms
-        self.attempts = 0
-        self.payload: bytes | None = None
-        self.retry_at_ms = 0
-        self.bytes = 0
-        self.closed = False
-
-    def close(self, codec: int, level: int | None) -> None:
-        self.payload = self.builder.build(codec=codec, compression_level=level)
-        del self.builder  # frees its buffer; a closed batch is read through payload only
-        self.closed = True
-
-    def fail(self, exc: BaseException) -> None:
-        for fut, *_ in self.futures:
-            if not fut.is_done:
-                fut.raise_(exc)
-
-    def succeed(self, base_offset: int, log_append_time: int, log_start_offset: int) -> None:
-        # -1 means CreateTime; librdkafka's mock cluster sends 0 for it, also not a real append time.
-        append_time = log_append_time if log_append_time is not None and log_append_time > 0 else None
-        FutureRecordMetadata._succeed_all(self.futures, self.tp, base_offset, append_time, log_start_offset)
-
-
-class _TopicParts(NamedTuple):
-    """A topic's partitions in one metadata snapshot, as send() needs them."""
-    topic: str
-    cluster: Any                          # the snapshot these were read from
-    all_ids: list[int]
-    available: list[int]                  # with a leader (all of them if none has one)
-    tps: dict[int, TopicPartition]        # one shared TopicPartition per partition
-
-
-# Keys whose murmur2 hash send() remembers: applications reuse keys (user or device ids), and
-# the pure-Python hash costs several µs per record; the cache is dropped whole when full.
-_KEY_HASH_CACHE = 65536
+# The future of one sent record (kafka-python's name): kcore's RecordFuture, whose state,
+# RecordMetadata and listeners come from its batch's answer. get(timeout) drives the
+# producer's network until the record is answered (the producer has no background thread).
+if TYPE_CHECKING:
+    FutureRecordMetadata = RecordFuture[RecordMetadata]
+else:
+    FutureRecordMetadata = RecordFuture
 
 
 # ------------------------------------------------------------------ producer
@@ -252,30 +130,35 @@ class KafkaProducer:
         self._retry_backoff_ms = cfg["retry.backoff.ms"]
         self._delivery_timeout_ms = cfg["delivery.timeout.ms"]
         self._max_block_ms = cfg["max.block.ms"]
-        self._open: dict[TopicPartition, _Batch] = {}
-        self._queued: dict[TopicPartition, collections.deque] = {}
         self._in_flight = 0                   # Produce requests awaiting an answer
         # max.in.flight.requests.per.connection=1 promises order: a partition with a batch in
         # flight sends nothing more until it is answered, even to another (new) leader.
         self._keep_order = cfg["max.in.flight.requests.per.connection"] == 1
         self._muted: set[TopicPartition] = set()
-        self._buffered_bytes = 0
-        self._sticky: dict[str, int] = {}
         self._rng = random.Random()
         self._closed = False
         self._metrics: collections.Counter[str] = collections.Counter()
+        # The open batches (one per partition), the closed ones waiting to be sent, and
+        # send()'s common case (the default partitioner) in compiled code.
         # With linger.ms > 0, send() drives the network at most once per ms unless a batch
         # filled: a network round per record cost ~25 µs of CPU each. With linger.ms = 0 every
         # send() runs one, because a user who asked for no lingering expects the record to
         # leave now even if this producer is never called again.
-        self._next_io_ms = 0
-        self._batch_closed = False
-        # The send() hot path: per topic, the partitions of the current metadata snapshot
-        # (see _partition); per key, its murmur2 hash; a counter instead of a Counter update.
-        self._topic_parts: dict[str, _TopicParts] = {}
-        self._key_hashes: dict[bytes, int] = {}
-        self._records_sent = 0
-        self._future_shared = (weakref.ref(self), threading.Lock())    # see FutureRecordMetadata
+        self._acc = RecordAccumulator(
+            owner=weakref.ref(self), lock=self._lock, cluster=self._metadata.cluster,
+            clock=None if type(self._clock) is Clock else self._clock, metadata_type=RecordMetadata,
+            too_large=Errors.MessageTooLargeError, rng=self._rng, batch_size=self._batch_size,
+            max_request_size=self._max_request_size, buffer_memory=self._buffer_memory,
+            linger_ms=self._linger_ms, codec=self._codec, level=self._level,
+            fast=self._partitioner is default_partitioner, ignore_keys=bool(self._ignore_keys),
+            key_serializer=self._key_serializer, value_serializer=self._value_serializer, log=log)
+        # The fast path trusts a topic's cached partitions while the snapshot they came from
+        # is current (the accumulator, not the producer, listens: no cycle through metadata).
+        self._metadata.add_listener(self._acc.set_cluster)
+        if type(self).send is KafkaProducer.send:
+            # The compiled send() itself, without a Python call in front of it (a subclass
+            # that overrides send() keeps its own).
+            self.send = self._acc.send  # type: ignore[method-assign]
         log.debug("producer created: %r", dict(cfg))
 
     # ------------------------------------------------------------------ public API
@@ -283,9 +166,14 @@ class KafkaProducer:
              partition: int | None = None, timestamp_ms: int | None = None) -> FutureRecordMetadata:
         """Queue one record; returns a future of its RecordMetadata (see module doc for when
         the network actually runs)."""
-        if type(topic) is not str or not topic:
-            if not isinstance(topic, str) or not topic:
-                raise TypeError(f"topic must be a non-empty str, got {topic!r}")
+        return self._acc.send(topic, value, key, headers, partition, timestamp_ms)
+
+    def _send_slow(self, topic: str, value: Any, key: Any, headers: Any, partition: Any,
+                   timestamp_ms: Any) -> FutureRecordMetadata:
+        """send() for what the compiled path does not take: a custom partitioner, a topic
+        without current metadata, arguments of other types."""
+        if not isinstance(topic, str) or not topic:
+            raise TypeError(f"topic must be a non-empty str, got {topic!r}")
         with self._lock:
             if self._closed:
                 raise Errors.IllegalStateError("cannot send: the producer is closed")
@@ -298,7 +186,6 @@ class KafkaProducer:
                     if not isinstance(k, str):
                         raise TypeError(f"header keys must be str, got {k!r}")
                     hsize += len(k.encode()) + (len(v) if v is not None else 0)
-            # bytes (or None) without a serializer, the common case, skips the generic path.
             if self._key_serializer is None and (key is None or type(key) is bytes):
                 kbytes = key
             else:
@@ -308,23 +195,34 @@ class KafkaProducer:
             else:
                 vbytes = self._serialize(self._value_serializer, topic, headers or [], value, "value")
             now = self._clock.now_ms()
-            parts = self._topic_parts.get(topic)
-            if parts is None or parts.cluster is not self._metadata.cluster:
-                parts = self._topic_partitions(topic)
-            tp = self._partition(parts, partition, kbytes, key, value, vbytes)
+            state = self._acc.topic_state(topic) or self._topic_partitions(topic)
+            tp = self._partition(state, partition, kbytes, key, value, vbytes)
             ts = self._clock.wall_ms() if timestamp_ms is None else int(timestamp_ms)
-            future = FutureRecordMetadata(self)
-            self._append(tp, ts, kbytes, vbytes, headers, future, now, hsize)
-            self._records_sent += 1
-            if self._buffered_bytes > self._buffer_memory:
-                self._drive_until(lambda: self._buffered_bytes <= self._buffer_memory,
-                                  self._max_block_ms, what="buffer.memory to free up")
-            elif self._batch_closed or now >= self._next_io_ms or self._linger_ms == 0:
-                self._batch_closed = False
-                self._run_once(0, now)
-                self._next_io_ms = now + 1
+            future = self._acc.append(tp, ts, kbytes, vbytes, headers, hsize, now)
+            self._after_send(now)
             return future
 
+    def _wait_for_record(self, future: FutureRecordMetadata, timeout: float | None, raise_timeout: bool) -> None:
+        """Drive the network until future is answered (a future's get() and wait())."""
+        try:
+            self._drive_until(lambda: future.is_done, None if timeout is None else timeout * 1000)
+        except Errors.KafkaTimeoutError:
+            if raise_timeout:
+                raise
+        if raise_timeout and not future.is_done:
+            raise Errors.KafkaTimeoutError(f"record not acknowledged within {timeout} s")
+
+    def _after_send(self, now: int) -> None:
+        """The network step after an append: blocking while buffer.memory is full, else a
+        non-blocking round when due (see __init__)."""
+        acc = self._acc
+        if acc.buffered_bytes > self._buffer_memory:
+            self._drive_until(lambda: acc.buffered_bytes <= self._buffer_memory,
+                              self._max_block_ms, what="buffer.memory to free up")
+        elif acc.batch_closed or now >= acc.next_io_ms or self._linger_ms == 0:
+            acc.batch_closed = False
+            self._run_once(0, now)
+            acc.next_io_ms = now + 1
     def flush(self, timeout: float | None = None) -> None:
         """Send everything queued and wait for every answer (``timeout`` in seconds)."""
         with self._lock:
@@ -348,6 +246,7 @@ class KafkaProducer:
                 log.warning("closing the producer with undelivered records: %s", exc)
             finally:
                 self._closed = True
+                self._acc.closed = True
                 self._fail_all(Errors.KafkaTimeoutError("the producer was closed before the record was delivered"))
                 self._client.close()
                 close_plugins(self.config["key.serializer"], self.config["value.serializer"], method="serialize")
@@ -366,8 +265,8 @@ class KafkaProducer:
     def metrics(self, raw: bool = False) -> dict:
         with self._lock:
             metrics = dict(self._metrics)
-            if self._records_sent:
-                metrics["record-send-total"] = self._records_sent
+            if self._acc.records_sent:
+                metrics["record-send-total"] = self._acc.records_sent
             return {"producer-metrics": metrics}
 
     def __enter__(self) -> "KafkaProducer":
@@ -407,125 +306,49 @@ class KafkaProducer:
             return bool(self._metadata.cluster.partitions_for_topic(topic))
         self._drive_until(known, max_ms, what=f"metadata of topic {topic!r}")
 
-    def _topic_partitions(self, topic: str) -> "_TopicParts":
+    def _topic_partitions(self, topic: str) -> TopicState:
         """The partitions of topic in the current metadata snapshot (waits for its metadata
         up to max.block.ms). Cached per snapshot: a metadata update replaces the snapshot."""
-        cluster = self._metadata.cluster
-        cached = self._topic_parts.get(topic)
-        if cached is not None and cached.cluster is cluster:
+        cached = self._acc.topic_state(topic)
+        if cached is not None:
             return cached
         self._wait_for_topic(topic, self._max_block_ms)
         cluster = self._metadata.cluster
         parts = cluster.partitions_for_topic(topic)
         assert parts is not None  # _wait_for_topic() returns only once the topic has partitions
         all_ids = [p.partition for p in parts]
-        entry = _TopicParts(topic, cluster, all_ids, [p.partition for p in parts if p.leader >= 0] or all_ids,
-                            {i: TopicPartition(topic, i) for i in all_ids})
-        self._topic_parts[topic] = entry
-        return entry
+        return self._acc.set_topic(topic, cluster, all_ids, [p.partition for p in parts if p.leader >= 0],
+                                   {i: TopicPartition(topic, i) for i in all_ids})
 
-    def _partition(self, parts: _TopicParts, partition: int | None, key: bytes | None,
+    def _partition(self, state: TopicState, partition: int | None, key: bytes | None,
                    raw_key: Any = None, raw_value: Any = None, value: bytes | None = None) -> TopicPartition:
-        topic = parts.topic
-        all_ids = parts.all_ids
+        topic = state.topic
+        all_ids = state.all_ids
         if partition is not None:
-            if not isinstance(partition, int) or isinstance(partition, bool) or partition not in parts.tps:
+            if not isinstance(partition, int) or isinstance(partition, bool) or partition not in state.tps:
                 raise Errors.IllegalArgumentError(
                     f"partition {partition!r} is not one of topic {topic!r}'s partitions {all_ids}")
-            return parts.tps[partition]
+            return state.tps[partition]
         partitioner = self._partitioner
         if partitioner is default_partitioner:
             if key is not None and not self._ignore_keys:
-                h = self._key_hashes.get(key)
-                if h is None:
-                    if len(self._key_hashes) >= _KEY_HASH_CACHE:
-                        self._key_hashes.clear()
-                    h = self._key_hashes[key] = murmur2(key) & 0x7FFFFFFF
-                return parts.tps[all_ids[h % len(all_ids)]]
-            sticky = self._sticky.get(topic)
-            if sticky is None or sticky not in parts.tps:
-                sticky = self._rng.choice(parts.available)
-                self._sticky[topic] = sticky
-            return parts.tps[sticky]
+                return state.tps[all_ids[(murmur2(key) & 0x7FFFFFFF) % len(all_ids)]]
+            return state.tps[self._acc.sticky_position(state)]
         custom = getattr(partitioner, "partition", None)
         if callable(custom):  # a kafka-python 3 Partitioner object
             chosen = custom(topic, raw_key, None if self._ignore_keys else key, raw_value, value,
                             _ClusterView(self._metadata.cluster))
         else:
             # Called with key None for keyless records (and with partitioner.ignore.keys).
-            chosen = partitioner(None if key is None or self._ignore_keys else key, all_ids, parts.available)
-        return parts.tps.get(chosen) or TopicPartition(topic, chosen)
-
-    def _next_sticky(self, topic: str, old: int) -> None:
-        parts = self._metadata.cluster.available_partitions_for_topic(topic)
-        ids = [p.partition for p in parts if p.partition != old]
-        if ids:
-            self._sticky[topic] = self._rng.choice(ids)
-
-    def _append(self, tp, ts, key, value, headers, future, now, hsize) -> None:
-        batch = self._open.get(tp)
-        if batch is None:
-            batch = self._open[tp] = _Batch(tp, now)
-        elif len(batch.builder) and batch.builder.size_in_bytes >= self._batch_size:
-            self._close_batch(batch)
-            batch = self._open[tp] = _Batch(tp, now)
-        builder = batch.builder
-        size = builder.append(ts, key, value, headers)
-        batch_bytes = builder.size_in_bytes
-        if batch_bytes > self._max_request_size:
-            if len(builder) > 1:
-                # The record would make the batch too large: it opens the next one.
-                self._close_batch_without_last(batch, tp, ts, key, value, headers, now)
-                batch = self._open[tp]
-                batch_bytes = batch.builder.size_in_bytes
-            else:
-                del self._open[tp]
-                exc = Errors.MessageTooLargeError(
-                    f"record of {size} bytes exceeds max.request.size ({self._max_request_size})")
-                future.raise_(exc)
-                return
-        batch.futures.append((future, ts, -1 if key is None else len(key),
-                              -1 if value is None else len(value), hsize))
-        batch.bytes += size
-        self._buffered_bytes += size
-        if batch_bytes >= self._batch_size:
-            self._close_batch(batch)
-
-    def _close_batch_without_last(self, batch, tp, ts, key, value, headers, now) -> None:
-        # Rebuild the batch without its last record (rare: only when max.request.size binds).
-        old_payload = batch.builder.build()
-        recs = decode_records(old_payload).records[:-1]
-        fresh = RecordBatchBuilder()
-        for r in recs:
-            fresh.append(r.timestamp, r.key, r.value, r.headers or None)
-        batch.builder = fresh
-        self._close_batch(batch)
-        nb = self._open[tp] = _Batch(tp, now)
-        nb.builder.append(ts, key, value, headers)
-
-    def _close_batch(self, batch: _Batch) -> None:
-        if batch.closed:
-            return
-        if self._open.get(batch.tp) is batch:
-            del self._open[batch.tp]
-        batch.close(self._codec, self._level)
-        self._queued.setdefault(batch.tp, collections.deque()).append(batch)
-        self._batch_closed = True
-        if self._sticky.get(batch.tp.topic) == batch.tp.partition:
-            self._next_sticky(batch.tp.topic, batch.tp.partition)
+            chosen = partitioner(None if key is None or self._ignore_keys else key, all_ids, state.available)
+        return state.tps.get(chosen) or TopicPartition(topic, chosen)
 
     def _all_done(self) -> bool:
-        return not self._open and not any(self._queued.values()) and self._in_flight == 0
+        acc = self._acc
+        return not acc.open and not any(acc.queued.values()) and self._in_flight == 0
 
     def _fail_all(self, exc: BaseException) -> None:
-        for batch in list(self._open.values()):
-            batch.fail(exc)
-        self._open.clear()
-        for q in self._queued.values():
-            for batch in q:
-                batch.fail(exc)
-            q.clear()
-        self._buffered_bytes = 0
+        self._acc.fail_all(exc)
 
     # ------------------------------------------------------------------ network driving
     def _drive_until(self, done: Callable[[], bool], timeout_ms: float | None, *, flush: bool = False,
@@ -549,50 +372,47 @@ class KafkaProducer:
         self._client.poll(max(min(timeout_ms, wait), 0), now)
 
     def _expire_batches(self, now: int) -> None:
-        for tp, q in self._queued.items():
+        for tp, q in self._acc.queued.items():
             while q and now - q[0].created_ms >= self._delivery_timeout_ms:
                 batch = q.popleft()
-                self._buffered_bytes -= batch.bytes
+                self._acc.buffered_bytes -= batch.record_bytes
                 batch.fail(Errors.KafkaTimeoutError(
-                    f"{len(batch.futures)} record(s) for {tp} expired: not delivered within "
+                    f"{len(batch)} record(s) for {tp} expired: not delivered within "
                     f"delivery.timeout.ms ({self._delivery_timeout_ms} ms)"))
 
-    def _head(self, tp: TopicPartition, now: int, flush: bool) -> _Batch | None:
+    def _head(self, tp: TopicPartition, now: int, flush: bool) -> ProducerBatch | None:
         """The next batch to send for tp: a queued (full or retried) one, else the open
         batch once its linger has passed. The open batch keeps taking records until it is
         actually sent, so records batch up while the connections are busy."""
-        q = self._queued.get(tp)
+        q = self._acc.queued.get(tp)
         if q:
             return q[0] if q[0].retry_at_ms <= now else None
-        b = self._open.get(tp)
+        b = self._acc.open.get(tp)
         if b is not None and (flush or now - b.created_ms >= self._linger_ms):
             return b
         return None
 
-    def _take(self, tp: TopicPartition, batch: _Batch) -> None:
+    def _take(self, tp: TopicPartition, batch: ProducerBatch) -> None:
         if batch.closed:
-            self._queued[tp].popleft()
+            self._acc.queued[tp].popleft()
         else:
-            del self._open[tp]
-            batch.close(self._codec, self._level)
-            if self._sticky.get(tp.topic) == tp.partition:
-                self._next_sticky(tp.topic, tp.partition)
+            self._acc.take_open(tp)
 
     def _send_ready(self, now: int, flush: bool) -> int:
         """Send due batches to their leaders; ms until the next linger/backoff ends."""
         cluster = self._metadata.cluster
         by_node: dict[int, list[TopicPartition]] = {}
         wait = 2**31
-        for tp in set(self._open) | {tp for tp, q in self._queued.items() if q}:
+        for tp in set(self._acc.open) | {tp for tp, q in self._acc.queued.items() if q}:
             if tp in self._muted:
                 continue
             head = self._head(tp, now, flush)
             if head is None:
-                q = self._queued.get(tp)
+                q = self._acc.queued.get(tp)
                 if q:
                     wait = min(wait, q[0].retry_at_ms - now)
-                elif tp in self._open:
-                    wait = min(wait, self._open[tp].created_ms + self._linger_ms - now)
+                elif tp in self._acc.open:
+                    wait = min(wait, self._acc.open[tp].created_ms + self._linger_ms - now)
                 continue
             leader = cluster.leader_for(tp)
             if leader is None:
@@ -602,14 +422,14 @@ class KafkaProducer:
             by_node.setdefault(leader.node_id, []).append(tp)
         for node_id, tps in by_node.items():
             while tps and self._client.ready(node_id, now) and self._client.send_capacity(node_id) > 0:
-                batches: list[_Batch] = []
+                batches: list[ProducerBatch] = []
                 rest: list[TopicPartition] = []
                 size = 0
                 for tp in tps:
                     b = self._head(tp, now, flush)
                     if b is None:
                         continue
-                    bsize = len(b.payload) if b.payload is not None else b.builder.size_in_bytes  # set by close()
+                    bsize = b.size_in_bytes
                     if batches and size + bsize > self._max_request_size:
                         rest.append(tp)
                         continue
@@ -625,7 +445,7 @@ class KafkaProducer:
                 tps = rest
         return max(wait, 0)
 
-    def _send_produce(self, node_id: int, batches: list[_Batch], now: int) -> None:
+    def _send_produce(self, node_id: int, batches: list[ProducerBatch], now: int) -> None:
         cluster = self._metadata.cluster
         version = self._client.api_version(node_id, PRODUCE_KEY)
         if version is None:
@@ -676,22 +496,22 @@ class KafkaProducer:
             if popped is request:
                 on_complete({"responses": []}, None)
 
-    def _finish_batch(self, batch: _Batch, exc: BaseException | None, base_offset: int = -1,
+    def _finish_batch(self, batch: ProducerBatch, exc: BaseException | None, base_offset: int = -1,
                       append_time: int = -1, log_start: int = -1) -> None:
-        self._buffered_bytes -= batch.bytes
+        self._acc.buffered_bytes -= batch.record_bytes
         if exc is not None:
             batch.fail(exc)
         else:
             batch.succeed(base_offset, append_time, log_start)
 
-    def _retry(self, batch: _Batch, exc: BaseException) -> bool:
+    def _retry(self, batch: ProducerBatch, exc: BaseException) -> bool:
         now = self._clock.now_ms()
         if (batch.attempts > self._retries or now - batch.created_ms >= self._delivery_timeout_ms
                 or not getattr(exc, "retriable", False) or self._closed):
             return False
         log.debug("retrying batch for %s after %s (attempt %d)", batch.tp, exc, batch.attempts)
         batch.retry_at_ms = now + self._retry_backoff_ms
-        self._queued.setdefault(batch.tp, collections.deque()).appendleft(batch)
+        self._acc.queued.setdefault(batch.tp, collections.deque()).appendleft(batch)
         return True
 
     def _handle_produce_response(self, by_tp, ids, response, error, node_id) -> None:

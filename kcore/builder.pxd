@@ -10,3 +10,6 @@ cdef class RecordBatchBuilder:
     cdef bint _has_base_ts
     cdef int64_t _max_ts
     cdef int32_t _last_delta
+
+    cdef Py_ssize_t add(self, int64_t timestamp_ms, object key, object value, object headers,
+                        int32_t offset_delta, bint has_delta) except -1

@@ -40,6 +40,24 @@ cdef int _get_bytes(object obj, Py_buffer* view, const char* what) except -1:
     return 0
 
 
+cdef extern from "Python.h":
+    const char* PyUnicode_AsUTF8AndSize(object s, Py_ssize_t* size) except NULL
+
+
+cdef bint _simple_headers(object headers) except -1:
+    """A list of (str, bytes | None) tuples, each value shorter than 2**31."""
+    if type(headers) is not list:
+        return False
+    for h in <list>headers:
+        if type(h) is not tuple or len(<tuple>h) != 2:
+            return False
+        hv = (<tuple>h)[1]
+        if type((<tuple>h)[0]) is not str or (hv is not None and (type(hv) is not bytes
+                                                                  or len(<bytes>hv) > INT32_MAX)):
+            return False
+    return True
+
+
 cdef class _BorrowedView:
     """Read-only buffer over memory owned elsewhere (the builder's records), for one call."""
     cdef const uint8_t* ptr
@@ -89,6 +107,13 @@ cdef class RecordBatchBuilder:
 
     def append(self, int64_t timestamp_ms, key, value, headers=None, offset_delta=None):
         """Encode one record; returns its encoded size in bytes."""
+        if offset_delta is None:
+            return self.add(timestamp_ms, key, value, headers, 0, False)
+        return self.add(timestamp_ms, key, value, headers, offset_delta, True)
+
+    cdef Py_ssize_t add(self, int64_t timestamp_ms, object key, object value, object headers,
+                        int32_t offset_delta, bint has_delta) except -1:
+        """append() without the Python call (the producer's accumulator appends through it)."""
         cdef Py_buffer kb, vb
         cdef bint have_k = False, have_v = False
         cdef int32_t delta
@@ -99,9 +124,12 @@ cdef class RecordBatchBuilder:
         cdef list hv_objs = None
         cdef int32_t hvlen
         cdef Py_ssize_t total
+        cdef bint simple
+        cdef const char* hk_ptr
+        cdef Py_ssize_t hk_len
         if self._count == INT32_MAX:
             raise OverflowError("a batch holds at most 2**31-1 records")
-        delta = self._count if offset_delta is None else offset_delta
+        delta = offset_delta if has_delta else self._count
         if not self._has_base_ts:
             self._base_ts = timestamp_ms
             self._has_base_ts = True
@@ -118,7 +146,17 @@ cdef class RecordBatchBuilder:
             body = (1 + uvarint_size(zigzag_encode64(ts_delta)) + uvarint_size(zigzag_encode32(delta))
                     + uvarint_size(zigzag_encode32(<int32_t>klen)) + (klen if klen > 0 else 0)
                     + uvarint_size(zigzag_encode32(<int32_t>vlen)) + (vlen if vlen > 0 else 0))
-            if headers:
+            simple = headers is not None and _simple_headers(headers)
+            if simple:
+                # (str, bytes | None) pairs in a list, the usual shape: read in place, no copies.
+                for h in <list>headers:
+                    hk_ptr = PyUnicode_AsUTF8AndSize((<tuple>h)[0], &hk_len)
+                    hvo = (<tuple>h)[1]
+                    body += uvarint_size(zigzag_encode32(<int32_t>hk_len)) + hk_len
+                    hvlen = -1 if hvo is None else <int32_t>len(<bytes>hvo)
+                    body += uvarint_size(zigzag_encode32(hvlen)) + (hvlen if hvlen > 0 else 0)
+                nh = len(<list>headers)
+            elif headers:
                 hk_bytes = []
                 hv_objs = []
                 for h in headers:
@@ -154,6 +192,21 @@ cdef class RecordBatchBuilder:
                 memcpy(p, vb.buf, vlen)
                 p += vlen
             p += write_uvarint_ptr(p, zigzag_encode32(<int32_t>nh))
+            if simple:
+                for h in <list>headers:
+                    hk_ptr = PyUnicode_AsUTF8AndSize((<tuple>h)[0], &hk_len)
+                    p += write_uvarint_ptr(p, zigzag_encode32(<int32_t>hk_len))
+                    memcpy(p, hk_ptr, hk_len)
+                    p += hk_len
+                    hvo = (<tuple>h)[1]
+                    if hvo is None:
+                        p += write_uvarint_ptr(p, zigzag_encode32(-1))
+                    else:
+                        hvlen = <int32_t>len(<bytes>hvo)
+                        p += write_uvarint_ptr(p, zigzag_encode32(hvlen))
+                        memcpy(p, PyBytes_AS_STRING(hvo), hvlen)
+                        p += hvlen
+                nh = 0
             for i in range(nh):
                 hkb = hk_bytes[i]
                 p += write_uvarint_ptr(p, zigzag_encode32(<int32_t>len(hkb)))
