@@ -3,7 +3,7 @@
 
 The GIL-free pacemaker authenticates its own coordinator connection with these functions, so
 a member on a SASL listener keeps heartbeating while the application holds the GIL. The
-mechanisms are those of kclient.network.sasl (the Python client's), computed in C:
+mechanisms are those the Python client speaks on its own connections, computed in C:
 
 * PLAIN (RFC 4616): ``\\0user\\0password``.
 * SCRAM-SHA-256 / SCRAM-SHA-512 (RFC 5802, RFC 7677): a random nonce (OpenSSL's RAND_bytes),
@@ -693,7 +693,7 @@ cdef bytes _b(object v, str what):
 
 
 cdef class ScramClient:
-    """The C SCRAM client as kclient.network.sasl.ScramMechanism's interface: ``first()``,
+    """The C SCRAM client with the interface of a SASL mechanism object: ``first()``,
     then ``step(challenge)`` until ``complete``. ``nonce`` (tests): the client nonce to use
     instead of a random one."""
 

@@ -2,7 +2,7 @@
 """The TLS client context of the GIL-free connections (OpenSSL's libssl, from the system).
 
 ``TlsContext`` is built once, with the GIL, from PEM material the Python side read from the
-client's settings (kclient.network.native_security): trusted CAs (a file, a directory, PEM
+client's settings: trusted CAs (a file, a directory, PEM
 text, or the system's store), the client certificate chain and key for mTLS, a key password,
 a revocation list, a cipher list, and whether the host name is checked. The handshake, reads
 and writes then run without the GIL in kcore.transport (``tp_start_tls``), on any thread.

@@ -27,13 +27,15 @@ cdef enum:
     TP_TLS = -15               # the TLS handshake failed (tp_start_tls says why)
     TP_WANT_READ = 1           # tp_conn.want: TLS must read before the call can go on
     TP_WANT_WRITE = 2          # ... must write
+    TP_TLS_FAILED = 3          # tp_conn.want: the TLS session had a fatal error (no close_notify then)
 
 
 ctypedef struct tp_conn:
     int fd                     # -1: none
     int err                    # errno behind the last TP_IO / TP_CONNECT_FAILED (0: none)
     void* ssl                  # the TLS session (an OpenSSL SSL*), NULL on plain TCP
-    int want                   # TLS: the direction the last TP_AGAIN waits for (0: the caller's)
+    int want                   # TLS: the direction the last TP_AGAIN waits for (0: the caller's),
+                               # or TP_TLS_FAILED
 
 
 # A frame being received by tp_recv_frame: resumable after TP_WOKEN and TP_TIMEOUT, so a

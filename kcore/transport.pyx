@@ -164,9 +164,11 @@ cdef int tp_connect(tp_conn* c, const char* host, int port, int64_t timeout_ms) 
 
 cdef void tp_close(tp_conn* c) noexcept nogil:
     if c.ssl != NULL:
-        # A close_notify if the socket takes it now; never waited for (the peer may be gone).
+        # A close_notify if the socket takes it now; never waited for (the peer may be gone),
+        # and never after a fatal error (OpenSSL forbids it).
         ERR_clear_error()
-        SSL_shutdown(<SSL*>c.ssl)
+        if c.want != TP_TLS_FAILED:
+            SSL_shutdown(<SSL*>c.ssl)
         SSL_free(<SSL*>c.ssl)
         ERR_clear_error()
         c.ssl = NULL
@@ -187,6 +189,7 @@ cdef inline int _tls_again(tp_conn* c, int e) noexcept nogil:
         return TP_AGAIN
     if e == SSL_ERROR_ZERO_RETURN:
         return 0
+    c.want = TP_TLS_FAILED
     if e == SSL_ERROR_SYSCALL and errno != 0:
         c.err = errno
     else:
@@ -254,7 +257,7 @@ cdef int tp_wait(tp_conn* c, bint writing, int wake_fd, int timeout_ms) noexcept
     cdef pollfd pfds[2]
     cdef int rc
     cdef int nfds = 2 if wake_fd >= 0 else 1
-    if c.want != 0:     # TLS: what the session needs, whatever the caller is doing
+    if c.want == TP_WANT_READ or c.want == TP_WANT_WRITE:   # TLS: what the session needs
         writing = c.want == TP_WANT_WRITE
         c.want = 0
     pfds[0].fd = c.fd
@@ -364,6 +367,7 @@ cdef int tp_start_tls(tp_conn* c, void* ssl_ctx, const char* host, bint check_ho
         e = SSL_get_error(s, r)
         if e != SSL_ERROR_WANT_READ and e != SSL_ERROR_WANT_WRITE:
             _tls_why(c, e, why, why_cap)
+            c.want = TP_TLS_FAILED
             return TP_TLS
         left = _remaining(deadline_ms)
         if left == 0:
