@@ -357,3 +357,21 @@ def test_a_callers_own_ssl_context_keeps_the_python_thread(pki):
     assert "ssl_context" in pacemaker_unavailable_reason(Client())
     Client.settings.pacemaker_security = _security({"security.protocol": "SSL", "ssl.cafile": str(pki.ca_file)})
     assert pacemaker_unavailable_reason(Client()) is None
+
+
+def test_pkcs12_stores_are_converted_for_the_compiled_connection(pki, make):
+    pytest.importorskip("cryptography")
+    from kclient.testing.pki import P12_PASSWORD
+
+    sec = _security({"security.protocol": "SSL", "ssl.truststore.type": "PKCS12",
+                     "ssl.truststore.location": str(pki.ca_p12), "ssl.truststore.password": P12_PASSWORD,
+                     "ssl.keystore.type": "PKCS12", "ssl.keystore.location": str(pki.client_p12),
+                     "ssl.keystore.password": P12_PASSWORD})
+    assert sec.unavailable is None
+    peer, lp = make(mechanisms=())
+    peer.ctx.verify_mode = ssl.CERT_REQUIRED
+    peer.ctx.load_verify_locations(str(pki.ca_file))
+    lp.pm.set_security(tls=sec.tls)
+    lp.configure(peer.port)
+    wait_for(lambda: lp.pm.stats()["received"] >= 2, what="2 heartbeats answered over mTLS")
+    assert peer.client_certs and peer.client_certs[0]["subject"] == ((("commonName", "client"),),)
