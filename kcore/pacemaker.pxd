@@ -62,7 +62,8 @@ cdef class Pacemaker:
     cdef int abuf_version
     cdef int64_t request_timeout_ms
     # security of the connection (set_security / set_sasl_*): TLS context, SASL credentials
-    cdef object tls                    # the kcore.tls.TlsContext that owns ssl_ctx (kept alive)
+    cdef list tls_contexts             # every kcore.tls.TlsContext given, kept alive: a loop in the
+                                       # middle of a connect may still use an earlier one's SSL_CTX
     cdef void* ssl_ctx                 # its SSL_CTX*; NULL: plain TCP
     cdef bint check_host
     cdef sasl_creds creds              # mechanism SASL_NONE: no SASL

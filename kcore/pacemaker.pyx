@@ -343,7 +343,11 @@ cdef class Pacemaker:
             fresh.oauth_message_len, self.creds.oauth_message_len = self.creds.oauth_message_len, 0
         sasl_creds_clear(&self.creds)
         self.creds = fresh
-        self.tls = tls
+        if tls is not None:
+            if self.tls_contexts is None:
+                self.tls_contexts = []
+            if tls not in self.tls_contexts:
+                self.tls_contexts.append(tls)
         self.ssl_ctx = NULL if tls is None else (<TlsContext>tls).ctx
         self.check_host = False if tls is None else (<TlsContext>tls).check_hostname
         self.addr_gen += 1           # reconnect with the new security

@@ -375,3 +375,38 @@ def test_pkcs12_stores_are_converted_for_the_compiled_connection(pki, make):
     lp.configure(peer.port)
     wait_for(lambda: lp.pm.stats()["received"] >= 2, what="2 heartbeats answered over mTLS")
     assert peer.client_certs and peer.client_certs[0]["subject"] == ((("commonName", "client"),),)
+
+
+def test_the_link_hands_the_pacemaker_each_new_token_of_the_source(pki):
+    from kclient.group.pacemaker import LinkBase
+    from kclient.network.pacemaker_security import PacemakerSecurity
+
+    class Source:
+        value = "first-token"
+
+        def token(self):
+            return self.value
+
+        def extensions(self):
+            return {"logicalCluster": "lkc-1"}
+
+    source = Source()
+    peer = SecureCoordinator(pki, tls=False, session_ms=500)
+    hb = Heartbeat(3000, 100, 60000, 50, SYSTEM_CLOCK.now_ms())
+    link = LinkBase(hb, threading.Lock(), "g", "c")
+    try:
+        link.secure(PacemakerSecurity("SASL_PLAINTEXT", sasl_mechanism="OAUTHBEARER", token_source=source))
+        # The SaslAuthenticate version the main client negotiated (v1+ carries the session lifetime).
+        link.prepare_connection("node", lambda node, api: 2 if api == SASL_AUTHENTICATE else None)
+        hb.reset_timeouts(SYSTEM_CLOCK.now_ms())
+        link.pacemaker.configure(host="127.0.0.1", port=peer.port, group_id="g", member_id="m-1", generation_id=1,
+                                 heartbeat_version=4)
+        wait_for(lambda: "first-token" in peer.tokens and peer.heartbeats >= 1, what="a session with the first token")
+        source.value = "second-token"
+        link.refresh_token()          # asked at most once a second: this one may come too early
+        wait_for(lambda: (link.refresh_token(), "second-token" in peer.tokens)[1], what="the second token")
+        assert link.pacemaker.stats()["failed"] == 0
+    finally:
+        link.pacemaker.close()
+        link._thread.join(10)
+        peer.close()
