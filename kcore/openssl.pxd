@@ -92,6 +92,9 @@ cdef extern from "<openssl/err.h>" nogil:
     int ERR_GET_REASON(unsigned long)
     int PEM_R_NO_START_LINE
 
+cdef extern from "<openssl/sslerr.h>" nogil:
+    int SSL_R_UNEXPECTED_EOF_WHILE_READING
+
 cdef extern from "<openssl/evp.h>" nogil:
     const EVP_MD* EVP_sha256()
     const EVP_MD* EVP_sha512()

@@ -50,7 +50,7 @@ from kcore.posixsys cimport (
     pthread_mutex_init, pthread_mutex_lock, pthread_mutex_unlock, read, timespec, write)
 from kcore.timers cimport (
     Heartbeat, hb_fail_heartbeat, hb_next_wakeup_ms, hb_poll_timeout_expired, hb_received_heartbeat,
-    hb_sent_heartbeat, hb_session_expiry_ms, hb_session_timeout_expired, hb_should_heartbeat, heartbeat_state)
+    hb_poll_expiry_ms, hb_sent_heartbeat, hb_session_expiry_ms, hb_session_timeout_expired, hb_should_heartbeat, heartbeat_state)
 from kcore.groupcodec cimport (
     PM_ABANDONED, PM_CONNECT_FAILED, PM_CORRELATION, PM_IO, PM_OK, PM_OVERFLOW, PM_SBUF_CAP,
     PM_TIMEOUT, PM_TOO_BIG, check_version, pm_decode_consumer_group_heartbeat_response,
@@ -640,6 +640,10 @@ cdef class Pacemaker:
         cdef int32_t new_epoch = 0, interval = 0
         cdef int has_assignment = 0
         cdef int64_t reauth_at = 0
+        # The SASL exchange's correlation ids: apart from the heartbeats', since a LeaveGroup is
+        # encoded (with its id) before the connection it goes out on is set up.
+        cdef int32_t auth_corr = 0
+        cdef int64_t until
         tp_init(&conn)
         pthread_mutex_lock(&self.mu)
         while not self.stop:
@@ -682,6 +686,14 @@ cdef class Pacemaker:
                 code = _CODE_NOT_SENT
                 if self.consumer_mode or (self.leave_version >= 0 and self.instance_id_len < 0
                                           and self.member_id_len > 0):
+                    if conn.fd < 0:
+                        # Connected (TLS, SASL) before the request is encoded: the set-up uses
+                        # the same buffers.
+                        pthread_mutex_unlock(&self.mu)
+                        self._connect(&conn, connect_timeout, &auth_corr, &reauth_at)
+                        pthread_mutex_lock(&self.mu)
+                        if self.epoch != epoch0 or self.stop:
+                            continue      # reconfigured meanwhile: look again
                     corr += 1
                     if self.consumer_mode:
                         version0 = self.hb_version
@@ -700,8 +712,6 @@ cdef class Pacemaker:
                     rc = PM_OVERFLOW
                     pthread_mutex_unlock(&self.mu)
                     if n > 0:
-                        if conn.fd < 0:
-                            self._connect(&conn, connect_timeout, &corr, &reauth_at)
                         if conn.fd >= 0:
                             rc = self._exchange(&conn, n, &rn, now + rto, epoch0)
                             if rc == PM_OK and consumer0:
@@ -723,13 +733,23 @@ cdef class Pacemaker:
                 continue
             if conn.fd < 0:
                 if now < next_connect:
+                    # Until the next attempt, or an expiry to act on; a heartbeat that is due
+                    # (wake_at in the past) cannot go out without a connection, and a negative
+                    # wait would be an endless one.
+                    pthread_mutex_lock(self.hmu)
+                    until = hb_session_expiry_ms(self.hs)
+                    if hb_poll_expiry_ms(self.hs) < until:
+                        until = hb_poll_expiry_ms(self.hs)
+                    pthread_mutex_unlock(self.hmu)
+                    if next_connect < until:
+                        until = next_connect
                     pthread_mutex_unlock(&self.mu)
-                    self._idle_wait((next_connect if next_connect < wake_at else wake_at) - now)
+                    self._idle_wait(until - now if until > now else 1)
                     pthread_mutex_lock(&self.mu)
                     continue
                 cur_addr = self.addr_gen
                 pthread_mutex_unlock(&self.mu)
-                rc = self._connect(&conn, connect_timeout, &corr, &reauth_at)
+                rc = self._connect(&conn, connect_timeout, &auth_corr, &reauth_at)
                 pthread_mutex_lock(&self.mu)
                 if rc != PM_OK:
                     next_connect = monotonic_ms() + (backoff if backoff > 50 else 50)

@@ -28,7 +28,8 @@ from libc.stdlib cimport free, malloc
 from libc.string cimport memset, strerror, strlen
 
 from kcore.openssl cimport (
-    ERR_clear_error, ERR_error_string_n, ERR_get_error, SSL, SSL_CTX, SSL_ERROR_SYSCALL, SSL_ERROR_WANT_READ,
+    ERR_GET_REASON, ERR_clear_error, ERR_error_string_n, ERR_get_error, SSL, SSL_CTX,
+    SSL_R_UNEXPECTED_EOF_WHILE_READING, SSL_ERROR_SYSCALL, SSL_ERROR_WANT_READ,
     SSL_ERROR_WANT_WRITE, SSL_ERROR_ZERO_RETURN, SSL_connect, SSL_free, SSL_get0_param, SSL_get_error,
     SSL_get_verify_result, SSL_new, SSL_read, SSL_set1_host, SSL_set_fd, SSL_set_tlsext_host_name, SSL_shutdown,
     SSL_write, X509_V_OK, X509_VERIFY_PARAM_set1_ip_asc, X509_verify_cert_error_string)
@@ -313,7 +314,9 @@ cdef void _tls_why(tp_conn* c, int e, char* why, size_t cap) noexcept nogil:
         snprintf(why, cap, "certificate verify failed: %s", X509_verify_cert_error_string(verify))
         return
     code = ERR_get_error()
-    if code != 0:
+    if code != 0 and ERR_GET_REASON(code) == SSL_R_UNEXPECTED_EOF_WHILE_READING:
+        snprintf(why, cap, "the peer closed the connection during the TLS handshake (is the listener TLS?)")
+    elif code != 0:
         ERR_error_string_n(code, why, cap)
     elif e == SSL_ERROR_SYSCALL or e == SSL_ERROR_ZERO_RETURN:
         if errno != 0:

@@ -26,7 +26,7 @@ from kclient.group.pacemaker import pacemaker_unavailable_reason
 from kclient.network.network_config import NetworkClientConfig
 from kclient.testing.pki import TestPki
 
-HEARTBEAT, SASL_HANDSHAKE, SASL_AUTHENTICATE = 12, 17, 36
+HEARTBEAT, LEAVE_GROUP, SASL_HANDSHAKE, SASL_AUTHENTICATE = 12, 13, 17, 36
 USER, PASSWORD = "carol", "carol-secret-9d3e"
 DEADLINE_S = 20.0
 
@@ -65,6 +65,8 @@ class SecureCoordinator:
         self.heartbeats = 0
         self.unauthenticated_requests = 0
         self.client_certs: list = []
+        self.refuse_first = 0            # connections closed at once, before TLS
+        self.leaves = 0
         self.closed = False
         threading.Thread(target=self._accept, daemon=True).start()
 
@@ -76,6 +78,10 @@ class SecureCoordinator:
                 return
             with self.lock:
                 self.connections += 1
+                refuse = self.connections <= self.refuse_first
+            if refuse:
+                raw.close()
+                continue
             threading.Thread(target=self._serve, args=(raw,), daemon=True).start()
 
     @staticmethod
@@ -114,6 +120,11 @@ class SecureCoordinator:
                         authenticated = True
                         with self.lock:
                             self.authenticated += 1
+                elif api == LEAVE_GROUP and authenticated:
+                    with self.lock:
+                        self.leaves += 1
+                    resp = {"throttle_time_ms": 0, "error_code": 0,
+                            "members": [{"member_id": "m-1", "group_instance_id": None, "error_code": 0}]}
                 elif api == HEARTBEAT:
                     if not authenticated:
                         with self.lock:
@@ -173,8 +184,8 @@ class SecureCoordinator:
 
 
 class Loop:
-    def __init__(self, session=3000, interval=100):
-        self.hb = Heartbeat(session, interval, 60000, 50, SYSTEM_CLOCK.now_ms())
+    def __init__(self, session=3000, interval=100, max_poll=60000, backoff=50):
+        self.hb = Heartbeat(session, interval, max_poll, backoff, SYSTEM_CLOCK.now_ms())
         self.pm = pm.Pacemaker(self.hb, "test-client")
         self.thread = threading.Thread(target=self.pm.run, daemon=True)
         self.thread.start()
@@ -204,7 +215,7 @@ def make(pki):
     made: list = []
 
     def build(**kw):
-        loop_kw = {k: kw.pop(k) for k in ("session", "interval") if k in kw}
+        loop_kw = {k: kw.pop(k) for k in ("session", "interval", "max_poll", "backoff") if k in kw}
         peer = SecureCoordinator(pki, **kw)
         lp = Loop(**loop_kw)
         made.append((peer, lp))
@@ -308,6 +319,19 @@ def test_a_refused_mechanism_and_an_unknown_ca_say_why(pki, make):
     lp2.configure(peer2.port)
     lp2.wait_event(pm.EV_DISCONNECTED)
     assert "certificate verify failed" in lp2.pm.last_error and peer2.authenticated == 0
+
+
+def test_a_leave_group_sent_on_a_new_authenticated_connection_is_answered(pki, make):
+    """max.poll.interval.ms expires while there is no connection: the LeaveGroup (encoded
+    first) goes out after the TLS handshake and the SASL exchange, and its answer is matched."""
+    peer, lp = make(max_poll=600, backoff=2000)
+    peer.refuse_first = 1        # the first connection fails: none is open when the poll times out
+    lp.pm.set_security(tls=TlsContext(cafile=str(pki.ca_file)), sasl_mechanism="SCRAM-SHA-256", username=USER,
+                       password=PASSWORD, sasl_authenticate_version=1)
+    lp.configure(peer.port)
+    ev = lp.wait_event(pm.EV_POLL_TIMEOUT)
+    assert ev[1] == 0, "the LeaveGroup's answer was not matched (code %d)" % ev[1]
+    assert peer.leaves == 1 and peer.authenticated == 1
 
 
 def test_set_security_rejects_bad_input():

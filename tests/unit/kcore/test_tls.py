@@ -212,9 +212,11 @@ def test_hostile_frames_over_tls_are_refused(pki, server, reply, error, match):
         conn.recv_frame(1 << 20, 5000)
 
 
-def test_a_server_that_closes_mid_handshake(pki, server):
+@pytest.mark.parametrize("read_all", [False, True])
+def test_a_server_that_closes_mid_handshake(pki, server, read_all):
     def close_at_once(sock):
-        sock.recv(10)      # part of the ClientHello, then hang up
+        # all of the ClientHello (a clean end of stream) or part of it (a reset), then hang up
+        sock.recv(100000 if read_all else 10)
         sock.close()
     s = server(close_at_once, tls=False)
     with pytest.raises(TlsHandshakeError, match="closed the connection during the TLS handshake"):
