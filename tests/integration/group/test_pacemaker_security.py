@@ -19,8 +19,6 @@ import uuid
 
 import pytest
 
-from kclient.testing.kafka import KafkaCluster
-from kclient.testing.maven import MavenError
 from kclient.testing.pki import SCRAM_USER
 
 from test_pacemaker_membership import STALL_S, _classic_scenario, _consumer_scenario  # noqa: E402
@@ -43,19 +41,7 @@ SCENARIOS = [(sec, proto) for sec in SECURITY for proto in PROTOCOLS]
 
 
 @pytest.fixture(scope="module")
-def secure():
-    try:
-        cluster = KafkaCluster(security=True).start()
-    except MavenError as exc:
-        pytest.skip(f"Apache Kafka is unavailable: {exc}")
-    try:
-        yield cluster
-    finally:
-        cluster.stop()
-
-
-@pytest.fixture(scope="module")
-def stall_outcomes(secure):
+def stall_outcomes(secure_kafka):
     """(security, protocol) -> ("ok", observations) or ("error", exception), all run at once."""
     outcomes: dict = {}
 
@@ -64,17 +50,18 @@ def stall_outcomes(secure):
         sid = f"{sec}-{proto}-{uuid.uuid4().hex[:8]}"
         topic, group = f"stall-{sid}", f"stall-{sid}"
         try:
-            secure.create_topic(topic, 1)
-            secure.wait_for_topic(topic, 1)
+            secure_kafka.create_topic(topic, 1)
+            secure_kafka.wait_for_topic(topic, 1)
             # Six members start TLS (and SCRAM) at once on a shared machine: their first
             # metadata may take longer than the 2 s a consumer waits for it by default.
-            bootstrap = secure.bootstrap_for(listener)
-            a_settings = {**settings(secure.pki), "api.version.auto.timeout.ms": 30000}
+            bootstrap = secure_kafka.bootstrap_for(listener)
+            a_settings = {**settings(secure_kafka.pki), "api.version.auto.timeout.ms": 30000}
             if proto == "consumer":
-                outcomes[(sec, proto)] = ("ok", _consumer_scenario(secure, topic, group, bootstrap, a_settings))
+                outcomes[(sec, proto)] = ("ok", _consumer_scenario(secure_kafka, topic, group, bootstrap,
+                                                                   a_settings))
             else:
-                outcomes[(sec, proto)] = ("ok", _classic_scenario("kafka", secure, topic, group, 60000, bootstrap,
-                                                                  a_settings))
+                outcomes[(sec, proto)] = ("ok", _classic_scenario("kafka", secure_kafka, topic, group, 60000,
+                                                                  bootstrap, a_settings))
         except BaseException as exc:   # reported by that scenario's test
             outcomes[(sec, proto)] = ("error", exc)
 
