@@ -586,6 +586,7 @@ cdef class Pacemaker:
         cdef int64_t deadline = monotonic_ms() + timeout_ms, lifetime = 0
         reauth_at[0] = 0
         pthread_mutex_lock(&self.mu)
+        self.last_error[0] = 0
         memcpy(host, self.host, 256)
         port = self.port
         ctx = self.ssl_ctx

@@ -49,8 +49,11 @@ log = logging.getLogger(__name__)
 _REPUSH: Any = object()
 
 
-#: How often (at most) the token source is asked for a newer OAUTHBEARER token.
+#: How often (at most) the token source is asked for a newer OAUTHBEARER token: the built-in
+#: OAuth client and the unsecured JAAS login answer from memory; a token provider of the
+#: application's own may fetch a token per call, so it is asked less often.
 _TOKEN_CHECK_S = 1.0
+_APPLICATION_TOKEN_CHECK_S = 30.0
 
 
 def pacemaker_unavailable_reason(client: Any) -> str | None:
@@ -113,6 +116,7 @@ class LinkBase:
         self._sasl_version: int | None = None
         self._token: str | None = None    # OAUTHBEARER: the token last handed to the pacemaker
         self._token_checked = 0.0
+        self._token_check_s = _TOKEN_CHECK_S
         self._thread = threading.Thread(target=self._pm.run, daemon=True,
                                         name=f"kclient-pacemaker-{group_id}")
         self._thread.start()
@@ -135,7 +139,13 @@ class LinkBase:
     # ------------------------------------------------------------------ security
     def secure(self, security: Any) -> None:
         """Secure the pacemaker's connection like the main client's (before it is engaged)."""
+        from kclient.network.oauth import OAuthTokenProvider
+        from kclient.network.sasl import _UnsecuredTokenProvider
+
         self._security = security
+        self._token_check_s = (_TOKEN_CHECK_S if isinstance(security.token_source, (OAuthTokenProvider,
+                                                                                     _UnsecuredTokenProvider))
+                               else _APPLICATION_TOKEN_CHECK_S)
         self._pm.set_security(tls=security.tls, sasl_mechanism=security.sasl_mechanism,
                               username=security.username, password=security.password)
         self._sasl_version = None
@@ -163,7 +173,7 @@ class LinkBase:
         if security is None or security.token_source is None:
             return
         now = time.monotonic()
-        if not force and now - self._token_checked < _TOKEN_CHECK_S:
+        if not force and now - self._token_checked < self._token_check_s:
             return
         self._token_checked = now
         try:
