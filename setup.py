@@ -14,6 +14,15 @@ from setuptools.command.editable_wheel import editable_wheel
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
+# The modules that call OpenSSL (TLS and SASL of the GIL-free pacemaker's connection); the
+# system's libssl/libcrypto are linked at build time (a wheel repaired by auditwheel carries them).
+OPENSSL_MODULES = {"transport", "tls", "sasl"}
+OPENSSL_MISSING = (
+    "kcore: OpenSSL's development headers (openssl/ssl.h) were not found; kcore's TLS and SASL "
+    "(the GIL-free heartbeat connection) link the system's libssl. Install libssl-dev (Debian, "
+    "Ubuntu), openssl-devel (Fedora, RHEL) or openssl (Homebrew; then set CFLAGS=-I$(brew --prefix "
+    "openssl)/include LDFLAGS=-L$(brew --prefix openssl)/lib), or use a binary wheel.")
+
 COMPILER_DIRECTIVES = {
     "language_level": 3,
     "boundscheck": False,      # every buffer access is checked explicitly in kcore.wire
@@ -40,6 +49,7 @@ def kcore_extensions():
                 # KCORE_OPT: the packaging test builds at -O0 (it checks the artefacts, not speed).
                 extra_compile_args=[os.environ.get("KCORE_OPT", "-O3"), "-fno-strict-aliasing",
                                     "-Wno-unused-function"],
+                libraries=["ssl", "crypto"] if mod in OPENSSL_MODULES else [],
             )
         )
     if not exts:
@@ -55,6 +65,26 @@ class ParallelBuildExt(build_ext):
         super().finalize_options()
         if not self.parallel:
             self.parallel = os.cpu_count() or 1
+
+    def build_extensions(self):
+        if any(ext.name.split(".")[-1] in OPENSSL_MODULES for ext in self.extensions):
+            self._check_openssl()
+        super().build_extensions()
+
+    def _check_openssl(self):
+        """Fail at once, saying what to install, rather than with a compiler error per module."""
+        import tempfile
+
+        from distutils.errors import CompileError
+
+        with tempfile.TemporaryDirectory() as tmp:
+            probe = os.path.join(tmp, "kcore_openssl_probe.c")
+            with open(probe, "w") as f:
+                f.write("#include <openssl/ssl.h>\nint kcore_probe(void) { return 0; }\n")
+            try:
+                self.compiler.compile([probe], output_dir=tmp, include_dirs=self.include_dirs)
+            except CompileError:
+                raise SystemExit(OPENSSL_MISSING) from None
 
 
 # Spark starts its Python workers, and the lookup that discovers Python data sources, with

@@ -12,6 +12,7 @@ small events that Python code drains (``wait_events`` / ``take_events``).
 from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t
 
 from kcore.posixsys cimport pthread_cond_t, pthread_mutex_t
+from kcore.sasl cimport sasl_creds
 from kcore.timers cimport Heartbeat, heartbeat_state
 from kcore.transport cimport tp_conn
 
@@ -62,6 +63,14 @@ cdef class Pacemaker:
     cdef Py_ssize_t abuf_len
     cdef int abuf_version
     cdef int64_t request_timeout_ms
+    # security of the connection (set_security / set_sasl_*): TLS context, SASL credentials
+    cdef list tls_contexts             # every kcore.tls.TlsContext given, kept alive: a loop in the
+                                       # middle of a connect may still use an earlier one's SSL_CTX
+    cdef void* ssl_ctx                 # its SSL_CTX*; NULL: plain TCP
+    cdef bint check_host
+    cdef sasl_creds creds              # mechanism SASL_NONE: no SASL
+    cdef char last_error[256]          # why the last connection set-up failed (TLS or SASL)
+    cdef int64_t n_auths               # SASL exchanges completed (statistics, tests)
     cdef readonly int64_t epoch        # bumped by every configure/deactivate; events carry it
     cdef bint active                   # Python wants heartbeats
     cdef bint halted                   # the loop stopped itself until the next configure
@@ -89,7 +98,8 @@ cdef class Pacemaker:
     cdef int _recv_frame(self, tp_conn* conn, Py_ssize_t* n_out, int64_t deadline, int64_t epoch0) noexcept nogil
     cdef int _exchange(self, tp_conn* conn, Py_ssize_t n, Py_ssize_t* rn, int64_t deadline,
                        int64_t epoch0) noexcept nogil
-    cdef int _connect(self, tp_conn* conn, int64_t timeout_ms) noexcept nogil
+    cdef int _connect(self, tp_conn* conn, int64_t timeout_ms, int32_t* corr, int64_t* reauth_at) noexcept nogil
+    cdef void _set_error(self, const char* why, tp_conn* conn) noexcept nogil
     cdef void _loop(self) noexcept nogil
     cdef void _handle_heartbeat_error(self, int16_t code, int32_t gen0, int64_t now) noexcept nogil
     cdef void _handle_consumer_answer(self, int16_t code, int32_t gen0, int32_t new_epoch, int32_t interval,

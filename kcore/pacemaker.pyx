@@ -47,6 +47,7 @@ is always mu then hb mutex. Neither is held during I/O, and the loop never takes
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from libc.stdint cimport INT32_MAX, int16_t, int32_t, int64_t, uint8_t
 from libc.stdlib cimport free, malloc
+from libc.stdio cimport snprintf
 from libc.string cimport memcpy, strlen
 
 from kcore.posixsys cimport (
@@ -55,17 +56,24 @@ from kcore.posixsys cimport (
     pthread_condattr_init, pthread_condattr_setclock, pthread_condattr_t, pthread_mutex_destroy,
     pthread_mutex_init, pthread_mutex_lock, pthread_mutex_unlock, read, timespec, write)
 from kcore.timers cimport (
-    Heartbeat, hb_fail_heartbeat, hb_next_heartbeat_ms, hb_next_wakeup_ms, hb_poll_timeout_expired, hb_received_heartbeat,
-    hb_sent_heartbeat, hb_session_expiry_ms, hb_session_timeout_expired, hb_should_heartbeat, heartbeat_state)
+    Heartbeat, hb_fail_heartbeat, hb_next_heartbeat_ms, hb_next_wakeup_ms, hb_poll_timeout_expired,
+    hb_received_heartbeat, hb_poll_expiry_ms, hb_sent_heartbeat, hb_session_expiry_ms, hb_session_timeout_expired,
+    hb_should_heartbeat, heartbeat_state)
 from kcore.groupcodec cimport (
     PM_ABANDONED, PM_CONNECT_FAILED, PM_CORRELATION, PM_IO, PM_OK, PM_OVERFLOW, PM_SBUF_CAP,
     PM_TIMEOUT, PM_TOO_BIG, check_version, pm_decode_consumer_group_heartbeat_response,
     pm_decode_heartbeat_response, pm_decode_leave_group_response, pm_decode_share_group_heartbeat_response,
     pm_encode_consumer_group_heartbeat, pm_encode_heartbeat, pm_encode_leave_group, pm_encode_share_group_heartbeat,
     utf8_arg)
+from kcore.sasl cimport (
+    SASL_NONE, SASL_OAUTHBEARER, SASL_OK, sasl_authenticate, sasl_creds, sasl_creds_clear, sasl_creds_clear_message,
+    sasl_creds_copy)
+from kcore.tls cimport TlsContext
 from kcore.transport cimport (
-    TP_OK, TP_TIMEOUT, TP_TOO_BIG, TP_WOKEN, tp_close, tp_conn, tp_connect, tp_frame, tp_frame_start,
-    tp_pipe, tp_recv_frame, tp_send_all)
+    TP_OK, TP_TIMEOUT, TP_TOO_BIG, TP_WOKEN, tp_close, tp_conn, tp_connect, tp_frame, tp_frame_start, tp_init,
+    tp_pipe, tp_recv_frame, tp_send_all, tp_start_tls)
+
+from kcore.sasl import MAX_SASL_AUTHENTICATE_VERSION, MECHANISMS as _SASL_MECHANISMS
 
 __all__ = [
     "Pacemaker", "MAX_HEARTBEAT_VERSION", "MAX_LEAVE_GROUP_VERSION", "MAX_CONSUMER_GROUP_HEARTBEAT_VERSION",
@@ -212,6 +220,7 @@ cdef class Pacemaker:
         free(self.sbuf)
         free(self.rbuf)
         free(self.abuf)
+        sasl_creds_clear(&self.creds)
 
     # ------------------------------------------------------------ control (Python side)
     def configure(self, *, host, port, group_id, member_id, generation_id, group_instance_id=None,
@@ -336,6 +345,83 @@ cdef class Pacemaker:
             pthread_mutex_unlock(&self.mu)
             self._wake_loop()
 
+    def set_security(self, *, tls=None, sasl_mechanism=None, username=None, password=None,
+                     sasl_authenticate_version=0):
+        """How the connection is secured from its next (re)connect on: ``tls`` a
+        kcore.tls.TlsContext (None: plain TCP), ``sasl_mechanism`` one of PLAIN,
+        SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER (None: no SASL) with the user's
+        credentials, or, for OAUTHBEARER, the token given to ``set_sasl_token``. The
+        current connection is closed so the next one uses them."""
+        cdef int mech = SASL_NONE
+        cdef sasl_creds fresh
+        cdef bytes user = None, pw = None
+        if tls is not None and not isinstance(tls, TlsContext):
+            raise TypeError("tls must be a kcore.tls.TlsContext or None")
+        if sasl_mechanism is not None:
+            if sasl_mechanism not in _SASL_MECHANISMS:
+                raise ValueError(f"SASL mechanism {sasl_mechanism!r} is not one of {sorted(_SASL_MECHANISMS)}")
+            mech = _SASL_MECHANISMS[sasl_mechanism]
+            if mech != SASL_OAUTHBEARER:
+                if not username or password is None:
+                    raise ValueError(f"SASL mechanism {sasl_mechanism} needs a username and a password")
+                user = utf8_arg(username, "username", False)
+                pw = utf8_arg(password, "password", False)
+        check_version(sasl_authenticate_version, MAX_SASL_AUTHENTICATE_VERSION, "SaslAuthenticate")
+        fresh.mechanism = mech
+        fresh.authenticate_version = sasl_authenticate_version
+        fresh.username = _dup(user, &fresh.username_len)
+        fresh.password = _dup(pw, &fresh.password_len)
+        fresh.oauth_message = NULL
+        fresh.oauth_message_len = 0
+        pthread_mutex_lock(&self.mu)
+        if self.creds.mechanism == mech and mech == SASL_OAUTHBEARER:
+            fresh.oauth_message, self.creds.oauth_message = self.creds.oauth_message, NULL   # keep the token
+            fresh.oauth_message_len, self.creds.oauth_message_len = self.creds.oauth_message_len, 0
+        sasl_creds_clear(&self.creds)
+        self.creds = fresh
+        if tls is not None:
+            if self.tls_contexts is None:
+                self.tls_contexts = []
+            if tls not in self.tls_contexts:
+                self.tls_contexts.append(tls)
+        self.ssl_ctx = NULL if tls is None else (<TlsContext>tls).ctx
+        self.check_host = False if tls is None else (<TlsContext>tls).check_hostname
+        self.addr_gen += 1           # reconnect with the new security
+        pthread_mutex_unlock(&self.mu)
+        self._wake_loop()
+
+    def set_sasl_authenticate_version(self, version):
+        """The SaslAuthenticate version the main client negotiated with the coordinator."""
+        check_version(version, MAX_SASL_AUTHENTICATE_VERSION, "SaslAuthenticate")
+        pthread_mutex_lock(&self.mu)
+        self.creds.authenticate_version = version
+        pthread_mutex_unlock(&self.mu)
+
+    def set_sasl_token(self, token, extensions=None):
+        """OAUTHBEARER: the bearer token (and SASL extensions) for the next (re)connect; the
+        current session goes on until it ends or must be re-authenticated."""
+        cdef bytes msg
+        cdef char* p
+        cdef Py_ssize_t n = 0
+        if not isinstance(token, str) or not token:
+            raise ValueError("the token must be a non-empty str")
+        extra = "".join(f"\x01{k}={v}" for k, v in (extensions or {}).items())
+        msg = f"n,,\x01auth=Bearer {token}{extra}\x01\x01".encode()
+        p = _dup(msg, &n)
+        pthread_mutex_lock(&self.mu)
+        sasl_creds_clear_message(&self.creds)
+        self.creds.oauth_message = p
+        self.creds.oauth_message_len = n
+        pthread_mutex_unlock(&self.mu)
+
+    @property
+    def last_error(self):
+        """Why the last TLS handshake or SASL exchange failed ('' if none did)."""
+        pthread_mutex_lock(&self.mu)
+        cdef bytes b = self.last_error
+        pthread_mutex_unlock(&self.mu)
+        return b.decode("utf-8", "replace")
+
     def wake(self):
         """Make a wait_events() in progress return now (with whatever events there are)."""
         with nogil:
@@ -439,9 +525,9 @@ cdef class Pacemaker:
     def stats(self):
         """Counters: sent, received, failed, connects, events_dropped."""
         pthread_mutex_lock(&self.mu)
-        d = (self.n_sent, self.n_received, self.n_failed, self.n_connects, self.ev_dropped)
+        d = (self.n_sent, self.n_received, self.n_failed, self.n_connects, self.ev_dropped, self.n_auths)
         pthread_mutex_unlock(&self.mu)
-        return dict(zip(("sent", "received", "failed", "connects", "events_dropped"), d))
+        return dict(zip(("sent", "received", "failed", "connects", "events_dropped", "authentications"), d))
 
     def send_times_ms(self):
         """Monotonic instants of the most recent heartbeats sent (up to 256, oldest first)."""
@@ -521,16 +607,63 @@ cdef class Pacemaker:
             return _io_result(rc)
         return self._recv_frame(conn, rn, deadline, epoch0)
 
-    cdef int _connect(self, tp_conn* conn, int64_t timeout_ms) noexcept nogil:
-        """Connect to the configured address (copied under mu): PM_OK or PM_CONNECT_FAILED
-        (conn.err: why)."""
+    cdef int _connect(self, tp_conn* conn, int64_t timeout_ms, int32_t* corr, int64_t* reauth_at) noexcept nogil:
+        """Connect to the configured address (copied under mu), then run the TLS handshake
+        and the SASL exchange when configured, all within timeout_ms: PM_OK or
+        PM_CONNECT_FAILED (conn.err: the errno of a TCP failure; last_error: why TLS or
+        SASL failed). reauth_at: when the broker ends the session (KIP-368) less a margin
+        for a new one, 0 for never."""
         cdef char host[256]
-        cdef int port
+        cdef char why[256]
+        cdef int port, rc
+        cdef void* ctx
+        cdef bint check
+        cdef sasl_creds creds
+        cdef int64_t deadline = monotonic_ms() + timeout_ms, lifetime = 0
+        reauth_at[0] = 0
         pthread_mutex_lock(&self.mu)
+        self.last_error[0] = 0
         memcpy(host, self.host, 256)
         port = self.port
+        ctx = self.ssl_ctx
+        check = self.check_host
+        rc = sasl_creds_copy(&creds, &self.creds)
         pthread_mutex_unlock(&self.mu)
-        return PM_OK if tp_connect(conn, host, port, timeout_ms) == TP_OK else PM_CONNECT_FAILED
+        if rc != 0:
+            return PM_CONNECT_FAILED
+        why[0] = 0
+        try:
+            if tp_connect(conn, host, port, timeout_ms) != TP_OK:
+                return PM_CONNECT_FAILED
+            if ctx != NULL:
+                rc = tp_start_tls(conn, ctx, host, check, deadline, why, sizeof(why))
+                if rc != TP_OK:
+                    self._set_error(why, conn)
+                    return PM_CONNECT_FAILED
+            if creds.mechanism != SASL_NONE:
+                rc = sasl_authenticate(conn, &creds, self.client_id, self.client_id_len, self.sbuf, PM_SBUF_CAP,
+                                       self.rbuf, PM_RECV_CAP, corr, deadline, &lifetime, why, sizeof(why))
+                if rc != SASL_OK:
+                    if why[0] == 0:
+                        snprintf(why, sizeof(why), "the SASL exchange failed (%d, errno %d)", rc, conn.err)
+                    self._set_error(why, conn)
+                    return PM_CONNECT_FAILED
+                if lifetime > 0:
+                    # KIP-368: a new session before this one ends, a margin before its end.
+                    reauth_at[0] = monotonic_ms() + lifetime * 85 // 100
+                pthread_mutex_lock(&self.mu)
+                self.n_auths += 1
+                pthread_mutex_unlock(&self.mu)
+            return PM_OK
+        finally:
+            sasl_creds_clear(&creds)
+
+    cdef void _set_error(self, const char* why, tp_conn* conn) noexcept nogil:
+        pthread_mutex_lock(&self.mu)
+        snprintf(self.last_error, sizeof(self.last_error), "%s", why)
+        pthread_mutex_unlock(&self.mu)
+        tp_close(conn)
+        conn.err = 0
 
     cdef void _loop(self) noexcept nogil:
         cdef tp_conn conn
@@ -543,8 +676,12 @@ cdef class Pacemaker:
         cdef bint poll_expired, session_expired, due, consumer0 = False, share0 = False
         cdef int32_t new_epoch = 0, interval = 0
         cdef int has_assignment = 0
-        conn.fd = -1
-        conn.err = 0
+        cdef int64_t reauth_at = 0
+        # The SASL exchange's correlation ids: apart from the heartbeats', since a LeaveGroup is
+        # encoded (with its id) before the connection it goes out on is set up.
+        cdef int32_t auth_corr = 0
+        cdef int64_t until
+        tp_init(&conn)
         pthread_mutex_lock(&self.mu)
         while not self.stop:
             if not self.active or self.halted:
@@ -572,6 +709,15 @@ cdef class Pacemaker:
             since_poll = now - self.hs.last_poll_ms
             backoff = self.hs.retry_backoff_ms
             pthread_mutex_unlock(self.hmu)
+            if conn.fd >= 0 and reauth_at > 0:
+                if now >= reauth_at:
+                    # KIP-368: the broker ends the session soon; a new connection authenticates
+                    # afresh (with the newest token) between two heartbeats.
+                    tp_close(&conn)
+                    reauth_at = 0
+                    next_connect = 0
+                elif reauth_at < wake_at:
+                    wake_at = reauth_at
             rto = self.request_timeout_ms
             # A connect that hangs must not outlive the session: the member would be evicted
             # while we wait (and the Python side could not take over).
@@ -585,6 +731,14 @@ cdef class Pacemaker:
                 code = _CODE_NOT_SENT
                 if self.consumer_mode or (self.leave_version >= 0 and self.instance_id_len < 0
                                           and self.member_id_len > 0):
+                    if conn.fd < 0:
+                        # Connected (TLS, SASL) before the request is encoded: the set-up uses
+                        # the same buffers.
+                        pthread_mutex_unlock(&self.mu)
+                        self._connect(&conn, connect_timeout, &auth_corr, &reauth_at)
+                        pthread_mutex_lock(&self.mu)
+                        if self.epoch != epoch0 or self.stop:
+                            continue      # reconfigured meanwhile: look again
                     corr += 1
                     if self.consumer_mode:
                         version0 = self.hb_version
@@ -603,8 +757,6 @@ cdef class Pacemaker:
                     rc = PM_OVERFLOW
                     pthread_mutex_unlock(&self.mu)
                     if n > 0:
-                        if conn.fd < 0:
-                            self._connect(&conn, connect_timeout)
                         if conn.fd >= 0:
                             rc = self._exchange(&conn, n, &rn, now + rto, epoch0)
                             if rc == PM_OK and consumer0:
@@ -626,13 +778,23 @@ cdef class Pacemaker:
                 continue
             if conn.fd < 0:
                 if now < next_connect:
+                    # Until the next attempt, or an expiry to act on; a heartbeat that is due
+                    # (wake_at in the past) cannot go out without a connection, and a negative
+                    # wait would be an endless one.
+                    pthread_mutex_lock(self.hmu)
+                    until = hb_session_expiry_ms(self.hs)
+                    if hb_poll_expiry_ms(self.hs) < until:
+                        until = hb_poll_expiry_ms(self.hs)
+                    pthread_mutex_unlock(self.hmu)
+                    if next_connect < until:
+                        until = next_connect
                     pthread_mutex_unlock(&self.mu)
-                    self._idle_wait((next_connect if next_connect < wake_at else wake_at) - now)
+                    self._idle_wait(until - now if until > now else 1)
                     pthread_mutex_lock(&self.mu)
                     continue
                 cur_addr = self.addr_gen
                 pthread_mutex_unlock(&self.mu)
-                rc = self._connect(&conn, connect_timeout)
+                rc = self._connect(&conn, connect_timeout, &auth_corr, &reauth_at)
                 pthread_mutex_lock(&self.mu)
                 if rc != PM_OK:
                     next_connect = monotonic_ms() + (backoff if backoff > 50 else 50)

@@ -3,9 +3,9 @@
 
 Every byte the GIL-free parts of kcore exchange with a broker (the receive loop, the
 pacemaker) goes through these functions and every size prefix is checked by
-``tp_frame_size``, so a secured connection (TLS, and SASL after it) changes this module only:
-``tp_conn`` is the connection whatever it is carried over, ``tp_recv`` / ``tp_send`` /
-``tp_wait`` are its only reads, writes and waits.
+``tp_frame_size``. ``tp_conn`` is the connection whatever it is carried over (plain TCP, or
+TLS once ``tp_start_tls`` has completed the handshake: OpenSSL's libssl, called without the
+GIL), ``tp_recv`` / ``tp_send`` / ``tp_wait`` are its only reads, writes and waits.
 
 Results are 0 (TP_OK) or one of the negative TP_* codes; reads and writes return a byte count
 (> 0), 0 at end of stream (reads), or a negative code.
@@ -24,11 +24,18 @@ cdef enum:
     TP_NEGATIVE = -21          # a negative size prefix
     TP_AGAIN = -22             # nothing can be read or written now
     TP_WOKEN = -23             # the wake fd became readable
+    TP_TLS = -15               # the TLS handshake failed (tp_start_tls says why)
+    TP_WANT_READ = 1           # tp_conn.want: TLS must read before the call can go on
+    TP_WANT_WRITE = 2          # ... must write
+    TP_TLS_FAILED = 3          # tp_conn.want: the TLS session had a fatal error (no close_notify then)
 
 
 ctypedef struct tp_conn:
     int fd                     # -1: none
     int err                    # errno behind the last TP_IO / TP_CONNECT_FAILED (0: none)
+    void* ssl                  # the TLS session (an OpenSSL SSL*), NULL on plain TCP
+    int want                   # TLS: the direction the last TP_AGAIN waits for (0: the caller's),
+                               # or TP_TLS_FAILED
 
 
 # A frame being received by tp_recv_frame: resumable after TP_WOKEN and TP_TIMEOUT, so a
@@ -56,7 +63,10 @@ cdef inline int tp_frame_size(const uint8_t* prefix, Py_ssize_t max_frame_bytes,
     return TP_OK
 
 
+cdef void tp_init(tp_conn* c) noexcept nogil
 cdef void tp_attach(tp_conn* c, int fd) noexcept nogil
+cdef int tp_start_tls(tp_conn* c, void* ssl_ctx, const char* host, bint check_host, int64_t deadline_ms,
+                      char* why, size_t why_cap) noexcept nogil
 cdef int tp_connect(tp_conn* c, const char* host, int port, int64_t timeout_ms) noexcept nogil
 cdef void tp_close(tp_conn* c) noexcept nogil
 cdef int tp_pipe(int* fds) noexcept nogil

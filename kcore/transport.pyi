@@ -8,6 +8,8 @@ into or allocated for the frame.
 """
 from __future__ import annotations
 
+from kcore.tls import TlsContext
+
 _Buffer = bytes | bytearray | memoryview
 
 __all__ = ["Connection", "frame_size"]
@@ -26,6 +28,11 @@ class Connection:
         """Connect, trying each address of host (OSError with the last errno)."""
     @property
     def fd(self) -> int: ...
+    @property
+    def tls(self) -> bool:
+        """TLS is established on this connection."""
+    def start_tls(self, context: TlsContext, server_hostname: str | bytes, timeout_ms: int) -> None:
+        """The TLS handshake, without the GIL (TlsHandshakeError saying why, TimeoutError)."""
     def send_all(self, data: _Buffer, timeout_ms: int) -> None:
         """Write all of data (TimeoutError, OSError)."""
     def recv_frame(self, max_frame_bytes: int, timeout_ms: int, wake_fd: int = -1) -> bytes | None:

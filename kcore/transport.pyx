@@ -8,6 +8,11 @@ the receive loop reads and waits through ``tp_recv`` / ``tp_wait`` and checks pr
 Kafka's framing is ``int32 size`` + ``size`` bytes: a negative size or one above the
 caller's bound is refused before anything is read into (or allocated for) the frame.
 
+TLS (``tp_start_tls``): the handshake, reads and writes are OpenSSL's, on the same
+non-blocking socket, waits and deadlines; a read that needs a write (or the reverse) says so
+in ``tp_conn.want`` and ``tp_wait`` waits for that. The context (trust, client certificate)
+is a ``kcore.tls.TlsContext`` built once, with the GIL, from the client's settings.
+
 Waits take a wake fd (a pipe's read end, -1 for none): its becoming readable ends the wait
 with TP_WOKEN, so the thread that waits can be told to stop or to look at new settings.
 
@@ -20,7 +25,15 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from libc.stdint cimport INT32_MAX, int32_t, int64_t, uint8_t
 from libc.stdio cimport snprintf
 from libc.stdlib cimport free, malloc
-from libc.string cimport memset
+from libc.string cimport memset, strerror, strlen
+
+from kcore.openssl cimport (
+    ERR_GET_REASON, ERR_clear_error, ERR_error_string_n, ERR_get_error, SSL, SSL_CTX,
+    SSL_R_UNEXPECTED_EOF_WHILE_READING, SSL_ERROR_SYSCALL, SSL_ERROR_WANT_READ,
+    SSL_ERROR_WANT_WRITE, SSL_ERROR_ZERO_RETURN, SSL_connect, SSL_free, SSL_get0_param, SSL_get_error,
+    SSL_get_verify_result, SSL_new, SSL_read, SSL_set1_host, SSL_set_fd, SSL_set_tlsext_host_name, SSL_shutdown,
+    SSL_write, X509_V_OK, X509_VERIFY_PARAM_set1_ip_asc, X509_verify_cert_error_string)
+from kcore.tls cimport TlsContext
 
 from kcore.posixsys cimport (
     AF_UNSPEC, AI_NUMERICSERV, EAGAIN, EBADF, EINPROGRESS, EINTR, ETIMEDOUT, EWOULDBLOCK, F_GETFL,
@@ -32,6 +45,7 @@ from kcore.posixsys cimport (
 import os
 
 from kcore.errors import FrameTooLargeError, InvalidLengthError, KafkaConnectionError
+from kcore.tls import TlsHandshakeError
 
 __all__ = ["Connection", "frame_size"]
 
@@ -52,10 +66,35 @@ cdef inline int _remaining(int64_t deadline_ms) noexcept nogil:
     return <int>(left if left < INT32_MAX else INT32_MAX)
 
 
+cdef extern from "<arpa/inet.h>" nogil:
+    int inet_pton(int, const char*, void*)
+    int AF_INET
+    int AF_INET6
+
+cdef extern from *:
+    """
+    #include <errno.h>
+    static inline void kcore_tp_clear_errno(void) { errno = 0; }
+    """
+    void _clear_errno "kcore_tp_clear_errno"() noexcept nogil
+
+cdef extern from "<errno.h>" nogil:
+    int EPROTO
+    int EPIPE
+
+
+cdef void tp_init(tp_conn* c) noexcept nogil:
+    """No connection yet."""
+    c.fd = -1
+    c.err = 0
+    c.ssl = NULL
+    c.want = 0
+
+
 cdef void tp_attach(tp_conn* c, int fd) noexcept nogil:
     """Use fd (connected, non-blocking, owned by the caller) as c."""
+    tp_init(c)
     c.fd = fd
-    c.err = 0
 
 
 cdef int tp_pipe(int* fds) noexcept nogil:
@@ -79,8 +118,7 @@ cdef int tp_connect(tp_conn* c, const char* host, int port, int64_t timeout_ms) 
     cdef socklen_t slen
     cdef pollfd pfd
     cdef int64_t deadline = monotonic_ms() + timeout_ms
-    c.fd = -1
-    c.err = 0
+    tp_init(c)
     snprintf(portstr, 16, "%d", port)
     memset(&hints, 0, sizeof(hints))
     hints.ai_family = AF_UNSPEC
@@ -126,14 +164,52 @@ cdef int tp_connect(tp_conn* c, const char* host, int port, int64_t timeout_ms) 
 
 
 cdef void tp_close(tp_conn* c) noexcept nogil:
+    if c.ssl != NULL:
+        # A close_notify if the socket takes it now; never waited for (the peer may be gone),
+        # and never after a fatal error (OpenSSL forbids it).
+        ERR_clear_error()
+        if c.want != TP_TLS_FAILED:
+            SSL_shutdown(<SSL*>c.ssl)
+        SSL_free(<SSL*>c.ssl)
+        ERR_clear_error()
+        c.ssl = NULL
     if c.fd >= 0:
         close(c.fd)
     c.fd = -1
+    c.want = 0
+
+
+cdef inline int _tls_again(tp_conn* c, int e) noexcept nogil:
+    """After an SSL call that did not complete: TP_AGAIN (c.want set), 0 (end of stream) or
+    TP_IO (c.err: errno, EPROTO for a TLS error)."""
+    if e == SSL_ERROR_WANT_READ:
+        c.want = TP_WANT_READ
+        return TP_AGAIN
+    if e == SSL_ERROR_WANT_WRITE:
+        c.want = TP_WANT_WRITE
+        return TP_AGAIN
+    if e == SSL_ERROR_ZERO_RETURN:
+        return 0
+    c.want = TP_TLS_FAILED
+    if e == SSL_ERROR_SYSCALL and errno != 0:
+        c.err = errno
+    else:
+        c.err = EPROTO
+    ERR_clear_error()
+    return TP_IO
 
 
 cdef Py_ssize_t tp_recv(tp_conn* c, void* buf, Py_ssize_t n) noexcept nogil:
     """Up to n bytes: the count (> 0), 0 at end of stream, TP_AGAIN or TP_IO."""
     cdef ssize_t k
+    cdef int r
+    if c.ssl != NULL:
+        ERR_clear_error()
+        _clear_errno()
+        r = SSL_read(<SSL*>c.ssl, buf, <int>(n if n < INT32_MAX else INT32_MAX))
+        if r > 0:
+            return r
+        return _tls_again(c, SSL_get_error(<SSL*>c.ssl, r))
     while True:
         k = recv(c.fd, buf, <size_t>n, 0)
         if k >= 0:
@@ -147,8 +223,21 @@ cdef Py_ssize_t tp_recv(tp_conn* c, void* buf, Py_ssize_t n) noexcept nogil:
 
 
 cdef Py_ssize_t tp_send(tp_conn* c, const void* buf, Py_ssize_t n) noexcept nogil:
-    """Up to n bytes written (never SIGPIPE): the count (> 0), TP_AGAIN or TP_IO."""
+    """Up to n bytes written (never SIGPIPE): the count (> 0), TP_AGAIN or TP_IO. Over TLS
+    a write that returned TP_AGAIN must be repeated with the same bytes."""
     cdef ssize_t k
+    cdef int r
+    if c.ssl != NULL:
+        ERR_clear_error()
+        _clear_errno()
+        r = SSL_write(<SSL*>c.ssl, buf, <int>(n if n < INT32_MAX else INT32_MAX))
+        if r > 0:
+            return r
+        r = _tls_again(c, SSL_get_error(<SSL*>c.ssl, r))
+        if r == 0:      # the peer closed the session: nothing more can be written
+            c.err = EPIPE
+            return TP_IO
+        return r
     while True:
         k = send(c.fd, buf, <size_t>n, MSG_NOSIGNAL)
         if k > 0:
@@ -169,6 +258,9 @@ cdef int tp_wait(tp_conn* c, bint writing, int wake_fd, int timeout_ms) noexcept
     cdef pollfd pfds[2]
     cdef int rc
     cdef int nfds = 2 if wake_fd >= 0 else 1
+    if c.want == TP_WANT_READ or c.want == TP_WANT_WRITE:   # TLS: what the session needs
+        writing = c.want == TP_WANT_WRITE
+        c.want = 0
     pfds[0].fd = c.fd
     pfds[0].events = POLLOUT if writing else POLLIN
     pfds[0].revents = 0
@@ -210,6 +302,85 @@ cdef int tp_send_all(tp_conn* c, const uint8_t* p, Py_ssize_t n, int64_t deadlin
         if rc == TP_IO:
             return TP_IO
     return TP_OK
+
+
+cdef void _tls_why(tp_conn* c, int e, char* why, size_t cap) noexcept nogil:
+    cdef long verify = SSL_get_verify_result(<SSL*>c.ssl)
+    cdef unsigned long code
+    if cap == 0:
+        return
+    why[0] = 0
+    if verify != X509_V_OK:
+        snprintf(why, cap, "certificate verify failed: %s", X509_verify_cert_error_string(verify))
+        return
+    code = ERR_get_error()
+    if code != 0 and ERR_GET_REASON(code) == SSL_R_UNEXPECTED_EOF_WHILE_READING:
+        snprintf(why, cap, "the peer closed the connection during the TLS handshake (is the listener TLS?)")
+    elif code != 0:
+        ERR_error_string_n(code, why, cap)
+    elif e == SSL_ERROR_SYSCALL or e == SSL_ERROR_ZERO_RETURN:
+        if errno != 0:
+            snprintf(why, cap, "the peer closed the connection during the TLS handshake (%s; is the listener TLS?)",
+                     strerror(errno))
+        else:
+            snprintf(why, cap, "the peer closed the connection during the TLS handshake (is the listener TLS?)")
+    else:
+        snprintf(why, cap, "TLS handshake failed (SSL error %d)", e)
+
+
+cdef int tp_start_tls(tp_conn* c, void* ssl_ctx, const char* host, bint check_host, int64_t deadline_ms,
+                      char* why, size_t why_cap) noexcept nogil:
+    """Run the TLS handshake on c's connected socket by deadline_ms, as a client of ssl_ctx
+    (an SSL_CTX*: trust, client certificate, server verification). host is sent as SNI unless
+    it is an address, and the certificate must name it when check_host. TP_OK (c reads and
+    writes TLS from now on); TP_TIMEOUT, TP_IO or TP_TLS with the reason in why: the caller
+    closes c."""
+    cdef SSL* s
+    cdef int r, e, left, rc
+    cdef unsigned char addr[16]
+    cdef bint is_ip = inet_pton(AF_INET, host, addr) == 1 or inet_pton(AF_INET6, host, addr) == 1
+    if why_cap:
+        why[0] = 0
+    ERR_clear_error()
+    s = SSL_new(<SSL_CTX*>ssl_ctx)
+    if s == NULL:
+        snprintf(why, why_cap, "cannot create a TLS session")
+        return TP_TLS
+    c.ssl = s
+    if SSL_set_fd(s, c.fd) != 1:
+        snprintf(why, why_cap, "cannot attach the TLS session to the socket")
+        return TP_TLS
+    if not is_ip and strlen(host) > 0:
+        SSL_set_tlsext_host_name(s, host)
+    if check_host:
+        if is_ip:
+            r = X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(s), host)
+        else:
+            r = SSL_set1_host(s, host)
+        if r != 1:
+            snprintf(why, why_cap, "cannot check the certificate against host %s", host)
+            return TP_TLS
+    while True:
+        ERR_clear_error()
+        _clear_errno()
+        r = SSL_connect(s)
+        if r == 1:
+            c.want = 0
+            return TP_OK
+        e = SSL_get_error(s, r)
+        if e != SSL_ERROR_WANT_READ and e != SSL_ERROR_WANT_WRITE:
+            _tls_why(c, e, why, why_cap)
+            c.want = TP_TLS_FAILED
+            return TP_TLS
+        left = _remaining(deadline_ms)
+        if left == 0:
+            snprintf(why, why_cap, "the TLS handshake did not complete in time")
+            return TP_TIMEOUT
+        c.want = TP_WANT_WRITE if e == SSL_ERROR_WANT_WRITE else TP_WANT_READ
+        rc = tp_wait(c, False, -1, left)
+        if rc == TP_IO:
+            snprintf(why, why_cap, "waiting for the TLS handshake failed (errno %d)", c.err)
+            return TP_IO
 
 
 cdef void tp_frame_start(tp_frame* f) noexcept nogil:
@@ -315,8 +486,7 @@ cdef class Connection:
     cdef Py_ssize_t _buf_cap
 
     def __cinit__(self, int fd=-1):
-        self._c.fd = -1
-        self._c.err = 0
+        tp_init(&self._c)
         tp_frame_start(&self._frame)
         if fd >= 0:
             _nonblocking(fd)
@@ -325,6 +495,8 @@ cdef class Connection:
     def __dealloc__(self):
         if self._owned:
             tp_close(&self._c)
+        elif self._c.ssl != NULL:
+            SSL_free(<SSL*>self._c.ssl)
         free(self._buf)
 
     @staticmethod
@@ -350,6 +522,40 @@ cdef class Connection:
     @property
     def fd(self):
         return self._c.fd
+
+    @property
+    def tls(self):
+        """TLS is established on this connection."""
+        return self._c.ssl != NULL
+
+    def start_tls(self, TlsContext context not None, server_hostname, int64_t timeout_ms):
+        """Run the TLS handshake (TlsHandshakeError saying why, TimeoutError); reads and
+        writes are TLS afterwards. ``server_hostname`` is the name (or address) the server's
+        certificate must carry unless the context skips the check."""
+        cdef bytes h = server_hostname.encode() if isinstance(server_hostname, str) else bytes(server_hostname)
+        cdef const char* hp
+        cdef char why[256]
+        cdef int rc
+        cdef int64_t deadline = monotonic_ms() + timeout_ms
+        cdef void* ctx = context.ctx
+        cdef bint check = context.check_hostname
+        self._check_open()
+        if self._c.ssl != NULL:
+            raise ValueError("TLS is already established on this connection")
+        if b"\0" in h:
+            raise ValueError("server_hostname must not contain NUL")
+        hp = PyBytes_AS_STRING(h)
+        with nogil:
+            rc = tp_start_tls(&self._c, ctx, hp, check, deadline, why, sizeof(why))
+        if rc == TP_OK:
+            return
+        if self._c.ssl != NULL:
+            SSL_free(<SSL*>self._c.ssl)
+            self._c.ssl = NULL
+        message = why.decode("utf-8", "replace")
+        if rc == TP_TIMEOUT:
+            raise TimeoutError(f"{message} ({timeout_ms} ms)")
+        raise TlsHandshakeError(f"TLS handshake with {server_hostname} failed: {message}")
 
     def send_all(self, data, int64_t timeout_ms):
         """Write all of data within timeout_ms (TimeoutError, OSError)."""
@@ -412,7 +618,9 @@ cdef class Connection:
         """Close the socket if this connection opened it; forget it either way."""
         if self._owned:
             tp_close(&self._c)
-        self._c.fd = -1
+        elif self._c.ssl != NULL:
+            SSL_free(<SSL*>self._c.ssl)
+        tp_init(&self._c)
         self._owned = False
 
     cdef int _check_open(self) except -1:

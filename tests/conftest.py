@@ -104,6 +104,21 @@ def kafka():
 
 
 @pytest.fixture(scope="session")
+def secure_kafka():
+    """One Apache Kafka node with the SSL, SASL_PLAINTEXT, SASL_SSL and MTLS listeners besides
+    PLAINTEXT (KafkaCluster(security=True): test certificates, PLAIN and SCRAM users, 2 s SASL
+    sessions), shared by the TLS / SASL tests of every layer; started on first use."""
+    try:
+        cluster = KafkaCluster(security=True).start()
+    except MavenError as exc:
+        pytest.skip(f"Apache Kafka is unavailable: {exc}")
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture(scope="session")
 def kafka3():
     """Three Apache Kafka nodes (replication 3, min.insync.replicas 2, racks rack-1..3 with the
     rack-aware replica selector, a FaultProxy per node behind ``proxied_bootstrap``), started

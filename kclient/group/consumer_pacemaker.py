@@ -20,9 +20,10 @@ module is the interface between it and ``ConsumerGroupCoordinator``:
 While the application holds the GIL, the pacemaker keeps heartbeating with the newest epoch;
 the broker waits for the member to acknowledge a new assignment up to its rebalance timeout,
 so a member in a long GIL-holding call keeps its partitions (or gives them up in order)
-instead of being fenced by a session timeout. Where it cannot work (security protocols other
-than PLAINTEXT) ``create_consumer_link`` returns None with one log line, as for the classic
-protocol, and the ``ConsumerHeartbeatLoop`` alone is the driver. A link carries that loop:
+instead of being fenced by a session timeout. Its connection is secured like the main one
+(TLS, SASL: ``LinkBase.secure``); where it cannot be (a caller's own ``ssl_context`` object)
+``create_consumer_link`` returns None with one log line, as for the classic protocol, and
+the ``ConsumerHeartbeatLoop`` alone is the driver. A link carries that loop:
 it looks the coordinator up and heartbeats whenever the pacemaker is not engaged.
 """
 from __future__ import annotations
@@ -102,6 +103,8 @@ class ConsumerPacemakerLink(LinkBase):
             self._disengage()
             return
         host, port, member_id, instance_id, version, timeout = want
+        assert node is not None     # want is only set with a coordinator
+        self.prepare_connection(node, c.api_version)
         c.heartbeat.set_heartbeat_interval_ms(m.heartbeat_interval_ms)
         self._epoch = self._pm.configure_consumer(
             host=host, port=port, group_id=c.group_id or "", member_id=member_id, member_epoch=m.member_epoch,
@@ -154,8 +157,8 @@ class ConsumerPacemakerLink(LinkBase):
             if kind == EV_ASSIGNMENT:
                 self._adopt()
             elif kind == EV_DISCONNECTED and code == CODE_CONNECT_FAILED and not self._pm.stats()["connects"]:
-                log.info("group %s: the GIL-free pacemaker could not connect to the coordinator (errno %d); "
-                         "the Python heartbeat thread heartbeats instead", c.group_id, detail)
+                log.info("group %s: the GIL-free pacemaker could not connect to the coordinator (%s); the "
+                         "Python heartbeat thread heartbeats instead", c.group_id, self.connect_failure(detail))
                 self._fallen_back = True
             elif kind == EV_DISCONNECTED:
                 log.debug("group %s: pacemaker connection to the coordinator failed (%d, errno %d); reconnecting",

@@ -15,14 +15,19 @@ pacemaker is not engaged). A link is a ``HeartbeatDriver``; each group protocol 
   request, a generation reset, a lost coordinator, a poll timeout, a fatal error.
 
 While the pacemaker is engaged the Python heartbeat thread sends no heartbeats; it still
-looks the coordinator up when it is lost. Where the pacemaker cannot work (security
-protocols other than PLAINTEXT: TLS and SASL state lives in Python objects that need the
-GIL), ``create_link`` returns None with one log line and the Python thread alone is the driver.
+looks the coordinator up when it is lost. On TLS and SASL listeners the pacemaker secures its
+connection like the main one (kclient.network.pacemaker_security: the TLS context and the
+SASL credentials in the form its C code takes; for OAUTHBEARER each new token is handed
+over). Where it cannot (a caller's own ``ssl_context`` object), ``create_link`` returns None
+with one log line and the Python thread alone is the driver; where its connection fails
+before it ever got through (TLS or SASL refused), the Python thread takes over, also with one
+log line saying why.
 """
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import Any, Callable, NamedTuple, Protocol
 
 from kcore.timers import Heartbeat
@@ -35,13 +40,20 @@ from kclient.network.metadata import Node
 from kclient.protocol import ApiKey
 
 __all__ = ["LinkBase", "PacemakerLink", "PacemakerTarget", "ClassicPacemakerHost", "create_link", "start_link",
-           "pacemaker_unavailable_reason"]
+           "pacemaker_unavailable_reason", "pacemaker_security_of"]
 
 log = logging.getLogger(__name__)
 
 # Sentinel: the pushed configuration must be sent again at the next sync (after a fatal
 # event the pacemaker halted although the membership did not change).
 _REPUSH: Any = object()
+
+
+#: How often (at most) the token source is asked for a newer OAUTHBEARER token: the built-in
+#: OAuth client and the unsecured JAAS login answer from memory; a token provider of the
+#: application's own may fetch a token per call, so it is asked less often.
+_TOKEN_CHECK_S = 1.0
+_APPLICATION_TOKEN_CHECK_S = 30.0
 
 
 def pacemaker_unavailable_reason(client: Any) -> str | None:
@@ -51,10 +63,20 @@ def pacemaker_unavailable_reason(client: Any) -> str | None:
     protocol = getattr(settings, "security_protocol", None)
     if protocol is None:
         return "the network client does not say which security.protocol it uses"
-    if protocol != "PLAINTEXT":
-        return (f"security.protocol {protocol}: TLS and SASL sessions live in Python objects "
-                "that need the GIL, so the compiled pacemaker cannot open its own connection")
+    if protocol == "PLAINTEXT":
+        return None
+    security = getattr(settings, "pacemaker_security", None)
+    if security is None:
+        return f"security.protocol {protocol}: no settings for the compiled connection"
+    if security.unavailable is not None:
+        return f"security.protocol {protocol}: {security.unavailable}"
     return None
+
+
+def pacemaker_security_of(client: Any) -> Any:
+    """The network client's PacemakerSecurity (None: plaintext)."""
+    inner = getattr(client, "client", client)
+    return getattr(getattr(inner, "settings", None), "pacemaker_security", None)
 
 
 def start_link(host: Any, client: Any, link_class: Callable[[Any, str | None], Any], what: str, bound: str) -> Any:
@@ -68,7 +90,11 @@ def start_link(host: Any, client: Any, link_class: Callable[[Any, str | None], A
                  host.group_id, what, reason, bound)
         return None
     inner = getattr(client, "client", client)
-    return link_class(host, getattr(inner, "client_id", None))
+    link = link_class(host, getattr(inner, "client_id", None))
+    security = pacemaker_security_of(client)
+    if security is not None:
+        link.secure(security)
+    return link
 
 
 class LinkBase:
@@ -86,6 +112,11 @@ class LinkBase:
         self._pushed: Any = None          # the configuration last pushed (None: not engaged)
         self._fallen_back = False         # the pacemaker could not connect: the Python thread heartbeats
         self._epoch = 0                   # the pacemaker's configuration epoch (events carry it)
+        self._security: Any = None        # PacemakerSecurity of a TLS / SASL connection
+        self._sasl_version: int | None = None
+        self._token: str | None = None    # OAUTHBEARER: the token last handed to the pacemaker
+        self._token_checked = 0.0
+        self._token_check_s = _TOKEN_CHECK_S
         self._thread = threading.Thread(target=self._pm.run, daemon=True,
                                         name=f"kclient-pacemaker-{group_id}")
         self._thread.start()
@@ -104,6 +135,59 @@ class LinkBase:
     def engaged(self) -> bool:
         """The pacemaker, not the Python thread, is responsible for heartbeats now."""
         return self._pushed is not None
+
+    # ------------------------------------------------------------------ security
+    def secure(self, security: Any) -> None:
+        """Secure the pacemaker's connection like the main client's (before it is engaged)."""
+        from kclient.network.oauth import OAuthTokenProvider
+        from kclient.network.sasl import _UnsecuredTokenProvider
+
+        self._security = security
+        self._token_check_s = (_TOKEN_CHECK_S if isinstance(security.token_source, (OAuthTokenProvider,
+                                                                                     _UnsecuredTokenProvider))
+                               else _APPLICATION_TOKEN_CHECK_S)
+        self._pm.set_security(tls=security.tls, sasl_mechanism=security.sasl_mechanism,
+                              username=security.username, password=security.password)
+        self._sasl_version = None
+        self.refresh_token(force=True)
+
+    def prepare_connection(self, node: Any, api_version: Callable[[Any, int], int | None]) -> None:
+        """Before engaging towards ``node``: the SaslAuthenticate version the main client
+        negotiated with it, and the newest OAUTHBEARER token."""
+        from kcore.sasl import MAX_SASL_AUTHENTICATE_VERSION
+
+        if self._security is None or self._security.sasl_mechanism is None:
+            return
+        version = api_version(node, ApiKey.SASL_AUTHENTICATE)
+        if version is not None:
+            version = min(version, MAX_SASL_AUTHENTICATE_VERSION)
+            if version != self._sasl_version:
+                self._pm.set_sasl_authenticate_version(version)
+                self._sasl_version = version
+        self.refresh_token()
+
+    def refresh_token(self, force: bool = False) -> None:
+        """OAUTHBEARER: hand the pacemaker the token source's current token if it changed
+        (asked at most once a second); its next (re)connect uses it."""
+        security = self._security
+        if security is None or security.token_source is None:
+            return
+        now = time.monotonic()
+        if not force and now - self._token_checked < self._token_check_s:
+            return
+        self._token_checked = now
+        try:
+            token = security.token_source.token()
+            if callable(token):
+                token = token()
+            extensions = getattr(security.token_source, "extensions", None)
+            ext = extensions() if callable(extensions) else None
+        except Exception as exc:    # the source's own failure: the main connections report it
+            log.debug("OAUTHBEARER token for the pacemaker not refreshed: %s", type(exc).__name__)
+            return
+        if isinstance(token, str) and token and token != self._token:
+            self._pm.set_sasl_token(token, ext or None)
+            self._token = token
 
     # ------------------------------------------------------------------ HeartbeatDriver
     def start(self) -> None:
@@ -129,6 +213,7 @@ class LinkBase:
 
     def drain(self) -> None:
         """Apply events already posted (the application's poll)."""
+        self.refresh_token()
         events = self._pm.take_events()
         if events:
             with self._lock:
@@ -137,6 +222,7 @@ class LinkBase:
     def wait_and_drain(self, timeout_ms: int) -> None:
         """Wait without the GIL for events (at most timeout_ms), then apply them."""
         events = self._pm.wait_events(max(0, int(timeout_ms)))
+        self.refresh_token()
         if events:
             with self._lock:
                 self._apply(events)
@@ -152,6 +238,10 @@ class LinkBase:
         if self._thread.is_alive() and self._thread is not threading.current_thread():
             self._thread.join(timeout_s)
         self._python.close(timeout_s)
+
+    def connect_failure(self, errno_: int) -> str:
+        """Why the pacemaker's connection failed, for a log line (never a secret)."""
+        return self._pm.last_error or f"errno {errno_}"
 
     def sync(self) -> None:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -242,6 +332,8 @@ class PacemakerLink(LinkBase):
         if want is None:
             self._epoch = self._pm.deactivate()
             return
+        assert target is not None   # want is only set with a target
+        self.prepare_connection(target.node, c.api_version)
         host, port, generation_id, member_id, instance_id, hv, lv, timeout = want
         self._epoch = self._pm.configure(host=host, port=port, group_id=c.group_id or "", member_id=member_id,
                                          generation_id=generation_id, group_instance_id=instance_id,
@@ -263,9 +355,10 @@ class PacemakerLink(LinkBase):
                 continue
             if kind == EV_DISCONNECTED and code == CODE_CONNECT_FAILED and not self._pm.stats()["connects"]:
                 # It never reached the coordinator although the main client does (a proxy, a
-                # custom resolver or socket factory): heartbeats must not depend on it.
-                log.info("group %s: the GIL-free pacemaker could not connect to the coordinator "
-                         "(errno %d); the Python heartbeat thread heartbeats instead", c.group_id, detail)
+                # custom resolver or socket factory, TLS or SASL refused): heartbeats must not
+                # depend on it.
+                log.info("group %s: the GIL-free pacemaker could not connect to the coordinator (%s); the "
+                         "Python heartbeat thread heartbeats instead", c.group_id, self.connect_failure(detail))
                 self._fallen_back = True
             elif kind == EV_DISCONNECTED:
                 log.debug("group %s: pacemaker connection to the coordinator failed (%d, errno %d); "

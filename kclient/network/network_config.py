@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kclient.config import ConsumerConfig, as_config
+from kclient.network.pacemaker_security import pacemaker_security
 from kclient.network.sasl import mechanism_from_config, oauth_provider_from_config
 from kclient.network.tls import build_ssl_context
 
@@ -45,6 +46,9 @@ class NetworkClientConfig:
     sasl_mechanism: Any = field(default=None, repr=False)
     # OAUTHBEARER's built-in OAuth client: one per client, started and closed with it.
     token_provider: Any = field(default=None, repr=False)
+    # The GIL-free pacemaker's own connection: the same security, in the form its C code takes
+    # (kclient.network.pacemaker_security); None for plaintext.
+    pacemaker_security: Any = field(default=None, repr=False)
 
     @classmethod
     def of(cls, config: Any) -> "NetworkClientConfig":
@@ -63,6 +67,7 @@ class NetworkClientConfig:
             def sasl_mechanism():
                 return mechanism_from_config(c, token_provider)
         return cls(
+            pacemaker_security=None if protocol == "PLAINTEXT" else pacemaker_security(c, token_provider),
             ssl_context=ssl_context,
             sasl_mechanism=sasl_mechanism,
             token_provider=token_provider,

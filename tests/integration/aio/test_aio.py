@@ -601,17 +601,8 @@ def test_settings_fail_loudly():
 
 # ------------------------------------------------------------------------ TLS and SASL
 @pytest.fixture(scope="module")
-def secure():
-    from kclient.testing.kafka import KafkaCluster
-    from kclient.testing.maven import MavenError
-    try:
-        cluster = KafkaCluster(security=True).start()
-    except MavenError as exc:
-        pytest.skip(f"Apache Kafka is unavailable: {exc}")
-    try:
-        yield cluster
-    finally:
-        cluster.stop()
+def secure(secure_kafka):
+    return secure_kafka
 
 
 class AsyncTokenProvider:

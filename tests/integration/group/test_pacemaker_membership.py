@@ -61,11 +61,11 @@ def say(**kw):
 
 if cfg["protocol"] == "consumer":   # KIP-848: the broker sets the session and the interval
     c = KafkaConsumer(bootstrap_servers=cfg["bootstrap"], group_id=cfg["group"], client_id="a-member",
-                      group_protocol="consumer", max_poll_interval_ms=cfg["max_poll"],
+                      group_protocol="consumer", **cfg["settings"], max_poll_interval_ms=cfg["max_poll"],
                       enable_auto_commit=False, auto_offset_reset="earliest")
 else:
     c = KafkaConsumer(bootstrap_servers=cfg["bootstrap"], group_id=cfg["group"], client_id="a-member",
-                      session_timeout_ms=cfg["session"], heartbeat_interval_ms=cfg["interval"],
+                      **cfg["settings"], session_timeout_ms=cfg["session"], heartbeat_interval_ms=cfg["interval"],
                       max_poll_interval_ms=cfg["max_poll"], enable_auto_commit=False,
                       auto_offset_reset="earliest", partition_assignment_strategy=["sticky"])
 c.subscribe([cfg["topic"]], listener=Listener())
@@ -106,9 +106,10 @@ c.close()
 
 
 class ChildMember:
-    def __init__(self, bootstrap, topic, group, max_poll_ms, protocol="classic"):
+    def __init__(self, bootstrap, topic, group, max_poll_ms, protocol="classic", settings=None):
         cfg = {"bootstrap": bootstrap, "topic": topic, "group": group, "session": SESSION_MS,
-               "interval": 1000, "max_poll": max_poll_ms, "stall": STALL_S, "after": 4, "protocol": protocol}
+               "interval": 1000, "max_poll": max_poll_ms, "stall": STALL_S, "after": 4, "protocol": protocol,
+               "settings": settings or {}}
         env = dict(os.environ, PYTHONPATH=os.pathsep.join([REPO, os.environ.get("PYTHONPATH", "")]))
         self.proc = subprocess.Popen([sys.executable, "-c", CHILD, json.dumps(cfg)], cwd=REPO, env=env,
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
@@ -188,11 +189,13 @@ SCENARIOS = {
 _RUN_TOGETHER = [["mock-keeps"], ["mock-leaves"], ["kafka-keeps"], ["kafka-leaves"], ["kafka-consumer-keeps"]]
 
 
-def _classic_scenario(kind, cluster, topic, group, max_poll_ms) -> dict:
-    """A (child process) stalls 12 s; on Kafka, B (in this process) is in the group all along."""
+def _classic_scenario(kind, cluster, topic, group, max_poll_ms, a_bootstrap=None, a_settings=None) -> dict:
+    """A (child process) stalls 12 s; on Kafka, B (in this process) is in the group all along.
+    A connects to ``a_bootstrap`` (default: the cluster's) with ``a_settings`` (e.g. TLS, SASL);
+    B to the cluster's plaintext listener."""
     if kind == "mock":
         cluster.start_request_tracking()
-    a = ChildMember(cluster.bootstrap, topic, group, max_poll_ms)
+    a = ChildMember(a_bootstrap or cluster.bootstrap, topic, group, max_poll_ms, settings=a_settings)
     b = None
     out: dict = {}
     try:
@@ -221,6 +224,8 @@ def _classic_scenario(kind, cluster, topic, group, max_poll_ms) -> dict:
                 break
             assert time.monotonic() < end, "member A's stall did not end"
         out["after"] = a.read("after", 60)
+        if b is not None:     # before A closes (its LeaveGroup then hands B the partition)
+            out["b_after"] = b.assigned(), b.coord.generation().generation_id
         a.proc.wait(60)
         if b is not None:
             out["b_final"], out["b_final_generation"] = b.assigned(), b.coord.generation().generation_id
@@ -234,9 +239,10 @@ def _classic_scenario(kind, cluster, topic, group, max_poll_ms) -> dict:
     return out
 
 
-def _consumer_scenario(cluster, topic, group) -> dict:
-    """KIP-848: A (child process) stalls 12 s; B, a consumer-protocol member, is in the group."""
-    a = ChildMember(cluster.bootstrap, topic, group, 60000, protocol="consumer")
+def _consumer_scenario(cluster, topic, group, a_bootstrap=None, a_settings=None) -> dict:
+    """KIP-848: A (child process) stalls 12 s; B, a consumer-protocol member, is in the group
+    (A's connection as in ``_classic_scenario``)."""
+    a = ChildMember(a_bootstrap or cluster.bootstrap, topic, group, 60000, protocol="consumer", settings=a_settings)
     b = None
     out: dict = {}
     try:

@@ -450,6 +450,28 @@ def test_a_group_member_reads_and_commits_across_token_expiries(oidc_kafka, grou
             and r.name.startswith("kclient")] == []
 
 
+def test_the_pacemaker_authenticates_each_session_with_the_newest_token(oidc_kafka, group_id):
+    """The GIL-free pacemaker's own connection logs in with the token the client holds; its
+    sessions end with the token (10 s), so over 1.6 lifetimes it authenticates again with a
+    token the OIDC client fetched since, and the member stays in its generation."""
+    settings = styles(oidc_kafka.oidc.token_url)["librdkafka"]
+    with KafkaConsumer(bootstrap_servers=oidc_kafka.oidc_bootstrap, group_id=group_id, auto_offset_reset="latest",
+                       enable_auto_commit=False, session_timeout_ms=6000, heartbeat_interval_ms=500,
+                       **settings) as consumer:
+        consumer.subscribe(["oidc"])
+        _wait_assigned(consumer)
+        generation = consumer._coordinator.generation()
+        link = consumer._coordinator.heartbeat_driver
+        assert hasattr(link, "pacemaker"), "the Python heartbeat thread heartbeats, not the pacemaker"
+        end = time.monotonic() + 1.6 * LIFETIME_S
+        while time.monotonic() < end:
+            consumer.poll(200)
+        stats = link.pacemaker.stats()
+        assert stats["authentications"] >= 2 and stats["failed"] == 0, stats
+        assert stats["received"] >= LIFETIME_S, stats
+        assert consumer._coordinator.generation() == generation
+
+
 def test_the_admin_client_and_an_idle_consumer_keep_valid_sessions(oidc_kafka, group_id):
     """An admin client and a consumer that does not poll for longer than a token lives: the
     provider's thread refreshed the token, so their next calls authenticate."""

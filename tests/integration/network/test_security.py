@@ -19,8 +19,6 @@ from kclient.network.sasl import PlainMechanism, ScramMechanism, mechanism_from_
 from kclient.network.tls import build_ssl_context
 from kclient.producer import KafkaProducer
 from kclient.structs import TopicPartition
-from kclient.testing.kafka import KafkaCluster
-from kclient.testing.maven import MavenError
 from kclient.testing.pki import CONNECTION_STRING_USER, P12_PASSWORD, PLAIN_USER, SCRAM_USER
 
 import cloud_recipes
@@ -29,17 +27,10 @@ WRONG = "not-the-password-7d1e"
 
 
 @pytest.fixture(scope="module")
-def secure():
-    try:
-        cluster = KafkaCluster(security=True).start()
-    except MavenError as exc:
-        pytest.skip(f"Apache Kafka is unavailable: {exc}")
-    try:
-        cluster.create_topic("secure", 1)
-        cluster.wait_for_topic("secure", 1)
-        yield cluster
-    finally:
-        cluster.stop()
+def secure(secure_kafka):
+    secure_kafka.create_topic("secure", 1)
+    secure_kafka.wait_for_topic("secure", 1)
+    return secure_kafka
 
 
 def tls(secure, **kw) -> dict:

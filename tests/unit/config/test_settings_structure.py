@@ -33,6 +33,7 @@ READERS = {
     "consumer/consumer_settings.py": "builds each consumer component's typed config",
     "network/tls.py": "builds NetworkClientConfig's SSL context",
     "network/sasl.py": "builds NetworkClientConfig's SASL mechanism",
+    "network/pacemaker_security.py": "builds NetworkClientConfig's TLS context and SASL credentials for the pacemaker",
     "consumer/interceptors.py": "builds the interceptors, which Kafka configures with the whole config",
     # facades: build a client from a user's settings, or read the public config of one
     "consumer/kafka_consumer.py": "the consumer's facade",

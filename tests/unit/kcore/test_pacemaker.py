@@ -469,7 +469,7 @@ def test_configure_rejects_bad_input(kw, match):
     assert not p.is_active
 
 
-def test_secured_protocols_fall_back_to_the_python_thread():
+def test_secured_protocols_fall_back_only_without_settings_for_the_compiled_connection():
     class Settings:
         security_protocol = "SASL_SSL"
 
