@@ -17,7 +17,10 @@ host and read one clock. Records sent in the first ``--warmup-s`` are left out (
 the JIT, the first fetch sessions). The table gives p50 / p99 / p99.9 / max of the whole
 delay in milliseconds, and the split at the broker's append time: producer to broker (the
 same producer for every client) and broker to application (the consumer's part), each with
-the millisecond resolution of the append time.
+the millisecond resolution of the append time. Each consumer also reports the CPU time its
+process used from READY to its last record (all its threads: the JIT and GC of the JVM,
+librdkafka's threads): on a machine whose cores are shared, the client that needs more CPU
+waits more for it.
 
 ``--trace`` also records kclient's fetch requests (when each was sent and answered) and
 splits kclient's part further: from the append to the answer of the first fetch that could
@@ -137,11 +140,17 @@ def consumer_main(argv: list[str]) -> int:
     client, bootstrap, topic, partitions, records = argv[0], argv[1], argv[2], int(argv[3]), int(argv[4])
     trace: list | None = [] if "--trace" in argv[5:] else None
 
+    cpu_at_ready = [0.0]
+
     def ready() -> None:
+        times = os.times()
+        cpu_at_ready[0] = times.user + times.system
         print("READY", flush=True)
 
     run = {"kclient": _kclient_child, "confluent": _confluent_child}[client]
     sent, appended, arrived = run(bootstrap, topic, partitions, records, ready, trace)
+    times = os.times()
+    print(f"C {round((times.user + times.system - cpu_at_ready[0]) * 1e6)}", flush=True)
     print("S " + " ".join(map(str, sent)), flush=True)
     print("T " + " ".join(map(str, appended)), flush=True)
     print("A " + " ".join(map(str, arrived)), flush=True)
@@ -230,7 +239,7 @@ def produce_at_rate(bootstrap: str, topic: str, partitions: int, rate: int, seco
         p.produce(topic, STAMP.pack(time.time_ns(), i) + pad, partition=i % partitions)
         if i % 50 == 0:
             p.poll(0)
-    left = p.flush(30)
+    left = p.flush(60)
     if left:
         raise RuntimeError(f"{left} records undelivered")
     return total
@@ -279,6 +288,8 @@ def analyse(data: dict, warmup_s: float) -> dict:
     cutoff = min(sent) + int(warmup_s * 1e6)
     keep = [i for i, s in enumerate(sent) if s >= cutoff]
     out: dict = {"received": len(sent), "measured": len(keep)}
+    if data.get("C"):
+        out["cpu_s"] = data["C"][0] / 1e6
     out.update(_summary([arrived[i] - sent[i] for i in keep]))
     out["to_broker"] = _summary([appended[i] * 1000 - sent[i] for i in keep])
     out["from_broker"] = _summary([arrived[i] - appended[i] * 1000 for i in keep])
@@ -357,19 +368,20 @@ def markdown(report: dict) -> str:
     lines = [f"Date: {report['date']}; machine: {report['machine']}, load average {report['load']}; broker: "
              f"Apache Kafka {report['broker']} (one KRaft node on loopback).", f"Command: `{report['command']}`", "",
              "| rate (msg/s) | client | p50 ms | p99 ms | p99.9 ms | max ms | producer to broker p50 / p99 ms "
-             "| broker to application p50 / p99 ms | records measured / sent |",
-             "|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
+             "| broker to application p50 / p99 ms | consumer CPU s | records measured / sent |",
+             "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in report["results"]:
         if "error" in r:
-            lines.append(f"| {r['rate']:,} | {LABELS[r['client']]} | failed: {r['error']} | | | | | | |")
+            lines.append(f"| {r['rate']:,} | {LABELS[r['client']]} | failed: {r['error']} | | | | | | | |")
             continue
         if not r.get("measured"):
-            lines.append(f"| {r['rate']:,} | {r['label']} | no records | | | | | | 0 / {r['sent']:,} |")
+            lines.append(f"| {r['rate']:,} | {r['label']} | no records | | | | | | | 0 / {r['sent']:,} |")
             continue
         tb, fb = r["to_broker"], r["from_broker"]
         lines.append(f"| {r['rate']:,} | {r['label']} | {r['p50_ms']:.2f} | {r['p99_ms']:.2f} | {r['p999_ms']:.2f} "
                      f"| {r['max_ms']:.2f} | {tb['p50_ms']:.1f} / {tb['p99_ms']:.1f} "
-                     f"| {fb['p50_ms']:.1f} / {fb['p99_ms']:.1f} | {r['measured']:,} / {r['sent']:,} |")
+                     f"| {fb['p50_ms']:.1f} / {fb['p99_ms']:.1f} | {r.get('cpu_s', float('nan')):.2f} "
+                     f"| {r['measured']:,} / {r['sent']:,} |")
     traced = [r for r in report["results"] if "fetches" in r]
     if traced:
         lines += ["", "kclient's fetches (--trace): p50 / p99 / max ms", "",

@@ -5,9 +5,11 @@
 // polls until `records` records arrived (or input on stdin, or nothing for 30 s). Each value's
 // first 8 bytes (big-endian) are the producer's wall clock at send, in nanoseconds since the
 // epoch; the record's timestamp is the broker's append time (the topic has LogAppendTime). At
-// the end it prints, in arrival order and space-separated: "S" and the send times (us), "T"
-// and the append times (ms), "A" and the arrival times (us, wall clock), then "END".
+// the end it prints "C" and the CPU time the process used since READY (us), then, in arrival
+// order and space-separated: "S" and the send times (us), "T" and the append times (ms), "A"
+// and the arrival times (us, wall clock), then "END".
 import java.io.PrintStream;
+import java.lang.management.ManagementFactory;
 import java.nio.ByteBuffer;
 import java.time.Duration;
 import java.time.Instant;
@@ -24,6 +26,11 @@ public final class JavaLatency {
     private static long nowNanos() {
         Instant t = Instant.now();
         return t.getEpochSecond() * 1_000_000_000L + t.getNano();
+    }
+
+    private static long processCpuNanos() {
+        return ((com.sun.management.OperatingSystemMXBean) ManagementFactory.getOperatingSystemMXBean())
+            .getProcessCpuTime();
     }
 
     private static void printLine(PrintStream out, String kind, long[] values, int n) {
@@ -49,6 +56,7 @@ public final class JavaLatency {
             props.put(args[i].substring(0, eq), args[i].substring(eq + 1));
         }
         PrintStream out = new PrintStream(System.out, false, "UTF-8");
+        long cpuAtReady = 0;
         long[] sent = new long[records];
         long[] appended = new long[records];
         long[] arrived = new long[records];
@@ -63,6 +71,7 @@ public final class JavaLatency {
             for (TopicPartition tp : tps) {
                 consumer.position(tp);
             }
+            cpuAtReady = processCpuNanos();
             out.println("READY");
             out.flush();
             long idleSince = System.nanoTime();
@@ -82,6 +91,7 @@ public final class JavaLatency {
                 }
             }
         }
+        out.println("C " + (processCpuNanos() - cpuAtReady) / 1000);
         printLine(out, "S", sent, n);
         printLine(out, "T", appended, n);
         printLine(out, "A", arrived, n);

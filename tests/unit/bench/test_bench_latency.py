@@ -21,8 +21,9 @@ def test_records_sent_in_the_warm_up_are_left_out_and_the_delay_is_split_at_the_
     appended = [(s + 2000) // 1000 for s in sent]
     arrived = [a * 1000 + 3000 for a in appended]
     arrived[-1] += 97_000
-    out = latency.analyse({"S": sent, "T": appended, "A": arrived}, warmup_s=1.0)
+    out = latency.analyse({"S": sent, "T": appended, "A": arrived, "C": [1_500_000]}, warmup_s=1.0)
     assert out["received"] == 4 and out["measured"] == 2          # sent at 1.0 s and 1.5 s
+    assert out["cpu_s"] == 1.5
     assert out["p50_ms"] == 5.0 and out["max_ms"] == 102.0
     assert out["to_broker"]["max_ms"] == 2.0
     assert out["from_broker"]["p50_ms"] == 3.0 and out["from_broker"]["max_ms"] == 100.0
@@ -42,11 +43,11 @@ def test_the_fetch_timeline_splits_the_consumers_part_at_the_answer():
 
 def test_the_table_names_each_part():
     result = {"client": "kclient", "label": latency.LABELS["kclient"], "rate": 1000, "sent": 10, "measured": 8,
-              "p50_ms": 1.0, "p99_ms": 2.0, "p999_ms": 3.0, "max_ms": 4.0,
+              "p50_ms": 1.0, "p99_ms": 2.0, "p999_ms": 3.0, "max_ms": 4.0, "cpu_s": 0.25,
               "to_broker": {"p50_ms": 0.5, "p99_ms": 1.0}, "from_broker": {"p50_ms": 0.5, "p99_ms": 1.5}}
     report = {"date": "d", "machine": "m", "load": "1.0 / 1.0 / 1.0", "command": "c", "broker": "4.4.0",
               "results": [result, {"client": "java", "rate": 1000, "error": "boom"}]}
     text = latency.markdown(report)
     assert "| 1,000 | kclient (for record in consumer, defaults) | 1.00 | 2.00 | 3.00 | 4.00 | 0.5 / 1.0 | 0.5 / 1.5 " \
-           "| 8 / 10 |" in text
+           "| 0.25 | 8 / 10 |" in text
     assert "failed: boom" in text and "load average 1.0 / 1.0 / 1.0" in text
