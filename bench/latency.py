@@ -13,8 +13,11 @@ own), so every client sees the same load on a shared machine.
 A consumer takes the wall clock when the record is handed to the application, as users write
 it (kclient: ``for record in consumer``; confluent-kafka: ``poll()`` per message; Java:
 ``poll()`` and its records), with each client's default settings. All processes run on one
-host and read one clock. Records sent in the first ``--warmup-s`` are left out (connections,
-the JIT, the first fetch sessions). The table gives p50 / p99 / p99.9 / max of the whole
+host and read one clock. Before the first measured run, the same run goes for
+``--broker-warmup-s`` unmeasured: a broker just started appended records seconds after they
+were sent for its first seconds of traffic (its JIT), whichever client read them. Records sent
+in the first ``--warmup-s`` of each run are left out too (connections, the first fetch
+sessions, the consumers' JIT). The table gives p50 / p99 / p99.9 / max of the whole
 delay in milliseconds, and the split at the broker's append time: producer to broker (the
 same producer for every client) and broker to application (the consumer's part), each with
 the millisecond resolution of the append time. Each consumer also reports the CPU time its
@@ -407,6 +410,9 @@ def main(argv: list[str]) -> int:
                         help="records sent in the first this many seconds are left out (default 1)")
     parser.add_argument("--partitions", type=int, default=8)
     parser.add_argument("--clients", default=",".join(CLIENTS), help=f"comma list of {', '.join(CLIENTS)}")
+    parser.add_argument("--broker-warmup-s", type=float, default=10.0,
+                        help="seconds of the same run, at the highest rate and not measured, before the first "
+                             "measured one (default 10): a fresh broker appends seconds late at first")
     parser.add_argument("--apart", action="store_true",
                         help="one client at a time, each with its own topic and producer run")
     parser.add_argument("--trace", action="store_true", help="also time kclient's fetch requests")
@@ -426,6 +432,10 @@ def main(argv: list[str]) -> int:
               "broker": cluster.version, "results": []}
     groups = [[c] for c in clients] if args.apart else [clients]
     with cluster:
+        if args.broker_warmup_s > 0:
+            log(f"latency: warming the broker up at {max(rates):,} msg/s for {args.broker_warmup_s:g} s")
+            for result in run_rate(cluster, clients, max(rates), args.broker_warmup_s, args.partitions, 0.0, False):
+                log(f"latency:   warm-up, not measured: {json.dumps(result)[:300]}")
         for rate in rates:
             for group in groups:
                 log(f"latency: {', '.join(group)} at {rate:,} msg/s for {args.seconds:g} s")
