@@ -85,8 +85,10 @@ def cut_offset_ranges(ranges: Iterable[OffsetRange], count: int,
     ordered = sorted(r for r in ranges if r.size > 0)
     total = sum(r.size for r in ordered)
     count = min(count, total)
-    if count <= 1:
-        return [ordered] if ordered else []
+    if count == 0:
+        return []
+    if count == 1:
+        return _slice(ordered, [total])
     ends, position = [], 0               # each range's end on the line of all records
     for r in ordered:
         position += r.size
