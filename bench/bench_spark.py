@@ -9,7 +9,10 @@ Seeds a topic (kclient producer; Apache Kafka unless --broker tansu or --bootstr
 offset ranges once (one per partition), then times the same ranges read into a Spark
 DataFrame (consumed by the ``noop`` sink, which materializes every row):
 
-  kclient-source  spark.read.format("kclient"): the Python data source, columnar decode -> Arrow
+  kclient-source  spark.read.format("kclient"): the Python data source, columnar decode -> Arrow,
+                  as many tasks as the planner picks (kclient.spark.tasks)
+  kclient-source-per-partition  the same with one task per Kafka partition (kclient.maxPartitions
+                  = the partitions), the layout of Spark's own source
   mapInArrow      kclient's Arrow range reader wired by hand: ranges DataFrame + mapInArrow
   mapPartitions   kclient.spark.range_rows: kclient per-record poll() -> Python tuples
   kafka-python    kafka-python's KafkaConsumer (assign + seek + poll) inside mapPartitions -> tuples
@@ -26,10 +29,9 @@ and as micro-batches (Structured Streaming, Trigger.AvailableNow from the same s
 maxOffsetsPerTrigger a quarter of the records, so four micro-batches, into the noop sink; a
 fresh checkpoint per run, so query start-up is in the time):
 
-  kclient-stream         spark.readStream.format("kclient")
-  kclient-stream-packed  the same with kclient.maxPartitions = the session's default parallelism
-                         (each micro-batch's ranges packed into that many tasks: see
-                         kclient.spark.planning)
+  kclient-stream         spark.readStream.format("kclient"), default options
+  kclient-stream-per-partition  the same with one task per Kafka partition per micro-batch
+                         (kclient.maxPartitions = the partitions), the layout of Spark's source
   spark-kafka-stream     spark.readStream.format("kafka") (the JVM connector)
 
 and, for reference, the driver alone reading the same ranges with kclient (no Spark):
@@ -204,19 +206,23 @@ def main(argv=None) -> int:
         starts = json.dumps({topic: {str(r.partition): r.from_offset for r in ranges}})
         ends = json.dumps({topic: {str(r.partition): r.until_offset for r in ranges}})
         per_trigger = max(total // 4, 1)
-        source = spark.read.format("kclient").options(**opts).option("startingOffsets", starts) \
-            .option("endingOffsets", ends)
+        def kclient_source(**extra):     # a reader of its own: option() changes the reader it is called on
+            return spark.read.format("kclient").options(**opts, **extra).option("startingOffsets", starts) \
+                .option("endingOffsets", ends)
+
+        source = kclient_source()
+        per_partition = kclient_source(**{"kclient.maxPartitions": str(args.partitions)})
         cases = {
             "kclient-source": lambda: noop(source.load()),
+            "kclient-source-per-partition": lambda: noop(per_partition.load()),
             "mapInArrow": lambda: noop(ranges_df.mapInArrow(arrow_reader(opts), schema)),
             "mapPartitions": lambda: noop(spark.createDataFrame(
                 ranges_df.rdd.mapPartitions(lambda it: range_rows(it, opts)), schema)),
             "kafka-python": lambda: noop(spark.createDataFrame(
                 ranges_df.rdd.mapPartitions(_kafka_python_rows(bootstrap)), schema)),
             "kclient-stream": _stream(spark, "kclient", {**opts, "startingOffsets": starts}, per_trigger),
-            "kclient-stream-packed": _stream(spark, "kclient", {
-                **opts, "startingOffsets": starts,
-                "kclient.maxPartitions": str(spark.sparkContext.defaultParallelism)}, per_trigger),
+            "kclient-stream-per-partition": _stream(spark, "kclient", {
+                **opts, "startingOffsets": starts, "kclient.maxPartitions": str(args.partitions)}, per_trigger),
             "direct-arrow": lambda: sum(b.num_rows for r in ranges for b in arrow_batches(r, opts)),
         }
         assert source.load().count() == total, "the kclient source read another number of records"
@@ -242,7 +248,7 @@ def main(argv=None) -> int:
                 continue
             seconds = _best(fn, args.repeat)
             results[name] = seconds
-            print(f"{name:>21}: {total / seconds:>12,.0f} records/s  ({seconds:.2f} s for {total:,})", flush=True)
+            print(f"{name:>28}: {total / seconds:>12,.0f} records/s  ({seconds:.2f} s for {total:,})", flush=True)
         spark.stop()
         print()
         print(f"{args.records:,} records x {args.value_size} B, {args.partitions} partitions, "
@@ -261,7 +267,7 @@ def main(argv=None) -> int:
             jvm_s = results.get(jvm_name)
             ratio = f"  {base / seconds:5.1f}x kafka-python" if base else ""
             ratio += f"  {jvm_s / seconds:5.2f}x {jvm_name}" if jvm_s else ""
-            print(f"  {name:<21} {total / seconds:>12,.0f} rec/s{ratio}")
+            print(f"  {name:<28} {total / seconds:>12,.0f} rec/s{ratio}")
     finally:
         if broker is not None:
             broker.stop()

@@ -1,14 +1,34 @@
 """End-to-end latency, producer to consumer: ``python -m bench latency``.
 
-One Apache Kafka broker (started for the run, as the throughput suite's). For each rate and
-each client, a fresh topic; the client's consumer starts in a process of its own, assigned
-every partition at its end, and says READY; then this process produces at a fixed rate
-(confluent-kafka's producer, linger.ms=1, acks=1: the same producer for every client) for
-``--seconds``. Each value carries the producer's wall clock at send (8 bytes, big-endian ns);
-the consumer takes the wall clock when the record is handed to the application, as users
-write it (kclient: ``for record in consumer``; confluent-kafka: ``poll()`` per message; Java:
-``poll()`` and its records), with each client's default settings. The first ``--warmup-s``
-of arrivals are left out. The table gives p50 / p99 / p99.9 / max in milliseconds.
+One Apache Kafka broker (started for the run, as the throughput suite's). For each rate, a
+fresh topic with ``message.timestamp.type=LogAppendTime``, so every record carries the time
+the broker appended it. Every client's consumer starts in a process of its own, assigned
+every partition at its end, and says READY; then a producer, in a process of its own too
+(confluent-kafka's, linger.ms=1, acks=1: the same producer for every client), produces at a
+fixed rate for ``--seconds``. Each value starts with the producer's wall clock at send (8
+bytes, big-endian ns) and a sequence number. The consumers read the same records at the same
+time (``--apart``: one client after the other, each with a topic and a producer run of its
+own), so every client sees the same load on a shared machine.
+
+A consumer takes the wall clock when the record is handed to the application, as users write
+it (kclient: ``for record in consumer``; confluent-kafka: ``poll()`` per message; Java:
+``poll()`` and its records), with each client's default settings. All processes run on one
+host and read one clock. Before the first measured run, the same run goes for
+``--broker-warmup-s`` unmeasured: a broker just started appended records seconds after they
+were sent for its first seconds of traffic (its JIT), whichever client read them. Records sent
+in the first ``--warmup-s`` of each run are left out too (connections, the first fetch
+sessions, the consumers' JIT). The table gives p50 / p99 / p99.9 / max of the whole
+delay in milliseconds, and the split at the broker's append time: producer to broker (the
+same producer for every client) and broker to application (the consumer's part), each with
+the millisecond resolution of the append time. Each consumer also reports the CPU time its
+process used from READY to its last record (all its threads: the JIT and GC of the JVM,
+librdkafka's threads): on a machine whose cores are shared, the client that needs more CPU
+waits more for it.
+
+``--trace`` also records kclient's fetch requests (when each was sent and answered) and
+splits kclient's part further: from the append to the answer of the first fetch that could
+carry the record (the fetch pipeline), and from that answer to the application (decoding and
+the iteration).
 """
 from __future__ import annotations
 
@@ -19,12 +39,12 @@ import os
 import platform
 import select
 import shlex
-import statistics
 import struct
 import subprocess
 import sys
 import time
 import uuid
+from bisect import bisect_left
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -34,18 +54,30 @@ LABELS = {"kclient": "kclient (for record in consumer, defaults)",
           "java": "Java KafkaConsumer (poll(), defaults)"}
 VALUE_SIZE = 100
 STAMP = struct.Struct(">qq")  # send time (ns since the epoch), sequence number
+IDLE_STOP_S = 30              # a consumer that receives nothing for this long stops
 
 
 def log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
+def _sent_us(value: bytes) -> int:
+    return int.from_bytes(value[:8], "big") // 1000
+
+
 # ---------------------------------------------------------------------------- consumers
-def _kclient_child(bootstrap: str, topic: str, partitions: int, records: int, ready) -> list[int]:
+# Each returns three lists, one entry per record in arrival order: the producer's send time
+# (us), the broker's append time (ms) and the arrival time (us), all wall clock.
+def _kclient_child(bootstrap: str, topic: str, partitions: int, records: int, ready, trace: list | None):
     from kclient import KafkaConsumer, TopicPartition
     tps = [TopicPartition(topic, p) for p in range(partitions)]
-    out: list[int] = []
-    with KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, consumer_timeout_ms=30_000) as c:
+    sent: list[int] = []
+    appended: list[int] = []
+    arrived: list[int] = []
+    with KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
+                       consumer_timeout_ms=IDLE_STOP_S * 1000) as c:
+        if trace is not None:
+            _trace_fetches(c, trace)
         c.assign(tps)
         c.seek_to_end(*tps)
         for tp in tps:
@@ -53,44 +85,81 @@ def _kclient_child(bootstrap: str, topic: str, partitions: int, records: int, re
         ready()
         now = time.time_ns
         for r in c:
-            out.append((now() - int.from_bytes(r.value[:8], "big")) // 1000)
-            if len(out) >= records:
+            arrived.append(now() // 1000)
+            sent.append(_sent_us(r.value))
+            appended.append(r.timestamp)
+            if len(arrived) >= records:
                 break
-    return out
+    return sent, appended, arrived
 
 
-def _confluent_child(bootstrap: str, topic: str, partitions: int, records: int, ready) -> list[int]:
+def _trace_fetches(consumer, trace: list) -> None:
+    """Record (kind, wall clock us) for every fetch sent ("S") and answered ("D") by this
+    consumer, by wrapping its FetchRequests' two methods on the instance (bench only)."""
+    requests = consumer._fetcher.requests
+    send, done = requests._send_fetch, requests._on_fetch_done
+    now = time.time_ns
+
+    def traced_send(*args, **kwargs):
+        trace.append(("S", now() // 1000))
+        return send(*args, **kwargs)
+
+    def traced_done(*args, **kwargs):
+        trace.append(("D", now() // 1000))
+        return done(*args, **kwargs)
+
+    requests._send_fetch = traced_send
+    requests._on_fetch_done = traced_done
+
+
+def _confluent_child(bootstrap: str, topic: str, partitions: int, records: int, ready, trace: list | None):
     import confluent_kafka as ck
     c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": f"latency-{uuid.uuid4().hex[:8]}",
                      "enable.auto.commit": False})
-    out: list[int] = []
+    sent: list[int] = []
+    appended: list[int] = []
+    arrived: list[int] = []
     try:
         ends = [c.get_watermark_offsets(ck.TopicPartition(topic, p), timeout=10)[1] for p in range(partitions)]
         c.assign([ck.TopicPartition(topic, p, ends[p]) for p in range(partitions)])
         ready()
         now = time.time_ns
         idle_since = time.monotonic()
-        while len(out) < records and time.monotonic() - idle_since < 30:
+        while len(arrived) < records and time.monotonic() - idle_since < IDLE_STOP_S:
             m = c.poll(1.0)
             if m is None or m.error():
                 continue
-            out.append((now() - int.from_bytes(m.value()[:8], "big")) // 1000)
+            arrived.append(now() // 1000)
+            sent.append(_sent_us(m.value()))
+            appended.append(m.timestamp()[1])
             idle_since = time.monotonic()
     finally:
         c.close()
-    return out
+    return sent, appended, arrived
 
 
-def child_main(argv: list[str]) -> int:
-    """``python -m bench.latency child CLIENT BOOTSTRAP TOPIC PARTITIONS RECORDS``"""
+def consumer_main(argv: list[str]) -> int:
+    """``python -m bench.latency consumer CLIENT BOOTSTRAP TOPIC PARTITIONS RECORDS [--trace]``"""
     client, bootstrap, topic, partitions, records = argv[0], argv[1], argv[2], int(argv[3]), int(argv[4])
+    trace: list | None = [] if "--trace" in argv[5:] else None
+
+    cpu_at_ready = [0.0]
 
     def ready() -> None:
+        times = os.times()
+        cpu_at_ready[0] = times.user + times.system
         print("READY", flush=True)
 
     run = {"kclient": _kclient_child, "confluent": _confluent_child}[client]
-    latencies = run(bootstrap, topic, partitions, records, ready)
-    print("L " + " ".join(map(str, latencies)), flush=True)
+    sent, appended, arrived = run(bootstrap, topic, partitions, records, ready, trace)
+    times = os.times()
+    print(f"C {round((times.user + times.system - cpu_at_ready[0]) * 1e6)}", flush=True)
+    print("S " + " ".join(map(str, sent)), flush=True)
+    print("T " + " ".join(map(str, appended)), flush=True)
+    print("A " + " ".join(map(str, arrived)), flush=True)
+    if trace is not None:
+        print("F " + " ".join(f"{kind}{t}" for kind, t in trace), flush=True)
+    print("END", flush=True)
     return 0
 
 
@@ -103,31 +172,55 @@ def _java_command(bootstrap: str, topic: str, partitions: int, records: int) -> 
             str(records)]
 
 
-def _start_consumer(client: str, bootstrap: str, topic: str, partitions: int, records: int) -> subprocess.Popen:
+def _child_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+    return env
+
+
+def _start_consumer(client: str, bootstrap: str, topic: str, partitions: int, records: int,
+                    trace: bool) -> subprocess.Popen:
     if client == "java":
         cmd = _java_command(bootstrap, topic, partitions, records)
     else:
-        cmd = [sys.executable, "-m", "bench.latency", "child", client, bootstrap, topic, str(partitions), str(records)]
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
-    return subprocess.Popen(cmd, cwd=str(REPO), env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        cmd = [sys.executable, "-m", "bench.latency", "consumer", client, bootstrap, topic, str(partitions),
+               str(records)] + (["--trace"] if trace and client == "kclient" else [])
+    return subprocess.Popen(cmd, cwd=str(REPO), env=_child_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE)
 
 
-def _read_line(proc: subprocess.Popen, deadline: float) -> str | None:
-    fd = proc.stdout.fileno()
-    buf = b""
-    while not buf.endswith(b"\n"):
-        left = deadline - time.monotonic()
-        if left <= 0:
-            return None
-        ready, _, _ = select.select([fd], [], [], left)
-        if not ready:
-            continue
-        chunk = os.read(fd, 1 << 20)
-        if not chunk:
-            raise RuntimeError(f"the consumer exited (status {proc.wait()}) early")
-        buf += chunk
-    return buf.decode().strip()
+class _Lines:
+    """Lines from a child's stdout, read without blocking past a deadline."""
+
+    def __init__(self, proc: subprocess.Popen):
+        self.proc, self.buf = proc, b""
+
+    def next(self, deadline: float) -> str | None:
+        fd = self.proc.stdout.fileno()
+        while b"\n" not in self.buf:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            ready, _, _ = select.select([fd], [], [], left)
+            if not ready:
+                continue
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                raise RuntimeError(f"the child exited (status {self.proc.wait()}) early")
+            self.buf += chunk
+        line, _, self.buf = self.buf.partition(b"\n")
+        return line.decode().strip()
+
+
+def _read_result(lines: _Lines, deadline: float) -> dict[str, list[int] | list[str]]:
+    out: dict = {}
+    while True:
+        line = lines.next(deadline)
+        if line is None:
+            raise RuntimeError("no latencies in time after producing")
+        if line == "END":
+            return out
+        kind, _, rest = line.partition(" ")
+        out[kind] = rest.split() if kind == "F" else [int(v) for v in rest.split()]
 
 
 # ---------------------------------------------------------------------------- producer
@@ -137,6 +230,7 @@ def produce_at_rate(bootstrap: str, topic: str, partitions: int, rate: int, seco
     # producer's five requests in flight fall behind (its queue, not the consumer, then
     # dominates the latency: seen as seconds for every client, librdkafka's consumer too).
     p = ck.Producer({"bootstrap.servers": bootstrap, "linger.ms": 1, "acks": 1, "log_level": 3})
+    p.list_topics(topic, timeout=30)            # connected before the clock starts
     pad = b"." * (VALUE_SIZE - STAMP.size)
     total = int(rate * seconds)
     start = time.perf_counter()
@@ -148,76 +242,180 @@ def produce_at_rate(bootstrap: str, topic: str, partitions: int, rate: int, seco
         p.produce(topic, STAMP.pack(time.time_ns(), i) + pad, partition=i % partitions)
         if i % 50 == 0:
             p.poll(0)
-    left = p.flush(30)
+    left = p.flush(60)
     if left:
         raise RuntimeError(f"{left} records undelivered")
     return total
 
 
-# ---------------------------------------------------------------------------- suite
-def _percentile(sorted_values: list[int], q: float) -> float:
+def producer_main(argv: list[str]) -> int:
+    """``python -m bench.latency producer BOOTSTRAP TOPIC PARTITIONS RATE SECONDS``"""
+    bootstrap, topic, partitions, rate, seconds = argv[0], argv[1], int(argv[2]), int(argv[3]), float(argv[4])
+    t = time.perf_counter()
+    n = produce_at_rate(bootstrap, topic, partitions, rate, seconds)
+    print(f"DONE {n} {time.perf_counter() - t:.3f}", flush=True)
+    return 0
+
+
+def _produce(bootstrap: str, topic: str, partitions: int, rate: int, seconds: float) -> None:
+    cmd = [sys.executable, "-m", "bench.latency", "producer", bootstrap, topic, str(partitions), str(rate),
+           str(seconds)]
+    proc = subprocess.run(cmd, cwd=str(REPO), env=_child_env(), stdout=subprocess.PIPE, text=True,
+                          timeout=seconds + 120)
+    if proc.returncode != 0 or not proc.stdout.startswith("DONE"):
+        raise RuntimeError(f"the producer failed (exit {proc.returncode}): {proc.stdout.strip()[-300:]}")
+    took = float(proc.stdout.split()[2])
+    if took > seconds * 1.1 + 1:
+        log(f"latency:   the producer took {took:.1f} s for {seconds:g} s of records: it fell behind the rate")
+
+
+# ---------------------------------------------------------------------------- analysis
+def _percentile(sorted_values: list, q: float) -> float:
     if not sorted_values:
         return float("nan")
     k = min(len(sorted_values) - 1, max(0, int(round(q * (len(sorted_values) - 1)))))
     return sorted_values[k]
 
 
-def run_one(cluster, client: str, rate: int, seconds: float, partitions: int, warmup_s: float) -> dict:
-    topic = f"latency-{client}-{rate}-{uuid.uuid4().hex[:8]}"
-    cluster.create_topic(topic, partitions)
+def _summary(values_us: list[int]) -> dict[str, float]:
+    s = sorted(values_us)
+    return {"p50_ms": _percentile(s, 0.50) / 1000, "p99_ms": _percentile(s, 0.99) / 1000,
+            "p999_ms": _percentile(s, 0.999) / 1000, "max_ms": (s[-1] / 1000) if s else float("nan")}
+
+
+def analyse(data: dict, warmup_s: float) -> dict:
+    """Percentiles of the records sent after the warm-up: whole delay and its parts."""
+    sent, appended, arrived = data["S"], data["T"], data["A"]
+    if not sent:
+        return {"received": 0, "measured": 0}
+    cutoff = min(sent) + int(warmup_s * 1e6)
+    keep = [i for i, s in enumerate(sent) if s >= cutoff]
+    out: dict = {"received": len(sent), "measured": len(keep)}
+    if data.get("C"):
+        out["cpu_s"] = data["C"][0] / 1e6
+    out.update(_summary([arrived[i] - sent[i] for i in keep]))
+    out["to_broker"] = _summary([appended[i] * 1000 - sent[i] for i in keep])
+    out["from_broker"] = _summary([arrived[i] - appended[i] * 1000 for i in keep])
+    if "F" in data:
+        out["fetches"] = _fetch_phases(data["F"], [appended[i] * 1000 for i in keep], [arrived[i] for i in keep])
+    return out
+
+
+def _fetch_phases(events: list[str], appended_us: list[int], arrived_us: list[int]) -> dict:
+    """kclient's part split at the first fetch answer after each record's append (see the
+    module doc), and the fetch timeline: answer times and the gaps with no fetch in flight."""
+    sends, answers, round_trips, idle = [], [], [], []
+    in_flight, last_answer = 0, None
+    for e in events:
+        t = int(e[1:])
+        if e[0] == "S":
+            if in_flight == 0 and last_answer is not None:
+                idle.append(t - last_answer)
+            sends.append(t)
+            in_flight += 1
+        else:
+            answers.append(t)
+            in_flight = max(in_flight - 1, 0)
+            last_answer = t
+            if len(sends) >= len(answers):
+                round_trips.append(t - sends[len(answers) - 1])
+    answers.sort()
+    waits, after = [], []
+    for a, t in zip(appended_us, arrived_us):
+        k = bisect_left(answers, a)
+        if k < len(answers) and answers[k] <= t + 1000:
+            waits.append(max(answers[k] - a, 0))
+            after.append(max(t - answers[k], 0))
+    return {"count": len(sends), "append_to_answer": _summary(waits), "answer_to_app": _summary(after),
+            "round_trip": _summary(round_trips), "idle_between": _summary(idle)}
+
+
+# ---------------------------------------------------------------------------- suite
+def run_rate(cluster, clients: list[str], rate: int, seconds: float, partitions: int, warmup_s: float,
+             trace: bool) -> list[dict]:
+    """Every client reads one producer run of one topic at the same time."""
+    topic = f"latency-{rate}-{uuid.uuid4().hex[:8]}"
+    cluster.create_topic(topic, partitions, configs={"message.timestamp.type": "LogAppendTime"})
     cluster.wait_for_topic(topic, partitions, timeout=30)
     total = int(rate * seconds)
-    proc = _start_consumer(client, cluster.bootstrap, topic, partitions, total)
+    procs = {c: _start_consumer(c, cluster.bootstrap, topic, partitions, total, trace) for c in clients}
+    lines = {c: _Lines(p) for c, p in procs.items()}
+    results = []
     try:
-        if _read_line(proc, time.monotonic() + 120) != "READY":
-            raise RuntimeError(f"{client}: no READY within 120 s")
-        produce_at_rate(cluster.bootstrap, topic, partitions, rate, seconds)
-        line = _read_line(proc, time.monotonic() + 60)
-        if line is None or not line.startswith("L"):
-            raise RuntimeError(f"{client}: no latencies within 60 s after producing")
-        proc.stdin.close()
-        proc.wait(30)
+        for c in clients:
+            if lines[c].next(time.monotonic() + 120) != "READY":
+                raise RuntimeError(f"{c}: no READY within 120 s")
+        _produce(cluster.bootstrap, topic, partitions, rate, seconds)
+        for c in clients:
+            try:
+                data = _read_result(lines[c], time.monotonic() + IDLE_STOP_S + 60)
+                procs[c].stdin.close()
+                procs[c].wait(30)
+                results.append({"client": c, "label": LABELS[c], "rate": rate, "sent": total,
+                                **analyse(data, warmup_s)})
+            except Exception as exc:  # reported in the table; the other clients go on
+                results.append({"client": c, "rate": rate, "error": f"{type(exc).__name__}: {exc}"})
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        for p in procs.values():
+            if p.poll() is None:
+                p.kill()
+                p.wait()
         try:
             cluster.delete_topic(topic)
         except Exception:  # the data goes with the broker anyway
             pass
-    values = [int(v) for v in line.split()[1:]]
-    measured = sorted(values[int(warmup_s * rate):])
-    return {"client": client, "label": LABELS[client], "rate": rate, "received": len(values), "sent": total,
-            "measured": len(measured),
-            "p50_ms": _percentile(measured, 0.50) / 1000, "p99_ms": _percentile(measured, 0.99) / 1000,
-            "p999_ms": _percentile(measured, 0.999) / 1000,
-            "max_ms": (measured[-1] / 1000) if measured else float("nan"),
-            "mean_ms": (statistics.fmean(measured) / 1000) if measured else float("nan")}
+    return results
 
 
 def markdown(report: dict) -> str:
-    lines = [f"Date: {report['date']}; machine: {report['machine']}; broker: Apache Kafka {report['broker']} "
-             "(one KRaft node on loopback).", f"Command: `{report['command']}`", "",
-             "| rate (msg/s) | client | p50 ms | p99 ms | p99.9 ms | max ms | records measured / sent |",
-             "|---:|---|---:|---:|---:|---:|---:|"]
+    lines = [f"Date: {report['date']}; machine: {report['machine']}, load average {report['load']}; broker: "
+             f"Apache Kafka {report['broker']} (one KRaft node on loopback).", f"Command: `{report['command']}`", "",
+             "| rate (msg/s) | client | p50 ms | p99 ms | p99.9 ms | max ms | producer to broker p50 / p99 ms "
+             "| broker to application p50 / p99 ms | consumer CPU s | records measured / sent |",
+             "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in report["results"]:
         if "error" in r:
-            lines.append(f"| {r['rate']:,} | {LABELS[r['client']]} | failed: {r['error']} | | | | |")
+            lines.append(f"| {r['rate']:,} | {LABELS[r['client']]} | failed: {r['error']} | | | | | | | |")
             continue
+        if not r.get("measured"):
+            lines.append(f"| {r['rate']:,} | {r['label']} | no records | | | | | | | 0 / {r['sent']:,} |")
+            continue
+        tb, fb = r["to_broker"], r["from_broker"]
         lines.append(f"| {r['rate']:,} | {r['label']} | {r['p50_ms']:.2f} | {r['p99_ms']:.2f} | {r['p999_ms']:.2f} "
-                     f"| {r['max_ms']:.2f} | {r['measured']:,} / {r['sent']:,} |")
+                     f"| {r['max_ms']:.2f} | {tb['p50_ms']:.1f} / {tb['p99_ms']:.1f} "
+                     f"| {fb['p50_ms']:.1f} / {fb['p99_ms']:.1f} | {r.get('cpu_s', float('nan')):.2f} "
+                     f"| {r['measured']:,} / {r['sent']:,} |")
+    traced = [r for r in report["results"] if "fetches" in r]
+    if traced:
+        lines += ["", "kclient's fetches (--trace): p50 / p99 / max ms", "",
+                  "| rate | fetches | append to answer | answer to application | round trip | idle between |",
+                  "|---:|---:|---:|---:|---:|---:|"]
+        for r in traced:
+            f = r["fetches"]
+            cells = " | ".join(f"{f[k]['p50_ms']:.2f} / {f[k]['p99_ms']:.2f} / {f[k]['max_ms']:.2f}"
+                               for k in ("append_to_answer", "answer_to_app", "round_trip", "idle_between"))
+            lines.append(f"| {r['rate']:,} | {f['count']:,} | {cells} |")
     return "\n".join(lines)
 
 
 def main(argv: list[str]) -> int:
-    if argv[:1] == ["child"]:
-        return child_main(argv[1:])
+    if argv[:1] == ["consumer"]:
+        return consumer_main(argv[1:])
+    if argv[:1] == ["producer"]:
+        return producer_main(argv[1:])
     parser = argparse.ArgumentParser(prog="python -m bench latency", description=__doc__.split("\n\n")[0])
     parser.add_argument("--rates", default="1000,10000", help="messages per second, comma list (default 1000,10000)")
     parser.add_argument("--seconds", type=float, default=10.0, help="seconds of producing per run (default 10)")
-    parser.add_argument("--warmup-s", type=float, default=1.0, help="seconds of arrivals left out (default 1)")
+    parser.add_argument("--warmup-s", type=float, default=1.0,
+                        help="records sent in the first this many seconds are left out (default 1)")
     parser.add_argument("--partitions", type=int, default=8)
     parser.add_argument("--clients", default=",".join(CLIENTS), help=f"comma list of {', '.join(CLIENTS)}")
+    parser.add_argument("--broker-warmup-s", type=float, default=10.0,
+                        help="seconds of the same run, at the highest rate and not measured, before the first "
+                             "measured one (default 10): a fresh broker appends seconds late at first")
+    parser.add_argument("--apart", action="store_true",
+                        help="one client at a time, each with its own topic and producer run")
+    parser.add_argument("--trace", action="store_true", help="also time kclient's fetch requests")
     parser.add_argument("--out", type=Path, help="also write the JSON report here")
     args = parser.parse_args(argv)
     rates = [int(x) for x in args.rates.split(",") if x]
@@ -229,18 +427,26 @@ def main(argv: list[str]) -> int:
     cluster = KafkaCluster(profile="throughput")
     report = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
               "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores",
+              "load": " / ".join(f"{x:.1f}" for x in os.getloadavg()),
               "command": "python -m bench latency " + " ".join(shlex.quote(a) for a in argv),
               "broker": cluster.version, "results": []}
+    groups = [[c] for c in clients] if args.apart else [clients]
     with cluster:
+        if args.broker_warmup_s > 0:
+            log(f"latency: warming the broker up at {max(rates):,} msg/s for {args.broker_warmup_s:g} s")
+            for result in run_rate(cluster, clients, max(rates), args.broker_warmup_s, args.partitions, 0.0, False):
+                log(f"latency:   warm-up, not measured: {json.dumps(result)[:300]}")
         for rate in rates:
-            for client in clients:
-                log(f"latency: {client} at {rate:,} msg/s for {args.seconds:g} s")
+            for group in groups:
+                log(f"latency: {', '.join(group)} at {rate:,} msg/s for {args.seconds:g} s")
                 try:
-                    result = run_one(cluster, client, rate, args.seconds, args.partitions, args.warmup_s)
+                    results = run_rate(cluster, group, rate, args.seconds, args.partitions, args.warmup_s,
+                                       args.trace)
                 except Exception as exc:  # reported in the table; the other runs go on
-                    result = {"client": client, "rate": rate, "error": f"{type(exc).__name__}: {exc}"}
-                log(f"latency:   {json.dumps(result)}")
-                report["results"].append(result)
+                    results = [{"client": c, "rate": rate, "error": f"{type(exc).__name__}: {exc}"} for c in group]
+                for result in results:
+                    log(f"latency:   {json.dumps(result)}")
+                report["results"].extend(results)
     print(markdown(report))
     if args.out:
         args.out.write_text(json.dumps(report, indent=1))

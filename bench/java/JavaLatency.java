@@ -2,11 +2,14 @@
 //
 // Arguments: bootstrap topic partitions records then key=value consumer settings.
 // It assigns every partition at its end, prints READY once every position is known, then
-// polls until `records` records arrived (or STOP / end of input on stdin). Each value's first
-// 8 bytes (big-endian) are the producer's wall clock at send, in nanoseconds since the epoch;
-// the latency is the wall clock at the record's arrival minus that. At the end it prints one
-// line: "L" and the latencies in microseconds, space-separated, in arrival order.
+// polls until `records` records arrived (or input on stdin, or nothing for 30 s). Each value's
+// first 8 bytes (big-endian) are the producer's wall clock at send, in nanoseconds since the
+// epoch; the record's timestamp is the broker's append time (the topic has LogAppendTime). At
+// the end it prints "C" and the CPU time the process used since READY (us), then, in arrival
+// order and space-separated: "S" and the send times (us), "T" and the append times (ms), "A"
+// and the arrival times (us, wall clock), then "END".
 import java.io.PrintStream;
+import java.lang.management.ManagementFactory;
 import java.nio.ByteBuffer;
 import java.time.Duration;
 import java.time.Instant;
@@ -25,6 +28,19 @@ public final class JavaLatency {
         return t.getEpochSecond() * 1_000_000_000L + t.getNano();
     }
 
+    private static long processCpuNanos() {
+        return ((com.sun.management.OperatingSystemMXBean) ManagementFactory.getOperatingSystemMXBean())
+            .getProcessCpuTime();
+    }
+
+    private static void printLine(PrintStream out, String kind, long[] values, int n) {
+        StringBuilder line = new StringBuilder(kind);
+        for (int i = 0; i < n; i++) {
+            line.append(' ').append(values[i]);
+        }
+        out.println(line);
+    }
+
     public static void main(String[] args) throws Exception {
         String bootstrap = args[0];
         String topic = args[1];
@@ -40,7 +56,10 @@ public final class JavaLatency {
             props.put(args[i].substring(0, eq), args[i].substring(eq + 1));
         }
         PrintStream out = new PrintStream(System.out, false, "UTF-8");
-        long[] latencies = new long[records];
+        long cpuAtReady = 0;
+        long[] sent = new long[records];
+        long[] appended = new long[records];
+        long[] arrived = new long[records];
         int n = 0;
         try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(props)) {
             List<TopicPartition> tps = new ArrayList<>();
@@ -52,15 +71,18 @@ public final class JavaLatency {
             for (TopicPartition tp : tps) {
                 consumer.position(tp);
             }
+            cpuAtReady = processCpuNanos();
             out.println("READY");
             out.flush();
             long idleSince = System.nanoTime();
             while (n < records) {
                 for (ConsumerRecord<byte[], byte[]> r : consumer.poll(Duration.ofMillis(100))) {
-                    long arrived = nowNanos();
-                    long sent = ByteBuffer.wrap(r.value(), 0, 8).getLong();
+                    long now = nowNanos();
                     if (n < records) {
-                        latencies[n++] = (arrived - sent) / 1000;
+                        arrived[n] = now / 1000;
+                        sent[n] = ByteBuffer.wrap(r.value(), 0, 8).getLong() / 1000;
+                        appended[n] = r.timestamp();
+                        n++;
                     }
                     idleSince = System.nanoTime();
                 }
@@ -69,11 +91,11 @@ public final class JavaLatency {
                 }
             }
         }
-        StringBuilder line = new StringBuilder("L");
-        for (int i = 0; i < n; i++) {
-            line.append(' ').append(latencies[i]);
-        }
-        out.println(line);
+        out.println("C " + (processCpuNanos() - cpuAtReady) / 1000);
+        printLine(out, "S", sent, n);
+        printLine(out, "T", appended, n);
+        printLine(out, "A", arrived, n);
+        out.println("END");
         out.flush();
     }
 }

@@ -9,10 +9,10 @@ path.
 
 Options and schema are those of Spark's Kafka source (kclient.spark.planning documents the
 options; kclient.spark.arrow the schema). A batch read plans offset ranges on the driver
-exactly as ``read_kafka`` does, one Spark partition per range (or, with the option
-``kclient.maxPartitions``, at most that many partitions of several ranges each, read one
-after the other by one task: see kclient.spark.planning); the stream reader is in
-kclient.spark.stream. Partitions (kclient.spark.partitions) are read on executors by the Arrow
+exactly as ``read_kafka`` does, and gives them to as many tasks as the session's cores and
+the number of records call for (kclient.spark.tasks), each task reading its ranges one after
+the other; ``kclient.maxPartitions`` or ``minPartitions`` decide instead where given. The
+stream reader is in kclient.spark.stream. Partitions (kclient.spark.partitions) are read on executors by the Arrow
 range reader, through the per-worker client pool (kclient.spark.reader), yielding
 ``pyarrow.RecordBatch``.
 
@@ -32,8 +32,8 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from kclient import errors as Errors
 from kclient.spark.arrow import kafka_schema
 from kclient.spark.partitions import RangePartition, read_partition, spark_arrow_schema
-from kclient.spark.planning import (OffsetRange, _as_bool, canonical_options, group_offset_ranges, _plan_offset_ranges,
-                                    parse_options)
+from kclient.spark.planning import OffsetRange, _as_bool, canonical_options, _plan_offset_ranges, parse_options
+from kclient.spark.tasks import planning_cores, task_groups
 
 __all__ = ["KafkaDataSource", "RangePartition", "register", "read_partition", "NAME", "OFFSET_RANGES_OPTION"]
 
@@ -79,16 +79,19 @@ def _check_options(options: dict[str, Any]) -> None:
 class KafkaBatchReader(DataSourceReader):
     """Planning on the driver (partitions), reading on executors (read)."""
 
-    def __init__(self, options: dict[str, Any], ranges: list[OffsetRange] | None, include_headers: bool):
+    def __init__(self, options: dict[str, Any], ranges: list[OffsetRange] | None, include_headers: bool,
+                 session_cores: int | None = None):
         self.options = options
         self.opts = parse_options(options)        # bad options fail here, on the driver
         self.planned = ranges
         self.arrow_schema = spark_arrow_schema(include_headers)
+        self.session_cores = session_cores
 
     def partitions(self) -> list[RangePartition]:
         ranges = self.planned if self.planned is not None else _plan_offset_ranges(self.opts)
-        return [RangePartition(group) for group in
-                group_offset_ranges(ranges, self.opts.max_partitions, self.opts.max_records_per_partition)]
+        groups = task_groups(ranges, self.opts, planning_cores(self.session_cores))
+        log.info("reading %d record(s) in %d task(s)", sum(r.size for r in ranges), len(groups))
+        return [RangePartition(group) for group in groups]
 
     def read(self, partition: InputPartition) -> Iterator:
         return read_partition(partition, self.opts, self.arrow_schema)
@@ -96,6 +99,10 @@ class KafkaBatchReader(DataSourceReader):
 
 class KafkaDataSource(DataSource):
     """The "kclient" source: Spark's Kafka source options and schema (see the module doc)."""
+
+    #: The session's default parallelism, set on the class that register(spark) registers
+    #: (kclient.spark.tasks plans the number of tasks with it); None: the planner's CPUs.
+    session_cores: int | None = None
 
     @classmethod
     def name(cls) -> str:
@@ -114,7 +121,8 @@ class KafkaDataSource(DataSource):
         return kafka_schema(_fixed_schema(self.source_options, None))
 
     def reader(self, schema) -> KafkaBatchReader:
-        return KafkaBatchReader(self.source_options, self.ranges, _fixed_schema(self.source_options, schema))
+        return KafkaBatchReader(self.source_options, self.ranges, _fixed_schema(self.source_options, schema),
+                                self.session_cores)
 
     def streamReader(self, schema):
         try:
@@ -125,10 +133,27 @@ class KafkaDataSource(DataSource):
         if self.ranges is not None:
             raise Errors.ConfigurationError(f"option {OFFSET_RANGES_OPTION!r} is for batch reads only")
         include_headers = _fixed_schema(self.source_options, schema)
-        return KafkaStreamReader(self.source_options, spark_arrow_schema(include_headers))
+        return KafkaStreamReader(self.source_options, spark_arrow_schema(include_headers), self.session_cores)
 
 
 def register(spark) -> None:
-    """Register the "kclient" source with this SparkSession (see the module doc)."""
-    spark.dataSource.register(KafkaDataSource)
-    log.debug("registered the %r data source", NAME)
+    """Register the "kclient" source with this SparkSession (see the module doc), telling it
+    the session's default parallelism: Spark hands a Python source's planner no such thing,
+    and the class registered is what reaches it (pickled by value)."""
+    cores = _default_parallelism(spark)
+    source = KafkaDataSource if cores is None else type(
+        "KafkaDataSource", (KafkaDataSource,),
+        {"session_cores": cores, "__module__": __name__, "__qualname__": "KafkaDataSource.for_session",
+         "__doc__": KafkaDataSource.__doc__})
+    spark.dataSource.register(source)
+    log.debug("registered the %r data source (default parallelism %s)", NAME, cores)
+
+
+def _default_parallelism(spark) -> int | None:
+    """The session's default parallelism, or None where it has no SparkContext (Spark Connect)."""
+    try:
+        cores = int(spark.sparkContext.defaultParallelism)
+    except Exception as exc:  # Spark Connect sessions refuse sparkContext
+        log.debug("no default parallelism from the session (%s): planning for the driver's CPUs", exc)
+        return None
+    return cores if cores >= 1 else None

@@ -26,13 +26,12 @@
 - ``kclient.maxPartitions`` (kclient's, unset by default): at most this many Spark
   partitions per read or micro-batch; the ranges are packed into that many groups of
   near-equal record counts, each read by one task, range after range (see
-  :func:`group_offset_ranges`). Unset, every range is a Spark partition of its own, as in
-  Spark's source. Each task of a Python data source has a fixed cost of some 60-80 ms in
-  Spark itself (measured with Spark 4.2 local: the Python worker waits that long between
-  tasks), which is the time it takes to read about 100,000 records of 100 B: a stream whose
-  micro-batches hold a few thousand records per partition spends most of its time there.
-  Set it to the number of cores the query may use. ``minPartitions`` must not exceed it;
+  :func:`group_offset_ranges`). ``minPartitions`` must not exceed it;
   ``maxRecordsPerPartition`` wins over it (a group never holds more records than that).
+  Unset, and without ``minPartitions``, the data source picks the number of tasks from the
+  session's cores and the number of records (kclient.spark.tasks): each task of a Python
+  data source has a fixed cost of some 60-80 ms in Spark itself, so one task per Kafka
+  partition, the layout of Spark's source, spends most of a small micro-batch's time there.
 - read-side options checked here too: ``failOnDataLoss`` (true), ``kafkaConsumer.pollTimeoutMs``
   (120000), ``includeHeaders`` (false), ``fetchOffset.numRetries`` (3) and
   ``fetchOffset.retryIntervalMs`` (1000) for the driver's offset lookups.

@@ -3,8 +3,9 @@
 Spark's own Kafka source needs its connector jar (from Maven); this one needs only kclient
 on the driver and the Python workers. ``read_kafka`` is a thin wrapper over the "kclient"
 data source (kclient.spark.datasource): it plans the ranges on the driver
-(``plan_offset_ranges``) and hands them to ``spark.read.format("kclient")``, one Spark
-partition per range, so they are fixed when ``read_kafka`` is called: every action on the
+(``plan_offset_ranges``) and hands them to ``spark.read.format("kclient")`` (which gives them
+to as many tasks as the session's cores call for: kclient.spark.tasks), so they are fixed
+when ``read_kafka`` is called: every action on the
 DataFrame reads the same records (Spark's batch source, and ``format("kclient")`` without
 planned ranges, re-resolve "latest" per action). ``ranges_dataframe`` + ``arrow_reader``
 remain for wiring ``mapInArrow`` by hand.

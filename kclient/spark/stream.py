@@ -11,10 +11,11 @@ Spark keeps one reader for a query in a long-lived Python process on the driver 
   the offsets latest when the query started. A partition that appeared since ``start``
   begins at its earliest offset; one that disappeared is data loss.
 - ``partitions(start, end)``: one offset range per partition (split by ``minPartitions`` /
-  ``maxRecordsPerPartition``), each a Spark partition, or packed into at most
-  ``kclient.maxPartitions`` Spark partitions; ``read`` runs on executors through the
-  per-worker client pool and the Arrow range reader, which handles records deleted before
-  they are read.
+  ``maxRecordsPerPartition``), given to as many tasks as the session's cores and the
+  micro-batch's records call for (kclient.spark.tasks), or each a task of its own with
+  ``minPartitions``, or packed into at most ``kclient.maxPartitions`` tasks; ``read`` runs
+  on executors through the per-worker client pool and the Arrow range reader, which handles
+  records deleted before they are read.
 - ``commit(end)``: with ``kclient.commitOffsets``, the end offsets go to ``kafka.group.id``
   so that lag tools see the query's progress. That is all they are for: the checkpoint
   decides where a restarted query resumes, and a failed commit only logs a warning.
@@ -37,8 +38,8 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 from kclient import errors as Errors
 from kclient.spark.offsets import PartitionOffsets, from_json_offsets, rate_limit, to_json_offsets
 from kclient.spark.partitions import RangePartition, read_partition
-from kclient.spark.planning import (OffsetRange, _Planner, _resolve_side, group_offset_ranges, log_ignored,
-                                    parse_options, split_offset_ranges)
+from kclient.spark.planning import OffsetRange, _Planner, _resolve_side, log_ignored, parse_options, split_offset_ranges
+from kclient.spark.tasks import planning_cores, task_groups
 from kclient.structs import OffsetAndMetadata
 
 __all__ = ["KafkaStreamReader"]
@@ -51,10 +52,11 @@ COMMIT_METADATA = "kclient.spark.stream"
 class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """See the module doc."""
 
-    def __init__(self, options: dict[str, Any], arrow_schema):
+    def __init__(self, options: dict[str, Any], arrow_schema, session_cores: int | None = None):
         self.options = options
         self.opts = parse_options(options, streaming=True)
         self.arrow_schema = arrow_schema
+        self.session_cores = session_cores
         self._lookups: Any = None           # a planning._Planner, made on first use (driver only)
         self._committer: Any = None
         self._target: PartitionOffsets | None = None    # Trigger.AvailableNow's end
@@ -148,9 +150,10 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 continue
             ranges.append(OffsetRange(tp.topic, tp.partition, lo, hi))
         planned = split_offset_ranges(ranges, self.opts.min_partitions, self.opts.max_records_per_partition)
-        log.debug("micro-batch of %d record(s) in %d range(s)", sum(r.size for r in planned), len(planned))
-        return [RangePartition(group) for group in
-                group_offset_ranges(planned, self.opts.max_partitions, self.opts.max_records_per_partition)]
+        groups = task_groups(planned, self.opts, planning_cores(self.session_cores))
+        log.debug("micro-batch of %d record(s) in %d range(s), %d task(s)", sum(r.size for r in planned),
+                  len(planned), len(groups))
+        return [RangePartition(group) for group in groups]
 
     def read(self, partition: InputPartition) -> Iterator:
         return read_partition(partition, self.opts, self.arrow_schema)

@@ -97,6 +97,43 @@ def test_the_source_names_options_as_documented_and_refuses_a_custom_schema():
         KafkaDataSource(CaseInsensitiveDict(_opts())).reader(StructType([]))
 
 
+def test_register_hands_the_sessions_default_parallelism_to_the_source():
+    from pyspark import cloudpickle
+    from pyspark.sql.datasource import CaseInsensitiveDict
+    from kclient.spark.datasource import KafkaDataSource, register
+
+    class Session:          # what register() reads of a SparkSession
+        def __init__(self, cores):
+            self.registered = []
+            self.sparkContext = type("Context", (), {"defaultParallelism": cores})()
+            self.dataSource = type("Registry", (), {"register": lambda _, cls: self.registered.append(cls)})()
+
+    session = Session(6)
+    register(session)
+    (source,) = session.registered
+    assert issubclass(source, KafkaDataSource) and source.name() == "kclient" and source.session_cores == 6
+    # Spark pickles the registered class to its planner's process: the cores go with it
+    shipped = cloudpickle.loads(cloudpickle.dumps(source))
+    assert shipped.session_cores == 6
+    instance = shipped(CaseInsensitiveDict(_opts()))
+    assert instance.reader(instance.schema()).session_cores == 6
+    assert instance.streamReader(instance.schema()).session_cores == 6
+    assert KafkaDataSource.session_cores is None
+
+    class Connect(Session):  # Spark Connect sessions have no SparkContext
+        @property
+        def sparkContext(self):
+            raise RuntimeError("not supported in Spark Connect")
+
+        @sparkContext.setter
+        def sparkContext(self, _):
+            pass
+
+    connect = Connect(0)
+    register(connect)
+    assert connect.registered == [KafkaDataSource]
+
+
 # ------------------------------------------------------------------ the stream reader over fake lookups
 class _Lookups:
     def __init__(self, earliest, latest):
