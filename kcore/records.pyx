@@ -178,15 +178,20 @@ cdef extern from *:
         Py_INCREF(ts); PyTuple_SET_ITEM(t, 4, ts);
         if ((o = PyLong_FromLong(ts_type)) == NULL) goto fail;
         PyTuple_SET_ITEM(t, 5, o);
+        /* Views in a record type's instance are untracked while it holds them
+           (recordtype.h: its dealloc tracks them again); any other class's keep theirs. */
+        int untrack_views = KC_VIEW_UNTRACK && untrack && tp->tp_dealloc == kc_rec_dealloc;
         if (klen < 0) { o = Py_None; Py_INCREF(o); }
         else if (views != NULL) {
             if ((o = kc_view_slice(views, kp - vbase, klen)) == NULL) goto fail;
+            if (untrack_views) PyObject_GC_UnTrack(o);
         }
         else if ((o = PyBytes_FromStringAndSize(kp, klen)) == NULL) goto fail;
         PyTuple_SET_ITEM(t, 6, o);
         if (vlen < 0) { o = Py_None; Py_INCREF(o); }
         else if (views != NULL) {
             if ((o = kc_view_slice(views, vp - vbase, vlen)) == NULL) goto fail;
+            if (untrack_views) PyObject_GC_UnTrack(o);
         }
         else if ((o = PyBytes_FromStringAndSize(vp, vlen)) == NULL) goto fail;
         PyTuple_SET_ITEM(t, 7, o);

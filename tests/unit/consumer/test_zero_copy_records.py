@@ -185,3 +185,55 @@ def test_fetcher_deserializers_receive_the_views():
     (rec,) = env.fetcher.fetched_records()[0][TP0]
     assert rec.value == "vvv" and type(rec.key) is memoryview and rec.serialized_value_size == 3
     assert seen == [memoryview]
+
+
+def test_views_are_untracked_while_their_record_holds_them_and_tracked_after():
+    """A record type's views stay out of the cyclic GC while the record holds them (their
+    collections cost more than the copy saved); a memoryview's dealloc needs it tracked, so
+    the record's dealloc tracks each one again, whoever else still refers to it."""
+    from collections import namedtuple
+    blob = R.encode_batch([(None, 1, b"k%d" % i, b"value-%d" % i, []) for i in range(50)])
+    cb = R.decode_columnar(blob)
+    recs = R.consumer_records(cb, CR, "t", 0, 0, 50, views=True)
+    assert not any(gc.is_tracked(r.value) or gc.is_tracked(r.key) for r in recs)
+    kept_value, kept_key = recs[3].value, recs[4].key
+    replaced = recs[5]._replace(offset=99)              # shares recs[5]'s views
+    as_tuple, as_list = tuple(recs[6]), [recs[7].value]
+    del recs
+    gc.collect()
+    assert gc.is_tracked(kept_value) and gc.is_tracked(kept_key) and gc.is_tracked(replaced.value)
+    assert gc.is_tracked(as_tuple[7]) and gc.is_tracked(as_list[0])
+    assert (kept_value, kept_key, replaced.value, as_tuple[7], as_list[0]) == \
+        (b"value-3", b"k4", b"value-5", b"value-6", b"value-7")
+    del kept_value, kept_key, replaced, as_tuple, as_list
+    gc.collect()
+    # Other classes (their dealloc is tuple's) and gc_untrack=False keep their views tracked.
+    Plain = namedtuple("Plain", CR._fields)
+    for cls, untrack in ((Plain, True), (CR, False)):
+        recs = R.consumer_records(cb, cls, "t", 0, 0, 50, views=True, gc_untrack=untrack)
+        assert all(gc.is_tracked(r.value) for r in recs)
+        one = recs[0].value
+        del recs
+        gc.collect()
+        assert one == b"value-0"
+
+
+def test_views_survive_any_order_of_drops():
+    rng = random.Random(4)
+    blob = R.encode_batch([(None, 1, b"k" if i % 2 else None, b"v" * (i % 7), []) for i in range(200)], codec=2)
+    for _ in range(20):
+        cb = R.decode_columnar(blob)
+        recs = R.consumer_records(cb, CR, "t", 0, 0, 200, views=True)
+        held = [rng.choice((r.key, r.value, r, r._replace(partition=1))) for r in rng.sample(recs, 60)]
+        del cb
+        rng.shuffle(recs)
+        while recs:
+            recs.pop()
+            if rng.random() < 0.05:
+                gc.collect()
+        rng.shuffle(held)
+        for h in held:
+            if type(h) is memoryview:
+                assert gc.is_tracked(h) and set(bytes(h)) <= {ord("k"), ord("v")}
+        del held
+        gc.collect()
