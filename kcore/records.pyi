@@ -335,4 +335,5 @@ def record_freelist_len(fields: int) -> int:
 
 
 def record_freelist_clear() -> None:
-    """Give the memory of every freed record-type instance back to the allocator."""
+    """Give the memory of every freed record-type instance, and of the empty headers lists
+    kept from freed consumer records for the next ones, back to the allocator."""

@@ -196,6 +196,9 @@ cdef extern from *:
         else if ((o = PyBytes_FromStringAndSize(vp, vlen)) == NULL) goto fail;
         PyTuple_SET_ITEM(t, 7, o);
         if (headers != NULL) { o = headers; Py_INCREF(o); }
+#if KC_REC_FREELIST
+        else if (untrack && (o = kc_hdr_take()) != NULL) { }   /* empty, untracked, ours */
+#endif
         else if (untrack) {
             /* An empty list made untracked (PyList_New(0) tracks it, and untracking
                unlinks it again from its neighbours in the collector's list). */
@@ -980,7 +983,8 @@ def record_freelist_len(Py_ssize_t fields):
 
 
 def record_freelist_clear():
-    """Give the memory of every freed record-type instance back to the allocator."""
+    """Give the memory of every freed record-type instance, and of the empty headers lists
+    kept from freed consumer records for the next ones, back to the allocator."""
     kc_rec_freelist_clear()
 
 
