@@ -143,3 +143,24 @@ def test_zero_copy_records_hand_out_views_that_outlive_later_polls(two_partition
         first = kept[0]
         del kept
         assert bytes(first.value) == b"%d-%d" % (first.partition, first.offset)
+
+
+def test_zero_copy_views_into_large_answers_stay_intact_while_held(broker, create_topic, topic_name):
+    """Answers of 32 KiB and more are received into pooled blocks; a view keeps its block
+    out of the pool, so later answers cannot be written over a value still held."""
+    create_topic(broker, topic_name, 1)
+    values = [bytes([i]) * 20_000 for i in range(40)]
+    with KafkaProducer(bootstrap_servers=broker.bootstrap, linger_ms=20, max_request_size=2_000_000) as p:
+        for v in values:
+            p.send(topic_name, v, partition=0)
+        p.flush(10)
+    tp = TopicPartition(topic_name, 0)
+    with KafkaConsumer(bootstrap_servers=broker.bootstrap, auto_offset_reset="earliest", consumer_timeout_ms=2000,
+                       zero_copy_records=True, max_poll_records=3, max_partition_fetch_bytes=100_000) as c:
+        c.assign([tp])
+        kept = [r.value for r in c]
+        assert len(kept) == len(values) and all(type(v) is memoryview for v in kept)
+        for _ in range(3):                  # more answers, into whatever blocks are free
+            c.seek_to_beginning(tp)
+            assert sum(1 for _ in c) == len(values)
+        assert [bytes(v) for v in kept] == values
