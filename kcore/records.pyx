@@ -112,8 +112,9 @@ cdef extern from *:
 
     /* A memoryview of base[start:start+len] (base: a one-dimensional "B" memoryview); the
        slice shares base's managed buffer, so the exporter (the fetched frame or the
-       decompressed data) lives as long as the slice does. It stays tracked by the cyclic
-       GC: a memoryview's dealloc untracks it unconditionally. */
+       decompressed data) lives as long as the slice does. Tracked by the cyclic GC, as
+       every memoryview is (kc_consumer_record untracks the views of a record type's
+       instance: see recordtype.h). */
     static PyObject* kc_view_slice(PyObject* base, Py_ssize_t start, Py_ssize_t len)
     {
 #if PY_VERSION_HEX < 0x030F0000 && !defined(Py_LIMITED_API)
@@ -144,7 +145,10 @@ cdef extern from *:
             const char* vbase)
     {
         /* views: NULL to copy key and value into bytes; else a memoryview over the data
-           starting at vbase, sliced for each (zero-copy records). */
+           starting at vbase, sliced for each (zero-copy records). Views in a record type's
+           instance are untracked while it holds them (recordtype.h: its dealloc tracks
+           them again); any other class's keep theirs tracked. */
+        int untrack_views = KC_VIEW_UNTRACK && untrack && tp->tp_dealloc == kc_rec_dealloc;
         /* (topic, partition, leader_epoch, offset, timestamp, timestamp_type, key, value,
            headers, checksum, serialized_key_size, serialized_value_size,
            serialized_header_size): kafka-python's ConsumerRecord field order. */
@@ -178,9 +182,6 @@ cdef extern from *:
         Py_INCREF(ts); PyTuple_SET_ITEM(t, 4, ts);
         if ((o = PyLong_FromLong(ts_type)) == NULL) goto fail;
         PyTuple_SET_ITEM(t, 5, o);
-        /* Views in a record type's instance are untracked while it holds them
-           (recordtype.h: its dealloc tracks them again); any other class's keep theirs. */
-        int untrack_views = KC_VIEW_UNTRACK && untrack && tp->tp_dealloc == kc_rec_dealloc;
         if (klen < 0) { o = Py_None; Py_INCREF(o); }
         else if (views != NULL) {
             if ((o = kc_view_slice(views, kp - vbase, klen)) == NULL) goto fail;
