@@ -163,6 +163,15 @@ def _run_columnar(data: bytes) -> None:
     assert all(a <= b for a, b in zip(starts, starts[1:])), "header_starts not monotonic"
     if data[0] & 0x40 and _pyarrow_available():
         cols.to_arrow(binary_view=bool(data[0] & 0x20))
+    if data[0] & 2 and n:
+        # The consumer's records from these columns: views (zero.copy.records) hold the same
+        # bytes as copies, whatever the input.
+        from kclient.structs import ConsumerRecord
+        from kcore.records import consumer_records
+        copies = consumer_records(cols, ConsumerRecord, "t", 1, 0, n)
+        views = consumer_records(cols, ConsumerRecord, "t", 1, 0, n, views=True)
+        del cols
+        assert views == copies, "views differ from copies"
 
 
 _PYARROW: bool | None = None

@@ -16,6 +16,7 @@ already returned, so the owner derives positions only when something needs them.
 Not locked: the owner calls every method under its own lock; ``next()`` runs entirely with
 the GIL held and calls no Python code on its fast path, so it never interleaves with them.
 """
+cimport cython
 
 
 cdef class ListCursor:
@@ -32,11 +33,13 @@ cdef class ListCursor:
     def __iter__(self):
         return self
 
+    @cython.boundscheck(False)      # both bounds are checked just before the read
+    @cython.wraparound(False)
     def __next__(self):
         cdef Py_ssize_t i = self._index
         # The list is the owner's and may have been shortened behind our back (an interceptor
         # editing what poll returned): the length is checked, never assumed.
-        if i < self._limit and i < len(self._items):
+        if 0 <= i < self._limit and i < len(self._items):
             self._index = i + 1
             return self._items[i]
         return self._refill()

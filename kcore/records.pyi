@@ -281,6 +281,7 @@ def consumer_records(
     stop: int,
     *,
     gc_untrack: bool = True,
+    views: bool = False,
 ) -> list[_R]:
     """Rows start..stop-1 of a decode_columnar result (made with skip_control=True) as
     consumer records: a new list of new record_cls instances, each exactly as
@@ -294,6 +295,11 @@ def consumer_records(
     still in the CPU's cache (decode_consumer_records makes every record of a fetched
     partition at once: ~3 MB of objects for a 1 MB answer). The records own their bytes:
     they stay valid after the batch is gone.
+
+    views=True: each key and value is a read-only memoryview into the batch's data instead
+    of a bytes copy (headers stay bytes). A view holds that data (the buffer the batch was
+    decoded from, or its decompressed copy) alive for as long as it is referenced, so it
+    stays valid after the batch is gone, and never points into freed memory.
 
     IndexError unless 0 <= start <= stop <= batch.num_records; TypeError for a record_cls
     decode_consumer_records refuses; TypeError or ValueError, never a crash, for a batch
@@ -329,4 +335,5 @@ def record_freelist_len(fields: int) -> int:
 
 
 def record_freelist_clear() -> None:
-    """Give the memory of every freed record-type instance back to the allocator."""
+    """Give the memory of every freed record-type instance, and of the empty headers lists
+    kept from freed consumer records for the next ones, back to the allocator."""

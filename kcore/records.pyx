@@ -82,12 +82,73 @@ cdef extern from "recordtype.h":
 # that each slot costs one store and no temporary reference juggling.
 cdef extern from *:
     """
+    /* A serialized size as an int. Sizes past the small-int cache (values of 1 KB, 10 KB)
+       are usually the same from one record to the next: the last such object is reused
+       rather than a new int made and freed per record. GIL held. */
+    static PyObject* kc_size_last = NULL;
+    static Py_ssize_t kc_size_last_n = -1;
+    static PyObject* kc_size_obj(Py_ssize_t n)
+    {
+        PyObject* o;
+        if (n <= 256)
+            return PyLong_FromSsize_t(n);
+        if (n == kc_size_last_n && kc_size_last != NULL) {
+            Py_INCREF(kc_size_last);
+            return kc_size_last;
+        }
+        o = PyLong_FromSsize_t(n);
+        if (o != NULL) {
+            Py_INCREF(o);
+            Py_XSETREF(kc_size_last, o);
+            kc_size_last_n = n;
+        }
+        return o;
+    }
+
+    /* The buffer address of a memoryview (its view's buf). */
+    static inline const char* kc_view_buf(PyObject* mv) {
+        return (const char*)PyMemoryView_GET_BUFFER(mv)->buf;
+    }
+
+    /* A memoryview of base[start:start+len] (base: a one-dimensional "B" memoryview); the
+       slice shares base's managed buffer, so the exporter (the fetched frame or the
+       decompressed data) lives as long as the slice does. Tracked by the cyclic GC, as
+       every memoryview is (kc_consumer_record untracks the views of a record type's
+       instance: see recordtype.h). */
+    static PyObject* kc_view_slice(PyObject* base, Py_ssize_t start, Py_ssize_t len)
+    {
+#if PY_VERSION_HEX < 0x030F0000 && !defined(Py_LIMITED_API)
+        /* What slicing does (a new view registered on base's managed buffer, then its
+           start and length moved), without the two ints and the slice object that
+           base[start:stop] makes per record. base is one-dimensional, contiguous, format
+           "B", itemsize 1 (checked by the caller), so the slice is contiguous too and its
+           flags, strides and format are base's. */
+        PyObject* o = PyMemoryView_FromObject(base);
+        Py_buffer* v;
+        if (o == NULL)
+            return NULL;
+        v = PyMemoryView_GET_BUFFER(o);
+        v->buf = (char*)v->buf + start;
+        v->len = len;
+        v->shape[0] = len;
+        return o;
+#else
+        return PySequence_GetSlice(base, start, start + len);
+#endif
+    }
+
     static PyObject* kc_consumer_record(
             PyTypeObject* tp, PyObject* topic, PyObject* partition, PyObject* epoch,
             long long offset, PyObject* ts, int ts_type,
             const char* kp, Py_ssize_t klen, const char* vp, Py_ssize_t vlen,
-            PyObject* headers, long long hsize, int untrack)
+            PyObject* headers, long long hsize, int untrack, PyObject* views,
+            const char* vbase)
     {
+        /* views: NULL to copy key and value into bytes; else a memoryview over the data
+           starting at vbase, sliced for each (zero-copy records). Views in a record type's
+           instance are untracked while it holds them (recordtype.h: its dealloc tracks
+           them again); any other class's keep theirs tracked. */
+        int untrack_views = KC_VIEW_UNTRACK && untrack && tp->tp_dealloc == kc_rec_dealloc;
         /* (topic, partition, leader_epoch, offset, timestamp, timestamp_type, key, value,
            headers, checksum, serialized_key_size, serialized_value_size,
            serialized_header_size): kafka-python's ConsumerRecord field order. */
@@ -122,12 +183,23 @@ cdef extern from *:
         if ((o = PyLong_FromLong(ts_type)) == NULL) goto fail;
         PyTuple_SET_ITEM(t, 5, o);
         if (klen < 0) { o = Py_None; Py_INCREF(o); }
+        else if (views != NULL) {
+            if ((o = kc_view_slice(views, kp - vbase, klen)) == NULL) goto fail;
+            if (untrack_views) PyObject_GC_UnTrack(o);
+        }
         else if ((o = PyBytes_FromStringAndSize(kp, klen)) == NULL) goto fail;
         PyTuple_SET_ITEM(t, 6, o);
         if (vlen < 0) { o = Py_None; Py_INCREF(o); }
+        else if (views != NULL) {
+            if ((o = kc_view_slice(views, vp - vbase, vlen)) == NULL) goto fail;
+            if (untrack_views) PyObject_GC_UnTrack(o);
+        }
         else if ((o = PyBytes_FromStringAndSize(vp, vlen)) == NULL) goto fail;
         PyTuple_SET_ITEM(t, 7, o);
         if (headers != NULL) { o = headers; Py_INCREF(o); }
+#if KC_REC_FREELIST
+        else if (untrack && (o = kc_hdr_take()) != NULL) { }   /* empty, untracked, ours */
+#endif
         else if (untrack) {
             /* An empty list made untracked (PyList_New(0) tracks it, and untracking
                unlinks it again from its neighbours in the collector's list). */
@@ -141,9 +213,9 @@ cdef extern from *:
         else if ((o = PyList_New(0)) == NULL) goto fail;
         PyTuple_SET_ITEM(t, 8, o);
         Py_INCREF(Py_None); PyTuple_SET_ITEM(t, 9, Py_None);
-        if ((o = PyLong_FromSsize_t(klen)) == NULL) goto fail;
+        if ((o = kc_size_obj(klen)) == NULL) goto fail;
         PyTuple_SET_ITEM(t, 10, o);
-        if ((o = PyLong_FromSsize_t(vlen)) == NULL) goto fail;
+        if ((o = kc_size_obj(vlen)) == NULL) goto fail;
         PyTuple_SET_ITEM(t, 11, o);
         if ((o = PyLong_FromLongLong(hsize)) == NULL) goto fail;
         PyTuple_SET_ITEM(t, 12, o);
@@ -171,10 +243,12 @@ cdef extern from *:
     object kc_consumer_record(PyTypeObject* tp, object topic, object partition, object epoch,
                               long long offset, object ts, int ts_type,
                               const char* kp, Py_ssize_t klen, const char* vp, Py_ssize_t vlen,
-                              PyObject* headers, long long hsize, int untrack)
+                              PyObject* headers, long long hsize, int untrack,
+                              PyObject* views, const char* vbase)
     void kc_gc_untrack(object o) noexcept
     bint kc_tuple_like(PyTypeObject* tp) noexcept
     bint kc_is_ascii(object s) noexcept
+    const char* kc_view_buf(object mv) noexcept
 
 @cython.freelist(8192)
 @cython.no_gc
@@ -778,13 +852,13 @@ cdef class _Decoder:
                     tp, topic, part, epoch, c.offset[i], ts_obj, c.ts_type[i],
                     <const char*><intptr_t>c.key_pos[i], c.key_len[i],
                     <const char*><intptr_t>c.val_pos[i], c.val_len[i],
-                    <PyObject*>hl, hsize, untrack)
+                    <PyObject*>hl, hsize, untrack, NULL, NULL)
             else:
                 rec = kc_consumer_record(
                     tp, topic, part, epoch, c.offset[i], ts_obj, c.ts_type[i],
                     <const char*><intptr_t>c.key_pos[i], c.key_len[i],
                     <const char*><intptr_t>c.val_pos[i], c.val_len[i],
-                    NULL, -1, untrack)
+                    NULL, -1, untrack, NULL, NULL)
             out.append(rec)
         self.last_ts_obj = ts_obj
         self.last_ts = last_ts
@@ -910,7 +984,8 @@ def record_freelist_len(Py_ssize_t fields):
 
 
 def record_freelist_clear():
-    """Give the memory of every freed record-type instance back to the allocator."""
+    """Give the memory of every freed record-type instance, and of the empty headers lists
+    kept from freed consumer records for the next ones, back to the allocator."""
     kc_rec_freelist_clear()
 
 
@@ -941,9 +1016,12 @@ cdef inline bint _span_ok(int64_t pos, int32_t length, Py_ssize_t size) noexcept
 
 
 def consumer_records(_ColumnarBatch batch not None, record_cls, topic, int partition, Py_ssize_t start,
-                     Py_ssize_t stop, *, bint gc_untrack=True):
+                     Py_ssize_t stop, *, bint gc_untrack=True, bint views=False):
     """Rows start..stop-1 of a decode_columnar result as consumer records (see records.pyi)."""
     cdef Py_buffer view
+    cdef object base_view = None     # views: one memoryview over the data, sliced per record
+    cdef PyObject* views_ptr = NULL
+    cdef const char* vbase = NULL
     cdef Py_ssize_t n, nh, i, k, nb, lo, hi, mid, bstart, bend = 0, dlen
     cdef const int64_t* offs
     cdef const int64_t* tss
@@ -1007,6 +1085,20 @@ def consumer_records(_ColumnarBatch batch not None, record_cls, topic, int parti
     try:
         base = <intptr_t>view.buf
         dlen = view.len
+        if views:
+            # Slices of one memoryview share its managed buffer, which holds the exporter
+            # (the fetched frame, or the decompressed data): a record's key and value keep
+            # that memory alive, never point into freed memory.
+            base_view = memoryview(batch._data)
+            if (base_view.ndim != 1 or base_view.format != "B" or not base_view.c_contiguous
+                    or base_view.nbytes != dlen):
+                base_view = base_view.cast("B")
+            if not base_view.readonly:        # the records share the data: none may write it
+                base_view = base_view.toreadonly()
+            vbase = kc_view_buf(base_view)
+            if <intptr_t>vbase != base or len(base_view) != dlen:
+                raise ValueError("ColumnarBatch: its data exports different memory to each reader")
+            views_ptr = <PyObject*>base_view
         for i in range(start, stop):
             if i >= bend:
                 # The next batch that produced rows (a skipped batch produced none).
@@ -1041,12 +1133,12 @@ def consumer_records(_ColumnarBatch batch not None, record_cls, topic, int parti
                 rec = kc_consumer_record(
                     tp, topic, part, epoch, offs[i], ts_obj, tst[i],
                     <const char*>(base + kp[i]), klen, <const char*>(base + vp[i]), vlen,
-                    <PyObject*>hl, hsize, untrack)
+                    <PyObject*>hl, hsize, untrack, views_ptr, vbase)
             else:
                 rec = kc_consumer_record(
                     tp, topic, part, epoch, offs[i], ts_obj, tst[i],
                     <const char*>(base + kp[i]), klen, <const char*>(base + vp[i]), vlen,
-                    NULL, -1, untrack)
+                    NULL, -1, untrack, views_ptr, vbase)
             out.append(rec)
     finally:
         PyBuffer_Release(&view)

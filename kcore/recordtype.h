@@ -24,6 +24,7 @@
 
 #define KC_REC_MAX_FIELDS 32          /* field count of the largest record type */
 #define KC_REC_FREELIST_MAX 32768     /* freed instances kept per item count (~4 MiB of records) */
+#define KC_REC_HEADERS 8              /* the headers slot of a 13-field consumer record */
 
 #if PY_VERSION_HEX < 0x030E0000 && !defined(Py_GIL_DISABLED) && !defined(Py_TRACE_REFS) \
     && !defined(Py_REF_DEBUG)
@@ -51,8 +52,69 @@ static int kc_rec_free_room(Py_ssize_t n)
     kc_rec_cap[n] = cap;
     return 1;
 }
+
+/* Empty headers lists, kept for the next records. A consumer record without headers gets an
+ * empty list of its own (kafka-python's shape; the application may append to it). When the
+ * record is freed and its list is still what it was made as (empty, never grown, untracked,
+ * referred to by nothing else: refcount 1), nobody can tell that list from a new one, so it
+ * is kept here and handed to the next record instead of being freed and allocated again. */
+#define KC_HDR_FREELIST_MAX 32768
+static PyObject** kc_hdr_free;
+static Py_ssize_t kc_hdr_nfree;
+static Py_ssize_t kc_hdr_cap;
+
+/* Takes o (a reference) if it can be reused; 0 otherwise (o untouched). */
+static int kc_hdr_keep(PyObject* o)
+{
+    if (!Py_IS_TYPE(o, &PyList_Type) || Py_REFCNT(o) != 1 || Py_SIZE(o) != 0
+            || ((PyListObject*)o)->ob_item != NULL || ((PyListObject*)o)->allocated != 0
+            || PyObject_GC_IsTracked(o))
+        return 0;
+    if (kc_hdr_nfree == kc_hdr_cap) {
+        Py_ssize_t cap = kc_hdr_cap ? kc_hdr_cap * 2 : 256;
+        PyObject** grown;
+        if (kc_hdr_cap >= KC_HDR_FREELIST_MAX)
+            return 0;
+        if (cap > KC_HDR_FREELIST_MAX)
+            cap = KC_HDR_FREELIST_MAX;
+        grown = (PyObject**)PyMem_Realloc(kc_hdr_free, (size_t)cap * sizeof(PyObject*));
+        if (grown == NULL)
+            return 0;
+        kc_hdr_free = grown;
+        kc_hdr_cap = cap;
+    }
+    kc_hdr_free[kc_hdr_nfree++] = o;
+    return 1;
+}
+
+/* A new reference to an empty, untracked list from the free list, or NULL (no error set). */
+static inline PyObject* kc_hdr_take(void)
+{
+    return kc_hdr_nfree > 0 ? kc_hdr_free[--kc_hdr_nfree] : NULL;
+}
 #else
 #define KC_REC_FREELIST 0
+#endif
+
+/* Zero-copy consumer records (kcore.records.consumer_records(views=True)) hold their key and
+ * value as memoryviews, which CPython tracks in the cyclic GC: measured, the collections
+ * they set off cost more than the copy they save at 100 B values. They cannot be part of a
+ * cycle (a view refers only to its buffer), so a view made for a record of a record type is
+ * untracked while that record holds it, and tracked again when the record is freed: a
+ * memoryview's dealloc unlinks it from the GC's list unconditionally, so it must be tracked
+ * by the time its last reference goes, and while the record lives it holds one. Only key
+ * and value (slots 6 and 7 of a 13-field record) are ever such views. */
+#if PY_VERSION_HEX < 0x030E0000 && !defined(Py_GIL_DISABLED)
+#define KC_VIEW_UNTRACK 1
+#define KC_REC_KEY 6
+#define KC_REC_VALUE 7
+static inline void kc_view_retrack(PyObject* o)
+{
+    if (o != NULL && Py_TYPE(o) == &PyMemoryView_Type && !PyObject_GC_IsTracked(o))
+        PyObject_GC_Track(o);
+}
+#else
+#define KC_VIEW_UNTRACK 0
 #endif
 
 static void kc_rec_dealloc(PyObject* op)
@@ -61,12 +123,29 @@ static void kc_rec_dealloc(PyObject* op)
     Py_ssize_t n = Py_SIZE(op), i;
     PyObject_GC_UnTrack(op);
     Py_TRASHCAN_BEGIN(op, kc_rec_dealloc)
+#if KC_VIEW_UNTRACK
+    if (n == 13) {
+        kc_view_retrack(PyTuple_GET_ITEM(op, KC_REC_KEY));
+        kc_view_retrack(PyTuple_GET_ITEM(op, KC_REC_VALUE));
+    }
+#endif
+#if KC_REC_FREELIST
+    if (n == 13) {
+        PyObject* h = PyTuple_GET_ITEM(op, KC_REC_HEADERS);
+        if (h != NULL && kc_hdr_keep(h))
+            PyTuple_SET_ITEM(op, KC_REC_HEADERS, NULL);
+    }
+#endif
     for (i = n; --i >= 0; )
         Py_XDECREF(PyTuple_GET_ITEM(op, i));
 #if KC_REC_FREELIST
     /* Only instances of a record type itself: a Python subclass may add a __dict__. */
     if (tp->tp_dealloc == kc_rec_dealloc && n <= KC_REC_MAX_FIELDS
             && kc_rec_free_room(n)) {
+        /* Kept as a plain tuple: its type (released just below) may be freed before the
+           memory is reused or given back, and kc_rec_freelist_clear's PyObject_GC_Del reads
+           the type of what it frees. A record type adds nothing to a tuple's layout. */
+        Py_SET_TYPE(op, &PyTuple_Type);
         kc_rec_free[n][kc_rec_nfree[n]++] = op;
     }
     else
@@ -116,6 +195,8 @@ static void kc_rec_freelist_clear(void)
 {
 #if KC_REC_FREELIST
     int n;
+    while (kc_hdr_nfree > 0)
+        Py_DECREF(kc_hdr_free[--kc_hdr_nfree]);
     for (n = 0; n <= KC_REC_MAX_FIELDS; n++)
         while (kc_rec_nfree[n] > 0)
             PyObject_GC_Del(kc_rec_free[n][--kc_rec_nfree[n]]);

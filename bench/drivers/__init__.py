@@ -30,6 +30,7 @@ DRIVERS: dict[str, str] = {
     "kclient-records-defaults": "bench.drivers.kclient_defaults:RECORDS",
     "kclient-columnar-defaults": "bench.drivers.kclient_defaults:COLUMNAR",
     "kclient-iter": "bench.drivers.kclient_iter",
+    "kclient-iter-zero-copy": "bench.drivers.kclient_iter:ZERO_COPY",
     "java": "bench.drivers.java_consumer",
     "confluent-tuned": "bench.drivers.confluent_tuned",
     "confluent-default": "bench.drivers.confluent_default",

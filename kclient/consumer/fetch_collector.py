@@ -43,6 +43,7 @@ class FetchCollector:
         self._clock = clock
         self._max_poll_records = config.max_poll_records
         self._check_crcs = config.check_crcs
+        self._views = config.zero_copy_records
         self._key_deserializer = as_deserializer(config.key_deserializer)
         self._value_deserializer = as_deserializer(config.value_deserializer)
         self._metrics = metrics
@@ -58,6 +59,7 @@ class FetchCollector:
         drained: dict[TopicPartition, list] = {}
         ends: dict[TopicPartition, FetchPosition] = {}
         kd, vd = self._key_deserializer, self._value_deserializer
+        views = self._views
         buffer = self._buffer
         next_fetch = buffer.next_fetch
         while remaining > 0:
@@ -81,7 +83,8 @@ class FetchCollector:
                 # never collected is a cycle built through a record's own headers list,
                 # e.g. ``rec.headers.append(rec)``.
                 tp = cf.tp
-                part = consumer_records(chunk.batch, ConsumerRecord, tp.topic, tp.partition, i, j)
+                # zero.copy.records: key and value are memoryviews sharing the answer's memory.
+                part = consumer_records(chunk.batch, ConsumerRecord, tp.topic, tp.partition, i, j, views=views)
                 cf.pos = j
                 last = part[-1]
                 cf.last_offset = last.offset

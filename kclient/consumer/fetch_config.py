@@ -24,6 +24,7 @@ class FetchConfig:
     incremental_fetch_sessions: bool
     max_poll_records: int
     check_crcs: bool
+    zero_copy_records: bool
     isolation_level: str
     retry_backoff_ms: int
     client_rack: str
@@ -52,6 +53,7 @@ class FetchConfig:
             incremental_fetch_sessions=c["enable.incremental.fetch.sessions"],
             max_poll_records=c["max.poll.records"],
             check_crcs=c["check.crcs"],
+            zero_copy_records=c["zero.copy.records"],
             isolation_level=c["isolation.level"],
             retry_backoff_ms=c["retry.backoff.ms"],
             client_rack=c["client.rack"] or "",

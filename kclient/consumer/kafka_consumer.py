@@ -584,16 +584,22 @@ class KafkaConsumer:
             return
         subs = self._subscriptions
         for tp, r in last.items():
+            end = ends.pop(tp, None)   # set: the poll's end for tp, all of whose records went out
             position = subs.valid_position(tp) if subs.is_assigned(tp) else None
-            if position is not None and position.offset <= r.offset:
-                subs.set_position(tp, FetchPosition(r.offset + 1, r.leader_epoch if r.leader_epoch >= 0 else None,
+            if position is None:
+                continue
+            after = r.offset + 1
+            if position.offset > after:
+                continue                # sought past what was handed out
+            if end is not None and end.offset > after:
+                subs.set_position(tp, end)  # past control records after the last record
+            elif position.offset < after:
+                subs.set_position(tp, FetchPosition(after, r.leader_epoch if r.leader_epoch >= 0 else None,
                                                     position.current_leader_epoch))
         for tp, end in ends.items():
             position = subs.valid_position(tp) if subs.is_assigned(tp) else None
-            r = last.get(tp)
-            if position is not None and (r is None or position.offset == r.offset + 1) \
-                    and end.offset > position.offset:
-                subs.set_position(tp, end)  # past control records after the last record
+            if position is not None and end.offset > position.offset:
+                subs.set_position(tp, end)
         last.clear()
         ends.clear()
 

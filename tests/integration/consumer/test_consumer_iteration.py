@@ -119,3 +119,48 @@ def test_poll_after_a_partial_loop_returns_what_the_loop_did_not(two_partitions)
             assert batch, "poll returned nothing"
             got.extend(r.offset for recs in batch.values() for r in recs)
         assert got == list(range(5, PER_PARTITION))
+
+
+def test_zero_copy_records_hand_out_views_that_outlive_later_polls(two_partitions):
+    bootstrap, topic = two_partitions
+    tps = [TopicPartition(topic, p) for p in range(2)]
+    with KafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest", consumer_timeout_ms=1000,
+                       zero_copy_records=True, max_poll_records=7) as c:
+        c.assign(tps)
+        kept = []
+        for r in c:
+            assert type(r.value) is memoryview and r.value.readonly and r.key is None
+            kept.append(r)                 # every record kept across many later polls
+            if len(kept) == 2 * PER_PARTITION:
+                break
+        assert sorted((r.partition, r.offset) for r in kept) == [(p, i) for p in range(2) for i in range(PER_PARTITION)]
+        assert c.position(tps[0]) == c.position(tps[1]) == PER_PARTITION
+        for r in kept:
+            assert r.value == b"%d-%d" % (r.partition, r.offset) and r.serialized_value_size == len(r.value)
+        c.seek_to_beginning()
+        polled = c.poll(timeout_ms=5000, max_records=3)
+        assert all(type(r.value) is memoryview for rs in polled.values() for r in rs)
+        first = kept[0]
+        del kept
+        assert bytes(first.value) == b"%d-%d" % (first.partition, first.offset)
+
+
+def test_zero_copy_views_into_large_answers_stay_intact_while_held(broker, create_topic, topic_name):
+    """Answers of 32 KiB and more are received into pooled blocks; a view keeps its block
+    out of the pool, so later answers cannot be written over a value still held."""
+    create_topic(broker, topic_name, 1)
+    values = [bytes([i]) * 20_000 for i in range(40)]
+    with KafkaProducer(bootstrap_servers=broker.bootstrap, linger_ms=20, max_request_size=2_000_000) as p:
+        for v in values:
+            p.send(topic_name, v, partition=0)
+        p.flush(10)
+    tp = TopicPartition(topic_name, 0)
+    with KafkaConsumer(bootstrap_servers=broker.bootstrap, auto_offset_reset="earliest", consumer_timeout_ms=2000,
+                       zero_copy_records=True, max_poll_records=3, max_partition_fetch_bytes=100_000) as c:
+        c.assign([tp])
+        kept = [r.value for r in c]
+        assert len(kept) == len(values) and all(type(v) is memoryview for v in kept)
+        for _ in range(3):                  # more answers, into whatever blocks are free
+            c.seek_to_beginning(tp)
+            assert sum(1 for _ in c) == len(values)
+        assert [bytes(v) for v in kept] == values

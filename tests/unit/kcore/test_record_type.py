@@ -178,3 +178,36 @@ def test_any_namedtuple_can_be_compiled():
     assert R.record_type(namedtuple("Empty", []))() == ()
     wide = R.record_type(namedtuple("Wide", [f"f{i}" for i in range(32)]))
     assert wide(*range(32)).f31 == 31
+
+
+def test_empty_headers_lists_are_reused_only_when_nobody_can_tell():
+    """A freed consumer record's empty headers list goes to the next record only if it is
+    exactly as made (empty, never grown, untracked) and nothing else refers to it."""
+    from kcore.records import consumer_records, decode_columnar, encode_batch
+    cb = decode_columnar(encode_batch([(None, 1, None, b"v", [])] * 200))
+
+    def poll(untrack=True):
+        return consumer_records(cb, ConsumerRecord, "t", 0, 0, 200, gc_untrack=untrack)
+
+    recs = poll()
+    kept = recs[0].headers                     # referred to by the application
+    grown = recs[1].headers
+    grown.append(("h", b"1"))                  # changed by the application
+    emptied = recs[2].headers
+    emptied.append(("h", b"2"))
+    emptied.clear()                            # grown, then emptied again
+    del recs
+    for _ in range(3):
+        again = poll()
+        lists = [r.headers for r in again]
+        assert len({id(h) for h in lists}) == 200 and all(h == [] for h in lists)
+        assert not any(h is kept or h is grown or h is emptied for h in lists)
+        assert not any(gc.is_tracked(h) for h in lists)
+        lists[5].append(("x", None))           # the next poll must not see this one again
+        del again, lists
+    assert kept == [] and grown == [("h", b"1")] and emptied == []
+    tracked = poll(untrack=False)
+    assert all(gc.is_tracked(r.headers) and r.headers == [] for r in tracked)
+    del tracked
+    R.record_freelist_clear()                  # frees the kept lists too
+    assert all(r.headers == [] for r in poll())
