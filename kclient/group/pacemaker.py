@@ -139,12 +139,10 @@ class LinkBase:
     # ------------------------------------------------------------------ security
     def secure(self, security: Any) -> None:
         """Secure the pacemaker's connection like the main client's (before it is engaged)."""
-        from kclient.network.oauth import OAuthTokenProvider
-        from kclient.network.sasl import _UnsecuredTokenProvider
+        from kclient.network.sasl import is_builtin_token_source
 
         self._security = security
-        self._token_check_s = (_TOKEN_CHECK_S if isinstance(security.token_source, (OAuthTokenProvider,
-                                                                                     _UnsecuredTokenProvider))
+        self._token_check_s = (_TOKEN_CHECK_S if is_builtin_token_source(security.token_source)
                                else _APPLICATION_TOKEN_CHECK_S)
         self._pm.set_security(tls=security.tls, sasl_mechanism=security.sasl_mechanism,
                               username=security.username, password=security.password)

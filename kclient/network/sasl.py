@@ -35,7 +35,7 @@ from kclient.errors import AuthenticationFailedError, ConfigurationError
 from kclient.network.sasl_mechanism import SaslMechanism
 
 __all__ = ["SaslMechanism", "PlainMechanism", "ScramMechanism", "OAuthBearerMechanism", "mechanism_from_config",
-           "oauth_provider_from_config", "parse_jaas_config", "unsecured_jws"]
+           "oauth_provider_from_config", "parse_jaas_config", "unsecured_jws", "is_builtin_token_source"]
 
 SCRAM_MIN_ITERATIONS = 4096
 # The most Kafka accepts when it stores a SCRAM credential: a broker asking for more is not
@@ -207,6 +207,14 @@ def unsecured_jws(subject: str, lifetime_s: float = 3600, now: float | None = No
     # Whole seconds (RFC 7519 NumericDate), iat rounded down so it is never in the broker's future.
     claims = {"sub": subject, "iat": int(issued), "exp": int(issued + lifetime_s)}
     return f'{b64({"alg": "none"})}.{b64(claims)}.'
+
+
+def is_builtin_token_source(source: Any) -> bool:
+    """Whether ``source`` is one of kclient's own token providers (the OAuth client or the
+    unsecured development token), which answer from memory; an application's provider may
+    fetch a token each time it is asked."""
+    from kclient.network.oauth import OAuthTokenProvider
+    return isinstance(source, (OAuthTokenProvider, _UnsecuredTokenProvider))
 
 
 class _UnsecuredTokenProvider:
