@@ -63,6 +63,11 @@ class AuthenticationHost(Protocol):
         """Whether one more request may go in flight on the connection now."""
 
 
+# Handshakes hung up on in a row, on a connection that never completed one, before the failure
+# is reported as the listener's (it may not speak TLS) rather than retried as the network's.
+_HANGUPS_BEFORE_BLAME = 3
+
+
 def _is_transport_failure(exc: BaseException) -> bool:
     """A handshake that ended because the connection did (reset, hang-up), not because a side
     refused the other (certificate, protocol version, cipher)."""
@@ -120,11 +125,14 @@ class Authenticator:
         try:
             wait = conn.tls_handshake()
         except (ssl.SSLError, OSError) as exc:
-            if conn.ever_ready and _is_transport_failure(exc):
-                # TLS worked on this connection before: a reset or a hang-up in the middle of a
-                # handshake is the network's doing (a broker restarting, a proxy), not a setting
-                # to fix. The connection is retried as after any disconnect, and poll() raises
-                # nothing.
+            if _is_transport_failure(exc):
+                conn.tls_hangups += 1
+            if _is_transport_failure(exc) and (conn.ever_ready or conn.tls_hangups < _HANGUPS_BEFORE_BLAME):
+                # A reset or a hang-up in the middle of a handshake is the network's doing (a
+                # broker restarting, a proxy) when TLS worked on this connection before, or
+                # when it has not happened several times in a row; then the connection is
+                # retried as after any disconnect, and poll() raises nothing. A listener that
+                # does not speak TLS hangs up on every attempt: the third one is reported.
                 log.info("node %d (%s): connection lost during the TLS handshake (%s); reconnecting",
                          conn.node_id, conn.address, exc)
                 self._host.close_connection(conn, now_ms, Errors.KafkaConnectionError(
@@ -134,6 +142,7 @@ class Authenticator:
                 f"node {conn.node_id} ({conn.address}): {describe_tls_error(exc)}"))
             return None
         if wait is None:
+            conn.tls_hangups = 0
             sock: Any = conn.sock
             log.debug("TLS established with node %d (%s): %s", conn.node_id, conn.address, sock.version())
         return wait

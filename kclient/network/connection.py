@@ -158,6 +158,7 @@ class BrokerConnection:
         self.failed = False               # the last disconnect was a failure (not a close)
         self.last_error: str | None = None
         self.ever_ready = False
+        self.tls_hangups = 0              # TLS handshakes hung up on in a row (Authenticator)
         # versions
         self.api_versions: dict[int, int] = {}                  # negotiated, per api key
         self.broker_api_ranges: dict[int, tuple[int, int]] = {}

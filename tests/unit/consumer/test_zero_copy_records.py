@@ -221,7 +221,9 @@ def test_views_are_untracked_while_their_record_holds_them_and_tracked_after():
 def test_views_survive_any_order_of_drops():
     rng = random.Random(4)
     blob = R.encode_batch([(None, 1, b"k" if i % 2 else None, b"v" * (i % 7), []) for i in range(200)], codec=2)
-    for _ in range(20):
+    # Young-generation collections inside the loop (a full one costs as much as the whole heap
+    # of the test process), a full one per round.
+    for _ in range(8):
         cb = R.decode_columnar(blob)
         recs = R.consumer_records(cb, CR, "t", 0, 0, 200, views=True)
         held = [rng.choice((r.key, r.value, r, r._replace(partition=1))) for r in rng.sample(recs, 60)]
@@ -230,7 +232,7 @@ def test_views_survive_any_order_of_drops():
         while recs:
             recs.pop()
             if rng.random() < 0.05:
-                gc.collect()
+                gc.collect(0)
         rng.shuffle(held)
         for h in held:
             if type(h) is memoryview:

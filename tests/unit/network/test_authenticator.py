@@ -201,15 +201,37 @@ def test_a_connection_lost_mid_handshake_after_tls_worked_is_a_disconnect_not_an
     auth.maybe_raise_error()
 
 
-def test_a_first_handshake_that_is_hung_up_on_says_the_listener_may_not_speak_tls():
+def test_handshakes_hung_up_on_three_times_in_a_row_say_the_listener_may_not_speak_tls():
     host, auth, conn = make()
 
     def handshake():
         raise ssl.SSLEOFError(8, "EOF occurred in violation of protocol")
     conn.tls_handshake = handshake
-    assert auth.tls_step(conn, NOW) is None
+    for _ in range(2):                          # a reset or two: the network's, retried
+        assert auth.tls_step(conn, NOW) is None
+        assert isinstance(host.closed[-1], Errors.KafkaConnectionError) and auth.error(conn.node_id) is None
+        conn.state = ConnectionState.CONNECTING
+    assert auth.tls_step(conn, NOW) is None     # every attempt: the listener's
     assert isinstance(auth.error(conn.node_id), Errors.SslAuthenticationError)
     assert "may not speak TLS" in str(auth.error(conn.node_id))
+
+
+def test_a_completed_handshake_forgives_earlier_hangups():
+    host, auth, conn = make()
+    outcomes = [ConnectionResetError(104, "reset"), ConnectionResetError(104, "reset"), None,
+                ConnectionResetError(104, "reset"), ConnectionResetError(104, "reset")]
+
+    def handshake():
+        outcome = outcomes.pop(0)
+        if outcome is not None:
+            raise outcome
+        return None
+    conn.tls_handshake = handshake
+    sock = type("Sock", (), {"version": lambda self: "TLSv1.3", "close": lambda self: None})
+    for _ in range(5):
+        conn.state, conn.sock = ConnectionState.CONNECTING, sock()
+        auth.tls_step(conn, NOW)
+    assert auth.error(conn.node_id) is None and conn.tls_hangups == 2
 
 
 def test_reauthentications_and_failures_are_counted_for_the_metrics():

@@ -35,7 +35,10 @@ def bootstrapped(clock, cluster, **cfg):
 
 def answer_metadata(client, cluster, node_id, nodes, error_code=0, connection=0):
     """Answer ApiVersions and Metadata on the node's ``connection``-th connection (0: its first)."""
-    poll_until(client, lambda: len(cluster.conns.get(node_id, ())) > connection)
+    def connected() -> bool:
+        client.clock.advance(10)       # past any reconnect backoff of the fake clock
+        return len(cluster.conns.get(node_id, ())) > connection
+    poll_until(client, connected)
     peer = cluster.conns[node_id][connection]
     peer.answer_api_versions()
     poll_until(client, lambda: not peer.no_request_pending())
