@@ -134,7 +134,10 @@ def run_until_sigterm(cmd: list[str], bootstrap: str, topic: str, group: str) ->
     try:
         deadline = time.monotonic() + 120
         consumed = 0
-        while consumed < RECORDS:
+        # Until every record was consumed and the commit after the last batch was reported:
+        # a SIGTERM between the two wakes the commit up in either tool, and its event is lost.
+        committed_after_last = False
+        while consumed < RECORDS or not committed_after_last:
             assert time.monotonic() < deadline, f"{cmd[0]} consumed {consumed} of {RECORDS} records"
             line = proc.stdout.readline()
             assert line, proc.stderr.read().decode()[-3000:]
@@ -143,6 +146,9 @@ def run_until_sigterm(cmd: list[str], bootstrap: str, topic: str, group: str) ->
                 events.append(event)
                 if event["name"] == "records_consumed":
                     consumed += event["count"]
+                    committed_after_last = False
+                elif event["name"] == "offsets_committed":
+                    committed_after_last = True
         proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=90)
     finally:
