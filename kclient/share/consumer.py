@@ -276,24 +276,43 @@ class KafkaShareConsumer:
 
     def _drain_buffer(self, limit: int) -> dict[TopicPartition, list[ShareConsumerRecord]]:
         """Up to ``limit`` records; with batch_optimized acquisition the broker hands out whole
-        batches, all of which are this member's until acknowledged, so a batch is returned whole."""
+        batches, all of which are this member's until acknowledged, so a batch is returned whole.
+
+        What the poll hands out is remembered for the acknowledgements: in explicit mode by
+        offset (``acknowledge(record)`` looks each one up), in implicit mode as runs of offsets
+        (the next poll accepts them a run at a time)."""
         out: dict[TopicPartition, list[ShareConsumerRecord]] = {}
         count = 0
+        explicit = self.config.explicit_acknowledgement
+        deserialize = self._key_deserializer is not None or self._value_deserializer is not None
         while self._buffer and (count < limit or not out):
             entry = self._buffer.popleft()
+            runs: list[tuple[int, int]] | None = None
             if isinstance(entry, Acquired):
-                tp, records = entry.partition, self._fetcher.records_of(entry)
+                tp = entry.partition
+                records, runs = self._fetcher.held_records_of(entry)
             elif isinstance(entry, ShareColumnarRecords):
                 tp, records = entry.topic_partition, list(entry)
             else:
                 tp, records = entry
             if not records:
                 continue
-            records = [self._deserialize(r) for r in records]
-            out.setdefault(tp, []).extend(records)
-            held = self._unacknowledged.setdefault(tp, {})
-            for r in records:
-                held[r.offset] = r
+            if deserialize:
+                records = [self._deserialize(r) for r in records]
+            if tp in out:
+                out[tp].extend(records)
+            else:
+                out[tp] = records
+            if explicit:
+                held = self._unacknowledged.setdefault(tp, {})
+                for r in records:
+                    held[r.offset] = r
+            else:
+                ranges = self._held_ranges.get(tp)
+                if ranges is None:
+                    ranges = self._held_ranges[tp] = RangeSet()
+                for first, last in runs if runs is not None else [(r.offset, r.offset) for r in records]:
+                    ranges.add(first, last)
             count += len(records)
         self._metrics["records-consumed-total"] += count
         return out

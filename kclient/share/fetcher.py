@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from kcore.records import decode_columnar, decode_consumer_records
+from kcore.sharerecords import share_records
 
 from kclient import errors as Errors
 from kclient.network.future import RequestFuture
@@ -70,6 +71,19 @@ class Acquired:
     partition: TopicPartition
     records: Any
     ranges: tuple[tuple[int, int, int], ...]
+
+
+def _share_records_unordered(records: list[ConsumerRecord], ranges: tuple[tuple[int, int, int], ...]
+                             ) -> tuple[list[ShareConsumerRecord], list[tuple[int, int]], list[tuple[int, int]]]:
+    """``share_records`` for records or ranges in any order (overlapping ranges: the last one
+    gives an offset's delivery count; a repeated offset: its first record)."""
+    delivery: dict[int, int] = {}
+    for first, last, count in ranges:
+        for offset in range(first, last + 1):
+            delivery[offset] = count
+    out = [ShareConsumerRecord(*rec, delivery.pop(rec.offset)) for rec in records if rec.offset in delivery]
+    held = [(r.offset, r.offset) for r in out]
+    return out, held, [(offset, offset) for offset in sorted(delivery)]
 
 
 def _error(code: int, message: str | None = None) -> Errors.KafkaError:
@@ -127,20 +141,21 @@ class ShareFetcher:
     def records_of(self, acquired: Acquired) -> list[ShareConsumerRecord]:
         """The acquired records as ``ShareConsumerRecord``s; acquired offsets without a record
         are acknowledged as gaps."""
+        return self.held_records_of(acquired)[0]
+
+    def held_records_of(self, acquired: Acquired) -> tuple[list[ShareConsumerRecord], list[tuple[int, int]]]:
+        """``records_of`` and the records' offsets as (first, last) runs (what accepting them
+        all acknowledges: one entry per run, not per record)."""
         tp = acquired.partition
-        delivery: dict[int, int] = {}
-        for first, last, count in acquired.ranges:
-            for offset in range(first, last + 1):
-                delivery[offset] = count
         decoded = decode_consumer_records(acquired.records, ConsumerRecord, tp.topic, tp.partition,
                                           check_crcs=self.config.check_crcs)
-        out = []
-        for rec in decoded.records:
-            if rec.offset in delivery:
-                out.append(ShareConsumerRecord(*rec, delivery.pop(rec.offset)))
-        for offset in delivery:
-            self.acknowledge(tp, offset, GAP)
-        return out
+        try:
+            out, held, gaps = share_records(decoded.records, ShareConsumerRecord, sorted(acquired.ranges))
+        except ValueError:      # ranges or records out of order or overlapping: not from a sane broker
+            out, held, gaps = _share_records_unordered(decoded.records, acquired.ranges)
+        for first, last in gaps:
+            self.acknowledge_range(tp, first, last, GAP)
+        return out, held
 
     def columnar_of(self, acquired: Acquired) -> ShareColumnarRecords | None:
         """The acquired records as columns (None if none holds a record); acquired offsets
