@@ -31,3 +31,14 @@ def share_records(
     out of order or overlapping, records out of ascending offset order; OverflowError for an
     offset outside int64. Nothing is returned on error.
     """
+
+
+def acquired_rows(offsets: Any, ranges: Iterable[tuple[int, int, int]]) -> list[tuple[int, int]]:
+    """The rows of a decoded answer (``offsets``: its int64 offsets column, as
+    ``ColumnarBatch.offsets``) whose offsets lie in the acquired ranges, as ``(start, stop)``
+    row spans (stop excluded; adjacent spans merged), so only those rows are made into records.
+
+    ValueError for offsets not strictly ascending, or ranges as ``share_records`` refuses
+    them; TypeError for a range that is not a 3-tuple or no buffer; ValueError or BufferError for a
+    buffer that is not contiguous int64.
+    """

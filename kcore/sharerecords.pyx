@@ -8,7 +8,8 @@ records and the ranges together once: each record inside a range becomes a share
 consumer record's 13 items and the range's delivery count, built in C), and the offsets it
 hands out and the acquired offsets that hold no record (transaction markers, compacted records)
 come back as (first, last) runs, so the owner acknowledges them a run at a time, not an object
-per record.
+per record. ``acquired_rows`` picks the rows of a columnar decode that lie in the acquired
+ranges, so records are made only for those (an answer may hold batches other members hold).
 """
 from cpython.object cimport PyObject, PyTypeObject
 from cpython.ref cimport Py_INCREF
@@ -135,3 +136,41 @@ def share_records(list records not None, record_cls, ranges, *, bint gc_untrack=
     if have_run:
         _add_run(held, run_first, run_last)
     return out, held, gaps
+
+
+def acquired_rows(const int64_t[::1] offsets not None, ranges):
+    """See sharerecords.pyi."""
+    cdef Py_ssize_t n = offsets.shape[0], k, i, nr, start
+    cdef int64_t first, last, prev_last = 0
+    cdef bint have_prev_range = False
+    cdef list spans = []
+    cdef object r
+    for k in range(1, n):
+        if offsets[k] <= offsets[k - 1]:
+            raise ValueError(f"offsets are not in ascending order at row {k}")
+    ranges = list(ranges)
+    nr = len(ranges)
+    k = 0
+    for i in range(nr):
+        r = ranges[i]
+        if not isinstance(r, tuple) or len(r) != 3:
+            raise TypeError(f"ranges[{i}] is not a (first, last, delivery_count) tuple: {r!r}")
+        first = r[0]
+        last = r[1]
+        if first < 0 or last < first:
+            raise ValueError(f"ranges[{i}]: {first}..{last} is not a range of offsets")
+        if have_prev_range and first <= prev_last:
+            raise ValueError(f"ranges[{i}]: {first}..{last} overlaps or precedes the range before it")
+        have_prev_range = True
+        prev_last = last
+        while k < n and offsets[k] < first:
+            k += 1
+        start = k
+        while k < n and offsets[k] <= last:
+            k += 1
+        if k > start:
+            if spans and spans[len(spans) - 1][1] == start:
+                spans[len(spans) - 1] = (spans[len(spans) - 1][0], k)
+            else:
+                spans.append((start, k))
+    return spans

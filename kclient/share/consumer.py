@@ -109,6 +109,8 @@ class KafkaShareConsumer:
         self._unacknowledged: dict[TopicPartition, dict[int, ShareConsumerRecord]] = {}
         #: Records of the last poll already acknowledged (a second acknowledgement is an error).
         self._acknowledged: set[tuple[TopicPartition, int]] = set()
+        #: The partitions of the last poll's records, each its own key (found by a plain tuple).
+        self._polled_partitions: dict[tuple[str, int], TopicPartition] = {}
         #: The same for the last columnar poll, as offset ranges; and what it returned (for RENEW).
         self._held_ranges: dict[TopicPartition, RangeSet] = {}
         self._acked_ranges: dict[TopicPartition, RangeSet] = {}
@@ -202,6 +204,7 @@ class KafkaShareConsumer:
     def _forget_last_poll(self) -> None:
         self._unacknowledged = {}
         self._acknowledged = set()
+        self._polled_partitions = {}
         self._held_ranges = {}
         self._acked_ranges = {}
         self._last_columnar = {}
@@ -304,6 +307,7 @@ class KafkaShareConsumer:
             else:
                 out[tp] = records
             if explicit:
+                self._polled_partitions[tp] = tp
                 held = self._unacknowledged.setdefault(tp, {})
                 for r in records:
                     held[r.offset] = r
@@ -380,29 +384,34 @@ class KafkaShareConsumer:
         """Acknowledge one record of the last poll (explicit mode): ``acknowledge(record,
         type)`` or ``acknowledge(topic, partition, offset, type)``."""
         self._check_open()
+        # (topic, partition) as a plain tuple: equal to, and hashed as, the TopicPartition that
+        # keys the poll's records, and cheaper to make once per record
+        key: tuple[str, int]
         if isinstance(record_or_topic, str):
             if partition is None or offset is None:
                 raise TypeError("acknowledge(topic, partition, offset, type) needs the partition and the offset")
-            tp, off = TopicPartition(record_or_topic, partition), offset
+            key, off = (record_or_topic, partition), offset
         else:
             if partition is not None and offset is None and isinstance(partition, AcknowledgeType):
                 type = partition       # acknowledge(record, AcknowledgeType.X)
-            tp, off = TopicPartition(record_or_topic.topic, record_or_topic.partition), record_or_topic.offset
-        kind = AcknowledgeType(type)
+            key, off = (record_or_topic.topic, record_or_topic.partition), record_or_topic.offset
+        kind = type if type.__class__ is AcknowledgeType else AcknowledgeType(type)
         if not self.config.explicit_acknowledgement:
             raise Errors.IllegalStateError(
                 "acknowledge() needs share.acknowledgement.mode=explicit; in implicit mode the records "
                 "of a poll are accepted by the next poll or commit")
-        if (tp, off) in self._acknowledged:
-            raise Errors.IllegalStateError(f"record {tp.topic}-{tp.partition}@{off} is already acknowledged")
-        held = self._unacknowledged.get(tp, {})
-        record = held.pop(off, None)
-        if record is None and tp in self._held_ranges:
-            self._acknowledge_ranges(tp, [(off, off)], kind)
-            return
+        held = self._unacknowledged.get(key)        # type: ignore[call-overload]
+        record = held.pop(off, None) if held is not None else None
         if record is None:
+            tp = TopicPartition(*key)
+            if (tp, off) in self._acknowledged:
+                raise Errors.IllegalStateError(f"record {tp.topic}-{tp.partition}@{off} is already acknowledged")
+            if tp in self._held_ranges:
+                self._acknowledge_ranges(tp, [(off, off)], kind)
+                return
             raise Errors.IllegalStateError(
                 f"record {tp.topic}-{tp.partition}@{off} was not returned by this consumer's last poll")
+        tp = self._polled_partitions[key]
         self._acknowledged.add((tp, off))
         self._fetcher.acknowledge(tp, off, kind)
         if kind is AcknowledgeType.RENEW:

@@ -22,8 +22,8 @@ from array import array
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from kcore.records import decode_columnar, decode_consumer_records
-from kcore.sharerecords import share_records
+from kcore.records import consumer_records, decode_columnar
+from kcore.sharerecords import acquired_rows, share_records
 
 from kclient import errors as Errors
 from kclient.network.future import RequestFuture
@@ -111,7 +111,11 @@ class ShareFetcher:
 
     # ------------------------------------------------------------------ application side
     def acknowledge(self, tp: TopicPartition, offset: int, kind: int) -> None:
-        self.acknowledge_range(tp, offset, offset, kind)
+        with self.lock:
+            acks = self._acks.get(tp)
+            if acks is None:
+                acks = self._acks[tp] = PendingAcks()
+            acks.put(offset, offset, int(kind))
 
     def acknowledge_range(self, tp: TopicPartition, first: int, last: int, kind: int) -> None:
         with self.lock:
@@ -147,12 +151,18 @@ class ShareFetcher:
         """``records_of`` and the records' offsets as (first, last) runs (what accepting them
         all acknowledges: one entry per run, not per record)."""
         tp = acquired.partition
-        decoded = decode_consumer_records(acquired.records, ConsumerRecord, tp.topic, tp.partition,
-                                          check_crcs=self.config.check_crcs)
+        ranges = sorted(acquired.ranges)
+        # An answer may hold records other members acquired: only this member's rows are made
+        # into records (the columns cost a few bytes a row, a record ~0.2 us).
+        batch = decode_columnar(acquired.records, check_crcs=self.config.check_crcs, skip_control=True)
         try:
-            out, held, gaps = share_records(decoded.records, ShareConsumerRecord, sorted(acquired.ranges))
+            records: list[ConsumerRecord] = []
+            for start, stop in acquired_rows(batch.offsets, ranges):
+                records += consumer_records(batch, ConsumerRecord, tp.topic, tp.partition, start, stop)
+            out, held, gaps = share_records(records, ShareConsumerRecord, ranges)
         except ValueError:      # ranges or records out of order or overlapping: not from a sane broker
-            out, held, gaps = _share_records_unordered(decoded.records, acquired.ranges)
+            records = consumer_records(batch, ConsumerRecord, tp.topic, tp.partition, 0, batch.num_records)
+            out, held, gaps = _share_records_unordered(records, acquired.ranges)
         for first, last in gaps:
             self.acknowledge_range(tp, first, last, GAP)
         return out, held

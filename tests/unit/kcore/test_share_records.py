@@ -7,8 +7,10 @@ import random
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from kcore.records import decode_consumer_records, encode_batch
-from kcore.sharerecords import share_records
+from array import array
+
+from kcore.records import decode_columnar, decode_consumer_records, encode_batch
+from kcore.sharerecords import acquired_rows, share_records
 
 from kclient.share.records import ShareConsumerRecord
 from kclient.structs import ConsumerRecord
@@ -131,3 +133,53 @@ def test_a_list_is_required():
         share_records(None, ShareConsumerRecord, [])     # type: ignore[arg-type]
     with pytest.raises(TypeError):
         share_records(tuple(consumer_records([0])), ShareConsumerRecord, [])    # type: ignore[arg-type]
+
+
+def rows_reference(offsets, ranges):
+    """What acquired_rows does, in Python: the rows inside a range, as merged (start, stop) spans."""
+    rows = [k for k, o in enumerate(offsets) if any(f <= o <= la for f, la, _ in ranges)]
+    spans = []
+    for k in rows:
+        if spans and spans[-1][1] == k:
+            spans[-1] = (spans[-1][0], k + 1)
+        else:
+            spans.append((k, k + 1))
+    return spans
+
+
+def test_acquired_rows_of_a_decoded_answer():
+    data = b"".join(encode_batch([(None, 1, None, b"v", [])], base_offset=o) for o in [1, 2, 3, 5, 6, 9])
+    offsets = decode_columnar(data).offsets
+    assert acquired_rows(offsets, [(0, 2, 1), (3, 5, 2), (9, 9, 1)]) == [(0, 4), (5, 6)]
+    assert acquired_rows(offsets, []) == [] and acquired_rows(array("q"), [(0, 5, 1)]) == []
+    assert acquired_rows(offsets, [(7, 8, 1), (10, 20, 1)]) == []
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sets(st.integers(0, 60), max_size=40), st.lists(st.tuples(st.integers(0, 8), st.integers(0, 3)), max_size=8),
+       st.integers(0, 10))
+def test_acquired_rows_against_the_reference(present, spans, start):
+    offsets = array("q", sorted(present))
+    ranges, at = [], start
+    for length, hole in spans:
+        ranges.append((at, at + length, 1))
+        at += length + 1 + hole
+    assert acquired_rows(offsets, ranges) == rows_reference(list(offsets), ranges)
+
+
+def test_acquired_rows_refuses_unordered_offsets_bad_ranges_and_wrong_buffers():
+    with pytest.raises(ValueError, match="ascending"):
+        acquired_rows(array("q", [1, 3, 2]), [(0, 5, 1)])
+    with pytest.raises(ValueError, match="ascending"):
+        acquired_rows(array("q", [1, 1]), [(0, 5, 1)])
+    with pytest.raises(ValueError):
+        acquired_rows(array("q", [1]), [(5, 4, 1)])
+    with pytest.raises(ValueError):
+        acquired_rows(array("q", [1]), [(0, 4, 1), (3, 6, 1)])
+    with pytest.raises(TypeError):
+        acquired_rows(array("q", [1]), [(0, 4)])
+    with pytest.raises(OverflowError):
+        acquired_rows(array("q", [1]), [(0, 2**64, 1)])
+    for bad in (array("i", [1, 2]), b"\x00" * 16, None, memoryview(array("q", [1, 2, 3, 4]))[::2]):
+        with pytest.raises((TypeError, ValueError, BufferError)):
+            acquired_rows(bad, [(0, 4, 1)])
