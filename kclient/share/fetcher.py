@@ -4,8 +4,9 @@
 flight per broker, as a session's epochs must arrive in order), piggy-backing the
 acknowledgements waiting for that broker. Answers are decoded through kcore's record decoder;
 only records inside the answer's acquired ranges are handed out, each with the delivery count
-of its range, and acquired offsets without a record (transaction markers, compacted records)
-are acknowledged as gaps. ``send_acknowledgements`` sends what is waiting in ShareAcknowledge
+of its range (made in C, kcore.sharerecords: only the acquired rows become records), and
+acquired offsets without a record (transaction markers, compacted records) are acknowledged as
+gaps, a run of offsets at a time. ``send_acknowledgements`` sends what is waiting in ShareAcknowledge
 requests (commit, RENEW), ``close_sessions`` closes every session (epoch -1) with the last
 acknowledgements, which releases whatever the member acquired and did not acknowledge.
 
