@@ -36,6 +36,7 @@ _LAZY = {
     "ConsumerInterceptor": "kclient.consumer.interceptors",
     "KafkaShareConsumer": "kclient.share.consumer",
     "AcknowledgeType": "kclient.share.acknowledgements",
+    "ShareColumnarRecords": "kclient.share.columnar",
 }
 
 __all__ = sorted(_LAZY)  # noqa: PLE0605 (the lazily imported names are the public ones)

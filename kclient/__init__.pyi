@@ -17,6 +17,7 @@ from kclient.subscription.listener import ConsumerRebalanceListener as ConsumerR
 from kclient.producer import KafkaProducer as KafkaProducer
 from kclient.producer import RecordMetadata as RecordMetadata
 from kclient.share.acknowledgements import AcknowledgeType as AcknowledgeType
+from kclient.share.columnar import ShareColumnarRecords as ShareColumnarRecords
 from kclient.share.consumer import KafkaShareConsumer as KafkaShareConsumer
 from kclient.structs import ConsumerRecord as ConsumerRecord
 from kclient.structs import OffsetAndMetadata as OffsetAndMetadata
@@ -46,5 +47,6 @@ __all__ = [
     "OffsetSpec",
     "RecordMetadata",
     "Serializer",
+    "ShareColumnarRecords",
     "TopicPartition",
 ]

@@ -109,6 +109,8 @@ class KafkaShareConsumer:
         self._unacknowledged: dict[TopicPartition, dict[int, ShareConsumerRecord]] = {}
         #: Records of the last poll already acknowledged (a second acknowledgement is an error).
         self._acknowledged: set[tuple[TopicPartition, int]] = set()
+        #: The partitions of the last poll's records, each its own key (found by a plain tuple).
+        self._polled_partitions: dict[tuple[str, int], TopicPartition] = {}
         #: The same for the last columnar poll, as offset ranges; and what it returned (for RENEW).
         self._held_ranges: dict[TopicPartition, RangeSet] = {}
         self._acked_ranges: dict[TopicPartition, RangeSet] = {}
@@ -202,6 +204,7 @@ class KafkaShareConsumer:
     def _forget_last_poll(self) -> None:
         self._unacknowledged = {}
         self._acknowledged = set()
+        self._polled_partitions = {}
         self._held_ranges = {}
         self._acked_ranges = {}
         self._last_columnar = {}
@@ -276,24 +279,44 @@ class KafkaShareConsumer:
 
     def _drain_buffer(self, limit: int) -> dict[TopicPartition, list[ShareConsumerRecord]]:
         """Up to ``limit`` records; with batch_optimized acquisition the broker hands out whole
-        batches, all of which are this member's until acknowledged, so a batch is returned whole."""
+        batches, all of which are this member's until acknowledged, so a batch is returned whole.
+
+        What the poll hands out is remembered for the acknowledgements: in explicit mode by
+        offset (``acknowledge(record)`` looks each one up), in implicit mode as runs of offsets
+        (the next poll accepts them a run at a time)."""
         out: dict[TopicPartition, list[ShareConsumerRecord]] = {}
         count = 0
+        explicit = self.config.explicit_acknowledgement
+        deserialize = self._key_deserializer is not None or self._value_deserializer is not None
         while self._buffer and (count < limit or not out):
             entry = self._buffer.popleft()
+            runs: list[tuple[int, int]] | None = None
             if isinstance(entry, Acquired):
-                tp, records = entry.partition, self._fetcher.records_of(entry)
+                tp = entry.partition
+                records, runs = self._fetcher.held_records_of(entry)
             elif isinstance(entry, ShareColumnarRecords):
                 tp, records = entry.topic_partition, list(entry)
             else:
                 tp, records = entry
             if not records:
                 continue
-            records = [self._deserialize(r) for r in records]
-            out.setdefault(tp, []).extend(records)
-            held = self._unacknowledged.setdefault(tp, {})
-            for r in records:
-                held[r.offset] = r
+            if deserialize:
+                records = [self._deserialize(r) for r in records]
+            if tp in out:
+                out[tp].extend(records)
+            else:
+                out[tp] = records
+            if explicit:
+                self._polled_partitions[tp] = tp
+                held = self._unacknowledged.setdefault(tp, {})
+                for r in records:
+                    held[r.offset] = r
+            else:
+                ranges = self._held_ranges.get(tp)
+                if ranges is None:
+                    ranges = self._held_ranges[tp] = RangeSet()
+                for first, last in runs if runs is not None else [(r.offset, r.offset) for r in records]:
+                    ranges.add(first, last)
             count += len(records)
         self._metrics["records-consumed-total"] += count
         return out
@@ -361,29 +384,34 @@ class KafkaShareConsumer:
         """Acknowledge one record of the last poll (explicit mode): ``acknowledge(record,
         type)`` or ``acknowledge(topic, partition, offset, type)``."""
         self._check_open()
+        # (topic, partition) as a plain tuple: equal to, and hashed as, the TopicPartition that
+        # keys the poll's records, and cheaper to make once per record
+        key: tuple[str, int]
         if isinstance(record_or_topic, str):
             if partition is None or offset is None:
                 raise TypeError("acknowledge(topic, partition, offset, type) needs the partition and the offset")
-            tp, off = TopicPartition(record_or_topic, partition), offset
+            key, off = (record_or_topic, partition), offset
         else:
             if partition is not None and offset is None and isinstance(partition, AcknowledgeType):
                 type = partition       # acknowledge(record, AcknowledgeType.X)
-            tp, off = TopicPartition(record_or_topic.topic, record_or_topic.partition), record_or_topic.offset
-        kind = AcknowledgeType(type)
+            key, off = (record_or_topic.topic, record_or_topic.partition), record_or_topic.offset
+        kind = type if type.__class__ is AcknowledgeType else AcknowledgeType(type)
         if not self.config.explicit_acknowledgement:
             raise Errors.IllegalStateError(
                 "acknowledge() needs share.acknowledgement.mode=explicit; in implicit mode the records "
                 "of a poll are accepted by the next poll or commit")
-        if (tp, off) in self._acknowledged:
-            raise Errors.IllegalStateError(f"record {tp.topic}-{tp.partition}@{off} is already acknowledged")
-        held = self._unacknowledged.get(tp, {})
-        record = held.pop(off, None)
-        if record is None and tp in self._held_ranges:
-            self._acknowledge_ranges(tp, [(off, off)], kind)
-            return
+        held = self._unacknowledged.get(key)        # type: ignore[call-overload]
+        record = held.pop(off, None) if held is not None else None
         if record is None:
+            tp = TopicPartition(*key)
+            if (tp, off) in self._acknowledged:
+                raise Errors.IllegalStateError(f"record {tp.topic}-{tp.partition}@{off} is already acknowledged")
+            if tp in self._held_ranges:
+                self._acknowledge_ranges(tp, [(off, off)], kind)
+                return
             raise Errors.IllegalStateError(
                 f"record {tp.topic}-{tp.partition}@{off} was not returned by this consumer's last poll")
+        tp = self._polled_partitions[key]
         self._acknowledged.add((tp, off))
         self._fetcher.acknowledge(tp, off, kind)
         if kind is AcknowledgeType.RENEW:

@@ -26,7 +26,8 @@ def test_kcore_module_is_a_compiled_extension(name):
 
 
 # Modules with nothing to cimport: a .pxd would be an empty file.
-NO_C_API = {"errors": "Python exception classes only"}
+NO_C_API = {"errors": "Python exception classes only",
+            "sharerecords": "functions called from Python only"}
 
 
 @pytest.mark.parametrize("name", MODULES)

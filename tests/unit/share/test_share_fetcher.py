@@ -239,3 +239,26 @@ def test_share_acknowledge_carries_renew_and_close_uses_epoch_minus_one(env):
     close.complete({"throttle_time_ms": 0, "error_code": 0, "error_message": None,
                     "acquisition_lock_timeout_ms": 0, "responses": [], "node_endpoints": []})
     assert not fetcher.sessions[1].is_open
+
+
+def test_batches_out_of_order_and_overlapping_ranges_still_hand_out_each_acquired_record_once(env):
+    """Not what a broker sends; the records still come out once each, gaps acknowledged."""
+    client, fetcher = env
+    fetcher.send_fetches({TP0})
+    data = records_bytes(13, 2) + records_bytes(10, 2)
+    client.sent[-1][3].complete(fetch_answer([part(0, data, [(10, 14, 1), (14, 14, 3)])]))
+    [(tp, recs)] = fetcher.take_records()
+    assert [(r.offset, r.value, r.delivery_count) for r in recs] == [
+        (13, b"v13", 1), (14, b"v14", 3), (10, b"v10", 1), (11, b"v11", 1)]
+    fetcher.send_fetches({TP0})
+    assert client.sent[-1][2]["topics"][0]["partitions"][0]["acknowledgement_batches"] == [
+        {"first_offset": 12, "last_offset": 12, "acknowledge_types": [0]}]
+
+
+def test_held_runs_are_the_handed_out_offsets(env):
+    client, fetcher = env
+    fetcher.send_fetches({TP0})
+    client.sent[-1][3].complete(fetch_answer([part(0, records_bytes(10, 5), [(10, 11, 2), (12, 12, 1), (14, 15, 1)])]))
+    [acquired] = fetcher.take_acquired()
+    recs, held = fetcher.held_records_of(acquired)
+    assert [r.offset for r in recs] == [10, 11, 12, 14] and held == [(10, 12), (14, 14)]

@@ -1,0 +1,90 @@
+"""What a share consumer's poll() remembers for the acknowledgements, with acquired answers
+handed in directly (no broker): implicit mode accepts a poll's records a run of offsets at a
+time, explicit mode tracks each record."""
+from __future__ import annotations
+
+import pytest
+
+from kcore.records import encode_batch
+
+from kclient import errors as Errors
+from kclient.share.acknowledgements import AcknowledgeType
+from kclient.share.consumer import KafkaShareConsumer
+from kclient.share.fetcher import Acquired
+from kclient.structs import TopicPartition
+
+TP = TopicPartition("orders", 0)
+
+
+def answer(base: int, n: int) -> bytes:
+    return encode_batch([(None, 1000 + i, None, f"v{base + i}".encode(), []) for i in range(n)], base_offset=base)
+
+
+@pytest.fixture
+def make():
+    made = []
+
+    def make_consumer(mode, acquired, **settings):
+        c = KafkaShareConsumer(bootstrap_servers="127.0.0.1:1", group_id="g",
+                               share_acknowledgement_mode=mode, **settings)
+        c._subscription = {"orders"}
+        c._fetcher._acquired_from[TP] = 1
+        pending = list(acquired)
+
+        def hand_in(timer):
+            if pending:
+                c._buffer.append(pending.pop(0))
+        c._wait_for_records = hand_in        # type: ignore[method-assign]
+        made.append(c)
+        return c
+    yield make_consumer
+    for c in made:
+        c._closed = True
+        c._client.close()
+
+
+def wire(c):
+    return {tp: a.batches() for tp, a in c._fetcher._acks.items()}
+
+
+def test_implicit_mode_accepts_the_previous_poll_as_runs_of_offsets(make):
+    data = answer(10, 4) + answer(15, 5)      # offset 14 holds no record (a marker, say)
+    c = make("implicit", [Acquired(TP, data, ((10, 12, 1), (13, 14, 2), (15, 19, 1))),
+                          Acquired(TP, answer(20, 2), ((20, 21, 1),))])
+    recs = c.poll(0)[TP]
+    assert [(r.offset, r.delivery_count) for r in recs] == [(10, 1), (11, 1), (12, 1), (13, 2),
+                                                           (15, 1), (16, 1), (17, 1), (18, 1), (19, 1)]
+    assert wire(c) == {TP: [{"first_offset": 14, "last_offset": 14, "acknowledge_types": [0]}]}
+    assert c.poll(0)[TP][0].offset == 20
+    # one batch per run, no entry per record: 10..13 and 15..19 accepted
+    assert wire(c) == {TP: [{"first_offset": 10, "last_offset": 13, "acknowledge_types": [1]},
+                            {"first_offset": 14, "last_offset": 14, "acknowledge_types": [0]},
+                            {"first_offset": 15, "last_offset": 19, "acknowledge_types": [1]}]}
+    assert c._fetcher._acks[TP].singles == {14: 0} and len(c._fetcher._acks[TP].runs) == 2
+    assert c.metrics()["records-consumed-total"] == 11
+    with pytest.raises(Errors.IllegalStateError):
+        c.acknowledge(recs[0])
+
+
+def test_implicit_mode_with_deserializers(make):
+    c = make("implicit", [Acquired(TP, answer(0, 3), ((0, 2, 1),))],
+             value_deserializer=lambda b: b.decode().upper())
+    assert [r.value for r in c.poll(0)[TP]] == ["V0", "V1", "V2"]
+    c._accept_last_poll()
+    assert wire(c) == {TP: [{"first_offset": 0, "last_offset": 2, "acknowledge_types": [1]}]}
+
+
+def test_explicit_mode_tracks_each_record(make):
+    c = make("explicit", [Acquired(TP, answer(0, 3), ((0, 2, 1),)), Acquired(TP, answer(3, 1), ((3, 3, 1),))])
+    recs = c.poll(0)[TP]
+    c.acknowledge(recs[0], AcknowledgeType.ACCEPT)
+    c.acknowledge(recs[2], AcknowledgeType.REJECT)
+    with pytest.raises(Errors.IllegalStateError, match="already acknowledged"):
+        c.acknowledge(recs[0])
+    with pytest.raises(Errors.IllegalStateError, match="not acknowledged"):
+        c.poll(0)
+    c.acknowledge("orders", 0, 1, AcknowledgeType.RELEASE)
+    assert c.poll(0)[TP][0].offset == 3
+    assert wire(c) == {TP: [{"first_offset": 0, "last_offset": 0, "acknowledge_types": [1]},
+                            {"first_offset": 1, "last_offset": 1, "acknowledge_types": [2]},
+                            {"first_offset": 2, "last_offset": 2, "acknowledge_types": [3]}]}
