@@ -20,12 +20,12 @@ from kclient.testing.chaos import (Chaos, ChaosConfig, ResourceSample, group_coo
 @pytest.mark.slow
 @pytest.mark.parametrize("security", ["PLAINTEXT", "SASL_SSL"])
 def test_chaos_loses_and_duplicates_nothing(kafka3, tmp_path, security):
-    """Forty seconds of faults per protocol: over SASL_SSL they also hit TLS handshakes, SASL
+    """Thirty seconds of faults per protocol: over SASL_SSL they also hit TLS handshakes, SASL
     logins and re-authentications."""
     if not kafka3.proxies:
         pytest.skip("the kafka3 cluster has no client proxies")
     seed = int(os.environ.get("KCLIENT_CHAOS_SEED", "19"))
-    config = ChaosConfig(duration_s=40, members=3, partitions=4, rate=150, seed=seed, workdir=tmp_path,
+    config = ChaosConfig(duration_s=30, members=3, partitions=4, rate=150, seed=seed, workdir=tmp_path,
                          security=security)
     result = Chaos(kafka3, config).run()
 
