@@ -1,5 +1,5 @@
 """Chaos on the 3-node Apache Kafka (kclient.testing.chaos), with the clients on PLAINTEXT and
-on SASL_SSL: rolling restarts, SIGKILL of a partition leader and of the group coordinator,
+on SASL_SSL: rolling restarts (in the soak), SIGKILL of a partition leader and of the group coordinator,
 proxy latency / resets / blackholes / slow reads, SIGKILLed members, while a producer writes
 numbered records with acks=all; every one of Jepsen's Kafka criteria must be zero. The longer soak is
 ``python -m bench chaos --minutes 30``.
@@ -14,7 +14,7 @@ import os
 import pytest
 
 from kclient.testing import _wire
-from kclient.testing.chaos import (Chaos, ChaosConfig, ResourceSample, group_coordinator_partition,
+from kclient.testing.chaos import (FAULT_KINDS, Chaos, ChaosConfig, ResourceSample, group_coordinator_partition,
                                    java_string_hash, resource_violations)
 
 @pytest.mark.slow
@@ -25,8 +25,11 @@ def test_chaos_loses_and_duplicates_nothing(kafka3, tmp_path, security):
     if not kafka3.proxies:
         pytest.skip("the kafka3 cluster has no client proxies")
     seed = int(os.environ.get("KCLIENT_CHAOS_SEED", "19"))
+    # Rolling broker restarts are left to the soak (python -m bench chaos): one takes most of
+    # a 30 s window on a busy machine, and the test wants several kinds of fault in it.
+    kinds = tuple(k for k in FAULT_KINDS if k != "broker_restart")
     config = ChaosConfig(duration_s=30, members=3, partitions=4, rate=150, seed=seed, workdir=tmp_path,
-                         security=security)
+                         security=security, kinds=kinds)
     result = Chaos(kafka3, config).run()
 
     details = {"seed": seed, "faults": dict(result.faults), "skipped": dict(result.skipped_faults),
