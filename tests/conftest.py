@@ -238,3 +238,11 @@ def create_topic():
             cluster.delete_topic(name)
         except Exception as exc:  # already deleted by the test, or the broker is gone
             log.debug("could not delete topic %s after the test: %s", name, exc)
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """Longest test files first, and the files of a shared broker on one worker
+    (tests/support/scheduling.py)."""
+    from scheduling import make_scheduler
+
+    return make_scheduler(config, log)

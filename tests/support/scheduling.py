@@ -1,0 +1,88 @@
+"""How pytest-xdist hands out the suite's test files to its workers (``-n 2 --dist loadfile``).
+
+xdist's file scheduler sends files in order of their number of tests, so the few long
+integration files (building the wheel, the Spark sessions, the 3-node cluster's failovers) came
+last and one worker ran them alone while the other had finished. Here:
+
+- the longest files go first (longest-processing-time first keeps two workers evenly busy);
+- files that need the replicated 3-node cluster, or the node with every security listener, run
+  on one worker each, so each worker does not start its own copy of those brokers (three JVMs
+  each, and half a minute of start-up).
+
+The weights are rough seconds of one file on an idle 2-core machine; refresh them from a run
+with ``--junitxml`` when files grow. A file not listed is short and keeps xdist's order after
+the listed ones.
+"""
+from __future__ import annotations
+
+#: Files that share one session broker other files do not use: one scope each.
+SHARED_BROKER_GROUPS: dict[str, tuple[str, ...]] = {
+    "kafka3": (
+        "tests/integration/consumer/test_follower_fetch.py",
+        "tests/integration/consumer/test_truncation.py",
+        "tests/integration/consumer/test_leader_discovery.py",
+        "tests/integration/testing/test_chaos.py",
+        "tests/integration/testing/test_harness_kafka.py",
+        "tests/integration/testing/test_share_chaos.py",
+    ),
+    "secure_kafka": (
+        "tests/integration/group/test_pacemaker_security.py",
+        "tests/integration/network/test_security.py",
+        "tests/integration/aio/test_aio.py",
+    ),
+}
+
+#: Rough seconds per file (or group) on an idle 2-core machine, for the longest ones.
+WEIGHTS: dict[str, float] = {
+    "kafka3": 220,
+    "tests/integration/spark/test_spark_datasource.py": 155,
+    "tests/integration/spark/test_spark_readme_snippet.py": 135,
+    "tests/package/test_wheel.py": 120,
+    "tests/integration/spark/test_spark_read.py": 105,
+    "tests/integration/cli/test_first_hour.py": 85,
+    "secure_kafka": 55,
+    "tests/integration/network/test_oidc.py": 50,
+    "tests/integration/group/test_group_protocols.py": 40,
+    "tests/integration/testing/test_harness_reap.py": 30,
+    "tests/integration/network/test_rebootstrap_on_kafka.py": 25,
+    "tests/integration/share/test_share_consumer.py": 20,
+    "tests/integration/cli/test_console.py": 18,
+    "tests/integration/group/test_pacemaker_membership.py": 18,
+    "tests/unit/config/test_settings_structure.py": 15,
+    "tests/unit/consumer/test_zero_copy_records.py": 15,
+    "tests/unit/kcore/test_records_fuzz.py": 15,
+    "tests/integration/share/test_share_interop.py": 15,
+    "tests/integration/telemetry/test_metrics_push.py": 14,
+    "tests/integration/consumer/test_metrics_vs_java.py": 14,
+}
+
+_GROUP_OF = {path: group for group, paths in SHARED_BROKER_GROUPS.items() for path in paths}
+
+
+def scope_of(nodeid: str) -> str:
+    """The unit of work a test belongs to: its file, or its shared-broker group."""
+    path = nodeid.split("::", 1)[0]
+    return _GROUP_OF.get(path, path)
+
+
+def heaviest(scopes) -> str:
+    """The unit to hand out next: the heaviest left; among unweighted ones the first (xdist's
+    order), since max() keeps the first of equals."""
+    return max(scopes, key=lambda scope: WEIGHTS.get(scope, 0.0))
+
+
+def make_scheduler(config, log):
+    """The xdist scheduler for ``--dist loadfile`` (None for any other mode: xdist's own)."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class LongestFirstScheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return scope_of(nodeid)
+
+        def _assign_work_unit(self, node) -> None:
+            self.workqueue.move_to_end(heaviest(self.workqueue), last=False)
+            super()._assign_work_unit(node)
+
+    return LongestFirstScheduling(config, log)
