@@ -54,7 +54,7 @@ def kcore_extensions():
         )
     if not exts:
         raise SystemExit("kcore: no .pyx module found to compile")
-    return cythonize(exts, compiler_directives=COMPILER_DIRECTIVES, nthreads=os.cpu_count() or 1)
+    return exts
 
 
 class ParallelBuildExt(build_ext):
@@ -69,6 +69,16 @@ class ParallelBuildExt(build_ext):
     def build_extensions(self):
         if any(ext.name.split(".")[-1] in OPENSSL_MODULES for ext in self.extensions):
             self._check_openssl()
+        # Cython runs here, when C is about to be compiled, not each time setup.py is read: the
+        # sdist and the metadata steps of a build need no C, and an sdist-then-wheel build would
+        # otherwise translate every module twice.
+        # setuptools has already prepared these Extension objects, so they keep their identity
+        # and only their sources change from .pyx to the generated .c.
+        translated = cythonize(self.extensions, compiler_directives=COMPILER_DIRECTIVES,
+                               nthreads=os.cpu_count() or 1)
+        sources = {ext.name: ext.sources for ext in translated}
+        for ext in self.extensions:
+            ext.sources = sources[ext.name]
         super().build_extensions()
 
     def _check_openssl(self):
