@@ -13,6 +13,7 @@ import os
 import re
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
@@ -68,31 +69,56 @@ finally:
 """
 
 
-@pytest.mark.parametrize("activated", [False, True], ids=["venv-not-activated", "venv-activated"])
-def test_readme_spark_snippet_runs_outside_the_checkout(activated, kafka, create_topic, topic_name, tmp_path):
-    create_topic(kafka, topic_name, PARTITIONS)
-    with KafkaProducer({"bootstrap.servers": kafka.bootstrap, "linger.ms": 5}) as producer:
-        for p in range(PARTITIONS):
-            for i in range(PER_PARTITION):
-                producer.send(topic_name, key=b"k-%d" % i, value=b"v-%d-%d" % (p, i), partition=p)
+VARIANTS = {"venv-not-activated": False, "venv-activated": True}
+
+
+@pytest.fixture(scope="module")
+def snippet_runs(kafka, tmp_path_factory):
+    """The snippet run once per variant, both at the same time (each is a Spark driver of its
+    own; run one after the other they doubled this file's time), against one topic."""
+    topic = f"readme-snippet-{uuid.uuid4().hex[:8]}"
+    kafka.create_topic(topic, PARTITIONS)
+    kafka.wait_for_topic(topic, PARTITIONS)
+    try:
+        with KafkaProducer({"bootstrap.servers": kafka.bootstrap, "linger.ms": 5}) as producer:
+            for p in range(PARTITIONS):
+                for i in range(PER_PARTITION):
+                    producer.send(topic, key=b"k-%d" % i, value=b"v-%d-%d" % (p, i), partition=p)
+        snippet = readme_batch_snippet()
+        assert '"localhost:9092"' in snippet and '"quickstart"' in snippet, snippet
+        snippet = snippet.replace('"localhost:9092"', json.dumps(kafka.bootstrap)).replace('"quickstart"', json.dumps(topic))
+        procs = {}
+        for variant, activated in VARIANTS.items():
+            base = tmp_path_factory.mktemp(variant)
+            work = base / "elsewhere"
+            work.mkdir()
+            (work / "job.py").write_text(SCRIPT.format(snippet="\n".join("    " + line for line in snippet.splitlines())))
+            fake_bin = base / "bin"
+            fake_bin.mkdir()
+            (fake_bin / "python3").write_text("#!/bin/sh\necho \"python3 from PATH is not this environment's\" >&2\nexit 3\n")
+            (fake_bin / "python3").chmod(0o755)
+            assert not str(work).startswith(str(ROOT))
+            procs[variant] = subprocess.Popen([sys.executable, "job.py"], cwd=work, env=user_environment(fake_bin, activated),
+                                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        results = {}
+        for variant, proc in procs.items():
+            try:
+                out, err = proc.communicate(timeout=280)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                out, err = proc.communicate()
+            results[variant] = (proc.returncode, out, err)
+        yield results
+    finally:
+        kafka.delete_topic(topic)
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_readme_spark_snippet_runs_outside_the_checkout(variant, snippet_runs):
+    returncode, stdout, stderr = snippet_runs[variant]
     expected = sorted([p, i, f"k-{i}", f"v-{p}-{i}"] for p in range(PARTITIONS) for i in range(PER_PARTITION))
-
-    snippet = readme_batch_snippet()
-    assert '"localhost:9092"' in snippet and '"quickstart"' in snippet, snippet
-    snippet = snippet.replace('"localhost:9092"', json.dumps(kafka.bootstrap)).replace('"quickstart"', json.dumps(topic_name))
-    work = tmp_path / "elsewhere"
-    work.mkdir()
-    (work / "job.py").write_text(SCRIPT.format(snippet="\n".join("    " + line for line in snippet.splitlines())))
-    fake_bin = tmp_path / "bin"
-    fake_bin.mkdir()
-    (fake_bin / "python3").write_text("#!/bin/sh\necho \"python3 from PATH is not this environment's\" >&2\nexit 3\n")
-    (fake_bin / "python3").chmod(0o755)
-    assert not str(work).startswith(str(ROOT))
-
-    proc = subprocess.run([sys.executable, "job.py"], cwd=work, env=user_environment(fake_bin, activated),
-                          capture_output=True, text=True, timeout=280)
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("ROWS ")]
-    assert proc.returncode == 0 and lines, (
-        f"exit {proc.returncode}\nstdout:\n{proc.stdout[-3000:]}\nstderr (JVM stack frames left out):\n"
-        + "\n".join(line for line in proc.stderr.splitlines() if not line.lstrip().startswith("at "))[-6000:])
+    lines = [line for line in stdout.splitlines() if line.startswith("ROWS ")]
+    assert returncode == 0 and lines, (
+        f"exit {returncode}\nstdout:\n{stdout[-3000:]}\nstderr (JVM stack frames left out):\n"
+        + "\n".join(line for line in stderr.splitlines() if not line.lstrip().startswith("at "))[-6000:])
     assert json.loads(lines[0][5:]) == expected
