@@ -12,6 +12,7 @@ Each check is a function over source text, so that a planted violation shows it 
 from __future__ import annotations
 
 import ast
+import functools
 import dataclasses
 import inspect
 
@@ -54,6 +55,13 @@ TABLES = ("config/", "parallel/settings.py", "spark/options.py")
 SETTING_NAMES = frozenset(CONSUMER_CONFIGS) | {d.name for d in PRODUCER_CONFIGS} | {d.name for d in ADMIN_CONFIGS}
 
 
+@functools.lru_cache(maxsize=None)
+def _parse(source: str) -> ast.AST:
+    """Each module is parsed once for all the checks below (kclient's whole tree, three times
+    over, was most of this file's time)."""
+    return ast.parse(source)
+
+
 def _dotted(node: ast.AST) -> str | None:
     """The setting named by a string constant, if it is a dotted setting name."""
     if isinstance(node, ast.Constant) and isinstance(node.value, str) and "." in node.value \
@@ -65,7 +73,7 @@ def _dotted(node: ast.AST) -> str | None:
 def dotted_key_reads(source: str) -> list[tuple[int, str]]:
     """(line, setting) of every read by dotted name: ``c["x.y"]``, ``c.get("x.y")``, ``c.is_set("x.y")``."""
     found = []
-    for node in ast.walk(ast.parse(source)):
+    for node in ast.walk(_parse(source)):
         name = None
         if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load):
             name = _dotted(node.slice)
@@ -82,7 +90,7 @@ def second_defaults(source: str) -> list[tuple[int, str]]:
     ``c.get("x.y", 500)``, ``getattr(c, "x_y", 500)`` (a None fallback is "absent", not a default)."""
     keywords = {n.replace(".", "_"): n for n in SETTING_NAMES}
     found = []
-    for node in ast.walk(ast.parse(source)):
+    for node in ast.walk(_parse(source)):
         if not isinstance(node, ast.Call) or len(node.args) < 2:
             continue
         first = node.args[0] if isinstance(node.func, ast.Attribute) else None
@@ -101,7 +109,7 @@ def second_defaults(source: str) -> list[tuple[int, str]]:
 
 def config_defs(source: str) -> list[int]:
     """Lines that define a setting (construct a ConfigDef)."""
-    return [node.lineno for node in ast.walk(ast.parse(source))
+    return [node.lineno for node in ast.walk(_parse(source))
             if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", None)) == "ConfigDef"]
 
 
