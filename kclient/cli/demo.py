@@ -15,7 +15,7 @@
    outlive the demo, so the next run starts where this one stopped.
 6. The same topic as a stream: ``spark.readStream.format("kclient")`` from the earliest
    offsets in micro-batches of at most a quarter of the events (``maxOffsetsPerTrigger``),
-   each read by one task per core (``kclient.maxPartitions``),
+   each read by as many tasks as the source plans from the cores and the records,
    ``Trigger.AvailableNow``, per-minute counts of each micro-batch written to Parquet by
    ``foreachBatch``, with a checkpoint under ``--out``.
 """
@@ -180,8 +180,6 @@ def _run_stream(spark, options: dict, out_root: Path, run_id: str, expected: int
     stream_options = {k: v for k, v in options.items() if k not in ("startingOffsets", "kafka.group.id",
                                                                     "minPartitions")}
     stream_options.update(startingOffsets="earliest", maxOffsetsPerTrigger=str(max(expected // 4, 1)))
-    # A task per core rather than per partition: each Python task costs Spark ~70 ms of its own.
-    stream_options["kclient.maxPartitions"] = str(spark.sparkContext.defaultParallelism)
     out_dir = out_root / "stream_per_minute_counts" / f"run={run_id}"
     counts: list[int] = []
 
