@@ -5,7 +5,8 @@ with the position its partition has once the run is delivered to its end (past c
 records that follow it). Taking records from a run gives the position to report back to the
 worker, which moves the partition's position only then.
 
-Columnar runs (``ColumnarRecords``) are taken whole.
+Columnar runs (``ColumnarRecords``) are taken whole. Runs of records are lists, or
+``LazyRecords`` whose records are made as they are taken.
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import collections
 from typing import Any, Container, Iterator
 
 from kclient.aio._core import FetchPosition
+from kclient.aio._lazy import LazyRecords
 from kclient.structs import TopicPartition
 
 __all__ = ["RecordBuffer"]
@@ -31,9 +33,13 @@ def _after(run: _Run, stop: int) -> FetchPosition:
     """The position after the run's records up to ``stop`` (exclusive)."""
     if stop >= len(run.records) and run.end is not None:
         return run.end
-    last = run.records[stop - 1]
-    epoch = last.leader_epoch
-    return FetchPosition(last.offset + 1, epoch if epoch >= 0 else None, None)
+    records = run.records
+    if type(records) is LazyRecords:
+        offset, epoch = records.offset_epoch(stop - 1)
+    else:
+        last = records[stop - 1]
+        offset, epoch = last.offset, last.leader_epoch
+    return FetchPosition(offset + 1, epoch if epoch >= 0 else None, None)
 
 
 def _after_columns(run: _Run) -> FetchPosition:
@@ -116,8 +122,8 @@ class RecordBuffer:
                 while runs and left > 0:
                     run = runs[0]
                     stop = min(len(run.records), run.start + left)
-                    # A run taken whole is handed out as is (no copy); it leaves the buffer.
-                    whole = run.start == 0 and stop == len(run.records)
+                    # A list taken whole is handed out as is (no copy); it leaves the buffer.
+                    whole = run.start == 0 and stop == len(run.records) and type(run.records) is list
                     part = run.records if whole else run.records[run.start:stop]
                     if got is None:
                         got = part
