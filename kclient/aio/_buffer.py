@@ -14,10 +14,12 @@ import collections
 from typing import Any, Container, Iterator
 
 from kclient.aio._core import FetchPosition
-from kclient.aio._lazy import LazyRecords
 from kclient.structs import TopicPartition
 
 __all__ = ["RecordBuffer"]
+
+#: Records made at once for getone() from a run whose records are made as they are taken.
+_GETONE_WINDOW = 500
 
 
 class _Run:
@@ -29,17 +31,15 @@ class _Run:
         self.end = end
 
 
-def _after(run: _Run, stop: int) -> FetchPosition:
-    """The position after the run's records up to ``stop`` (exclusive)."""
+def _after(run: _Run, stop: int, last: Any = None) -> FetchPosition:
+    """The position after the run's records up to ``stop`` (exclusive); ``last`` is the
+    record at stop - 1 when the caller has it."""
     if stop >= len(run.records) and run.end is not None:
         return run.end
-    records = run.records
-    if type(records) is LazyRecords:
-        offset, epoch = records.offset_epoch(stop - 1)
-    else:
-        last = records[stop - 1]
-        offset, epoch = last.offset, last.leader_epoch
-    return FetchPosition(offset + 1, epoch if epoch >= 0 else None, None)
+    if last is None:
+        last = run.records[stop - 1]
+    epoch = last.leader_epoch
+    return FetchPosition(last.offset + 1, epoch if epoch >= 0 else None, None)
 
 
 def _after_columns(run: _Run) -> FetchPosition:
@@ -130,7 +130,7 @@ class RecordBuffer:
                     else:
                         got.extend(part)
                     left -= stop - run.start
-                    positions[tp] = _after(run, stop)
+                    positions[tp] = _after(run, stop, part[-1])
                     run.start = stop
                     if stop >= len(run.records):
                         runs.popleft()
@@ -147,6 +147,8 @@ class RecordBuffer:
         for tp, runs in self._parts.items():
             if (wanted is None or tp in wanted) and tp not in paused:
                 run = runs[0]
+                if type(run.records) is not list:
+                    run = self._window(runs, run)
                 stop = run.start + 1
                 run.start = stop
                 self.count -= 1
@@ -156,6 +158,23 @@ class RecordBuffer:
                         del self._parts[tp]   # the loop ends here: safe while iterating
                 return run.records[stop - 1], tp, run, stop
         return None
+
+    @staticmethod
+    def _window(runs: collections.deque, run: _Run) -> _Run:
+        """getone() takes records one by one: a run whose records are made as they are taken
+        (LazyRecords) gets its next _GETONE_WINDOW made at once, as a list run of their own in
+        front of it (the whole rest of it if that is all)."""
+        records = run.records
+        ahead = min(run.start + _GETONE_WINDOW, len(records))
+        window = records[run.start:ahead]
+        if ahead >= len(records):
+            run.records = window
+            run.start = 0
+            return run
+        run.start = ahead
+        first = _Run(window, None)
+        runs.appendleft(first)
+        return first
 
 
 def position_after(run: _Run, stop: int) -> FetchPosition:

@@ -13,24 +13,19 @@ from typing import Any, Iterator, overload
 
 from kcore.records import consumer_records
 
-from kclient.consumer.columnar import ColumnarRecords, epoch_of_row
+from kclient.consumer.columnar import ColumnarRecords
 from kclient.structs import ConsumerRecord
 
 __all__ = ["LazyRecords"]
 
-#: Records made at once for getone(), which takes them one by one.
-_WINDOW = 500
-
-
 class LazyRecords:
     """The rows of one ``ColumnarRecords`` as a read-only sequence of ConsumerRecords.
 
-    A slice is a new list of new records (what getmany() hands out); an index reads from a
-    window of records made ahead (getone()'s path), so getone() makes records in batches too.
+    A slice is a new list of new records (what getmany() hands out; getone() takes slices
+    too, see RecordBuffer.take_one), so records are made a batch at a time.
     """
 
-    __slots__ = ("_topic", "_partition", "_pieces", "_starts", "_n", "_views",
-                 "_window", "_window_start")
+    __slots__ = ("_topic", "_partition", "_pieces", "_starts", "_n", "_views")
 
     def __init__(self, columns: ColumnarRecords, views: bool):
         tp = columns.topic_partition
@@ -45,8 +40,6 @@ class LazyRecords:
         self._starts = starts
         self._n = n
         self._views = views
-        self._window: list = []
-        self._window_start = 0
 
     def __len__(self) -> int:
         return self._n
@@ -70,23 +63,7 @@ class LazyRecords:
             key += n
         if not 0 <= key < n:
             raise IndexError("record index out of range")
-        at = key - self._window_start
-        window = self._window
-        if not 0 <= at < len(window):
-            window = self._window = self._make(key, min(key + _WINDOW, n))
-            self._window_start = key
-            at = 0
-        return window[at]
-
-    def offset_epoch(self, row: int) -> tuple[int, int]:
-        """(offset, partition leader epoch or -1) of a row, read from the columns."""
-        starts = self._starts
-        for k in range(len(starts) - 1, -1, -1):
-            if starts[k] <= row:
-                chunk, i, _ = self._pieces[k]
-                at = i + row - starts[k]
-                return chunk.batch.offsets[at], epoch_of_row(chunk.batch, at)
-        raise IndexError("record index out of range")
+        return self._make(key, key + 1)[0]
 
     def _make(self, start: int, stop: int) -> list:
         """New records for rows start..stop-1."""

@@ -9,7 +9,7 @@ import random
 
 import pytest
 
-from kclient.aio._buffer import RecordBuffer
+from kclient.aio._buffer import RecordBuffer, position_after
 from kclient.aio._core import FetchPosition
 from kclient.aio._lazy import LazyRecords
 from kclient.consumer.columnar import ColumnarChunk, ColumnarRecords
@@ -68,13 +68,6 @@ def test_every_slice_and_index_matches_the_synchronous_records(views):
         assert type(lazy[1].value) is memoryview
 
 
-def test_offset_and_epoch_of_a_row_come_from_the_columns():
-    cols, want = columns(CUTS)
-    lazy = LazyRecords(cols, False)
-    for k, rec in enumerate(want):
-        assert lazy.offset_epoch(k) == (rec.offset, rec.leader_epoch)
-
-
 def test_slices_are_new_lists_of_untracked_records():
     cols, want = columns(CUTS)
     lazy = LazyRecords(cols, False)
@@ -85,11 +78,26 @@ def test_slices_are_new_lists_of_untracked_records():
     assert not any(gc.is_tracked(r) for r in lazy[0:22])
 
 
-def test_getone_reads_a_window_made_ahead():
+def test_getone_makes_windows_ahead_and_positions_follow():
     cols, want = columns([(0, 1200, 1, 0, 1200)])
-    lazy = LazyRecords(cols, False)
-    for k in (0, 1, 499, 500, 1199, 3):
-        assert lazy[k] == want[k]
+    buf = RecordBuffer(columnar=False)
+    end = FetchPosition(1201, 1, None)      # past a control record after the last one
+    buf.add(TP, LazyRecords(cols, False), end)
+    got = []
+    for k in range(601):
+        rec, _, run, stop = buf.take_one(None, set())
+        got.append(rec)
+        assert type(run.records) is list and len(run.records) <= 500
+        assert position_after(run, stop) == FetchPosition(want[k].offset + 1, 1, None)
+    # getmany() in between takes the rest of the window, then from the rest of the run.
+    out, pos = buf.take(None, set(), 450)
+    got += out[TP]
+    assert pos[TP] == FetchPosition(want[1050].offset + 1, 1, None)
+    while buf:
+        rec, _, run, stop = buf.take_one(None, set())
+        got.append(rec)
+    assert position_after(run, stop) == end
+    assert got == want and buf.count == 0
 
 
 def test_the_buffer_hands_out_lazy_runs_in_batches_with_positions():
