@@ -18,6 +18,7 @@ from kclient.structs import ConsumerRecord
 
 __all__ = ["LazyRecords"]
 
+
 class LazyRecords:
     """The rows of one ``ColumnarRecords`` as a read-only sequence of ConsumerRecords.
 
@@ -31,6 +32,8 @@ class LazyRecords:
         tp = columns.topic_partition
         self._topic = tp.topic
         self._partition = tp.partition
+        # (decoded answer, first row, end row) per answer the poll drained, as the fetch
+        # collector made them; the rows are made into records from these.
         self._pieces = columns._pieces
         starts = []
         n = 0

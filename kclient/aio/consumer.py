@@ -9,10 +9,11 @@ against ``max_poll_interval_ms`` between two getmany/getone calls, as in aiokafk
 Records reach the loop in batches (one worker poll each) and wait in a buffer on the loop
 side; ``getone()`` takes from it without a thread hop. The worker polls decoded columns, and
 the loop makes each record as it hands it out (``kclient.aio._lazy``): a worker making a
-whole poll's records would hold the GIL, and so the loop, for that long. A partition's position moves only past
-records handed to the application (see ``kclient.aio._core``): records a cancelled
-``getmany()``/``getone()`` had fetched stay buffered for the next call, and commits (manual,
-automatic, on revocation, on ``stop()``) never cover records the application has not seen.
+whole poll's records would hold the GIL, and so the loop, for that long. A partition's
+position moves only past records handed to the application (see ``kclient.aio._core``):
+records a cancelled ``getmany()``/``getone()`` had fetched stay buffered for the next call,
+and commits (manual, automatic, on revocation, on ``stop()``) never cover records the
+application has not seen.
 
 Waiting for records polls the worker in slices of at most ``_SLICE_MS``, so commits, seeks
 and ``stop()`` issued meanwhile run within one slice. Once less than one poll's worth is
