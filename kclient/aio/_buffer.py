@@ -5,7 +5,8 @@ with the position its partition has once the run is delivered to its end (past c
 records that follow it). Taking records from a run gives the position to report back to the
 worker, which moves the partition's position only then.
 
-Columnar runs (``ColumnarRecords``) are taken whole.
+Columnar runs (``ColumnarRecords``) are taken whole. Runs of records are lists, or
+``LazyRecords`` whose records are made as they are taken.
 """
 from __future__ import annotations
 
@@ -17,6 +18,9 @@ from kclient.structs import TopicPartition
 
 __all__ = ["RecordBuffer"]
 
+#: Records made at once for getone() from a run whose records are made as they are taken.
+_GETONE_WINDOW = 500
+
 
 class _Run:
     __slots__ = ("records", "start", "end")
@@ -27,11 +31,13 @@ class _Run:
         self.end = end
 
 
-def _after(run: _Run, stop: int) -> FetchPosition:
-    """The position after the run's records up to ``stop`` (exclusive)."""
+def _after(run: _Run, stop: int, last: Any = None) -> FetchPosition:
+    """The position after the run's records up to ``stop`` (exclusive); ``last`` is the
+    record at stop - 1 when the caller has it."""
     if stop >= len(run.records) and run.end is not None:
         return run.end
-    last = run.records[stop - 1]
+    if last is None:
+        last = run.records[stop - 1]
     epoch = last.leader_epoch
     return FetchPosition(last.offset + 1, epoch if epoch >= 0 else None, None)
 
@@ -116,15 +122,15 @@ class RecordBuffer:
                 while runs and left > 0:
                     run = runs[0]
                     stop = min(len(run.records), run.start + left)
-                    # A run taken whole is handed out as is (no copy); it leaves the buffer.
-                    whole = run.start == 0 and stop == len(run.records)
+                    # A list taken whole is handed out as is (no copy); it leaves the buffer.
+                    whole = run.start == 0 and stop == len(run.records) and type(run.records) is list
                     part = run.records if whole else run.records[run.start:stop]
                     if got is None:
                         got = part
                     else:
                         got.extend(part)
                     left -= stop - run.start
-                    positions[tp] = _after(run, stop)
+                    positions[tp] = _after(run, stop, part[-1])
                     run.start = stop
                     if stop >= len(run.records):
                         runs.popleft()
@@ -141,6 +147,8 @@ class RecordBuffer:
         for tp, runs in self._parts.items():
             if (wanted is None or tp in wanted) and tp not in paused:
                 run = runs[0]
+                if type(run.records) is not list:
+                    run = self._window(runs, run)
                 stop = run.start + 1
                 run.start = stop
                 self.count -= 1
@@ -150,6 +158,23 @@ class RecordBuffer:
                         del self._parts[tp]   # the loop ends here: safe while iterating
                 return run.records[stop - 1], tp, run, stop
         return None
+
+    @staticmethod
+    def _window(runs: collections.deque, run: _Run) -> _Run:
+        """getone() takes records one by one: a run whose records are made as they are taken
+        (LazyRecords) gets its next _GETONE_WINDOW made at once, as a list run of their own in
+        front of it (the whole rest of it if that is all)."""
+        records = run.records
+        ahead = min(run.start + _GETONE_WINDOW, len(records))
+        window = records[run.start:ahead]
+        if ahead >= len(records):
+            run.records = window
+            run.start = 0
+            return run
+        run.start = ahead
+        first = _Run(window, None)
+        runs.appendleft(first)
+        return first
 
 
 def position_after(run: _Run, stop: int) -> FetchPosition:

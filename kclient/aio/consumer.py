@@ -7,10 +7,13 @@ a coroutine that keeps the loop busy does not cost the member its partitions (it
 against ``max_poll_interval_ms`` between two getmany/getone calls, as in aiokafka).
 
 Records reach the loop in batches (one worker poll each) and wait in a buffer on the loop
-side; ``getone()`` takes from it without a thread hop. A partition's position moves only past
-records handed to the application (see ``kclient.aio._core``): records a cancelled
-``getmany()``/``getone()`` had fetched stay buffered for the next call, and commits (manual,
-automatic, on revocation, on ``stop()``) never cover records the application has not seen.
+side; ``getone()`` takes from it without a thread hop. The worker polls decoded columns, and
+the loop makes each record as it hands it out (``kclient.aio._lazy``): a worker making a
+whole poll's records would hold the GIL, and so the loop, for that long. A partition's
+position moves only past records handed to the application (see ``kclient.aio._core``):
+records a cancelled ``getmany()``/``getone()`` had fetched stay buffered for the next call,
+and commits (manual, automatic, on revocation, on ``stop()``) never cover records the
+application has not seen.
 
 Waiting for records polls the worker in slices of at most ``_SLICE_MS``, so commits, seeks
 and ``stop()`` issued meanwhile run within one slice. Once less than one poll's worth is
@@ -29,6 +32,7 @@ from typing import Any, Iterable, Mapping
 from kclient import errors as Errors
 from kclient.aio._buffer import RecordBuffer, position_after
 from kclient.aio._core import FetchPosition, SyncCore
+from kclient.aio._lazy import LazyRecords
 from kclient.aio._settings import UNLIMITED_RECORDS, bind_token_provider, consumer_settings
 from kclient.aio._worker import Worker
 from kclient.aio.listener import LoopListener
@@ -48,8 +52,9 @@ _SLICE_MS = 100
 #: near 2 ms, where a whole prefetch (10 MiB per partition) kept the loop 300 ms.
 _HANDOUT_RECORDS = 2000
 #: Records one worker poll brings at most for getone()/getmany() (those beyond the hand-out
-#: wait in the loop's buffer, and the next call takes them without a thread switch). Making
-#: them is one C call holding the GIL: 10,000 take about 1 ms.
+#: wait in the loop's buffer, and the next call takes them without a thread switch). They
+#: come as columns; where records are made on the worker (deserializers, interceptors),
+#: making them is one C call holding the GIL: 10,000 take about 1 ms.
 _FETCH_RECORDS = 10000
 #: getone() calls between two yields to the event loop (see _yield_now).
 _GETONE_YIELD_EVERY = _HANDOUT_RECORDS
@@ -104,6 +109,12 @@ class AIOKafkaConsumer:
         self._group_id: str | None = config["group.id"]
         self._auto_commit: bool = config["enable.auto.commit"] and self._group_id is not None
         self._retry_backoff_s = config["retry.backoff.ms"] / 1000
+        # getmany()/getone() records are made on the loop from polled columns (see
+        # kclient.aio._lazy), unless deserializers or interceptors must see them on the worker
+        # as the synchronous poll() makes them.
+        self._build_on_loop = (config["key.deserializer"] is None and config["value.deserializer"] is None
+                               and not config["interceptor.classes"])
+        self._zero_copy: bool = config["zero.copy.records"]
         self._loop = loop
         self._worker: Worker | None = None
         self._core: SyncCore | None = None
@@ -479,7 +490,8 @@ class AIOKafkaConsumer:
         loop = self._loop
         assert loop is not None
         done = self._fetching = loop.create_future()
-        job = worker.post(self._fetch_on_worker, core, timeout_ms, max_records, columnar, fetch=True)
+        job = worker.post(self._fetch_on_worker, core, timeout_ms, max_records, columnar or self._build_on_loop,
+                          fetch=True)
 
         def finished(future: Any, done: asyncio.Future = done) -> None:
             try:
@@ -524,11 +536,12 @@ class AIOKafkaConsumer:
         stale: list[TopicPartition] = []
         now_ms = int(time.time() * 1000)
         ends = fetched.ends
+        lazy = not columnar and self._build_on_loop
         for tp, records in fetched.records.items():
             if seq < self._stale_before_all or seq < self._stale_before.get(tp, 0):
                 stale.append(tp)
                 continue
-            buffer.add(tp, records, ends.get(tp))
+            buffer.add(tp, LazyRecords(records, self._zero_copy) if lazy else records, ends.get(tp))
         for tp, end in ends.items():
             self._last_poll[tp] = now_ms
             if tp in fetched.records or seq < self._stale_before_all or seq < self._stale_before.get(tp, 0):

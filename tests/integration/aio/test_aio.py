@@ -554,6 +554,51 @@ def test_getmany_columnar(kafka, topic4):
     asyncio.run(main())
 
 
+
+def test_records_with_headers_deserializers_and_zero_copy(kafka, topic4):
+    """getmany()/getone() make records on the loop from polled columns (headers and
+    zero.copy.records included); with a deserializer they are made on the worker, as the
+    synchronous poll() makes them. Every kind reads the same records."""
+    with KafkaProducer(bootstrap_servers=kafka.bootstrap, linger_ms=5) as producer:
+        for i in range(300):
+            producer.send(topic4, b"%d" % i, key=b"k%d" % i if i % 3 else None, partition=i % 4,
+                          headers=[("n", b"%d" % i)] if i % 2 else None)
+        producer.flush(30)
+    tps = [TopicPartition(topic4, p) for p in range(4)]
+
+    async def read(one_by_one: bool, **settings) -> list:
+        async with AIOKafkaConsumer(bootstrap_servers=kafka.bootstrap, auto_offset_reset="earliest",
+                                    **settings) as consumer:
+            consumer.assign(tps)
+            got: list = []
+            deadline = time.monotonic() + 60
+            while len(got) < 300:
+                assert time.monotonic() < deadline, f"{len(got)} of 300 records"
+                if one_by_one:
+                    got.append(await consumer.getone())
+                else:
+                    for records in (await consumer.getmany(timeout_ms=1000, max_records=37)).values():
+                        got += records
+            assert {tp: await consumer.position(tp) for tp in tps} == {tp: 75 for tp in tps}
+            return sorted(got, key=lambda r: int(bytes(r.value)) if isinstance(r.value, memoryview)
+                          else int(r.value))
+
+    async def main():
+        plain = await read(False)
+        for i, r in enumerate(plain):
+            assert (r.partition, r.offset, r.value) == (i % 4, i // 4, b"%d" % i)
+            assert r.key == (b"k%d" % i if i % 3 else None)
+            assert r.headers == ([("n", b"%d" % i)] if i % 2 else [])
+            assert r.serialized_value_size == len(r.value)
+        assert await read(True) == plain
+        views = await read(False, zero_copy_records=True)
+        assert all(type(r.value) is memoryview for r in views)
+        assert [r._replace(key=None if r.key is None else bytes(r.key), value=bytes(r.value)) for r in views] == plain
+        decoded = await read(False, value_deserializer=lambda v: int(v) if v is not None else None)
+        assert [r._replace(value=b"%d" % r.value) for r in decoded] == plain
+
+    asyncio.run(main())
+
 # ------------------------------------------------------------------------ producer
 def test_producer_send_send_and_wait_flush_and_batch(kafka, topic4):
     async def main():
