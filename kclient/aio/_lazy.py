@@ -34,7 +34,7 @@ class LazyRecords:
         self._partition = tp.partition
         # (decoded answer, first row, end row) per answer the poll drained, as the fetch
         # collector made them; the rows are made into records from these.
-        self._pieces = columns._pieces
+        self._pieces = columns.pieces
         starts = []
         n = 0
         for _, i, j in self._pieces:

@@ -66,6 +66,12 @@ class ColumnarRecords:
         self._n = sum(j - i for _, i, j in pieces)
 
     @property
+    def pieces(self) -> list[tuple[ColumnarChunk, int, int]]:
+        """The rows as (chunk, start, stop) slices of the fetched answers, in offset order: for
+        code that makes records from the columns itself (``kclient.aio`` does, on its loop)."""
+        return self._pieces
+
+    @property
     def topic(self) -> str:
         return self.topic_partition.topic
 
