@@ -258,7 +258,7 @@ class ShareFetcher:
             elif self._session(node_id).generation != generation:
                 err = Errors.InvalidShareSessionEpochError(
                     f"the share session with node {node_id} was reset since the records of "
-                    f"{tp.topic}-{tp.partition} were acquired; the broker released them")
+                    f"{tp.topic}-{tp.partition} were acquired; they come back to the group")
             else:
                 continue
             log.debug("share group %s: acknowledgements of %s not sent: %s", self.group_id, tp, err)

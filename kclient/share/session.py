@@ -39,8 +39,8 @@ class ShareSession:
         self.epoch = INITIAL_EPOCH
         #: Partitions the broker holds in this session.
         self.partitions: set[Key] = set()
-        #: Bumped by every reset: records acquired through an earlier generation were released
-        #: with it, so their acknowledgements can no longer be sent.
+        #: Bumped by every reset: the acknowledgements of records acquired through an earlier
+        #: generation can no longer be sent (a new session's first request carries none).
         self.generation = 0
         self._pending: tuple[set[Key], set[Key]] | None = None
 
