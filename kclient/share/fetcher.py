@@ -290,7 +290,9 @@ class ShareFetcher:
             self._fail_stale_acks()
             nodes = set(by_node) | {n for n, s in self.sessions.items() if s.partitions}
             for node_id in nodes:
-                if self.in_flight(node_id):
+                # in reconnect backoff (a leader just killed): asked again once the backoff ends,
+                # not in a loop of requests that fail at once until the metadata names another
+                if self.in_flight(node_id) or self._client.is_unavailable(node_id):
                     continue
                 self._send_fetch(node_id, by_node.get(node_id, set()))
                 sent += 1

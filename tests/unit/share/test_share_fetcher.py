@@ -91,6 +91,10 @@ class FakeClient:
     def __init__(self):
         self.metadata = FakeMetadata()
         self.sent: list[tuple[int, int, dict, RequestFuture]] = []
+        self.unavailable: set[int] = set()      # nodes in reconnect backoff
+
+    def is_unavailable(self, node):
+        return node in self.unavailable
 
     def send(self, node, api, body):
         f: RequestFuture = RequestFuture()
@@ -331,3 +335,17 @@ def test_acknowledgements_through_a_reset_session_fail_and_the_new_session_opens
     assert node == 1 and body["share_session_epoch"] == 0
     assert body["topics"][0]["partitions"] == [{"partition_index": 0, "acknowledgement_batches": []}]
     assert fetcher.pending_acknowledgements() == 0
+
+
+def test_no_share_fetch_to_a_node_in_reconnect_backoff(env):
+    """A leader just killed: until the metadata names the new leader (the controller moves
+    leadership after the broker's session times out, seconds), each fetch to it fails at once;
+    they are not sent again in a loop but once its reconnect backoff is over."""
+    client, fetcher = env
+    fetcher.send_fetches({TP0})
+    client.sent[-1][3].raise_(Errors.KafkaConnectionError("connection to node 1 refused"))
+    client.unavailable.add(1)
+    sent = len(client.sent)
+    assert fetcher.send_fetches({TP0}) == 0 and len(client.sent) == sent
+    client.unavailable.clear()
+    assert fetcher.send_fetches({TP0}) == 1 and client.sent[-1][2]["share_session_epoch"] == 0
