@@ -21,7 +21,9 @@ broker's answer:
   quiet period waits for that, or for the record's delivery again and its acknowledgement);
 * ``accepted_twice``: a record the broker took an ACCEPT of twice;
 * ``redelivered_after_final``: a record delivered again after the broker took its ACCEPT or REJECT;
-* ``mismatched``, ``member_exits``, ``stuck_on_close``: as for consumer groups.
+* ``mismatched``, ``member_exits``, ``stuck_on_close``: as for consumer groups;
+* ``unclean_close``: a member told to stop (SIGTERM) that exited without its ``closed`` event
+  (its close() raised: its share sessions may be left open).
 """
 from __future__ import annotations
 
@@ -61,11 +63,13 @@ class ShareChaosResult(ChaosResult):
     lost: list[tuple[int, int]] = field(default_factory=list)
     accepted_twice: list[tuple[int, int]] = field(default_factory=list)
     redelivered_after_final: list[tuple[int, int]] = field(default_factory=list)
+    unclean_close: list[str] = field(default_factory=list)
 
     def criteria(self) -> dict[str, int]:
         return {"lost": len(self.lost), "accepted_twice": len(self.accepted_twice),
                 "redelivered_after_final": len(self.redelivered_after_final), "mismatched": self.mismatched,
-                "member_exits": len(self.member_exits), "stuck_on_close": len(self.stuck_on_close)}
+                "member_exits": len(self.member_exits), "stuck_on_close": len(self.stuck_on_close),
+                "unclean_close": len(self.unclean_close)}
 
 
 class _ShareHistory:
@@ -184,6 +188,12 @@ class ShareChaos(Chaos):
     def _quiet(self, producer: _Producer) -> None:
         super()._quiet(producer)
         result: ShareChaosResult = self.result  # type: ignore[assignment]
+        for member in self.all_members:
+            if member.stop_requested and not member.killed and not member.closed.is_set() \
+                    and member.name not in result.stuck_on_close:
+                result.unclean_close.append(member.name)
+                log.error("share chaos: member %s exited without closing cleanly; log %s", member.name,
+                          member.log_path)
         try:
             self._read_start_offsets()     # for the report, and for a quiet period that ran out
         except Exception as exc:           # keeps the last reading: unconfirmed records count as lost

@@ -29,5 +29,5 @@ def test_share_members_under_leader_and_member_kills_lose_nothing(kafka3, tmp_pa
     assert result.acknowledged > 500, details
     assert sum(result.faults.values()) >= 2, details
     assert result.criteria() == {"lost": 0, "accepted_twice": 0, "redelivered_after_final": 0, "mismatched": 0,
-                                 "member_exits": 0, "stuck_on_close": 0}, details
+                                 "member_exits": 0, "stuck_on_close": 0, "unclean_close": 0}, details
     assert result.rejected > 0 and result.released > 0, details
