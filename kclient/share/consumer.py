@@ -554,8 +554,11 @@ class KafkaShareConsumer:
             return
         timer = Timer(self._clock, _CLOSE_TIMEOUT_MS if timeout_ms is None else timeout_ms)
         try:
-            self._end_sessions(timer)
-            self._coordinator.close(timer.remaining_ms())
+            # a wakeup() not consumed by a poll (say, from a signal handler between two polls)
+            # must not cut the close short, as in the Java client: it would leave the sessions open
+            with self._client.wakeups_disabled():
+                self._end_sessions(timer)
+                self._coordinator.close(timer.remaining_ms())
         finally:
             self._closed = True
             self._client.close()

@@ -104,8 +104,9 @@ class ShareFetcher:
         self._in_flight: dict[int, RequestFuture] = {}
         #: Acknowledgements not sent yet.
         self._acks: dict[TopicPartition, PendingAcks] = {}
-        #: Which broker each partition's records were acquired from (their acks go there).
-        self._acquired_from: dict[TopicPartition, int] = {}
+        #: Which broker each partition's records were acquired from, and through which generation
+        #: of that broker's session (their acks go there, and only through that generation).
+        self._acquired_from: dict[TopicPartition, tuple[int, int]] = {}
         self._acquired: list[Acquired] = []
         self._results: list[AckResult] = []
         self.acquisition_lock_timeout_ms: int | None = None
@@ -216,7 +217,8 @@ class ShareFetcher:
         none of them; None: all)."""
         out: dict[TopicPartition, PendingAcks] = {}
         for tp, acks in list(self._acks.items()):
-            if self._acquired_from.get(tp) != node_id:
+            source = self._acquired_from.get(tp)
+            if source is None or source[0] != node_id:
                 continue
             if renew is None:
                 picked, rest = acks, PendingAcks()
@@ -230,6 +232,37 @@ class ShareFetcher:
             else:
                 del self._acks[tp]
         return out
+
+    def _fail_stale_acks(self) -> None:
+        """Fail, without sending them, the waiting acknowledgements that can no longer reach
+        the records they are for (the Java client does the same): the partition's leader is now
+        another broker (NOT_LEADER_OR_FOLLOWER: the new leader has those records available
+        again), or the session they were acquired through was reset (INVALID_SHARE_SESSION_EPOCH:
+        a new session's first request may carry none, the broker answers INVALID_REQUEST). Held,
+        they would wait for a session that a commit never opens, or reach a broker that has the
+        records available again."""
+        if not self._acks:
+            return
+        cluster = self._client.metadata.cluster
+        for tp in list(self._acks):
+            source = self._acquired_from.get(tp)
+            if source is None:
+                continue
+            node_id, generation = source
+            leader = cluster.leader_for(tp)
+            err: Errors.KafkaError
+            if leader is not None and leader.node_id != node_id:
+                err = Errors.NotLeaderOrFollowerError(
+                    f"the leader of {tp.topic}-{tp.partition} moved from node {node_id} to node {leader.node_id}; "
+                    "the records acquired from the old leader are delivered again")
+            elif self._session(node_id).generation != generation:
+                err = Errors.InvalidShareSessionEpochError(
+                    f"the share session with node {node_id} was reset since the records of "
+                    f"{tp.topic}-{tp.partition} were acquired; they come back to the group")
+            else:
+                continue
+            log.debug("share group %s: acknowledgements of %s not sent: %s", self.group_id, tp, err)
+            self._report(tp, self._acks.pop(tp), err)
 
     def _topic_id(self, topic: str) -> Any:
         return self._client.metadata.cluster.topic_id(topic)
@@ -254,9 +287,12 @@ class ShareFetcher:
             by_node.setdefault(leader.node_id, set()).add(tp)
         sent = 0
         with self.lock:
+            self._fail_stale_acks()
             nodes = set(by_node) | {n for n, s in self.sessions.items() if s.partitions}
             for node_id in nodes:
-                if self.in_flight(node_id):
+                # in reconnect backoff (a leader just killed): asked again once the backoff ends,
+                # not in a loop of requests that fail at once until the metadata names another
+                if self.in_flight(node_id) or self._client.is_unavailable(node_id):
                     continue
                 self._send_fetch(node_id, by_node.get(node_id, set()))
                 sent += 1
@@ -280,6 +316,10 @@ class ShareFetcher:
                 "share_acquire_mode": c.acquire_mode, "is_renew_ack": False,
                 "topics": self._topics_body(parts),
                 "forgotten_topics_data": [{"topic_id": t, "partitions": ps} for t, ps in forgotten_by_topic.items()]}
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("share group %s: ShareFetch to node %d epoch %d: fetch %s, add %s, forget %s, acks %s",
+                      self.group_id, node_id, epoch, sorted(map(tuple, wanted)), sorted(keys[k] for k in added),
+                      sorted(forgotten, key=str), {str(tp): len(a) for tp, a in acks.items()})
         future = self._client.send(node_id, SHARE_FETCH, body)
         self._in_flight[node_id] = future
         future.add_both(self._on_fetch, future, node_id, acks)
@@ -290,7 +330,8 @@ class ShareFetcher:
         once it is answered)."""
         futures = []
         with self.lock:
-            nodes = {self._acquired_from.get(tp) for tp in self._acks}
+            self._fail_stale_acks()
+            nodes = {source[0] for tp in self._acks if (source := self._acquired_from.get(tp)) is not None}
             for node_id in nodes:
                 if node_id is None or self.in_flight(node_id):
                     continue
@@ -308,6 +349,9 @@ class ShareFetcher:
         body = {"group_id": self.group_id, "member_id": self._member_id(), "share_session_epoch": epoch,
                 "is_renew_ack": renew,
                 "topics": self._topics_body({tp: a.batches() for tp, a in acks.items()})}
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("share group %s: ShareAcknowledge to node %d epoch %d: acks %s", self.group_id, node_id,
+                      epoch, {str(tp): len(a) for tp, a in acks.items()})
         future = self._client.send(node_id, SHARE_ACKNOWLEDGE, body)
         self._in_flight[node_id] = future
         future.add_both(self._on_acknowledge, future, node_id, acks, epoch)
@@ -318,6 +362,7 @@ class ShareFetcher:
         broker releases the records acquired through it and not acknowledged."""
         futures = []
         with self.lock:
+            self._fail_stale_acks()
             for node_id, session in self.sessions.items():
                 if not session.is_open or self.in_flight(node_id):
                     continue
@@ -387,6 +432,10 @@ class ShareFetcher:
                         log.debug("share group %s: %s answered %r", self.group_id, tp, err)
                         self._client.metadata.request_update()
                         continue
+                    if log.isEnabledFor(logging.DEBUG):
+                        log.debug("share group %s: node %d: %s acquired %s", self.group_id, node_id, tp,
+                                  [(r["first_offset"], r["last_offset"], r["delivery_count"])
+                                   for r in p.get("acquired_records") or ()])
                     self._take_acquired(node_id, tp, p)
             for tp in set(acks) - answered_acks:      # the broker said nothing: they went through
                 self._report(tp, acks[tp], None)
@@ -395,7 +444,7 @@ class ShareFetcher:
         ranges = p.get("acquired_records") or ()
         if not ranges:
             return
-        self._acquired_from[tp] = node_id
+        self._acquired_from[tp] = (node_id, self._session(node_id).generation)
         self._acquired.append(Acquired(tp, p.get("records"),
                                        tuple((r["first_offset"], r["last_offset"], r["delivery_count"])
                                              for r in ranges)))

@@ -39,6 +39,9 @@ class ShareSession:
         self.epoch = INITIAL_EPOCH
         #: Partitions the broker holds in this session.
         self.partitions: set[Key] = set()
+        #: Bumped by every reset: the acknowledgements of records acquired through an earlier
+        #: generation can no longer be sent (a new session's first request carries none).
+        self.generation = 0
         self._pending: tuple[set[Key], set[Key]] | None = None
 
     @property
@@ -76,3 +79,4 @@ class ShareSession:
         self._pending = None
         self.epoch = INITIAL_EPOCH
         self.partitions = set()
+        self.generation += 1

@@ -83,6 +83,10 @@ class ChaosConfig:
     seed: int = 0
     kinds: tuple[str, ...] = FAULT_KINDS
     gap_s: tuple[float, float] = (0.5, 2.0)     # pause between two faults
+    # Faults go on past duration_s until this many were injected (a broker fault with its
+    # restart may take most of a short window on a busy machine), for at most min_faults_grace_s.
+    min_faults: int = 0
+    min_faults_grace_s: float = 60.0
     quiet_timeout_s: float = 120.0    # deadline for every acknowledged record to be delivered
     replicated_timeout_s: float = 90.0
     session_timeout_ms: int = 6000
@@ -476,7 +480,13 @@ class Chaos:
     def _inject(self, until: float) -> None:
         kinds = list(self.config.kinds)
         plan: list[str] = []
-        while time.monotonic() < until and not self._stop.is_set():
+        cap = until + self.config.min_faults_grace_s
+
+        def more() -> bool:
+            now = time.monotonic()
+            return now < until or (now < cap and sum(self.result.faults.values()) < self.config.min_faults)
+
+        while more() and not self._stop.is_set():
             if not plan:          # every kind once per round, in a seeded order
                 plan = kinds[:]
                 self.rng.shuffle(plan)

@@ -19,54 +19,23 @@ group-wide, which the split-brain criterion relies on.
 """
 from __future__ import annotations
 
-import argparse
-import json
-import logging
-import signal
 import sys
 import time
-from typing import Any
 
-
-def _emit(event: dict[str, Any]) -> None:
-    sys.stdout.write(json.dumps(event, separators=(",", ":")) + "\n")
-    sys.stdout.flush()
-
-
-def _value(v: bytes | None) -> int:
-    try:
-        return int(v) if v is not None else -1
-    except ValueError:
-        return -1
+from kclient.testing.chaos_member_cli import emit, parse_member_args, record_value, stop_on_signals
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m kclient.testing.chaos_member")
-    parser.add_argument("--bootstrap", required=True)
-    parser.add_argument("--topic", required=True)
-    parser.add_argument("--group", required=True)
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                        help="a consumer setting (Java-style key)")
-    args = parser.parse_args(argv)
-    # The client's own story (joins, evictions, lost partitions) goes to stderr, which the
-    # harness keeps per member for a post-mortem; connection churn is left out.
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    logging.getLogger("kclient.network").setLevel(logging.WARNING)
+    args = parse_member_args("python -m kclient.testing.chaos_member", "consumer", {
+        "group.protocol": "classic", "enable.auto.commit": False, "auto.offset.reset": "earliest",
+        "client.id": "kclient-chaos-member"}, argv)
 
     from kclient import errors as Errors
     from kclient.consumer.kafka_consumer import KafkaConsumer
     from kclient.subscription.listener import ConsumerRebalanceListener
     from kclient.structs import OffsetAndMetadata
 
-    settings: dict[str, Any] = {
-        "bootstrap.servers": args.bootstrap, "group.id": args.group, "group.protocol": "classic",
-        "enable.auto.commit": False, "auto.offset.reset": "earliest", "client.id": "kclient-chaos-member",
-    }
-    for item in args.set:
-        key, _, value = item.partition("=")
-        settings[key] = value
-    consumer = KafkaConsumer(settings)
+    consumer = KafkaConsumer(args.settings)
     coordinator = consumer._coordinator
     assert coordinator is not None  # a group member
 
@@ -75,24 +44,17 @@ def main(argv: list[str] | None = None) -> int:
 
     class Listener(ConsumerRebalanceListener):
         def on_partitions_revoked(self, revoked):
-            _emit({"e": "revoked", "g": generation(), "p": sorted(tp.partition for tp in revoked)})
+            emit({"e": "revoked", "g": generation(), "p": sorted(tp.partition for tp in revoked)})
 
         def on_partitions_assigned(self, assigned):
-            _emit({"e": "assigned", "g": generation(), "p": sorted(tp.partition for tp in assigned)})
+            emit({"e": "assigned", "g": generation(), "p": sorted(tp.partition for tp in assigned)})
 
         def on_partitions_lost(self, lost):
-            _emit({"e": "lost", "g": generation(), "p": sorted(tp.partition for tp in lost)})
+            emit({"e": "lost", "g": generation(), "p": sorted(tp.partition for tp in lost)})
 
-    stopping: list[bool] = []
-
-    def stop(_signum, _frame) -> None:
-        stopping.append(True)
-        consumer.wakeup()
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
+    stopping = stop_on_signals(consumer.wakeup)
     consumer.subscribe([args.topic], listener=Listener())
-    _emit({"e": "start"})
+    emit({"e": "start"})
     try:
         while not stopping:
             try:
@@ -100,29 +62,29 @@ def main(argv: list[str] | None = None) -> int:
             except Errors.WakeupError:
                 break
             except Errors.KafkaError as exc:
-                _emit({"e": "error", "err": repr(exc)})
+                emit({"e": "error", "err": repr(exc)})
                 continue
             if not polled:
                 continue
             gen = generation()
-            _emit({"e": "poll", "t": time.time(), "g": gen,
-                   "r": [[tp.partition, [[r.offset, _value(r.value)] for r in recs]]
-                         for tp, recs in sorted(polled.items()) if recs]})
+            emit({"e": "poll", "t": time.time(), "g": gen,
+                  "r": [[tp.partition, [[r.offset, record_value(r.value)] for r in recs]]
+                        for tp, recs in sorted(polled.items()) if recs]})
             offsets = {tp: OffsetAndMetadata(recs[-1].offset + 1, "", recs[-1].leader_epoch)
                        for tp, recs in polled.items() if recs}
             listed = [[tp.partition, om.offset] for tp, om in sorted(offsets.items())]
             try:
                 consumer.commit(offsets)
             except Errors.WakeupError:
-                _emit({"e": "commit", "t": time.time(), "g": gen, "o": listed, "ok": False, "err": "wakeup"})
+                emit({"e": "commit", "t": time.time(), "g": gen, "o": listed, "ok": False, "err": "wakeup"})
                 break
             except Errors.KafkaError as exc:
-                _emit({"e": "commit", "t": time.time(), "g": gen, "o": listed, "ok": False, "err": repr(exc)})
+                emit({"e": "commit", "t": time.time(), "g": gen, "o": listed, "ok": False, "err": repr(exc)})
             else:
-                _emit({"e": "commit", "t": time.time(), "g": gen, "o": listed, "ok": True, "err": None})
+                emit({"e": "commit", "t": time.time(), "g": gen, "o": listed, "ok": True, "err": None})
     finally:
         consumer.close()
-        _emit({"e": "closed"})
+        emit({"e": "closed"})
     return 0
 
 

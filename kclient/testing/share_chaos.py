@@ -12,12 +12,18 @@ come back within seconds.
 The checker, over the acknowledged records, every delivery and every acknowledgement with the
 broker's answer:
 
-* ``lost``: a record that never reached a final state: no ACCEPT or REJECT the broker took
-  (an acknowledgement of a member killed before it could report the answer counts, since the
-  broker may have taken it), and not archived after ``share.delivery.count.limit`` deliveries;
+* ``lost``: a record that never reached a final state: no ACCEPT or REJECT the broker took,
+  and not archived after ``share.delivery.count.limit`` deliveries. An ACCEPT or REJECT whose
+  outcome the member never learnt (it was killed after sending it, or the answer was lost
+  with the connection to a leader killed while it wrote the acknowledgement to the share
+  coordinator) counts only when the broker confirms it: the record is below the share
+  partition's start offset (``list_share_group_offsets``), i.e. in a final state there (the
+  quiet period waits for that, or for the record's delivery again and its acknowledgement);
 * ``accepted_twice``: a record the broker took an ACCEPT of twice;
 * ``redelivered_after_final``: a record delivered again after the broker took its ACCEPT or REJECT;
-* ``mismatched``, ``member_exits``, ``stuck_on_close``: as for consumer groups.
+* ``mismatched``, ``member_exits``, ``stuck_on_close``: as for consumer groups;
+* ``unclean_close``: a member told to stop (SIGTERM) that exited without its ``closed`` event
+  (its close() raised: its share sessions may be left open).
 """
 from __future__ import annotations
 
@@ -50,14 +56,20 @@ class ShareChaosResult(ChaosResult):
     released: int = 0
     archived: int = 0
     failed_acknowledgements: int = 0
+    #: Records whose final acknowledgement's outcome the member never learnt (the broker's
+    #: start offset decides), and the start offsets read after the quiet period.
+    outcome_unknown: int = 0
+    start_offsets: dict[int, int] = field(default_factory=dict)
     lost: list[tuple[int, int]] = field(default_factory=list)
     accepted_twice: list[tuple[int, int]] = field(default_factory=list)
     redelivered_after_final: list[tuple[int, int]] = field(default_factory=list)
+    unclean_close: list[str] = field(default_factory=list)
 
     def criteria(self) -> dict[str, int]:
         return {"lost": len(self.lost), "accepted_twice": len(self.accepted_twice),
                 "redelivered_after_final": len(self.redelivered_after_final), "mismatched": self.mismatched,
-                "member_exits": len(self.member_exits), "stuck_on_close": len(self.stuck_on_close)}
+                "member_exits": len(self.member_exits), "stuck_on_close": len(self.stuck_on_close),
+                "unclean_close": len(self.unclean_close)}
 
 
 class _ShareHistory:
@@ -67,7 +79,8 @@ class _ShareHistory:
         self.lock = threading.Lock()
         self.deliveries: list[tuple[float, str, int, int, int, int]] = []   # t, member, p, offset, value, count
         self.delivered: set[tuple[int, int]] = set()
-        # (p, offset) -> [(t, member, type, status)], status "ok" | "failed" | "unknown"
+        # (p, offset) -> [(t, member, type, status)], status "ok" | "failed" | "unknown", or
+        # "sent" for the announcement before commit_sync (the outcome event follows unless killed)
         self.acks: dict[tuple[int, int], list[tuple[float, str, int, str]]] = defaultdict(list)
         self.final: dict[tuple[int, int], float] = {}       # the broker took an ACCEPT or REJECT, at t
         self.max_count: Counter = Counter()
@@ -85,6 +98,9 @@ class _ShareHistory:
                         self.deliveries.append((t, member, p, offset, value, count))
                         self.delivered.add((p, offset))
                         self.max_count[(p, offset)] = max(self.max_count[(p, offset)], count)
+            elif kind == "acking":
+                for p, offset, ack in event["r"]:
+                    self.acks[(p, offset)].append((event["t"], member, ack, "sent"))
             elif kind == "ack":
                 t, ok, failed = event["t"], set(event["ok"]), set(event["failed"])
                 for p, offset, ack in event["r"]:
@@ -104,6 +120,8 @@ class ShareChaos(Chaos):
         self.history = _ShareHistory()  # type: ignore[assignment]
         self.result = ShareChaosResult(seed=self.config.seed, workdir=str(self.workdir))
         self._killed_names: set[str] = set()
+        #: The broker's start offset of each partition, read after the quiet period.
+        self._start_offsets: dict[int, int] | None = None
 
     def _member_cmd(self, name: str) -> list[str]:
         settings = {"reconnect.backoff.ms": 50, "reconnect.backoff.max.ms": 1000, "retry.backoff.ms": 100,
@@ -130,21 +148,79 @@ class ShareChaos(Chaos):
     def _formed(self) -> bool:
         return bool(self.history.deliveries)
 
-    def _handled(self, key: tuple[int, int], killed: set[str]) -> bool:
+    def _final_by_members(self, key: tuple[int, int]) -> bool:
+        """An ACCEPT or REJECT the broker answered, or the delivery limit reached."""
         h: _ShareHistory = self.history  # type: ignore[assignment]
-        if key in h.final or h.max_count.get(key, 0) >= DELIVERY_LIMIT:
+        return key in h.final or h.max_count.get(key, 0) >= DELIVERY_LIMIT
+
+    def _handled(self, key: tuple[int, int], killed: set[str]) -> bool:
+        """The record reached a final state: an ACCEPT or REJECT the broker took, the delivery
+        limit, or an ACCEPT or REJECT of unknown outcome that the broker confirms."""
+        if self._final_by_members(key):
             return True
-        # the broker may have taken it: its member died before it could report the answer
-        return any(status == "unknown" and ack in (ACCEPT, REJECT) and member in killed
-                   for _, member, ack, status in h.acks.get(key, ()))
+        return (self._start_offsets is not None and key[1] < self._start_offsets.get(key[0], -1)
+                and self._maybe_taken(key, killed))
+
+    def _maybe_taken(self, key: tuple[int, int], killed: set[str]) -> bool:
+        """An ACCEPT or REJECT of this record was sent and its member never learnt the outcome:
+        the request went unanswered, or the member was killed before reporting the answer."""
+        h: _ShareHistory = self.history  # type: ignore[assignment]
+        entries = h.acks.get(key, ())
+        for i, (_, member, ack, status) in enumerate(entries):
+            if ack not in (ACCEPT, REJECT):
+                continue
+            if status == "unknown":
+                return True
+            if status == "sent" and member in killed and not any(
+                    m == member and s != "sent" for _, m, _, s in entries[i + 1:]):
+                return True
+        return False
+
+    def _read_start_offsets(self) -> None:
+        """The broker's start offset of each share partition: the records before it are in a
+        final state there."""
+        from kclient.admin import KafkaAdminClient
+        with KafkaAdminClient(bootstrap_servers=self.cluster.bootstrap) as admin:
+            offsets = admin.list_share_group_offsets(self.group, timeout_ms=5000)
+        self._start_offsets = {tp.partition: info.start_offset for tp, info in offsets.items()
+                               if tp.topic == self.topic}
+
+    def _quiet(self, producer: _Producer) -> None:
+        super()._quiet(producer)
+        result: ShareChaosResult = self.result  # type: ignore[assignment]
+        for member in self.all_members:
+            if member.stop_requested and not member.killed and not member.closed.is_set() \
+                    and member.name not in result.stuck_on_close:
+                result.unclean_close.append(member.name)
+                log.error("share chaos: member %s exited without closing cleanly; log %s", member.name,
+                          member.log_path)
+        try:
+            self._read_start_offsets()     # for the report, and for a quiet period that ran out
+        except Exception as exc:           # keeps the last reading: unconfirmed records count as lost
+            log.warning("share chaos: could not read the group's start offsets: %r", exc)
+        killed = self._killed()
+        with self.history.lock:
+            result.outcome_unknown = sum(1 for key in list(producer.acked)
+                                         if not self._final_by_members(key) and self._maybe_taken(key, killed))
+        result.start_offsets = dict(sorted((self._start_offsets or {}).items()))
 
     def _killed(self) -> set[str]:
         return {m.name for m in self.all_members if m.killed}
 
     def _caught_up(self, producer: _Producer) -> bool:
+        """Every record is final by the members' reports; those whose final acknowledgement had
+        an unknown outcome wait for the broker's start offset to pass them (or for a delivery
+        again and its acknowledgement)."""
         killed = self._killed()
         with self.history.lock:
-            return all(self._handled(key, killed) for key in list(producer.acked))
+            pending = [key for key in list(producer.acked) if not self._final_by_members(key)]
+            if not all(self._maybe_taken(key, killed) for key in pending):
+                return False
+        if not pending:
+            return True
+        self._read_start_offsets()
+        offsets = self._start_offsets or {}
+        return all(o < offsets.get(p, -1) for p, o in pending)
 
     def _behind(self, producer: _Producer) -> Counter:
         killed = self._killed()
@@ -180,6 +256,7 @@ class ShareChaos(Chaos):
             for p, o in (result.lost + result.accepted_twice + result.redelivered_after_final)[:10]:
                 seen = [f"{m} #{c} at {t:.3f}" for t, m, rp, ro, _, c in rows if (rp, ro) == (p, o)]
                 acks = [f"{m} type {a} {s} at {t:.3f}" for t, m, a, s in h.acks.get((p, o), ())]
-                result.explain.append(f"partition {p} offset {o}: delivered {seen or 'never'}; acknowledged {acks}")
+                result.explain.append(f"partition {p} offset {o}: delivered {seen or 'never'}; acknowledged {acks}; "
+                                      f"broker start offset {result.start_offsets.get(p, 'unknown')}")
         log.info("share chaos: %s", {**result.criteria(), "acknowledged": result.acknowledged,
                                      "deliveries": result.deliveries, "faults": dict(result.faults)})

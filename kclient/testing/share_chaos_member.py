@@ -11,21 +11,25 @@ standard output:
 
 * ``{"e": "start"}`` once the consumer is built;
 * ``{"e": "poll", "t": unix seconds, "r": [[partition, [[offset, value, delivery_count], ...]], ...]}``;
+* ``{"e": "acking", "t": ..., "r": [[partition, offset, type], ...]}``: the acknowledgements of a
+  poll, just before ``commit_sync()`` sends them (a member killed before it reports the answer
+  leaves this behind: the broker may have taken them);
 * ``{"e": "ack", "t": ..., "r": [[partition, offset, type], ...], "ok": [partitions], "failed": [partitions]}``:
-  the acknowledgements of a poll and, per partition, whether the broker took them (a partition
-  in neither list had no answer: unknown);
+  the same acknowledgements and, per partition, whether the broker took them ("failed": the
+  broker answered an error). A partition in neither list has an unknown outcome: no answer, or
+  the connection was lost or the request timed out after it was sent (a leader killed while
+  writing the acknowledgement to the share coordinator may still have taken it);
 * ``{"e": "error", "err": str}`` for an exception from poll() or commit_sync() (the loop goes on);
 * ``{"e": "closed"}`` after a clean close (SIGTERM or SIGINT).
 """
 from __future__ import annotations
 
-import argparse
-import json
 import logging
-import signal
 import sys
 import time
 from typing import Any
+
+from kclient.testing.chaos_member_cli import emit, parse_member_args, record_value, stop_on_signals
 
 ACCEPT, RELEASE, REJECT = 1, 2, 3
 
@@ -38,49 +42,30 @@ def ack_type(value: int, delivery_count: int) -> int:
     return ACCEPT
 
 
-def _emit(event: dict[str, Any]) -> None:
-    sys.stdout.write(json.dumps(event, separators=(",", ":")) + "\n")
-    sys.stdout.flush()
-
-
-def _value(v: bytes | None) -> int:
-    try:
-        return int(v) if v is not None else -1
-    except ValueError:
-        return -1
+def _outcome(results: dict[Any, BaseException | None], unknown: tuple[type, ...]) -> tuple[list[int], list[int]]:
+    """The partitions whose acknowledgements the broker took, and those it refused; a partition
+    whose request got no answer (``unknown`` errors) is in neither."""
+    ok = sorted(tp.partition for tp, err in results.items() if err is None)
+    failed = sorted(tp.partition for tp, err in results.items() if err is not None and not isinstance(err, unknown))
+    return ok, failed
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m kclient.testing.share_chaos_member")
-    parser.add_argument("--bootstrap", required=True)
-    parser.add_argument("--topic", required=True)
-    parser.add_argument("--group", required=True)
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                        help="a share consumer setting (Java-style key)")
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    logging.getLogger("kclient.network").setLevel(logging.WARNING)
+    args = parse_member_args("python -m kclient.testing.share_chaos_member", "share consumer",
+                             {"share.acknowledgement.mode": "explicit", "client.id": "kclient-share-chaos-member"},
+                             argv)
+    # each ShareFetch and ShareAcknowledge with what it carried, and what each answer acquired
+    logging.getLogger("kclient.share.fetcher").setLevel(logging.DEBUG)
 
     from kclient import errors as Errors
     from kclient.share.consumer import AcknowledgeType, KafkaShareConsumer
 
-    settings: dict[str, Any] = {"bootstrap.servers": args.bootstrap, "group.id": args.group,
-                                "share.acknowledgement.mode": "explicit", "client.id": "kclient-share-chaos-member"}
-    for item in args.set:
-        key, _, value = item.partition("=")
-        settings[key] = value
-    consumer = KafkaShareConsumer(**settings)
-    stopping: list[bool] = []
-
-    def stop(_signum, _frame) -> None:
-        stopping.append(True)
-        consumer.wakeup()
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
+    # errors of a request that got no answer: the broker may or may not have taken it
+    unanswered = (Errors.KafkaConnectionError, Errors.KafkaTimeoutError, Errors.RequestTimedOutError)
+    consumer = KafkaShareConsumer(**args.settings)
+    stopping = stop_on_signals(consumer.wakeup)
     consumer.subscribe([args.topic])
-    _emit({"e": "start"})
+    emit({"e": "start"})
     try:
         while not stopping:
             try:
@@ -88,34 +73,34 @@ def main(argv: list[str] | None = None) -> int:
             except Errors.WakeupError:
                 break
             except Errors.KafkaError as exc:
-                _emit({"e": "error", "err": repr(exc)})
+                emit({"e": "error", "err": repr(exc)})
                 continue
             if not polled:
                 continue
-            _emit({"e": "poll", "t": time.time(),
-                   "r": [[tp.partition, [[r.offset, _value(r.value), r.delivery_count] for r in recs]]
-                         for tp, recs in sorted(polled.items()) if recs]})
+            emit({"e": "poll", "t": time.time(),
+                  "r": [[tp.partition, [[r.offset, record_value(r.value), r.delivery_count] for r in recs]]
+                        for tp, recs in sorted(polled.items()) if recs]})
             acks = []
             for tp, recs in polled.items():
                 for r in recs:
-                    kind = ack_type(_value(r.value), r.delivery_count)
+                    kind = ack_type(record_value(r.value), r.delivery_count)
                     consumer.acknowledge(r, type=AcknowledgeType(kind))
                     acks.append([tp.partition, r.offset, kind])
+            emit({"e": "acking", "t": time.time(), "r": acks})
             try:
                 results = consumer.commit_sync(10000)
             except Errors.WakeupError:
-                _emit({"e": "ack", "t": time.time(), "r": acks, "ok": [], "failed": []})
+                emit({"e": "ack", "t": time.time(), "r": acks, "ok": [], "failed": []})
                 break
             except Errors.KafkaError as exc:
-                _emit({"e": "error", "err": repr(exc)})
-                _emit({"e": "ack", "t": time.time(), "r": acks, "ok": [], "failed": []})
+                emit({"e": "error", "err": repr(exc)})
+                emit({"e": "ack", "t": time.time(), "r": acks, "ok": [], "failed": []})
                 continue
-            _emit({"e": "ack", "t": time.time(), "r": acks,
-                   "ok": sorted(tp.partition for tp, err in results.items() if err is None),
-                   "failed": sorted(tp.partition for tp, err in results.items() if err is not None)})
+            ok, failed = _outcome(results, unanswered)
+            emit({"e": "ack", "t": time.time(), "r": acks, "ok": ok, "failed": failed})
     finally:
         consumer.close()
-        _emit({"e": "closed"})
+        emit({"e": "closed"})
     return 0
 
 

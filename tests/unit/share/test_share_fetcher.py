@@ -91,6 +91,10 @@ class FakeClient:
     def __init__(self):
         self.metadata = FakeMetadata()
         self.sent: list[tuple[int, int, dict, RequestFuture]] = []
+        self.unavailable: set[int] = set()      # nodes in reconnect backoff
+
+    def is_unavailable(self, node):
+        return node in self.unavailable
 
     def send(self, node, api, body):
         f: RequestFuture = RequestFuture()
@@ -262,3 +266,86 @@ def test_held_runs_are_the_handed_out_offsets(env):
     [acquired] = fetcher.take_acquired()
     recs, held = fetcher.held_records_of(acquired)
     assert [r.offset for r in recs] == [10, 11, 12, 14] and held == [(10, 12), (14, 14)]
+
+
+class MovingCluster(FakeCluster):
+    """The metadata after a leader change: TP0's leader is node 2."""
+
+    def __init__(self):
+        self.leaders = {TP0: LEADER, TP1: LEADER}
+
+    def leader_for(self, tp):
+        return self.leaders[tp]
+
+
+def acquire_from_node_1(client, fetcher):
+    fetcher.send_fetches({TP0})
+    client.sent[-1][3].complete(fetch_answer([part(0, records_bytes(0, 2), [(0, 1, 1)])]))
+    fetcher.take_records()
+
+
+def test_acknowledgements_of_a_partition_whose_leader_moved_fail_at_once_and_go_nowhere(env):
+    """The new leader has the records acquired from the old one available again (it loads the
+    partition's state from the share coordinator): their acknowledgements fail at once with
+    NOT_LEADER_OR_FOLLOWER, as the Java client's do. They neither wait for the old leader (a
+    commit_sync would run into its timeout) nor travel to the new leader with its records."""
+    client, fetcher = env
+    client.metadata.cluster = cluster = MovingCluster()
+    acquire_from_node_1(client, fetcher)
+    fetcher.send_fetches({TP0})                                   # in flight to node 1 when it dies
+    client.sent[-1][3].raise_(Errors.KafkaConnectionError("connection to node 1 closed by the broker"))
+    cluster.leaders[TP0] = Node(2, "127.0.0.1", 9093)
+    fetcher.acknowledge(TP0, 0, AcknowledgeType.ACCEPT)
+    fetcher.acknowledge(TP0, 1, AcknowledgeType.REJECT)
+    assert fetcher.send_acknowledgements() == []
+    [result] = fetcher.take_results()
+    assert result.partition == TP0 and result.offsets == {0, 1}
+    assert isinstance(result.error, Errors.NotLeaderOrFollowerError)
+    assert fetcher.pending_acknowledgements() == 0
+    fetcher.send_fetches({TP0})
+    node, _, body, future = client.sent[-1]
+    assert node == 2 and body["share_session_epoch"] == 0
+    assert body["topics"][0]["partitions"] == [{"partition_index": 0, "acknowledgement_batches": []}]
+    # records of the new leader are acknowledged there
+    future.complete(fetch_answer([part(0, records_bytes(0, 2), [(0, 1, 2)])]))
+    [(_, recs)] = fetcher.take_records()
+    assert [(r.offset, r.delivery_count) for r in recs] == [(0, 2), (1, 2)]
+    fetcher.acknowledge(TP0, 0, AcknowledgeType.ACCEPT)
+    [f] = fetcher.send_acknowledgements()
+    assert client.sent[-1][0] == 2 and client.sent[-1][2]["share_session_epoch"] == 1
+    assert fetcher.take_results() == []
+
+
+def test_acknowledgements_through_a_reset_session_fail_and_the_new_session_opens_without_them(env):
+    """The session the records were acquired through was reset (the broker released them): a
+    new session's first ShareFetch may carry no acknowledgements (the broker answers
+    INVALID_REQUEST), and a ShareAcknowledge needs an open session: they fail at once with
+    INVALID_SHARE_SESSION_EPOCH instead of waiting for good."""
+    client, fetcher = env
+    client.metadata.cluster = MovingCluster()
+    acquire_from_node_1(client, fetcher)
+    fetcher.send_fetches({TP0})
+    client.sent[-1][3].raise_(Errors.KafkaConnectionError("connection to node 1 reset"))
+    fetcher.acknowledge(TP0, 0, AcknowledgeType.ACCEPT)
+    assert fetcher.send_acknowledgements() == []
+    [result] = fetcher.take_results()
+    assert isinstance(result.error, Errors.InvalidShareSessionEpochError) and result.offsets == {0}
+    fetcher.send_fetches({TP0})
+    node, _, body, _ = client.sent[-1]
+    assert node == 1 and body["share_session_epoch"] == 0
+    assert body["topics"][0]["partitions"] == [{"partition_index": 0, "acknowledgement_batches": []}]
+    assert fetcher.pending_acknowledgements() == 0
+
+
+def test_no_share_fetch_to_a_node_in_reconnect_backoff(env):
+    """A leader just killed: until the metadata names the new leader (the controller moves
+    leadership after the broker's session times out, seconds), each fetch to it fails at once;
+    they are not sent again in a loop but once its reconnect backoff is over."""
+    client, fetcher = env
+    fetcher.send_fetches({TP0})
+    client.sent[-1][3].raise_(Errors.KafkaConnectionError("connection to node 1 refused"))
+    client.unavailable.add(1)
+    sent = len(client.sent)
+    assert fetcher.send_fetches({TP0}) == 0 and len(client.sent) == sent
+    client.unavailable.clear()
+    assert fetcher.send_fetches({TP0}) == 1 and client.sent[-1][2]["share_session_epoch"] == 0

@@ -28,7 +28,7 @@ def make():
         c = KafkaShareConsumer(bootstrap_servers="127.0.0.1:1", group_id="g",
                                share_acknowledgement_mode=mode, **settings)
         c._subscription = {"orders"}
-        c._fetcher._acquired_from[TP] = 1
+        c._fetcher._acquired_from[TP] = (1, 0)     # node 1, its session's first generation
         pending = list(acquired)
 
         def hand_in(timer):
@@ -88,3 +88,15 @@ def test_explicit_mode_tracks_each_record(make):
     assert wire(c) == {TP: [{"first_offset": 0, "last_offset": 0, "acknowledge_types": [1]},
                             {"first_offset": 1, "last_offset": 1, "acknowledge_types": [2]},
                             {"first_offset": 2, "last_offset": 2, "acknowledge_types": [3]}]}
+
+
+def test_a_pending_wakeup_does_not_cut_close_short():
+    """wakeup() from a signal handler between two polls: the loop ends and close() must still
+    wait for the fetch in flight and close the sessions, not raise WakeupError halfway."""
+    from kclient.network.future import RequestFuture
+
+    c = KafkaShareConsumer(bootstrap_servers="127.0.0.1:1", group_id="g")
+    c._fetcher._in_flight[1] = RequestFuture()      # never answered: close waits out its timeout
+    c.wakeup()
+    c.close(200)
+    assert c._closed and c._client.wakeup_disabled_count == 0
