@@ -512,3 +512,19 @@ def test_interceptors_filter_records_and_see_commits(small_topic, group_id):
         assert offsets == list(range(0, 50, 2))
         c.commit()
         assert EvenOffsetsOnly.commits and EvenOffsetsOnly.commits[-1][tp].offset == 50
+
+
+def test_close_after_a_pending_wakeup_still_commits(small_topic, group_id):
+    """A wakeup() nobody polled for (a signal handler's, say) must not cost close() its final
+    auto-commit: close() ignores wakeups, as the Java consumer's does."""
+    bootstrap, topic = small_topic
+    tp0, tp1 = TopicPartition(topic, 0), TopicPartition(topic, 1)
+    c = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group_id, auto_offset_reset="earliest",
+                      enable_auto_commit=True, auto_commit_interval_ms=600_000)
+    c.assign([tp0, tp1])
+    poll_until(c, 100)
+    positions = (c.position(tp0), c.position(tp1))
+    c.wakeup()
+    c.close()
+    with KafkaConsumer(bootstrap_servers=bootstrap, group_id=group_id, enable_auto_commit=False) as check:
+        assert (check.committed(tp0), check.committed(tp1)) == positions
