@@ -14,11 +14,11 @@ null). The Python functions below wrap the C ones for tests and tools; tests che
 against the schema-driven codec.
 """
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
-from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t
+from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint32_t
 from libc.stdlib cimport free, malloc
-from libc.string cimport memcpy
 
-from kcore.wire cimport load_be16, load_be32, read_uvarint32_ptr, store_be16, store_be32, write_uvarint_ptr
+from kcore.wbuf cimport wb_finish, wb_i32, wb_init, wb_request_header, wb_str, wb_uvarint, wbuf
+from kcore.wire cimport load_be16, load_be32, read_uvarint32_ptr
 
 __all__ = ["encode_heartbeat_request", "encode_leave_group_request", "decode_heartbeat_response",
            "decode_leave_group_response", "encode_consumer_group_heartbeat_request",
@@ -43,61 +43,8 @@ cdef enum:
 
 
 # ---------------------------------------------------------------- encoding (nogil)
-cdef inline void _w_raw(pm_wbuf* b, const void* src, Py_ssize_t n) noexcept nogil:
-    if b.overflow or n > b.cap - b.n:
-        b.overflow = 1
-        return
-    if n:
-        memcpy(b.p + b.n, src, n)
-    b.n += n
-
-cdef inline void _w_i16(pm_wbuf* b, int16_t v) noexcept nogil:
-    cdef uint8_t tmp[2]
-    store_be16(tmp, <uint16_t>v)
-    _w_raw(b, tmp, 2)
-
-cdef inline void _w_i32(pm_wbuf* b, int32_t v) noexcept nogil:
-    cdef uint8_t tmp[4]
-    store_be32(tmp, <uint32_t>v)
-    _w_raw(b, tmp, 4)
-
-cdef inline void _w_uvarint(pm_wbuf* b, uint32_t v) noexcept nogil:
-    cdef uint8_t tmp[10]
-    cdef int n = write_uvarint_ptr(tmp, v)
-    _w_raw(b, tmp, n)
-
-cdef inline void _w_str(pm_wbuf* b, const char* s, Py_ssize_t n, bint compact) noexcept nogil:
-    # n == -1 writes null (a nullable string); callers bound n to PM_MAX_STRING.
-    if n < 0:
-        if compact:
-            _w_uvarint(b, 0)
-        else:
-            _w_i16(b, -1)
-        return
-    if compact:
-        _w_uvarint(b, <uint32_t>(n + 1))
-    else:
-        _w_i16(b, <int16_t>n)
-    _w_raw(b, s, n)
-
 cdef inline bint _strings_ok(Py_ssize_t a, Py_ssize_t b, Py_ssize_t c, Py_ssize_t d) noexcept nogil:
     return a <= PM_MAX_STRING and b <= PM_MAX_STRING and c <= PM_MAX_STRING and d <= PM_MAX_STRING
-
-cdef inline void _w_header(pm_wbuf* b, int api_key, int version, int32_t correlation_id,
-                           const char* client_id, Py_ssize_t client_id_len, bint flexible) noexcept nogil:
-    _w_i32(b, 0)                     # size, patched by _finish
-    _w_i16(b, <int16_t>api_key)
-    _w_i16(b, <int16_t>version)
-    _w_i32(b, correlation_id)
-    _w_str(b, client_id, client_id_len, False)   # the header's client id is never compact
-    if flexible:
-        _w_uvarint(b, 0)             # request header v2: no tagged fields
-
-cdef inline Py_ssize_t _finish(pm_wbuf* b) noexcept nogil:
-    if b.overflow:
-        return PM_OVERFLOW
-    store_be32(b.p, <uint32_t>(b.n - 4))
-    return b.n
 
 cdef Py_ssize_t pm_encode_heartbeat(uint8_t* out, Py_ssize_t cap, int version, int32_t correlation_id,
                                     const char* client_id, Py_ssize_t client_id_len,
@@ -105,26 +52,23 @@ cdef Py_ssize_t pm_encode_heartbeat(uint8_t* out, Py_ssize_t cap, int version, i
                                     const char* member_id, Py_ssize_t member_id_len,
                                     const char* instance_id, Py_ssize_t instance_id_len) noexcept nogil:
     """Heartbeat request frame (size prefix included) into out; its length or a PM_* error."""
-    cdef pm_wbuf b
+    cdef wbuf b
     cdef bint flex = version >= 4
     if version < 0 or version > 4:
         return PM_BAD_VERSION
     if group_id_len < 0 or member_id_len < 0 or not _strings_ok(client_id_len, group_id_len,
                                                                 member_id_len, instance_id_len):
         return PM_OVERFLOW
-    b.p = out
-    b.cap = cap
-    b.n = 0
-    b.overflow = 0
-    _w_header(&b, _HEARTBEAT, version, correlation_id, client_id, client_id_len, flex)
-    _w_str(&b, group_id, group_id_len, flex)
-    _w_i32(&b, generation_id)
-    _w_str(&b, member_id, member_id_len, flex)
+    wb_init(&b, out, cap)
+    wb_request_header(&b, _HEARTBEAT, version, correlation_id, client_id, client_id_len, flex)
+    wb_str(&b, group_id, group_id_len, flex)
+    wb_i32(&b, generation_id)
+    wb_str(&b, member_id, member_id_len, flex)
     if version >= 3:
-        _w_str(&b, instance_id, instance_id_len, flex)
+        wb_str(&b, instance_id, instance_id_len, flex)
     if flex:
-        _w_uvarint(&b, 0)
-    return _finish(&b)
+        wb_uvarint(&b, 0)
+    return wb_finish(&b, PM_OVERFLOW)
 
 cdef Py_ssize_t pm_encode_leave_group(uint8_t* out, Py_ssize_t cap, int version, int32_t correlation_id,
                                       const char* client_id, Py_ssize_t client_id_len,
@@ -133,35 +77,32 @@ cdef Py_ssize_t pm_encode_leave_group(uint8_t* out, Py_ssize_t cap, int version,
                                       const char* instance_id, Py_ssize_t instance_id_len,
                                       const char* reason, Py_ssize_t reason_len) noexcept nogil:
     """LeaveGroup request frame for one member; its length or a PM_* error."""
-    cdef pm_wbuf b
+    cdef wbuf b
     cdef bint flex = version >= 4
     if version < 0 or version > 5:
         return PM_BAD_VERSION
     if group_id_len < 0 or member_id_len < 0 or reason_len > PM_MAX_STRING or not _strings_ok(
             client_id_len, group_id_len, member_id_len, instance_id_len):
         return PM_OVERFLOW
-    b.p = out
-    b.cap = cap
-    b.n = 0
-    b.overflow = 0
-    _w_header(&b, _LEAVE_GROUP, version, correlation_id, client_id, client_id_len, flex)
-    _w_str(&b, group_id, group_id_len, flex)
+    wb_init(&b, out, cap)
+    wb_request_header(&b, _LEAVE_GROUP, version, correlation_id, client_id, client_id_len, flex)
+    wb_str(&b, group_id, group_id_len, flex)
     if version < 3:
-        _w_str(&b, member_id, member_id_len, False)
+        wb_str(&b, member_id, member_id_len, False)
     else:
         if flex:
-            _w_uvarint(&b, 2)        # compact array of one member
+            wb_uvarint(&b, 2)        # compact array of one member
         else:
-            _w_i32(&b, 1)
-        _w_str(&b, member_id, member_id_len, flex)
-        _w_str(&b, instance_id, instance_id_len, flex)
+            wb_i32(&b, 1)
+        wb_str(&b, member_id, member_id_len, flex)
+        wb_str(&b, instance_id, instance_id_len, flex)
         if version >= 5:
-            _w_str(&b, reason, reason_len, flex)
+            wb_str(&b, reason, reason_len, flex)
         if flex:
-            _w_uvarint(&b, 0)        # member's tagged fields
+            wb_uvarint(&b, 0)        # member's tagged fields
     if flex:
-        _w_uvarint(&b, 0)
-    return _finish(&b)
+        wb_uvarint(&b, 0)
+    return wb_finish(&b, PM_OVERFLOW)
 
 
 cdef Py_ssize_t pm_encode_consumer_group_heartbeat(uint8_t* out, Py_ssize_t cap, int version,
@@ -173,30 +114,27 @@ cdef Py_ssize_t pm_encode_consumer_group_heartbeat(uint8_t* out, Py_ssize_t cap,
                                                    const char* instance_id, Py_ssize_t instance_id_len) noexcept nogil:
     """ConsumerGroupHeartbeat request frame in its short form (see the module doc); its length
     or a PM_* error. member_epoch -1 / -2 makes it the member's leave."""
-    cdef pm_wbuf b
+    cdef wbuf b
     if version < 0 or version > 1:
         return PM_BAD_VERSION
     if group_id_len < 0 or member_id_len < 0 or not _strings_ok(client_id_len, group_id_len,
                                                                 member_id_len, instance_id_len):
         return PM_OVERFLOW
-    b.p = out
-    b.cap = cap
-    b.n = 0
-    b.overflow = 0
-    _w_header(&b, _CONSUMER_GROUP_HEARTBEAT, version, correlation_id, client_id, client_id_len, True)
-    _w_str(&b, group_id, group_id_len, True)
-    _w_str(&b, member_id, member_id_len, True)
-    _w_i32(&b, member_epoch)
-    _w_str(&b, instance_id, instance_id_len, True)
-    _w_uvarint(&b, 0)                # rack_id: null (unchanged)
-    _w_i32(&b, -1)                   # rebalance_timeout_ms: -1 (unchanged)
-    _w_uvarint(&b, 0)                # subscribed_topic_names: null (unchanged)
+    wb_init(&b, out, cap)
+    wb_request_header(&b, _CONSUMER_GROUP_HEARTBEAT, version, correlation_id, client_id, client_id_len, True)
+    wb_str(&b, group_id, group_id_len, True)
+    wb_str(&b, member_id, member_id_len, True)
+    wb_i32(&b, member_epoch)
+    wb_str(&b, instance_id, instance_id_len, True)
+    wb_uvarint(&b, 0)                # rack_id: null (unchanged)
+    wb_i32(&b, -1)                   # rebalance_timeout_ms: -1 (unchanged)
+    wb_uvarint(&b, 0)                # subscribed_topic_names: null (unchanged)
     if version >= 1:
-        _w_uvarint(&b, 0)            # subscribed_topic_regex: null (unchanged)
-    _w_uvarint(&b, 0)                # server_assignor: null (unchanged)
-    _w_uvarint(&b, 0)                # topic_partitions: null (unchanged)
-    _w_uvarint(&b, 0)                # tagged fields
-    return _finish(&b)
+        wb_uvarint(&b, 0)            # subscribed_topic_regex: null (unchanged)
+    wb_uvarint(&b, 0)                # server_assignor: null (unchanged)
+    wb_uvarint(&b, 0)                # topic_partitions: null (unchanged)
+    wb_uvarint(&b, 0)                # tagged fields
+    return wb_finish(&b, PM_OVERFLOW)
 
 
 cdef Py_ssize_t pm_encode_share_group_heartbeat(uint8_t* out, Py_ssize_t cap, int version,
@@ -207,24 +145,21 @@ cdef Py_ssize_t pm_encode_share_group_heartbeat(uint8_t* out, Py_ssize_t cap, in
                                                 int32_t member_epoch) noexcept nogil:
     """ShareGroupHeartbeat request frame in its short form (rack and subscription null: unchanged
     since the last heartbeat); its length or a PM_* error. member_epoch -1 makes it the leave."""
-    cdef pm_wbuf b
+    cdef wbuf b
     if version < 1 or version > 1:
         return PM_BAD_VERSION
     if group_id_len < 0 or member_id_len < 0 or not _strings_ok(client_id_len, group_id_len,
                                                                 member_id_len, 0):
         return PM_OVERFLOW
-    b.p = out
-    b.cap = cap
-    b.n = 0
-    b.overflow = 0
-    _w_header(&b, _SHARE_GROUP_HEARTBEAT, version, correlation_id, client_id, client_id_len, True)
-    _w_str(&b, group_id, group_id_len, True)
-    _w_str(&b, member_id, member_id_len, True)
-    _w_i32(&b, member_epoch)
-    _w_uvarint(&b, 0)                # rack_id: null (unchanged)
-    _w_uvarint(&b, 0)                # subscribed_topic_names: null (unchanged)
-    _w_uvarint(&b, 0)                # tagged fields
-    return _finish(&b)
+    wb_init(&b, out, cap)
+    wb_request_header(&b, _SHARE_GROUP_HEARTBEAT, version, correlation_id, client_id, client_id_len, True)
+    wb_str(&b, group_id, group_id_len, True)
+    wb_str(&b, member_id, member_id_len, True)
+    wb_i32(&b, member_epoch)
+    wb_uvarint(&b, 0)                # rack_id: null (unchanged)
+    wb_uvarint(&b, 0)                # subscribed_topic_names: null (unchanged)
+    wb_uvarint(&b, 0)                # tagged fields
+    return wb_finish(&b, PM_OVERFLOW)
 
 
 # ---------------------------------------------------------------- decoding (nogil)

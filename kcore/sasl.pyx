@@ -21,7 +21,7 @@ The Python classes (``ScramClient``, the encode/decode functions) expose the sam
 for tests. Passwords and tokens never appear in an error.
 """
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
-from libc.stdint cimport INT32_MAX, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t
+from libc.stdint cimport INT32_MAX, int16_t, int32_t, int64_t, uint8_t, uint32_t
 from libc.stdio cimport snprintf
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy, memset, strlen
@@ -31,7 +31,8 @@ from kcore.openssl cimport (
     OPENSSL_cleanse, PKCS5_PBKDF2_HMAC, RAND_bytes)
 from kcore.transport cimport (
     TP_OK, tp_conn, tp_frame, tp_frame_start, tp_recv_frame, tp_send_all)
-from kcore.wire cimport load_be16, load_be32, load_be64, read_uvarint32_ptr, store_be16, store_be32, write_uvarint_ptr
+from kcore.wbuf cimport wb_finish, wb_i32, wb_init, wb_raw, wb_request_header, wb_str, wb_uvarint, wbuf
+from kcore.wire cimport load_be16, load_be32, load_be64, read_uvarint32_ptr
 
 from kcore.errors import KafkaError
 
@@ -342,77 +343,17 @@ cdef int sasl_scram_verify(sasl_scram* s, const uint8_t* server_final, Py_ssize_
 
 
 # ---------------------------------------------------------------- requests and responses
-ctypedef struct _wbuf:
-    uint8_t* p
-    Py_ssize_t cap
-    Py_ssize_t n
-    int overflow
-
-
-cdef inline void _w(_wbuf* b, const void* src, Py_ssize_t n) noexcept nogil:
-    if b.overflow or n > b.cap - b.n:
-        b.overflow = 1
-        return
-    if n:
-        memcpy(b.p + b.n, src, n)
-    b.n += n
-
-
-cdef inline void _w16(_wbuf* b, int v) noexcept nogil:
-    cdef uint8_t t[2]
-    store_be16(t, <uint16_t>v)
-    _w(b, t, 2)
-
-
-cdef inline void _w32(_wbuf* b, int32_t v) noexcept nogil:
-    cdef uint8_t t[4]
-    store_be32(t, <uint32_t>v)
-    _w(b, t, 4)
-
-
-cdef inline void _wvar(_wbuf* b, uint32_t v) noexcept nogil:
-    cdef uint8_t t[10]
-    _w(b, t, write_uvarint_ptr(t, v))
-
-
-cdef inline void _header(_wbuf* b, int api, int version, int32_t corr, const char* client_id,
-                         Py_ssize_t client_id_len, bint flexible) noexcept nogil:
-    _w32(b, 0)
-    _w16(b, api)
-    _w16(b, version)
-    _w32(b, corr)
-    if client_id == NULL or client_id_len < 0:
-        _w16(b, -1)
-    else:
-        _w16(b, <int>client_id_len)
-        _w(b, client_id, client_id_len)
-    if flexible:
-        _wvar(b, 0)
-
-
-cdef inline Py_ssize_t _finish(_wbuf* b) noexcept nogil:
-    if b.overflow:
-        return SASL_E_OVERFLOW
-    store_be32(b.p, <uint32_t>(b.n - 4))
-    return b.n
-
-
 cdef Py_ssize_t sasl_encode_handshake(uint8_t* out, Py_ssize_t cap, int32_t correlation_id,
                                       const char* client_id, Py_ssize_t client_id_len,
                                       const char* mechanism) noexcept nogil:
     """SaslHandshake v1 {mechanism} with its size prefix: the length, or SASL_E_OVERFLOW."""
-    cdef _wbuf b
-    cdef Py_ssize_t m = strlen(mechanism)
-    b.p = out
-    b.cap = cap
-    b.n = 0
-    b.overflow = 0
+    cdef wbuf b
     if client_id_len > 32767:
         return SASL_E_OVERFLOW
-    _header(&b, _SASL_HANDSHAKE, 1, correlation_id, client_id, client_id_len, False)
-    _w16(&b, <int>m)
-    _w(&b, mechanism, m)
-    return _finish(&b)
+    wb_init(&b, out, cap)
+    wb_request_header(&b, _SASL_HANDSHAKE, 1, correlation_id, client_id, client_id_len, False)
+    wb_str(&b, mechanism, strlen(mechanism), False)
+    return wb_finish(&b, SASL_E_OVERFLOW)
 
 
 cdef int sasl_decode_handshake_response(const uint8_t* p, Py_ssize_t n, int32_t* correlation_id,
@@ -430,25 +371,22 @@ cdef Py_ssize_t sasl_encode_authenticate(uint8_t* out, Py_ssize_t cap, int versi
                                          const char* client_id, Py_ssize_t client_id_len,
                                          const uint8_t* auth, Py_ssize_t auth_len) noexcept nogil:
     """SaslAuthenticate v0-2 {auth_bytes} with its size prefix: the length, or a SASL_E_* code."""
-    cdef _wbuf b
+    cdef wbuf b
     cdef bint flex = version >= 2
     if version < 0 or version > 2:
         return SASL_E_STATE
     if client_id_len > 32767 or auth_len > INT32_MAX - 1:
         return SASL_E_OVERFLOW
-    b.p = out
-    b.cap = cap
-    b.n = 0
-    b.overflow = 0
-    _header(&b, _SASL_AUTHENTICATE, version, correlation_id, client_id, client_id_len, flex)
+    wb_init(&b, out, cap)
+    wb_request_header(&b, _SASL_AUTHENTICATE, version, correlation_id, client_id, client_id_len, flex)
     if flex:
-        _wvar(&b, <uint32_t>(auth_len + 1))
+        wb_uvarint(&b, <uint32_t>(auth_len + 1))
     else:
-        _w32(&b, <int32_t>auth_len)
-    _w(&b, auth, auth_len)
+        wb_i32(&b, <int32_t>auth_len)
+    wb_raw(&b, auth, auth_len)
     if flex:
-        _wvar(&b, 0)
-    return _finish(&b)
+        wb_uvarint(&b, 0)
+    return wb_finish(&b, SASL_E_OVERFLOW)
 
 
 cdef int _r_bytes(const uint8_t** pp, const uint8_t* end, bint compact, bint is_string, bint nullable,
