@@ -31,12 +31,10 @@ from __future__ import annotations
 import logging
 from typing import Any, Protocol
 
-from kcore.timers import Heartbeat
-
-from kclient import protocol
-from kclient.group.consumer_heartbeat_loop import ConsumerHeartbeatLoop, ConsumerLoopHost
+from kclient.group.consumer_heartbeat_loop import ConsumerHeartbeatLoop
 from kclient.group.consumer_membership import ConsumerMembership, MemberState as CState
-from kclient.group.pacemaker import LinkBase, start_link
+from kclient.group.epoch_link import EpochLink, EpochLinkHost
+from kclient.group.pacemaker import start_link
 from kclient.network.metadata import Node
 from kclient.protocol import ApiKey
 
@@ -48,20 +46,14 @@ log = logging.getLogger(__name__)
 _ENGAGED_STATES = frozenset({CState.STABLE, CState.RECONCILING})
 
 
-class ConsumerPacemakerHost(ConsumerLoopHost, Protocol):
-    """What the KIP-848 link needs of its coordinator, beyond what its loop needs."""
+class ConsumerPacemakerHost(EpochLinkHost, Protocol):
+    """What the KIP-848 link needs of its coordinator, beyond what every epoch link needs."""
 
     @property
     def membership(self) -> ConsumerMembership: ...
 
-    heartbeat: Heartbeat
     session_timeout_ms: int
     rebalance_timeout_ms: int
-    request_timeout_ms: int
-
-    def coordinator(self) -> Node | None: ...
-
-    def api_version(self, node: Node, api: int) -> int | None: ...
 
     def mark_coordinator_unknown(self, reason: str, disconnected: bool = False, node: Any = None) -> None: ...
 
@@ -75,74 +67,36 @@ def create_consumer_link(coordinator: ConsumerPacemakerHost, client: Any) -> "Co
                       "the group's session timeout")
 
 
-class ConsumerPacemakerLink(LinkBase):
-    def __init__(self, coordinator: ConsumerPacemakerHost, client_id: str | None):
-        super().__init__(coordinator.heartbeat, coordinator.lock, coordinator.group_id, client_id)
-        self._c = coordinator
-        self._python = ConsumerHeartbeatLoop(coordinator, self)
-        #: Answers with an assignment that came through the pacemaker and were digested.
-        self.assignments_adopted = 0
+class ConsumerPacemakerLink(EpochLink):
+    _c: ConsumerPacemakerHost
+    _api = ApiKey.CONSUMER_GROUP_HEARTBEAT
+    _loop = ConsumerHeartbeatLoop
+    _adopt_states = _ENGAGED_STATES | {CState.ACKNOWLEDGING}
 
-    def sync(self) -> None:
-        """Engage or disengage to match the membership; call holding the coordinator lock."""
+    def _target(self, node: Node) -> tuple | None:
         from kcore.pacemaker import MAX_CONSUMER_GROUP_HEARTBEAT_VERSION
 
         c = self._c
         m = c.membership
-        want = None
-        node = c.coordinator()
-        if (not c.closed and not self._fallen_back and node is not None and not c.heartbeat_in_flight()
-                and m.state in _ENGAGED_STATES and m.member_epoch > 0 and m.fatal_error is None):
-            version = c.api_version(node, ApiKey.CONSUMER_GROUP_HEARTBEAT)
-            if version is not None and version <= MAX_CONSUMER_GROUP_HEARTBEAT_VERSION:
-                # The epoch is not part of it: while engaged, the pacemaker advances it.
-                want = (node.host, node.port, m.member_id, m.instance_id, version, c.request_timeout_ms)
-        if want == self._pushed:
-            return
-        if want is None:
-            self._disengage()
-            return
-        host, port, member_id, instance_id, version, timeout = want
-        assert node is not None     # want is only set with a coordinator
-        self.prepare_connection(node, c.api_version)
-        c.heartbeat.set_heartbeat_interval_ms(m.heartbeat_interval_ms)
-        self._epoch = self._pm.configure_consumer(
-            host=host, port=port, group_id=c.group_id or "", member_id=member_id, member_epoch=m.member_epoch,
-            group_instance_id=instance_id, version=version, request_timeout_ms=timeout)
-        self._pushed = want
-        log.debug("group %s: pacemaker heartbeats member %s from epoch %d to %s:%d (ConsumerGroupHeartbeat v%d)",
-                  c.group_id, member_id, m.member_epoch, host, port, version)
+        if m.state not in _ENGAGED_STATES:
+            return None
+        version = c.api_version(node, ApiKey.CONSUMER_GROUP_HEARTBEAT)
+        if version is None or version > MAX_CONSUMER_GROUP_HEARTBEAT_VERSION:
+            return None
+        return (node.host, node.port, m.member_id, m.instance_id, version, c.request_timeout_ms)
 
-    def disengage(self) -> None:
-        """Python sends the next heartbeat (holding the coordinator lock); ``sync`` after its
-        answer engages the pacemaker again."""
-        self._disengage()
-
-    def _disengage(self) -> None:
-        """Stop the pacemaker and take over what it learnt (holding the coordinator lock)."""
-        if self._pushed is None:
-            return
-        self._pushed = None
-        self._epoch = self._pm.deactivate()
-        self._adopt()
-
-    def _adopt(self) -> None:
-        """Bring the membership up to the pacemaker's newest answer: its assignment, if Python
-        has not digested it yet, and its epoch (a heartbeat with an older one is fenced)."""
+    def _configure(self, node: Node, want: tuple) -> int:
         c = self._c
         m = c.membership
-        if m.state not in _ENGAGED_STATES and m.state is not CState.ACKNOWLEDGING:
-            return
-        taken = self._pm.take_assignment()
-        if taken is not None:
-            _seq, version, frame = taken
-            response = protocol.decode_response(ApiKey.CONSUMER_GROUP_HEARTBEAT, version, frame)
-            if response.get("member_epoch", 0) >= m.member_epoch:
-                m.on_response(response)
-                self.assignments_adopted += 1
-        epoch = self._pm.member_epoch
-        if epoch > m.member_epoch:
-            m.member_epoch = epoch
+        host, port, member_id, instance_id, version, timeout = want
+        self.prepare_connection(node, c.api_version)
+        c.heartbeat.set_heartbeat_interval_ms(m.heartbeat_interval_ms)
+        epoch = self._pm.configure_consumer(
+            host=host, port=port, group_id=c.group_id or "", member_id=member_id, member_epoch=m.member_epoch,
+            group_instance_id=instance_id, version=version, request_timeout_ms=timeout)
+        log.debug("group %s: pacemaker heartbeats member %s from epoch %d to %s:%d (ConsumerGroupHeartbeat v%d)",
+                  c.group_id, member_id, m.member_epoch, host, port, version)
+        return epoch
 
     # ------------------------------------------------------------------ events -> coordinator
     def _apply(self, events: list) -> None:
