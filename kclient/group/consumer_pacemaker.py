@@ -55,11 +55,6 @@ class ConsumerPacemakerHost(EpochLinkHost, Protocol):
     session_timeout_ms: int
     rebalance_timeout_ms: int
 
-    def mark_coordinator_unknown(self, reason: str, disconnected: bool = False, node: Any = None) -> None: ...
-
-    def on_heartbeat_error(self, err: BaseException, node: Node | None) -> None:
-        """React to an error a heartbeat answered (holding the lock)."""
-
 
 def create_consumer_link(coordinator: ConsumerPacemakerHost, client: Any) -> "ConsumerPacemakerLink | None":
     """A running pacemaker for this KIP-848 member, or None (the Python thread heartbeats)."""
@@ -72,6 +67,8 @@ class ConsumerPacemakerLink(EpochLink):
     _api = ApiKey.CONSUMER_GROUP_HEARTBEAT
     _loop = ConsumerHeartbeatLoop
     _adopt_states = _ENGAGED_STATES | {CState.ACKNOWLEDGING}
+    _log = log
+    _group_kind = "group"
 
     def _target(self, node: Node) -> tuple | None:
         from kcore.pacemaker import MAX_CONSUMER_GROUP_HEARTBEAT_VERSION
@@ -98,46 +95,21 @@ class ConsumerPacemakerLink(EpochLink):
                   c.group_id, member_id, m.member_epoch, host, port, version)
         return epoch
 
-    # ------------------------------------------------------------------ events -> coordinator
-    def _apply(self, events: list) -> None:
-        from kcore.pacemaker import (CODE_CONNECT_FAILED, CODE_SESSION_EXPIRED, EV_ASSIGNMENT, EV_COORDINATOR_LOST,
-                                     EV_DISCONNECTED, EV_HEARTBEAT_ERROR, EV_POLL_TIMEOUT)
+    def _coordinator_lost_reason(self, code: int) -> str:
+        from kcore.pacemaker import CODE_SESSION_EXPIRED
 
+        if code == CODE_SESSION_EXPIRED:
+            return f"no heartbeat response within session.timeout.ms ({self._c.session_timeout_ms} ms)"
+        return f"error {code} from ConsumerGroupHeartbeat"
+
+    def _on_poll_timeout(self, code: int, detail: int) -> None:
         c = self._c
         m = c.membership
-        for kind, code, epoch, _epoch_or_gen, _at_ms, detail in events:
-            if epoch != self._epoch:
-                continue   # of a configuration that is gone (_disengage adopted what mattered)
-            if kind == EV_ASSIGNMENT:
-                self._adopt()
-            elif kind == EV_DISCONNECTED and code == CODE_CONNECT_FAILED and not self._pm.stats()["connects"]:
-                log.info("group %s: the GIL-free pacemaker could not connect to the coordinator (%s); the "
-                         "Python heartbeat thread heartbeats instead", c.group_id, self.connect_failure(detail))
-                self._fallen_back = True
-            elif kind == EV_DISCONNECTED:
-                log.debug("group %s: pacemaker connection to the coordinator failed (%d, errno %d); reconnecting",
-                          c.group_id, code, detail)
-            elif kind == EV_COORDINATOR_LOST:
-                self._disengage()
-                if code == CODE_SESSION_EXPIRED:
-                    reason = f"no heartbeat response within session.timeout.ms ({c.session_timeout_ms} ms)"
-                else:
-                    reason = f"error {code} from ConsumerGroupHeartbeat"
-                c.mark_coordinator_unknown(reason)
-            elif kind == EV_POLL_TIMEOUT:
-                self._disengage()
-                log.warning(
-                    "member %s of group %s: poll() was not called for %d ms, more than max.poll.interval.ms "
-                    "(%d ms): the pacemaker left the group (%s) so its partitions are reassigned; the next "
-                    "poll() rejoins. Process records faster, lower max.poll.records, or raise "
-                    "max.poll.interval.ms.", m.member_id, c.group_id, detail, c.rebalance_timeout_ms,
-                    "leave not sent" if code < 0 else f"leave answered {code}")
-                m.fenced("poll timeout")
-            elif kind == EV_HEARTBEAT_ERROR:
-                self._disengage()
-                err = m.on_response({"error_code": code})
-                if err is not None:
-                    c.on_heartbeat_error(err, c.coordinator())
-        self.sync()
-        c.cond.notify_all()
-        c.wake_network()
+        self._disengage()
+        log.warning(
+            "member %s of group %s: poll() was not called for %d ms, more than max.poll.interval.ms "
+            "(%d ms): the pacemaker left the group (%s) so its partitions are reassigned; the next "
+            "poll() rejoins. Process records faster, lower max.poll.records, or raise "
+            "max.poll.interval.ms.", m.member_id, c.group_id, detail, c.rebalance_timeout_ms,
+            "leave not sent" if code < 0 else f"leave answered {code}")
+        m.fenced("poll timeout")

@@ -45,11 +45,6 @@ class SharePacemakerHost(EpochLinkHost, Protocol):
     def subscription_acknowledged(self) -> bool:
         """The broker answered a heartbeat that carried the current subscription."""
 
-    def mark_coordinator_unknown(self, reason: str) -> None: ...
-
-    def on_heartbeat_error(self, err: BaseException, node: Node | None) -> None:
-        """React to an error a heartbeat answered (holding the lock)."""
-
 
 def create_share_driver(coordinator: SharePacemakerHost, client: Any) -> HeartbeatDriver:
     """The share member's heartbeat driver: a running pacemaker link, or (where the pacemaker
@@ -64,6 +59,8 @@ class SharePacemakerLink(EpochLink):
     _api = ApiKey.SHARE_GROUP_HEARTBEAT
     _loop = ShareHeartbeatLoop
     _adopt_states = frozenset({ShareMemberState.STABLE})
+    _log = log
+    _group_kind = "share group"
 
     def _target(self, node: Node) -> tuple | None:
         from kcore.pacemaker import MAX_SHARE_GROUP_HEARTBEAT_VERSION
@@ -92,37 +89,9 @@ class SharePacemakerLink(EpochLink):
                   c.group_id, member_id, m.member_epoch, host, port, version)
         return epoch
 
-    # ------------------------------------------------------------------ events -> coordinator
-    def _apply(self, events: list) -> None:
-        from kcore.pacemaker import (CODE_CONNECT_FAILED, CODE_SESSION_EXPIRED, EV_ASSIGNMENT, EV_COORDINATOR_LOST,
-                                     EV_DISCONNECTED, EV_HEARTBEAT_ERROR)
+    def _coordinator_lost_reason(self, code: int) -> str:
+        from kcore.pacemaker import CODE_SESSION_EXPIRED
 
-        c = self._c
-        m = c.membership
-        for kind, code, epoch, _epoch_or_gen, _at_ms, detail in events:
-            if epoch != self._epoch:
-                continue   # of a configuration that is gone (_disengage adopted what mattered)
-            if kind == EV_ASSIGNMENT:
-                self._adopt()
-            elif kind == EV_DISCONNECTED and code == CODE_CONNECT_FAILED and not self._pm.stats()["connects"]:
-                log.info("share group %s: the GIL-free pacemaker could not connect to the coordinator (errno %d); "
-                         "the Python heartbeat thread heartbeats instead", c.group_id, detail)
-                self._fallen_back = True
-            elif kind == EV_DISCONNECTED:
-                log.debug("share group %s: pacemaker connection to the coordinator failed (%d, errno %d); "
-                          "reconnecting", c.group_id, code, detail)
-            elif kind == EV_COORDINATOR_LOST:
-                self._disengage()
-                if code == CODE_SESSION_EXPIRED:
-                    reason = f"no heartbeat response within {c.heartbeat.session_timeout_ms} ms"
-                else:
-                    reason = f"error {code} from ShareGroupHeartbeat"
-                c.mark_coordinator_unknown(reason)
-            elif kind == EV_HEARTBEAT_ERROR:
-                self._disengage()
-                err = m.on_response({"error_code": code})
-                if err is not None:
-                    c.on_heartbeat_error(err, c.coordinator())
-        self.sync()
-        c.cond.notify_all()
-        c.wake_network()
+        if code == CODE_SESSION_EXPIRED:
+            return f"no heartbeat response within {self._c.heartbeat.session_timeout_ms} ms"
+        return f"error {code} from ShareGroupHeartbeat"
