@@ -18,7 +18,7 @@ from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint32_t
 from libc.stdlib cimport free, malloc
 
 from kcore.wbuf cimport wb_finish, wb_i32, wb_init, wb_request_header, wb_str, wb_uvarint, wbuf
-from kcore.wire cimport load_be16, load_be32, read_uvarint32_ptr
+from kcore.wire cimport load_be16, load_be32, read_uvarint32_ptr, skip_tagged_fields_ptr
 
 __all__ = ["encode_heartbeat_request", "encode_leave_group_request", "decode_heartbeat_response",
            "decode_leave_group_response", "encode_consumer_group_heartbeat_request",
@@ -164,29 +164,7 @@ cdef Py_ssize_t pm_encode_share_group_heartbeat(uint8_t* out, Py_ssize_t cap, in
 
 # ---------------------------------------------------------------- decoding (nogil)
 cdef inline int _r_tagged(const uint8_t** pp, const uint8_t* end) noexcept nogil:
-    """Skip a tagged-field section."""
-    cdef uint32_t count, tag, size
-    cdef int k
-    cdef const uint8_t* p = pp[0]
-    k = read_uvarint32_ptr(p, end, &count)
-    if k <= 0:
-        return PM_TRUNCATED if p >= end else PM_MALFORMED
-    p += k
-    while count > 0:
-        k = read_uvarint32_ptr(p, end, &tag)
-        if k <= 0:
-            return PM_TRUNCATED if p >= end else PM_MALFORMED
-        p += k
-        k = read_uvarint32_ptr(p, end, &size)
-        if k <= 0:
-            return PM_TRUNCATED if p >= end else PM_MALFORMED
-        p += k
-        if size > <uint32_t>(end - p):
-            return PM_TRUNCATED
-        p += size
-        count -= 1
-    pp[0] = p
-    return PM_OK
+    return skip_tagged_fields_ptr(pp, end, PM_TRUNCATED, PM_MALFORMED)
 
 cdef inline int _r_skip_str(const uint8_t** pp, const uint8_t* end, bint compact, bint nullable) noexcept nogil:
     cdef const uint8_t* p = pp[0]

@@ -32,7 +32,7 @@ from kcore.openssl cimport (
 from kcore.transport cimport (
     TP_OK, tp_conn, tp_frame, tp_frame_start, tp_recv_frame, tp_send_all)
 from kcore.wbuf cimport wb_finish, wb_i32, wb_init, wb_raw, wb_request_header, wb_str, wb_uvarint, wbuf
-from kcore.wire cimport load_be16, load_be32, load_be64, read_uvarint32_ptr
+from kcore.wire cimport load_be16, load_be32, load_be64, read_uvarint32_ptr, skip_tagged_fields_ptr
 
 from kcore.errors import KafkaError
 
@@ -441,7 +441,7 @@ cdef int sasl_decode_authenticate_response(const uint8_t* p, Py_ssize_t n, int v
         return SASL_E_MALFORMED
     correlation_id[0] = <int32_t>load_be32(p)
     p += 4
-    if flex and _skip_tags(&p, end) != SASL_OK:      # response header v1
+    if flex and skip_tagged_fields_ptr(&p, end, SASL_E_MALFORMED, SASL_E_MALFORMED) != SASL_OK:  # response header v1
         return SASL_E_MALFORMED
     if end - p < 2:
         return SASL_E_MALFORMED
@@ -456,30 +456,8 @@ cdef int sasl_decode_authenticate_response(const uint8_t* p, Py_ssize_t n, int v
             return SASL_E_MALFORMED
         session_lifetime_ms[0] = <int64_t>load_be64(p)
         p += 8
-    if flex and _skip_tags(&p, end) != SASL_OK:
+    if flex and skip_tagged_fields_ptr(&p, end, SASL_E_MALFORMED, SASL_E_MALFORMED) != SASL_OK:
         return SASL_E_MALFORMED
-    return SASL_OK
-
-
-cdef int _skip_tags(const uint8_t** pp, const uint8_t* end) noexcept nogil:
-    """Skip a tagged-field section (none is defined for these messages)."""
-    cdef const uint8_t* p = pp[0]
-    cdef uint32_t count, tag, size
-    cdef int k = read_uvarint32_ptr(p, end, &count)
-    if k <= 0:
-        return SASL_E_MALFORMED
-    p += k
-    while count > 0:
-        k = read_uvarint32_ptr(p, end, &tag)
-        if k <= 0:
-            return SASL_E_MALFORMED
-        p += k
-        k = read_uvarint32_ptr(p, end, &size)
-        if k <= 0 or size > <uint32_t>(end - p - k):
-            return SASL_E_MALFORMED
-        p += k + size
-        count -= 1
-    pp[0] = p
     return SASL_OK
 
 

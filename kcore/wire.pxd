@@ -3,7 +3,8 @@
 
 Two layers:
 * nogil pointer helpers (``load_be*``, ``store_be*``, ``read_*varint*_ptr``,
-  ``write_uvarint*_ptr``, ``zigzag*``) for tight loops over raw memory (record batches).
+  ``write_uvarint*_ptr``, ``zigzag*``, ``skip_tagged_fields_ptr``) for tight loops over raw
+  memory (record batches, the GIL-free codecs).
   The readers return the number of bytes consumed (> 0) or WIRE_UNDERFLOW / WIRE_BAD_VARINT;
   they never touch a Python object, so callers may run them under ``with nogil``.
 * ``Reader`` / ``Writer`` cdef classes whose inline methods raise kcore.errors exceptions
@@ -137,6 +138,33 @@ cdef inline int read_varlong_ptr(const uint8_t* p, const uint8_t* end,
     if n > 0:
         out[0] = zigzag_decode64(u)
     return n
+
+
+cdef inline int skip_tagged_fields_ptr(const uint8_t** pp, const uint8_t* end, int truncated,
+                                       int malformed) noexcept nogil:
+    """Skip the tagged-field section at pp[0] and advance pp[0] past it: 0, else the caller's
+    ``truncated`` (the input ends inside it) or ``malformed`` (a bad varint) code."""
+    cdef const uint8_t* p = pp[0]
+    cdef uint32_t count, tag, size
+    cdef int k = read_uvarint32_ptr(p, end, &count)
+    if k <= 0:
+        return truncated if p >= end else malformed
+    p += k
+    while count > 0:
+        k = read_uvarint32_ptr(p, end, &tag)
+        if k <= 0:
+            return truncated if p >= end else malformed
+        p += k
+        k = read_uvarint32_ptr(p, end, &size)
+        if k <= 0:
+            return truncated if p >= end else malformed
+        p += k
+        if size > <uint32_t>(end - p):
+            return truncated
+        p += size
+        count -= 1
+    pp[0] = p
+    return 0
 
 
 cdef inline int uvarint_size(uint64_t v) noexcept nogil:
