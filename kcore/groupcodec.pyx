@@ -482,6 +482,32 @@ cdef inline Py_ssize_t _len(bytes b) noexcept:
     return -1 if b is None else len(b)
 
 
+cdef uint8_t* _frame_buffer() except NULL:
+    """A buffer for one request frame (PM_SBUF_CAP bytes), for _frame to free."""
+    cdef uint8_t* buf = <uint8_t*>malloc(PM_SBUF_CAP)
+    if buf == NULL:
+        raise MemoryError()
+    return buf
+
+
+cdef bytes _frame(uint8_t* buf, Py_ssize_t n):
+    """The n bytes an encoder wrote into buf (which is freed), or its PM_* error n as ValueError."""
+    try:
+        if n < 0:
+            raise ValueError(_CODEC_ERRORS[n])
+        return PyBytes_FromStringAndSize(<char*>buf, n)
+    finally:
+        free(buf)
+
+
+cdef uint8_t _NO_BYTES = 0
+
+
+cdef inline const uint8_t* _frame_ptr(const uint8_t[::1] v) noexcept:
+    # A valid pointer for an empty frame too (the decoders read nothing then).
+    return &v[0] if v.shape[0] else &_NO_BYTES
+
+
 cdef int check_version(object version, int top, str api) except -1:
     if not isinstance(version, int) or version < 0 or version > top:
         raise ValueError(f"{api} version {version!r} is not supported (0..{top})")
@@ -498,17 +524,9 @@ def encode_heartbeat_request(version, correlation_id, client_id, group_id, gener
     cdef bytes i = utf8_arg(group_instance_id, "group_instance_id", True)
     cdef int32_t corr = correlation_id
     cdef int32_t gen = generation_id
-    cdef uint8_t* buf = <uint8_t*>malloc(PM_SBUF_CAP)
-    if buf == NULL:
-        raise MemoryError()
-    try:
-        n = pm_encode_heartbeat(buf, PM_SBUF_CAP, version, corr, _ptr(cid), _len(cid), _ptr(g), _len(g), gen,
-                                _ptr(m), _len(m), _ptr(i), _len(i))
-        if n < 0:
-            raise ValueError(_CODEC_ERRORS[n])
-        return PyBytes_FromStringAndSize(<char*>buf, n)
-    finally:
-        free(buf)
+    cdef uint8_t* buf = _frame_buffer()
+    return _frame(buf, pm_encode_heartbeat(buf, PM_SBUF_CAP, version, corr, _ptr(cid), _len(cid), _ptr(g), _len(g), gen,
+                                           _ptr(m), _len(m), _ptr(i), _len(i)))
 
 
 def encode_leave_group_request(version, correlation_id, client_id, group_id, member_id,
@@ -521,17 +539,9 @@ def encode_leave_group_request(version, correlation_id, client_id, group_id, mem
     cdef bytes i = utf8_arg(group_instance_id, "group_instance_id", True)
     cdef bytes r = utf8_arg(reason, "reason", True)
     cdef int32_t corr = correlation_id
-    cdef uint8_t* buf = <uint8_t*>malloc(PM_SBUF_CAP)
-    if buf == NULL:
-        raise MemoryError()
-    try:
-        n = pm_encode_leave_group(buf, PM_SBUF_CAP, version, corr, _ptr(cid), _len(cid), _ptr(g), _len(g),
-                                  _ptr(m), _len(m), _ptr(i), _len(i), _ptr(r), _len(r))
-        if n < 0:
-            raise ValueError(_CODEC_ERRORS[n])
-        return PyBytes_FromStringAndSize(<char*>buf, n)
-    finally:
-        free(buf)
+    cdef uint8_t* buf = _frame_buffer()
+    return _frame(buf, pm_encode_leave_group(buf, PM_SBUF_CAP, version, corr, _ptr(cid), _len(cid), _ptr(g), _len(g),
+                                             _ptr(m), _len(m), _ptr(i), _len(i), _ptr(r), _len(r)))
 
 
 def decode_heartbeat_response(version, frame):
@@ -540,10 +550,7 @@ def decode_heartbeat_response(version, frame):
     cdef const uint8_t[::1] v = frame
     cdef int32_t corr = 0, throttle = 0
     cdef int16_t err = 0
-    cdef uint8_t dummy = 0
-    cdef const uint8_t* ptr = &dummy
-    if v.shape[0]:
-        ptr = &v[0]
+    cdef const uint8_t* ptr = _frame_ptr(v)
     cdef int rc = pm_decode_heartbeat_response(ptr, v.shape[0], version,
                                                &corr, &throttle, &err)
     if rc != PM_OK:
@@ -557,10 +564,7 @@ def decode_leave_group_response(version, frame):
     cdef const uint8_t[::1] v = frame
     cdef int32_t corr = 0
     cdef int16_t err = 0
-    cdef uint8_t dummy = 0
-    cdef const uint8_t* ptr = &dummy
-    if v.shape[0]:
-        ptr = &v[0]
+    cdef const uint8_t* ptr = _frame_ptr(v)
     cdef int rc = pm_decode_leave_group_response(ptr, v.shape[0], version,
                                                  &corr, &err)
     if rc != PM_OK:
@@ -578,17 +582,9 @@ def encode_consumer_group_heartbeat_request(version, correlation_id, client_id, 
     cdef bytes i = utf8_arg(instance_id, "instance_id", True)
     cdef int32_t corr = correlation_id
     cdef int32_t epoch = member_epoch
-    cdef uint8_t* buf = <uint8_t*>malloc(PM_SBUF_CAP)
-    if buf == NULL:
-        raise MemoryError()
-    try:
-        n = pm_encode_consumer_group_heartbeat(buf, PM_SBUF_CAP, version, corr, _ptr(cid), _len(cid),
-                                               _ptr(g), _len(g), _ptr(m), _len(m), epoch, _ptr(i), _len(i))
-        if n < 0:
-            raise ValueError(_CODEC_ERRORS[n])
-        return PyBytes_FromStringAndSize(<char*>buf, n)
-    finally:
-        free(buf)
+    cdef uint8_t* buf = _frame_buffer()
+    return _frame(buf, pm_encode_consumer_group_heartbeat(buf, PM_SBUF_CAP, version, corr, _ptr(cid), _len(cid),
+                                                          _ptr(g), _len(g), _ptr(m), _len(m), epoch, _ptr(i), _len(i)))
 
 
 def decode_consumer_group_heartbeat_response(version, frame):
@@ -599,10 +595,7 @@ def decode_consumer_group_heartbeat_response(version, frame):
     cdef int32_t corr = 0, throttle = 0, epoch = 0, interval = 0
     cdef int16_t err = 0
     cdef int has = 0
-    cdef uint8_t dummy = 0
-    cdef const uint8_t* ptr = &dummy
-    if v.shape[0]:
-        ptr = &v[0]
+    cdef const uint8_t* ptr = _frame_ptr(v)
     cdef int rc = pm_decode_consumer_group_heartbeat_response(ptr, v.shape[0], version, &corr, &throttle,
                                                               &err, &epoch, &interval, &has)
     if rc != PM_OK:
@@ -618,17 +611,9 @@ def encode_share_group_heartbeat_request(version, correlation_id, client_id, gro
     cdef bytes m = utf8_arg(member_id, "member_id", False)
     cdef int32_t corr = correlation_id
     cdef int32_t epoch = member_epoch
-    cdef uint8_t* buf = <uint8_t*>malloc(PM_SBUF_CAP)
-    if buf == NULL:
-        raise MemoryError()
-    try:
-        n = pm_encode_share_group_heartbeat(buf, PM_SBUF_CAP, version, corr, _ptr(cid), _len(cid),
-                                            _ptr(g), _len(g), _ptr(m), _len(m), epoch)
-        if n < 0:
-            raise ValueError(_CODEC_ERRORS[n])
-        return PyBytes_FromStringAndSize(<char*>buf, n)
-    finally:
-        free(buf)
+    cdef uint8_t* buf = _frame_buffer()
+    return _frame(buf, pm_encode_share_group_heartbeat(buf, PM_SBUF_CAP, version, corr, _ptr(cid), _len(cid),
+                                                       _ptr(g), _len(g), _ptr(m), _len(m), epoch))
 
 
 def decode_share_group_heartbeat_response(version, frame):
@@ -639,10 +624,7 @@ def decode_share_group_heartbeat_response(version, frame):
     cdef int32_t corr = 0, throttle = 0, epoch = 0, interval = 0
     cdef int16_t err = 0
     cdef int has = 0
-    cdef uint8_t dummy = 0
-    cdef const uint8_t* ptr = &dummy
-    if v.shape[0]:
-        ptr = &v[0]
+    cdef const uint8_t* ptr = _frame_ptr(v)
     cdef int rc = pm_decode_share_group_heartbeat_response(ptr, v.shape[0], version, &corr, &throttle,
                                                            &err, &epoch, &interval, &has)
     if rc != PM_OK:
