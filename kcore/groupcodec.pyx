@@ -18,7 +18,7 @@ from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint32_t
 from libc.stdlib cimport free, malloc
 
 from kcore.wbuf cimport wb_finish, wb_i32, wb_init, wb_request_header, wb_str, wb_uvarint, wbuf
-from kcore.wire cimport load_be16, load_be32, read_uvarint32_ptr, skip_tagged_fields_ptr
+from kcore.wire cimport load_be16, load_be32, read_sized_ptr, read_uvarint32_ptr, skip_tagged_fields_ptr
 
 __all__ = ["encode_heartbeat_request", "encode_leave_group_request", "decode_heartbeat_response",
            "decode_leave_group_response", "encode_consumer_group_heartbeat_request",
@@ -167,37 +167,9 @@ cdef inline int _r_tagged(const uint8_t** pp, const uint8_t* end) noexcept nogil
     return skip_tagged_fields_ptr(pp, end, PM_TRUNCATED, PM_MALFORMED)
 
 cdef inline int _r_skip_str(const uint8_t** pp, const uint8_t* end, bint compact, bint nullable) noexcept nogil:
-    cdef const uint8_t* p = pp[0]
-    cdef uint32_t u
-    cdef int16_t n16
-    cdef Py_ssize_t n
-    cdef int k
-    if compact:
-        k = read_uvarint32_ptr(p, end, &u)
-        if k <= 0:
-            return PM_TRUNCATED if p >= end else PM_MALFORMED
-        p += k
-        if u == 0:
-            if not nullable:
-                return PM_MALFORMED
-            pp[0] = p
-            return PM_OK
-        n = <Py_ssize_t>u - 1
-    else:
-        if end - p < 2:
-            return PM_TRUNCATED
-        n16 = <int16_t>load_be16(p)
-        p += 2
-        if n16 < 0:
-            if n16 == -1 and nullable:
-                pp[0] = p
-                return PM_OK
-            return PM_MALFORMED
-        n = n16
-    if n > end - p:
-        return PM_TRUNCATED
-    pp[0] = p + n
-    return PM_OK
+    cdef const uint8_t* v
+    cdef Py_ssize_t vn
+    return read_sized_ptr(pp, end, compact, 2, nullable, &v, &vn, PM_TRUNCATED, PM_MALFORMED)
 
 cdef inline bint _utf8_ok(const uint8_t* s, Py_ssize_t n) noexcept nogil:
     """Well-formed UTF-8 (RFC 3629: no overlong forms, surrogates or code points past

@@ -32,7 +32,7 @@ from kcore.openssl cimport (
 from kcore.transport cimport (
     TP_OK, tp_conn, tp_frame, tp_frame_start, tp_recv_frame, tp_send_all)
 from kcore.wbuf cimport wb_finish, wb_i32, wb_init, wb_raw, wb_request_header, wb_str, wb_uvarint, wbuf
-from kcore.wire cimport load_be16, load_be32, load_be64, read_uvarint32_ptr, skip_tagged_fields_ptr
+from kcore.wire cimport load_be16, load_be32, load_be64, read_sized_ptr, skip_tagged_fields_ptr
 
 from kcore.errors import KafkaError
 
@@ -389,43 +389,6 @@ cdef Py_ssize_t sasl_encode_authenticate(uint8_t* out, Py_ssize_t cap, int versi
     return wb_finish(&b, SASL_E_OVERFLOW)
 
 
-cdef int _r_bytes(const uint8_t** pp, const uint8_t* end, bint compact, bint is_string, bint nullable,
-                  const uint8_t** v, Py_ssize_t* vn) noexcept nogil:
-    cdef const uint8_t* p = pp[0]
-    cdef uint32_t u
-    cdef int k
-    cdef int64_t n
-    if compact:
-        k = read_uvarint32_ptr(p, end, &u)
-        if k <= 0:
-            return SASL_E_MALFORMED
-        p += k
-        n = <int64_t>u - 1
-    elif is_string:
-        if end - p < 2:
-            return SASL_E_MALFORMED
-        n = <int16_t>load_be16(p)
-        p += 2
-    else:
-        if end - p < 4:
-            return SASL_E_MALFORMED
-        n = <int32_t>load_be32(p)
-        p += 4
-    if n < 0:
-        if n == -1 and nullable:
-            v[0] = NULL
-            vn[0] = -1
-            pp[0] = p
-            return SASL_OK
-        return SASL_E_MALFORMED
-    if n > end - p:
-        return SASL_E_MALFORMED
-    v[0] = p
-    vn[0] = <Py_ssize_t>n
-    pp[0] = p + n
-    return SASL_OK
-
-
 cdef int sasl_decode_authenticate_response(const uint8_t* p, Py_ssize_t n, int version, int32_t* correlation_id,
                                            int* error_code, const uint8_t** message, Py_ssize_t* message_len,
                                            const uint8_t** auth, Py_ssize_t* auth_len,
@@ -447,9 +410,9 @@ cdef int sasl_decode_authenticate_response(const uint8_t* p, Py_ssize_t n, int v
         return SASL_E_MALFORMED
     error_code[0] = <int16_t>load_be16(p)
     p += 2
-    if _r_bytes(&p, end, flex, True, True, message, message_len) != SASL_OK:
+    if read_sized_ptr(&p, end, flex, 2, True, message, message_len, SASL_E_MALFORMED, SASL_E_MALFORMED) != SASL_OK:
         return SASL_E_MALFORMED
-    if _r_bytes(&p, end, flex, False, False, auth, auth_len) != SASL_OK:
+    if read_sized_ptr(&p, end, flex, 4, False, auth, auth_len, SASL_E_MALFORMED, SASL_E_MALFORMED) != SASL_OK:
         return SASL_E_MALFORMED
     if version >= 1:
         if end - p < 8:
