@@ -26,12 +26,6 @@ cdef enum:
     PM_CONNECT_FAILED = -14
     PM_CORRELATION = -15       # the response answers another request
 
-ctypedef struct pm_wbuf:
-    uint8_t* p
-    Py_ssize_t cap
-    Py_ssize_t n
-    int overflow
-
 cdef Py_ssize_t pm_encode_heartbeat(uint8_t* out, Py_ssize_t cap, int version, int32_t correlation_id,
                                     const char* client_id, Py_ssize_t client_id_len,
                                     const char* group_id, Py_ssize_t group_id_len, int32_t generation_id,

@@ -14,11 +14,11 @@ null). The Python functions below wrap the C ones for tests and tools; tests che
 against the schema-driven codec.
 """
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
-from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t
+from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint32_t
 from libc.stdlib cimport free, malloc
-from libc.string cimport memcpy
 
-from kcore.wire cimport load_be16, load_be32, read_uvarint32_ptr, store_be16, store_be32, write_uvarint_ptr
+from kcore.wbuf cimport wb_finish, wb_i32, wb_init, wb_request_header, wb_str, wb_uvarint, wbuf
+from kcore.wire cimport load_be16, load_be32, read_sized_ptr, read_uvarint32_ptr, skip_tagged_fields_ptr
 
 __all__ = ["encode_heartbeat_request", "encode_leave_group_request", "decode_heartbeat_response",
            "decode_leave_group_response", "encode_consumer_group_heartbeat_request",
@@ -43,61 +43,8 @@ cdef enum:
 
 
 # ---------------------------------------------------------------- encoding (nogil)
-cdef inline void _w_raw(pm_wbuf* b, const void* src, Py_ssize_t n) noexcept nogil:
-    if b.overflow or n > b.cap - b.n:
-        b.overflow = 1
-        return
-    if n:
-        memcpy(b.p + b.n, src, n)
-    b.n += n
-
-cdef inline void _w_i16(pm_wbuf* b, int16_t v) noexcept nogil:
-    cdef uint8_t tmp[2]
-    store_be16(tmp, <uint16_t>v)
-    _w_raw(b, tmp, 2)
-
-cdef inline void _w_i32(pm_wbuf* b, int32_t v) noexcept nogil:
-    cdef uint8_t tmp[4]
-    store_be32(tmp, <uint32_t>v)
-    _w_raw(b, tmp, 4)
-
-cdef inline void _w_uvarint(pm_wbuf* b, uint32_t v) noexcept nogil:
-    cdef uint8_t tmp[10]
-    cdef int n = write_uvarint_ptr(tmp, v)
-    _w_raw(b, tmp, n)
-
-cdef inline void _w_str(pm_wbuf* b, const char* s, Py_ssize_t n, bint compact) noexcept nogil:
-    # n == -1 writes null (a nullable string); callers bound n to PM_MAX_STRING.
-    if n < 0:
-        if compact:
-            _w_uvarint(b, 0)
-        else:
-            _w_i16(b, -1)
-        return
-    if compact:
-        _w_uvarint(b, <uint32_t>(n + 1))
-    else:
-        _w_i16(b, <int16_t>n)
-    _w_raw(b, s, n)
-
 cdef inline bint _strings_ok(Py_ssize_t a, Py_ssize_t b, Py_ssize_t c, Py_ssize_t d) noexcept nogil:
     return a <= PM_MAX_STRING and b <= PM_MAX_STRING and c <= PM_MAX_STRING and d <= PM_MAX_STRING
-
-cdef inline void _w_header(pm_wbuf* b, int api_key, int version, int32_t correlation_id,
-                           const char* client_id, Py_ssize_t client_id_len, bint flexible) noexcept nogil:
-    _w_i32(b, 0)                     # size, patched by _finish
-    _w_i16(b, <int16_t>api_key)
-    _w_i16(b, <int16_t>version)
-    _w_i32(b, correlation_id)
-    _w_str(b, client_id, client_id_len, False)   # the header's client id is never compact
-    if flexible:
-        _w_uvarint(b, 0)             # request header v2: no tagged fields
-
-cdef inline Py_ssize_t _finish(pm_wbuf* b) noexcept nogil:
-    if b.overflow:
-        return PM_OVERFLOW
-    store_be32(b.p, <uint32_t>(b.n - 4))
-    return b.n
 
 cdef Py_ssize_t pm_encode_heartbeat(uint8_t* out, Py_ssize_t cap, int version, int32_t correlation_id,
                                     const char* client_id, Py_ssize_t client_id_len,
@@ -105,26 +52,23 @@ cdef Py_ssize_t pm_encode_heartbeat(uint8_t* out, Py_ssize_t cap, int version, i
                                     const char* member_id, Py_ssize_t member_id_len,
                                     const char* instance_id, Py_ssize_t instance_id_len) noexcept nogil:
     """Heartbeat request frame (size prefix included) into out; its length or a PM_* error."""
-    cdef pm_wbuf b
+    cdef wbuf b
     cdef bint flex = version >= 4
     if version < 0 or version > 4:
         return PM_BAD_VERSION
     if group_id_len < 0 or member_id_len < 0 or not _strings_ok(client_id_len, group_id_len,
                                                                 member_id_len, instance_id_len):
         return PM_OVERFLOW
-    b.p = out
-    b.cap = cap
-    b.n = 0
-    b.overflow = 0
-    _w_header(&b, _HEARTBEAT, version, correlation_id, client_id, client_id_len, flex)
-    _w_str(&b, group_id, group_id_len, flex)
-    _w_i32(&b, generation_id)
-    _w_str(&b, member_id, member_id_len, flex)
+    wb_init(&b, out, cap)
+    wb_request_header(&b, _HEARTBEAT, version, correlation_id, client_id, client_id_len, flex)
+    wb_str(&b, group_id, group_id_len, flex)
+    wb_i32(&b, generation_id)
+    wb_str(&b, member_id, member_id_len, flex)
     if version >= 3:
-        _w_str(&b, instance_id, instance_id_len, flex)
+        wb_str(&b, instance_id, instance_id_len, flex)
     if flex:
-        _w_uvarint(&b, 0)
-    return _finish(&b)
+        wb_uvarint(&b, 0)
+    return wb_finish(&b, PM_OVERFLOW)
 
 cdef Py_ssize_t pm_encode_leave_group(uint8_t* out, Py_ssize_t cap, int version, int32_t correlation_id,
                                       const char* client_id, Py_ssize_t client_id_len,
@@ -133,35 +77,32 @@ cdef Py_ssize_t pm_encode_leave_group(uint8_t* out, Py_ssize_t cap, int version,
                                       const char* instance_id, Py_ssize_t instance_id_len,
                                       const char* reason, Py_ssize_t reason_len) noexcept nogil:
     """LeaveGroup request frame for one member; its length or a PM_* error."""
-    cdef pm_wbuf b
+    cdef wbuf b
     cdef bint flex = version >= 4
     if version < 0 or version > 5:
         return PM_BAD_VERSION
     if group_id_len < 0 or member_id_len < 0 or reason_len > PM_MAX_STRING or not _strings_ok(
             client_id_len, group_id_len, member_id_len, instance_id_len):
         return PM_OVERFLOW
-    b.p = out
-    b.cap = cap
-    b.n = 0
-    b.overflow = 0
-    _w_header(&b, _LEAVE_GROUP, version, correlation_id, client_id, client_id_len, flex)
-    _w_str(&b, group_id, group_id_len, flex)
+    wb_init(&b, out, cap)
+    wb_request_header(&b, _LEAVE_GROUP, version, correlation_id, client_id, client_id_len, flex)
+    wb_str(&b, group_id, group_id_len, flex)
     if version < 3:
-        _w_str(&b, member_id, member_id_len, False)
+        wb_str(&b, member_id, member_id_len, False)
     else:
         if flex:
-            _w_uvarint(&b, 2)        # compact array of one member
+            wb_uvarint(&b, 2)        # compact array of one member
         else:
-            _w_i32(&b, 1)
-        _w_str(&b, member_id, member_id_len, flex)
-        _w_str(&b, instance_id, instance_id_len, flex)
+            wb_i32(&b, 1)
+        wb_str(&b, member_id, member_id_len, flex)
+        wb_str(&b, instance_id, instance_id_len, flex)
         if version >= 5:
-            _w_str(&b, reason, reason_len, flex)
+            wb_str(&b, reason, reason_len, flex)
         if flex:
-            _w_uvarint(&b, 0)        # member's tagged fields
+            wb_uvarint(&b, 0)        # member's tagged fields
     if flex:
-        _w_uvarint(&b, 0)
-    return _finish(&b)
+        wb_uvarint(&b, 0)
+    return wb_finish(&b, PM_OVERFLOW)
 
 
 cdef Py_ssize_t pm_encode_consumer_group_heartbeat(uint8_t* out, Py_ssize_t cap, int version,
@@ -173,30 +114,27 @@ cdef Py_ssize_t pm_encode_consumer_group_heartbeat(uint8_t* out, Py_ssize_t cap,
                                                    const char* instance_id, Py_ssize_t instance_id_len) noexcept nogil:
     """ConsumerGroupHeartbeat request frame in its short form (see the module doc); its length
     or a PM_* error. member_epoch -1 / -2 makes it the member's leave."""
-    cdef pm_wbuf b
+    cdef wbuf b
     if version < 0 or version > 1:
         return PM_BAD_VERSION
     if group_id_len < 0 or member_id_len < 0 or not _strings_ok(client_id_len, group_id_len,
                                                                 member_id_len, instance_id_len):
         return PM_OVERFLOW
-    b.p = out
-    b.cap = cap
-    b.n = 0
-    b.overflow = 0
-    _w_header(&b, _CONSUMER_GROUP_HEARTBEAT, version, correlation_id, client_id, client_id_len, True)
-    _w_str(&b, group_id, group_id_len, True)
-    _w_str(&b, member_id, member_id_len, True)
-    _w_i32(&b, member_epoch)
-    _w_str(&b, instance_id, instance_id_len, True)
-    _w_uvarint(&b, 0)                # rack_id: null (unchanged)
-    _w_i32(&b, -1)                   # rebalance_timeout_ms: -1 (unchanged)
-    _w_uvarint(&b, 0)                # subscribed_topic_names: null (unchanged)
+    wb_init(&b, out, cap)
+    wb_request_header(&b, _CONSUMER_GROUP_HEARTBEAT, version, correlation_id, client_id, client_id_len, True)
+    wb_str(&b, group_id, group_id_len, True)
+    wb_str(&b, member_id, member_id_len, True)
+    wb_i32(&b, member_epoch)
+    wb_str(&b, instance_id, instance_id_len, True)
+    wb_uvarint(&b, 0)                # rack_id: null (unchanged)
+    wb_i32(&b, -1)                   # rebalance_timeout_ms: -1 (unchanged)
+    wb_uvarint(&b, 0)                # subscribed_topic_names: null (unchanged)
     if version >= 1:
-        _w_uvarint(&b, 0)            # subscribed_topic_regex: null (unchanged)
-    _w_uvarint(&b, 0)                # server_assignor: null (unchanged)
-    _w_uvarint(&b, 0)                # topic_partitions: null (unchanged)
-    _w_uvarint(&b, 0)                # tagged fields
-    return _finish(&b)
+        wb_uvarint(&b, 0)            # subscribed_topic_regex: null (unchanged)
+    wb_uvarint(&b, 0)                # server_assignor: null (unchanged)
+    wb_uvarint(&b, 0)                # topic_partitions: null (unchanged)
+    wb_uvarint(&b, 0)                # tagged fields
+    return wb_finish(&b, PM_OVERFLOW)
 
 
 cdef Py_ssize_t pm_encode_share_group_heartbeat(uint8_t* out, Py_ssize_t cap, int version,
@@ -207,84 +145,31 @@ cdef Py_ssize_t pm_encode_share_group_heartbeat(uint8_t* out, Py_ssize_t cap, in
                                                 int32_t member_epoch) noexcept nogil:
     """ShareGroupHeartbeat request frame in its short form (rack and subscription null: unchanged
     since the last heartbeat); its length or a PM_* error. member_epoch -1 makes it the leave."""
-    cdef pm_wbuf b
+    cdef wbuf b
     if version < 1 or version > 1:
         return PM_BAD_VERSION
     if group_id_len < 0 or member_id_len < 0 or not _strings_ok(client_id_len, group_id_len,
                                                                 member_id_len, 0):
         return PM_OVERFLOW
-    b.p = out
-    b.cap = cap
-    b.n = 0
-    b.overflow = 0
-    _w_header(&b, _SHARE_GROUP_HEARTBEAT, version, correlation_id, client_id, client_id_len, True)
-    _w_str(&b, group_id, group_id_len, True)
-    _w_str(&b, member_id, member_id_len, True)
-    _w_i32(&b, member_epoch)
-    _w_uvarint(&b, 0)                # rack_id: null (unchanged)
-    _w_uvarint(&b, 0)                # subscribed_topic_names: null (unchanged)
-    _w_uvarint(&b, 0)                # tagged fields
-    return _finish(&b)
+    wb_init(&b, out, cap)
+    wb_request_header(&b, _SHARE_GROUP_HEARTBEAT, version, correlation_id, client_id, client_id_len, True)
+    wb_str(&b, group_id, group_id_len, True)
+    wb_str(&b, member_id, member_id_len, True)
+    wb_i32(&b, member_epoch)
+    wb_uvarint(&b, 0)                # rack_id: null (unchanged)
+    wb_uvarint(&b, 0)                # subscribed_topic_names: null (unchanged)
+    wb_uvarint(&b, 0)                # tagged fields
+    return wb_finish(&b, PM_OVERFLOW)
 
 
 # ---------------------------------------------------------------- decoding (nogil)
 cdef inline int _r_tagged(const uint8_t** pp, const uint8_t* end) noexcept nogil:
-    """Skip a tagged-field section."""
-    cdef uint32_t count, tag, size
-    cdef int k
-    cdef const uint8_t* p = pp[0]
-    k = read_uvarint32_ptr(p, end, &count)
-    if k <= 0:
-        return PM_TRUNCATED if p >= end else PM_MALFORMED
-    p += k
-    while count > 0:
-        k = read_uvarint32_ptr(p, end, &tag)
-        if k <= 0:
-            return PM_TRUNCATED if p >= end else PM_MALFORMED
-        p += k
-        k = read_uvarint32_ptr(p, end, &size)
-        if k <= 0:
-            return PM_TRUNCATED if p >= end else PM_MALFORMED
-        p += k
-        if size > <uint32_t>(end - p):
-            return PM_TRUNCATED
-        p += size
-        count -= 1
-    pp[0] = p
-    return PM_OK
+    return skip_tagged_fields_ptr(pp, end, PM_TRUNCATED, PM_MALFORMED)
 
 cdef inline int _r_skip_str(const uint8_t** pp, const uint8_t* end, bint compact, bint nullable) noexcept nogil:
-    cdef const uint8_t* p = pp[0]
-    cdef uint32_t u
-    cdef int16_t n16
-    cdef Py_ssize_t n
-    cdef int k
-    if compact:
-        k = read_uvarint32_ptr(p, end, &u)
-        if k <= 0:
-            return PM_TRUNCATED if p >= end else PM_MALFORMED
-        p += k
-        if u == 0:
-            if not nullable:
-                return PM_MALFORMED
-            pp[0] = p
-            return PM_OK
-        n = <Py_ssize_t>u - 1
-    else:
-        if end - p < 2:
-            return PM_TRUNCATED
-        n16 = <int16_t>load_be16(p)
-        p += 2
-        if n16 < 0:
-            if n16 == -1 and nullable:
-                pp[0] = p
-                return PM_OK
-            return PM_MALFORMED
-        n = n16
-    if n > end - p:
-        return PM_TRUNCATED
-    pp[0] = p + n
-    return PM_OK
+    cdef const uint8_t* v
+    cdef Py_ssize_t vn
+    return read_sized_ptr(pp, end, compact, 2, nullable, &v, &vn, PM_TRUNCATED, PM_MALFORMED)
 
 cdef inline bint _utf8_ok(const uint8_t* s, Py_ssize_t n) noexcept nogil:
     """Well-formed UTF-8 (RFC 3629: no overlong forms, surrogates or code points past
@@ -569,6 +454,32 @@ cdef inline Py_ssize_t _len(bytes b) noexcept:
     return -1 if b is None else len(b)
 
 
+cdef uint8_t* _frame_buffer() except NULL:
+    """A buffer for one request frame (PM_SBUF_CAP bytes), for _frame to free."""
+    cdef uint8_t* buf = <uint8_t*>malloc(PM_SBUF_CAP)
+    if buf == NULL:
+        raise MemoryError()
+    return buf
+
+
+cdef bytes _frame(uint8_t* buf, Py_ssize_t n):
+    """The n bytes an encoder wrote into buf (which is freed), or its PM_* error n as ValueError."""
+    try:
+        if n < 0:
+            raise ValueError(_CODEC_ERRORS[n])
+        return PyBytes_FromStringAndSize(<char*>buf, n)
+    finally:
+        free(buf)
+
+
+cdef uint8_t _NO_BYTES = 0
+
+
+cdef inline const uint8_t* _frame_ptr(const uint8_t[::1] v) noexcept:
+    # A valid pointer for an empty frame too (the decoders read nothing then).
+    return &v[0] if v.shape[0] else &_NO_BYTES
+
+
 cdef int check_version(object version, int top, str api) except -1:
     if not isinstance(version, int) or version < 0 or version > top:
         raise ValueError(f"{api} version {version!r} is not supported (0..{top})")
@@ -585,17 +496,9 @@ def encode_heartbeat_request(version, correlation_id, client_id, group_id, gener
     cdef bytes i = utf8_arg(group_instance_id, "group_instance_id", True)
     cdef int32_t corr = correlation_id
     cdef int32_t gen = generation_id
-    cdef uint8_t* buf = <uint8_t*>malloc(PM_SBUF_CAP)
-    if buf == NULL:
-        raise MemoryError()
-    try:
-        n = pm_encode_heartbeat(buf, PM_SBUF_CAP, version, corr, _ptr(cid), _len(cid), _ptr(g), _len(g), gen,
-                                _ptr(m), _len(m), _ptr(i), _len(i))
-        if n < 0:
-            raise ValueError(_CODEC_ERRORS[n])
-        return PyBytes_FromStringAndSize(<char*>buf, n)
-    finally:
-        free(buf)
+    cdef uint8_t* buf = _frame_buffer()
+    return _frame(buf, pm_encode_heartbeat(buf, PM_SBUF_CAP, version, corr, _ptr(cid), _len(cid), _ptr(g), _len(g), gen,
+                                           _ptr(m), _len(m), _ptr(i), _len(i)))
 
 
 def encode_leave_group_request(version, correlation_id, client_id, group_id, member_id,
@@ -608,17 +511,9 @@ def encode_leave_group_request(version, correlation_id, client_id, group_id, mem
     cdef bytes i = utf8_arg(group_instance_id, "group_instance_id", True)
     cdef bytes r = utf8_arg(reason, "reason", True)
     cdef int32_t corr = correlation_id
-    cdef uint8_t* buf = <uint8_t*>malloc(PM_SBUF_CAP)
-    if buf == NULL:
-        raise MemoryError()
-    try:
-        n = pm_encode_leave_group(buf, PM_SBUF_CAP, version, corr, _ptr(cid), _len(cid), _ptr(g), _len(g),
-                                  _ptr(m), _len(m), _ptr(i), _len(i), _ptr(r), _len(r))
-        if n < 0:
-            raise ValueError(_CODEC_ERRORS[n])
-        return PyBytes_FromStringAndSize(<char*>buf, n)
-    finally:
-        free(buf)
+    cdef uint8_t* buf = _frame_buffer()
+    return _frame(buf, pm_encode_leave_group(buf, PM_SBUF_CAP, version, corr, _ptr(cid), _len(cid), _ptr(g), _len(g),
+                                             _ptr(m), _len(m), _ptr(i), _len(i), _ptr(r), _len(r)))
 
 
 def decode_heartbeat_response(version, frame):
@@ -627,10 +522,7 @@ def decode_heartbeat_response(version, frame):
     cdef const uint8_t[::1] v = frame
     cdef int32_t corr = 0, throttle = 0
     cdef int16_t err = 0
-    cdef uint8_t dummy = 0
-    cdef const uint8_t* ptr = &dummy
-    if v.shape[0]:
-        ptr = &v[0]
+    cdef const uint8_t* ptr = _frame_ptr(v)
     cdef int rc = pm_decode_heartbeat_response(ptr, v.shape[0], version,
                                                &corr, &throttle, &err)
     if rc != PM_OK:
@@ -644,10 +536,7 @@ def decode_leave_group_response(version, frame):
     cdef const uint8_t[::1] v = frame
     cdef int32_t corr = 0
     cdef int16_t err = 0
-    cdef uint8_t dummy = 0
-    cdef const uint8_t* ptr = &dummy
-    if v.shape[0]:
-        ptr = &v[0]
+    cdef const uint8_t* ptr = _frame_ptr(v)
     cdef int rc = pm_decode_leave_group_response(ptr, v.shape[0], version,
                                                  &corr, &err)
     if rc != PM_OK:
@@ -665,17 +554,9 @@ def encode_consumer_group_heartbeat_request(version, correlation_id, client_id, 
     cdef bytes i = utf8_arg(instance_id, "instance_id", True)
     cdef int32_t corr = correlation_id
     cdef int32_t epoch = member_epoch
-    cdef uint8_t* buf = <uint8_t*>malloc(PM_SBUF_CAP)
-    if buf == NULL:
-        raise MemoryError()
-    try:
-        n = pm_encode_consumer_group_heartbeat(buf, PM_SBUF_CAP, version, corr, _ptr(cid), _len(cid),
-                                               _ptr(g), _len(g), _ptr(m), _len(m), epoch, _ptr(i), _len(i))
-        if n < 0:
-            raise ValueError(_CODEC_ERRORS[n])
-        return PyBytes_FromStringAndSize(<char*>buf, n)
-    finally:
-        free(buf)
+    cdef uint8_t* buf = _frame_buffer()
+    return _frame(buf, pm_encode_consumer_group_heartbeat(buf, PM_SBUF_CAP, version, corr, _ptr(cid), _len(cid),
+                                                          _ptr(g), _len(g), _ptr(m), _len(m), epoch, _ptr(i), _len(i)))
 
 
 def decode_consumer_group_heartbeat_response(version, frame):
@@ -686,10 +567,7 @@ def decode_consumer_group_heartbeat_response(version, frame):
     cdef int32_t corr = 0, throttle = 0, epoch = 0, interval = 0
     cdef int16_t err = 0
     cdef int has = 0
-    cdef uint8_t dummy = 0
-    cdef const uint8_t* ptr = &dummy
-    if v.shape[0]:
-        ptr = &v[0]
+    cdef const uint8_t* ptr = _frame_ptr(v)
     cdef int rc = pm_decode_consumer_group_heartbeat_response(ptr, v.shape[0], version, &corr, &throttle,
                                                               &err, &epoch, &interval, &has)
     if rc != PM_OK:
@@ -705,17 +583,9 @@ def encode_share_group_heartbeat_request(version, correlation_id, client_id, gro
     cdef bytes m = utf8_arg(member_id, "member_id", False)
     cdef int32_t corr = correlation_id
     cdef int32_t epoch = member_epoch
-    cdef uint8_t* buf = <uint8_t*>malloc(PM_SBUF_CAP)
-    if buf == NULL:
-        raise MemoryError()
-    try:
-        n = pm_encode_share_group_heartbeat(buf, PM_SBUF_CAP, version, corr, _ptr(cid), _len(cid),
-                                            _ptr(g), _len(g), _ptr(m), _len(m), epoch)
-        if n < 0:
-            raise ValueError(_CODEC_ERRORS[n])
-        return PyBytes_FromStringAndSize(<char*>buf, n)
-    finally:
-        free(buf)
+    cdef uint8_t* buf = _frame_buffer()
+    return _frame(buf, pm_encode_share_group_heartbeat(buf, PM_SBUF_CAP, version, corr, _ptr(cid), _len(cid),
+                                                       _ptr(g), _len(g), _ptr(m), _len(m), epoch))
 
 
 def decode_share_group_heartbeat_response(version, frame):
@@ -726,10 +596,7 @@ def decode_share_group_heartbeat_response(version, frame):
     cdef int32_t corr = 0, throttle = 0, epoch = 0, interval = 0
     cdef int16_t err = 0
     cdef int has = 0
-    cdef uint8_t dummy = 0
-    cdef const uint8_t* ptr = &dummy
-    if v.shape[0]:
-        ptr = &v[0]
+    cdef const uint8_t* ptr = _frame_ptr(v)
     cdef int rc = pm_decode_share_group_heartbeat_response(ptr, v.shape[0], version, &corr, &throttle,
                                                            &err, &epoch, &interval, &has)
     if rc != PM_OK:

@@ -21,7 +21,7 @@ The Python classes (``ScramClient``, the encode/decode functions) expose the sam
 for tests. Passwords and tokens never appear in an error.
 """
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
-from libc.stdint cimport INT32_MAX, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t
+from libc.stdint cimport INT32_MAX, int16_t, int32_t, int64_t, uint8_t, uint32_t
 from libc.stdio cimport snprintf
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy, memset, strlen
@@ -31,7 +31,8 @@ from kcore.openssl cimport (
     OPENSSL_cleanse, PKCS5_PBKDF2_HMAC, RAND_bytes)
 from kcore.transport cimport (
     TP_OK, tp_conn, tp_frame, tp_frame_start, tp_recv_frame, tp_send_all)
-from kcore.wire cimport load_be16, load_be32, load_be64, read_uvarint32_ptr, store_be16, store_be32, write_uvarint_ptr
+from kcore.wbuf cimport wb_finish, wb_i32, wb_init, wb_raw, wb_request_header, wb_str, wb_uvarint, wbuf
+from kcore.wire cimport load_be16, load_be32, load_be64, read_sized_ptr, skip_tagged_fields_ptr
 
 from kcore.errors import KafkaError
 
@@ -342,77 +343,17 @@ cdef int sasl_scram_verify(sasl_scram* s, const uint8_t* server_final, Py_ssize_
 
 
 # ---------------------------------------------------------------- requests and responses
-ctypedef struct _wbuf:
-    uint8_t* p
-    Py_ssize_t cap
-    Py_ssize_t n
-    int overflow
-
-
-cdef inline void _w(_wbuf* b, const void* src, Py_ssize_t n) noexcept nogil:
-    if b.overflow or n > b.cap - b.n:
-        b.overflow = 1
-        return
-    if n:
-        memcpy(b.p + b.n, src, n)
-    b.n += n
-
-
-cdef inline void _w16(_wbuf* b, int v) noexcept nogil:
-    cdef uint8_t t[2]
-    store_be16(t, <uint16_t>v)
-    _w(b, t, 2)
-
-
-cdef inline void _w32(_wbuf* b, int32_t v) noexcept nogil:
-    cdef uint8_t t[4]
-    store_be32(t, <uint32_t>v)
-    _w(b, t, 4)
-
-
-cdef inline void _wvar(_wbuf* b, uint32_t v) noexcept nogil:
-    cdef uint8_t t[10]
-    _w(b, t, write_uvarint_ptr(t, v))
-
-
-cdef inline void _header(_wbuf* b, int api, int version, int32_t corr, const char* client_id,
-                         Py_ssize_t client_id_len, bint flexible) noexcept nogil:
-    _w32(b, 0)
-    _w16(b, api)
-    _w16(b, version)
-    _w32(b, corr)
-    if client_id == NULL or client_id_len < 0:
-        _w16(b, -1)
-    else:
-        _w16(b, <int>client_id_len)
-        _w(b, client_id, client_id_len)
-    if flexible:
-        _wvar(b, 0)
-
-
-cdef inline Py_ssize_t _finish(_wbuf* b) noexcept nogil:
-    if b.overflow:
-        return SASL_E_OVERFLOW
-    store_be32(b.p, <uint32_t>(b.n - 4))
-    return b.n
-
-
 cdef Py_ssize_t sasl_encode_handshake(uint8_t* out, Py_ssize_t cap, int32_t correlation_id,
                                       const char* client_id, Py_ssize_t client_id_len,
                                       const char* mechanism) noexcept nogil:
     """SaslHandshake v1 {mechanism} with its size prefix: the length, or SASL_E_OVERFLOW."""
-    cdef _wbuf b
-    cdef Py_ssize_t m = strlen(mechanism)
-    b.p = out
-    b.cap = cap
-    b.n = 0
-    b.overflow = 0
+    cdef wbuf b
     if client_id_len > 32767:
         return SASL_E_OVERFLOW
-    _header(&b, _SASL_HANDSHAKE, 1, correlation_id, client_id, client_id_len, False)
-    _w16(&b, <int>m)
-    _w(&b, mechanism, m)
-    return _finish(&b)
+    wb_init(&b, out, cap)
+    wb_request_header(&b, _SASL_HANDSHAKE, 1, correlation_id, client_id, client_id_len, False)
+    wb_str(&b, mechanism, strlen(mechanism), False)
+    return wb_finish(&b, SASL_E_OVERFLOW)
 
 
 cdef int sasl_decode_handshake_response(const uint8_t* p, Py_ssize_t n, int32_t* correlation_id,
@@ -430,62 +371,22 @@ cdef Py_ssize_t sasl_encode_authenticate(uint8_t* out, Py_ssize_t cap, int versi
                                          const char* client_id, Py_ssize_t client_id_len,
                                          const uint8_t* auth, Py_ssize_t auth_len) noexcept nogil:
     """SaslAuthenticate v0-2 {auth_bytes} with its size prefix: the length, or a SASL_E_* code."""
-    cdef _wbuf b
+    cdef wbuf b
     cdef bint flex = version >= 2
     if version < 0 or version > 2:
         return SASL_E_STATE
     if client_id_len > 32767 or auth_len > INT32_MAX - 1:
         return SASL_E_OVERFLOW
-    b.p = out
-    b.cap = cap
-    b.n = 0
-    b.overflow = 0
-    _header(&b, _SASL_AUTHENTICATE, version, correlation_id, client_id, client_id_len, flex)
+    wb_init(&b, out, cap)
+    wb_request_header(&b, _SASL_AUTHENTICATE, version, correlation_id, client_id, client_id_len, flex)
     if flex:
-        _wvar(&b, <uint32_t>(auth_len + 1))
+        wb_uvarint(&b, <uint32_t>(auth_len + 1))
     else:
-        _w32(&b, <int32_t>auth_len)
-    _w(&b, auth, auth_len)
+        wb_i32(&b, <int32_t>auth_len)
+    wb_raw(&b, auth, auth_len)
     if flex:
-        _wvar(&b, 0)
-    return _finish(&b)
-
-
-cdef int _r_bytes(const uint8_t** pp, const uint8_t* end, bint compact, bint is_string, bint nullable,
-                  const uint8_t** v, Py_ssize_t* vn) noexcept nogil:
-    cdef const uint8_t* p = pp[0]
-    cdef uint32_t u
-    cdef int k
-    cdef int64_t n
-    if compact:
-        k = read_uvarint32_ptr(p, end, &u)
-        if k <= 0:
-            return SASL_E_MALFORMED
-        p += k
-        n = <int64_t>u - 1
-    elif is_string:
-        if end - p < 2:
-            return SASL_E_MALFORMED
-        n = <int16_t>load_be16(p)
-        p += 2
-    else:
-        if end - p < 4:
-            return SASL_E_MALFORMED
-        n = <int32_t>load_be32(p)
-        p += 4
-    if n < 0:
-        if n == -1 and nullable:
-            v[0] = NULL
-            vn[0] = -1
-            pp[0] = p
-            return SASL_OK
-        return SASL_E_MALFORMED
-    if n > end - p:
-        return SASL_E_MALFORMED
-    v[0] = p
-    vn[0] = <Py_ssize_t>n
-    pp[0] = p + n
-    return SASL_OK
+        wb_uvarint(&b, 0)
+    return wb_finish(&b, SASL_E_OVERFLOW)
 
 
 cdef int sasl_decode_authenticate_response(const uint8_t* p, Py_ssize_t n, int version, int32_t* correlation_id,
@@ -503,45 +404,23 @@ cdef int sasl_decode_authenticate_response(const uint8_t* p, Py_ssize_t n, int v
         return SASL_E_MALFORMED
     correlation_id[0] = <int32_t>load_be32(p)
     p += 4
-    if flex and _skip_tags(&p, end) != SASL_OK:      # response header v1
+    if flex and skip_tagged_fields_ptr(&p, end, SASL_E_MALFORMED, SASL_E_MALFORMED) != SASL_OK:  # response header v1
         return SASL_E_MALFORMED
     if end - p < 2:
         return SASL_E_MALFORMED
     error_code[0] = <int16_t>load_be16(p)
     p += 2
-    if _r_bytes(&p, end, flex, True, True, message, message_len) != SASL_OK:
+    if read_sized_ptr(&p, end, flex, 2, True, message, message_len, SASL_E_MALFORMED, SASL_E_MALFORMED) != SASL_OK:
         return SASL_E_MALFORMED
-    if _r_bytes(&p, end, flex, False, False, auth, auth_len) != SASL_OK:
+    if read_sized_ptr(&p, end, flex, 4, False, auth, auth_len, SASL_E_MALFORMED, SASL_E_MALFORMED) != SASL_OK:
         return SASL_E_MALFORMED
     if version >= 1:
         if end - p < 8:
             return SASL_E_MALFORMED
         session_lifetime_ms[0] = <int64_t>load_be64(p)
         p += 8
-    if flex and _skip_tags(&p, end) != SASL_OK:
+    if flex and skip_tagged_fields_ptr(&p, end, SASL_E_MALFORMED, SASL_E_MALFORMED) != SASL_OK:
         return SASL_E_MALFORMED
-    return SASL_OK
-
-
-cdef int _skip_tags(const uint8_t** pp, const uint8_t* end) noexcept nogil:
-    """Skip a tagged-field section (none is defined for these messages)."""
-    cdef const uint8_t* p = pp[0]
-    cdef uint32_t count, tag, size
-    cdef int k = read_uvarint32_ptr(p, end, &count)
-    if k <= 0:
-        return SASL_E_MALFORMED
-    p += k
-    while count > 0:
-        k = read_uvarint32_ptr(p, end, &tag)
-        if k <= 0:
-            return SASL_E_MALFORMED
-        p += k
-        k = read_uvarint32_ptr(p, end, &size)
-        if k <= 0 or size > <uint32_t>(end - p - k):
-            return SASL_E_MALFORMED
-        p += k + size
-        count -= 1
-    pp[0] = p
     return SASL_OK
 
 

@@ -3,7 +3,8 @@
 
 Two layers:
 * nogil pointer helpers (``load_be*``, ``store_be*``, ``read_*varint*_ptr``,
-  ``write_uvarint*_ptr``, ``zigzag*``) for tight loops over raw memory (record batches).
+  ``write_uvarint*_ptr``, ``zigzag*``, ``read_sized_ptr``, ``skip_tagged_fields_ptr``) for tight
+  loops over raw memory (record batches, the GIL-free codecs).
   The readers return the number of bytes consumed (> 0) or WIRE_UNDERFLOW / WIRE_BAD_VARINT;
   they never touch a Python object, so callers may run them under ``with nogil``.
 * ``Reader`` / ``Writer`` cdef classes whose inline methods raise kcore.errors exceptions
@@ -137,6 +138,75 @@ cdef inline int read_varlong_ptr(const uint8_t* p, const uint8_t* end,
     if n > 0:
         out[0] = zigzag_decode64(u)
     return n
+
+
+cdef inline int skip_tagged_fields_ptr(const uint8_t** pp, const uint8_t* end, int truncated,
+                                       int malformed) noexcept nogil:
+    """Skip the tagged-field section at pp[0] and advance pp[0] past it: 0, else the caller's
+    ``truncated`` (the input ends inside it) or ``malformed`` (a bad varint) code."""
+    cdef const uint8_t* p = pp[0]
+    cdef uint32_t count, tag, size
+    cdef int k = read_uvarint32_ptr(p, end, &count)
+    if k <= 0:
+        return truncated if p >= end else malformed
+    p += k
+    while count > 0:
+        k = read_uvarint32_ptr(p, end, &tag)
+        if k <= 0:
+            return truncated if p >= end else malformed
+        p += k
+        k = read_uvarint32_ptr(p, end, &size)
+        if k <= 0:
+            return truncated if p >= end else malformed
+        p += k
+        if size > <uint32_t>(end - p):
+            return truncated
+        p += size
+        count -= 1
+    pp[0] = p
+    return 0
+
+
+cdef inline int read_sized_ptr(const uint8_t** pp, const uint8_t* end, bint compact, int length_size,
+                               bint nullable, const uint8_t** value, Py_ssize_t* value_len,
+                               int truncated, int malformed) noexcept nogil:
+    """The STRING / BYTES field at pp[0]: compact (unsigned varint, length + 1) or after an int16
+    (length_size 2) or int32 (4) length, where -1 (compact: 0) is null if nullable. Sets value
+    and value_len (NULL and -1 for null) and advances pp[0] past it: 0, else the caller's
+    ``truncated`` (the input ends inside it) or ``malformed`` code."""
+    cdef const uint8_t* p = pp[0]
+    cdef uint32_t u
+    cdef int64_t n
+    cdef int k
+    if compact:
+        k = read_uvarint32_ptr(p, end, &u)
+        if k <= 0:
+            return truncated if p >= end else malformed
+        p += k
+        n = <int64_t>u - 1
+    elif length_size == 2:
+        if end - p < 2:
+            return truncated
+        n = <int16_t>load_be16(p)
+        p += 2
+    else:
+        if end - p < 4:
+            return truncated
+        n = <int32_t>load_be32(p)
+        p += 4
+    if n < 0:
+        if n != -1 or not nullable:
+            return malformed
+        value[0] = NULL
+        value_len[0] = -1
+        pp[0] = p
+        return 0
+    if n > end - p:
+        return truncated
+    value[0] = p
+    value_len[0] = <Py_ssize_t>n
+    pp[0] = p + n
+    return 0
 
 
 cdef inline int uvarint_size(uint64_t v) noexcept nogil:

@@ -5,7 +5,7 @@ Both group protocols are built from the same parts, by composition:
 - ``CoordinatorChannel`` (coordinator_channel): finding and reaching the group coordinator;
 - ``OffsetCommitter`` (commit_manager): commits, committed offsets, auto-commit;
 - a ``HeartbeatDriver`` (heartbeat_driver): the Python heartbeat thread, or the GIL-free
-  pacemaker link that carries it (pacemaker, consumer_pacemaker).
+  pacemaker link that carries it (pacemaker, consumer_pacemaker over epoch_link).
 
 ``group.protocol=classic``: ``AbstractCoordinator`` (join, sync, generations; mechanisms §5)
 and ``ConsumerCoordinator`` (assignors, snapshots; §6) with the embedded protocol's encodings

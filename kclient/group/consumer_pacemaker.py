@@ -31,12 +31,10 @@ from __future__ import annotations
 import logging
 from typing import Any, Protocol
 
-from kcore.timers import Heartbeat
-
-from kclient import protocol
-from kclient.group.consumer_heartbeat_loop import ConsumerHeartbeatLoop, ConsumerLoopHost
+from kclient.group.consumer_heartbeat_loop import ConsumerHeartbeatLoop
 from kclient.group.consumer_membership import ConsumerMembership, MemberState as CState
-from kclient.group.pacemaker import LinkBase, start_link
+from kclient.group.epoch_link import EpochLink, EpochLinkHost
+from kclient.group.pacemaker import start_link
 from kclient.network.metadata import Node
 from kclient.protocol import ApiKey
 
@@ -48,25 +46,14 @@ log = logging.getLogger(__name__)
 _ENGAGED_STATES = frozenset({CState.STABLE, CState.RECONCILING})
 
 
-class ConsumerPacemakerHost(ConsumerLoopHost, Protocol):
-    """What the KIP-848 link needs of its coordinator, beyond what its loop needs."""
+class ConsumerPacemakerHost(EpochLinkHost, Protocol):
+    """What the KIP-848 link needs of its coordinator, beyond what every epoch link needs."""
 
     @property
     def membership(self) -> ConsumerMembership: ...
 
-    heartbeat: Heartbeat
     session_timeout_ms: int
     rebalance_timeout_ms: int
-    request_timeout_ms: int
-
-    def coordinator(self) -> Node | None: ...
-
-    def api_version(self, node: Node, api: int) -> int | None: ...
-
-    def mark_coordinator_unknown(self, reason: str, disconnected: bool = False, node: Any = None) -> None: ...
-
-    def on_heartbeat_error(self, err: BaseException, node: Node | None) -> None:
-        """React to an error a heartbeat answered (holding the lock)."""
 
 
 def create_consumer_link(coordinator: ConsumerPacemakerHost, client: Any) -> "ConsumerPacemakerLink | None":
@@ -75,115 +62,54 @@ def create_consumer_link(coordinator: ConsumerPacemakerHost, client: Any) -> "Co
                       "the group's session timeout")
 
 
-class ConsumerPacemakerLink(LinkBase):
-    def __init__(self, coordinator: ConsumerPacemakerHost, client_id: str | None):
-        super().__init__(coordinator.heartbeat, coordinator.lock, coordinator.group_id, client_id)
-        self._c = coordinator
-        self._python = ConsumerHeartbeatLoop(coordinator, self)
-        #: Answers with an assignment that came through the pacemaker and were digested.
-        self.assignments_adopted = 0
+class ConsumerPacemakerLink(EpochLink):
+    _c: ConsumerPacemakerHost
+    _api = ApiKey.CONSUMER_GROUP_HEARTBEAT
+    _loop = ConsumerHeartbeatLoop
+    _adopt_states = _ENGAGED_STATES | {CState.ACKNOWLEDGING}
+    _log = log
+    _group_kind = "group"
 
-    def sync(self) -> None:
-        """Engage or disengage to match the membership; call holding the coordinator lock."""
+    def _target(self, node: Node) -> tuple | None:
         from kcore.pacemaker import MAX_CONSUMER_GROUP_HEARTBEAT_VERSION
 
         c = self._c
         m = c.membership
-        want = None
-        node = c.coordinator()
-        if (not c.closed and not self._fallen_back and node is not None and not c.heartbeat_in_flight()
-                and m.state in _ENGAGED_STATES and m.member_epoch > 0 and m.fatal_error is None):
-            version = c.api_version(node, ApiKey.CONSUMER_GROUP_HEARTBEAT)
-            if version is not None and version <= MAX_CONSUMER_GROUP_HEARTBEAT_VERSION:
-                # The epoch is not part of it: while engaged, the pacemaker advances it.
-                want = (node.host, node.port, m.member_id, m.instance_id, version, c.request_timeout_ms)
-        if want == self._pushed:
-            return
-        if want is None:
-            self._disengage()
-            return
+        if m.state not in _ENGAGED_STATES:
+            return None
+        version = c.api_version(node, ApiKey.CONSUMER_GROUP_HEARTBEAT)
+        if version is None or version > MAX_CONSUMER_GROUP_HEARTBEAT_VERSION:
+            return None
+        return (node.host, node.port, m.member_id, m.instance_id, version, c.request_timeout_ms)
+
+    def _configure(self, node: Node, want: tuple) -> int:
+        c = self._c
+        m = c.membership
         host, port, member_id, instance_id, version, timeout = want
-        assert node is not None     # want is only set with a coordinator
         self.prepare_connection(node, c.api_version)
         c.heartbeat.set_heartbeat_interval_ms(m.heartbeat_interval_ms)
-        self._epoch = self._pm.configure_consumer(
+        epoch = self._pm.configure_consumer(
             host=host, port=port, group_id=c.group_id or "", member_id=member_id, member_epoch=m.member_epoch,
             group_instance_id=instance_id, version=version, request_timeout_ms=timeout)
-        self._pushed = want
         log.debug("group %s: pacemaker heartbeats member %s from epoch %d to %s:%d (ConsumerGroupHeartbeat v%d)",
                   c.group_id, member_id, m.member_epoch, host, port, version)
+        return epoch
 
-    def disengage(self) -> None:
-        """Python sends the next heartbeat (holding the coordinator lock); ``sync`` after its
-        answer engages the pacemaker again."""
+    def _coordinator_lost_reason(self, code: int) -> str:
+        from kcore.pacemaker import CODE_SESSION_EXPIRED
+
+        if code == CODE_SESSION_EXPIRED:
+            return f"no heartbeat response within session.timeout.ms ({self._c.session_timeout_ms} ms)"
+        return f"error {code} from ConsumerGroupHeartbeat"
+
+    def _on_poll_timeout(self, code: int, detail: int) -> None:
+        c = self._c
+        m = c.membership
         self._disengage()
-
-    def _disengage(self) -> None:
-        """Stop the pacemaker and take over what it learnt (holding the coordinator lock)."""
-        if self._pushed is None:
-            return
-        self._pushed = None
-        self._epoch = self._pm.deactivate()
-        self._adopt()
-
-    def _adopt(self) -> None:
-        """Bring the membership up to the pacemaker's newest answer: its assignment, if Python
-        has not digested it yet, and its epoch (a heartbeat with an older one is fenced)."""
-        c = self._c
-        m = c.membership
-        if m.state not in _ENGAGED_STATES and m.state is not CState.ACKNOWLEDGING:
-            return
-        taken = self._pm.take_assignment()
-        if taken is not None:
-            _seq, version, frame = taken
-            response = protocol.decode_response(ApiKey.CONSUMER_GROUP_HEARTBEAT, version, frame)
-            if response.get("member_epoch", 0) >= m.member_epoch:
-                m.on_response(response)
-                self.assignments_adopted += 1
-        epoch = self._pm.member_epoch
-        if epoch > m.member_epoch:
-            m.member_epoch = epoch
-
-    # ------------------------------------------------------------------ events -> coordinator
-    def _apply(self, events: list) -> None:
-        from kcore.pacemaker import (CODE_CONNECT_FAILED, CODE_SESSION_EXPIRED, EV_ASSIGNMENT, EV_COORDINATOR_LOST,
-                                     EV_DISCONNECTED, EV_HEARTBEAT_ERROR, EV_POLL_TIMEOUT)
-
-        c = self._c
-        m = c.membership
-        for kind, code, epoch, _epoch_or_gen, _at_ms, detail in events:
-            if epoch != self._epoch:
-                continue   # of a configuration that is gone (_disengage adopted what mattered)
-            if kind == EV_ASSIGNMENT:
-                self._adopt()
-            elif kind == EV_DISCONNECTED and code == CODE_CONNECT_FAILED and not self._pm.stats()["connects"]:
-                log.info("group %s: the GIL-free pacemaker could not connect to the coordinator (%s); the "
-                         "Python heartbeat thread heartbeats instead", c.group_id, self.connect_failure(detail))
-                self._fallen_back = True
-            elif kind == EV_DISCONNECTED:
-                log.debug("group %s: pacemaker connection to the coordinator failed (%d, errno %d); reconnecting",
-                          c.group_id, code, detail)
-            elif kind == EV_COORDINATOR_LOST:
-                self._disengage()
-                if code == CODE_SESSION_EXPIRED:
-                    reason = f"no heartbeat response within session.timeout.ms ({c.session_timeout_ms} ms)"
-                else:
-                    reason = f"error {code} from ConsumerGroupHeartbeat"
-                c.mark_coordinator_unknown(reason)
-            elif kind == EV_POLL_TIMEOUT:
-                self._disengage()
-                log.warning(
-                    "member %s of group %s: poll() was not called for %d ms, more than max.poll.interval.ms "
-                    "(%d ms): the pacemaker left the group (%s) so its partitions are reassigned; the next "
-                    "poll() rejoins. Process records faster, lower max.poll.records, or raise "
-                    "max.poll.interval.ms.", m.member_id, c.group_id, detail, c.rebalance_timeout_ms,
-                    "leave not sent" if code < 0 else f"leave answered {code}")
-                m.fenced("poll timeout")
-            elif kind == EV_HEARTBEAT_ERROR:
-                self._disengage()
-                err = m.on_response({"error_code": code})
-                if err is not None:
-                    c.on_heartbeat_error(err, c.coordinator())
-        self.sync()
-        c.cond.notify_all()
-        c.wake_network()
+        log.warning(
+            "member %s of group %s: poll() was not called for %d ms, more than max.poll.interval.ms "
+            "(%d ms): the pacemaker left the group (%s) so its partitions are reassigned; the next "
+            "poll() rejoins. Process records faster, lower max.poll.records, or raise "
+            "max.poll.interval.ms.", m.member_id, c.group_id, detail, c.rebalance_timeout_ms,
+            "leave not sent" if code < 0 else f"leave answered {code}")
+        m.fenced("poll timeout")

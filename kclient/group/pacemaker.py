@@ -5,7 +5,8 @@ that holds the GIL for longer than session.timeout.ms. ``LinkBase`` is what ever
 to it shares: the pacemaker and its run() thread, its events, and the Python heartbeat
 thread the link carries (for coordinator lookups, and for heartbeats whenever the
 pacemaker is not engaged). A link is a ``HeartbeatDriver``; each group protocol has its own
-(``PacemakerLink`` here for the classic one, ``ConsumerPacemakerLink`` for KIP-848):
+(``PacemakerLink`` here for the classic one; for KIP-848 and share groups, whose pacemaker
+advances a member epoch, ``ConsumerPacemakerLink`` and ``SharePacemakerLink`` on ``EpochLink``):
 
 - ``membership_changed()`` (holding the coordinator lock, after any membership change)
   tells the pacemaker whom to heartbeat as and where: the classic member heartbeats while

@@ -23,12 +23,9 @@ from __future__ import annotations
 import logging
 from typing import Any, Protocol
 
-from kcore.timers import Heartbeat
-
-from kclient import protocol
-from kclient.group.consumer_heartbeat_loop import ConsumerLoopHost
+from kclient.group.epoch_link import EpochLink, EpochLinkHost
 from kclient.group.heartbeat_driver import HeartbeatDriver
-from kclient.group.pacemaker import LinkBase, start_link
+from kclient.group.pacemaker import start_link
 from kclient.network.metadata import Node
 from kclient.protocol import ApiKey
 from kclient.share.heartbeat_loop import ShareHeartbeatLoop
@@ -39,26 +36,14 @@ __all__ = ["SharePacemakerLink", "SharePacemakerHost", "create_share_driver"]
 log = logging.getLogger(__name__)
 
 
-class SharePacemakerHost(ConsumerLoopHost, Protocol):
-    """What the share link needs of its coordinator, beyond what its Python loop needs."""
+class SharePacemakerHost(EpochLinkHost, Protocol):
+    """What the share link needs of its coordinator, beyond what every epoch link needs."""
 
     @property
     def membership(self) -> ShareMembership: ...
 
-    heartbeat: Heartbeat
-    request_timeout_ms: int
-
-    def coordinator(self) -> Node | None: ...
-
-    def api_version(self, node: Node, api: int) -> int | None: ...
-
     def subscription_acknowledged(self) -> bool:
         """The broker answered a heartbeat that carried the current subscription."""
-
-    def mark_coordinator_unknown(self, reason: str) -> None: ...
-
-    def on_heartbeat_error(self, err: BaseException, node: Node | None) -> None:
-        """React to an error a heartbeat answered (holding the lock)."""
 
 
 def create_share_driver(coordinator: SharePacemakerHost, client: Any) -> HeartbeatDriver:
@@ -69,105 +54,44 @@ def create_share_driver(coordinator: SharePacemakerHost, client: Any) -> Heartbe
     return link if link is not None else ShareHeartbeatLoop(coordinator)
 
 
-class SharePacemakerLink(LinkBase):
-    def __init__(self, coordinator: SharePacemakerHost, client_id: str | None):
-        super().__init__(coordinator.heartbeat, coordinator.lock, coordinator.group_id, client_id)
-        self._c = coordinator
-        self._python = ShareHeartbeatLoop(coordinator, self)
-        #: Answers with an assignment that came through the pacemaker and were digested.
-        self.assignments_adopted = 0
+class SharePacemakerLink(EpochLink):
+    _c: SharePacemakerHost
+    _api = ApiKey.SHARE_GROUP_HEARTBEAT
+    _loop = ShareHeartbeatLoop
+    _adopt_states = frozenset({ShareMemberState.STABLE})
+    _log = log
+    _group_kind = "share group"
 
-    def sync(self) -> None:
-        """Engage or disengage to match the membership; call holding the coordinator lock."""
+    def _target(self, node: Node) -> tuple | None:
         from kcore.pacemaker import MAX_SHARE_GROUP_HEARTBEAT_VERSION
 
         c = self._c
         m = c.membership
-        want = None
-        node = c.coordinator()
-        if (not c.closed and not self._fallen_back and node is not None and not c.heartbeat_in_flight()
-                and m.state is ShareMemberState.STABLE and m.member_epoch > 0 and m.fatal_error is None
-                and c.subscription_acknowledged()):
-            version = c.api_version(node, ApiKey.SHARE_GROUP_HEARTBEAT)
-            if version is not None and 1 <= version <= MAX_SHARE_GROUP_HEARTBEAT_VERSION:
-                want = (node.host, node.port, m.member_id, version, c.request_timeout_ms)
-        if want == self._pushed:
-            return
-        if want is None:
-            self._disengage()
-            return
+        if m.state is not ShareMemberState.STABLE or not c.subscription_acknowledged():
+            return None
+        version = c.api_version(node, ApiKey.SHARE_GROUP_HEARTBEAT)
+        if version is None or not 1 <= version <= MAX_SHARE_GROUP_HEARTBEAT_VERSION:
+            return None
+        return (node.host, node.port, m.member_id, version, c.request_timeout_ms)
+
+    def _configure(self, node: Node, want: tuple) -> int:
+        c = self._c
+        m = c.membership
         host, port, member_id, version, timeout = want
         now = c.now_ms()
         c.heartbeat.set_heartbeat_interval_ms(m.heartbeat_interval_ms)
         # Python's heartbeat was just answered: the session is fresh, the next one due an interval later.
         c.heartbeat.reset_timeouts(now)
         c.heartbeat.received_heartbeat(now)
-        self._epoch = self._pm.configure_share(host=host, port=port, group_id=c.group_id or "", member_id=member_id,
-                                               member_epoch=m.member_epoch, version=version,
-                                               request_timeout_ms=timeout)
-        self._pushed = want
+        epoch = self._pm.configure_share(host=host, port=port, group_id=c.group_id or "", member_id=member_id,
+                                         member_epoch=m.member_epoch, version=version, request_timeout_ms=timeout)
         log.debug("share group %s: pacemaker heartbeats member %s from epoch %d to %s:%d (ShareGroupHeartbeat v%d)",
                   c.group_id, member_id, m.member_epoch, host, port, version)
+        return epoch
 
-    def disengage(self) -> None:
-        """Python sends the next heartbeat (holding the coordinator lock)."""
-        self._disengage()
+    def _coordinator_lost_reason(self, code: int) -> str:
+        from kcore.pacemaker import CODE_SESSION_EXPIRED
 
-    def _disengage(self) -> None:
-        if self._pushed is None:
-            return
-        self._pushed = None
-        self._epoch = self._pm.deactivate()
-        self._adopt()
-
-    def _adopt(self) -> None:
-        """Bring the membership up to the pacemaker's newest answer: its assignment, if not
-        digested yet, and its epoch (a heartbeat with an older one is fenced)."""
-        m = self._c.membership
-        if m.state is not ShareMemberState.STABLE:
-            return
-        taken = self._pm.take_assignment()
-        if taken is not None:
-            _seq, version, frame = taken
-            response = protocol.decode_response(ApiKey.SHARE_GROUP_HEARTBEAT, version, frame)
-            if response.get("member_epoch", 0) >= m.member_epoch:
-                m.on_response(response)
-                self.assignments_adopted += 1
-        epoch = self._pm.member_epoch
-        if epoch > m.member_epoch:
-            m.member_epoch = epoch
-
-    # ------------------------------------------------------------------ events -> coordinator
-    def _apply(self, events: list) -> None:
-        from kcore.pacemaker import (CODE_CONNECT_FAILED, CODE_SESSION_EXPIRED, EV_ASSIGNMENT, EV_COORDINATOR_LOST,
-                                     EV_DISCONNECTED, EV_HEARTBEAT_ERROR)
-
-        c = self._c
-        m = c.membership
-        for kind, code, epoch, _epoch_or_gen, _at_ms, detail in events:
-            if epoch != self._epoch:
-                continue   # of a configuration that is gone (_disengage adopted what mattered)
-            if kind == EV_ASSIGNMENT:
-                self._adopt()
-            elif kind == EV_DISCONNECTED and code == CODE_CONNECT_FAILED and not self._pm.stats()["connects"]:
-                log.info("share group %s: the GIL-free pacemaker could not connect to the coordinator (errno %d); "
-                         "the Python heartbeat thread heartbeats instead", c.group_id, detail)
-                self._fallen_back = True
-            elif kind == EV_DISCONNECTED:
-                log.debug("share group %s: pacemaker connection to the coordinator failed (%d, errno %d); "
-                          "reconnecting", c.group_id, code, detail)
-            elif kind == EV_COORDINATOR_LOST:
-                self._disengage()
-                if code == CODE_SESSION_EXPIRED:
-                    reason = f"no heartbeat response within {c.heartbeat.session_timeout_ms} ms"
-                else:
-                    reason = f"error {code} from ShareGroupHeartbeat"
-                c.mark_coordinator_unknown(reason)
-            elif kind == EV_HEARTBEAT_ERROR:
-                self._disengage()
-                err = m.on_response({"error_code": code})
-                if err is not None:
-                    c.on_heartbeat_error(err, c.coordinator())
-        self.sync()
-        c.cond.notify_all()
-        c.wake_network()
+        if code == CODE_SESSION_EXPIRED:
+            return f"no heartbeat response within {self._c.heartbeat.session_timeout_ms} ms"
+        return f"error {code} from ShareGroupHeartbeat"
