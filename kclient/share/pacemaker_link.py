@@ -78,6 +78,9 @@ class SharePacemakerLink(EpochLink):
         c = self._c
         m = c.membership
         host, port, member_id, version, timeout = want
+        # The SaslAuthenticate version negotiated with this node and the newest OAUTHBEARER
+        # token, as the other links take them before they engage.
+        self.prepare_connection(node, c.api_version)
         now = c.now_ms()
         c.heartbeat.set_heartbeat_interval_ms(m.heartbeat_interval_ms)
         # Python's heartbeat was just answered: the session is fresh, the next one due an interval later.

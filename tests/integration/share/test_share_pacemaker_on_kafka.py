@@ -6,7 +6,9 @@ acquires five records (explicit mode, not acknowledged), then calls libc ``sleep
 (the harness sets ``group.share.session.timeout.ms`` to 6 s). The pacemaker's
 ShareGroupHeartbeats keep A in the group: member B, polling in this process all along, never
 gets A's records (an evicted member's records are released to the others), and A's
-acknowledgements after the stall are accepted.
+acknowledgements after the stall are accepted. Once on the plaintext listener, and once with A
+on SASL_SSL SCRAM-SHA-512 (the pacemaker's own connection does TLS and SCRAM in C, and renews
+its 2 s SASL sessions during the stall).
 """
 from __future__ import annotations
 
@@ -17,10 +19,13 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from kclient.producer import KafkaProducer
 from kclient.share.consumer import KafkaShareConsumer
 
 import repo_paths
+from kclient.testing.pki import SCRAM_USER
 
 REPO = str(repo_paths.REPO)
 STALL_S = 8
@@ -45,7 +50,7 @@ def say(**kw):
     print(json.dumps(kw), flush=True)
 
 c = KafkaShareConsumer(cfg["topic"], bootstrap_servers=cfg["bootstrap"], group_id=cfg["group"],
-                       client_id="a-member", share_acknowledgement_mode="explicit")
+                       client_id="a-member", share_acknowledgement_mode="explicit", **cfg["settings"])
 deadline = time.monotonic() + 90
 while c.acquisition_lock_timeout_ms() is None or not c.metrics()["assigned-partitions"]:
     assert not c.poll(100)
@@ -118,11 +123,24 @@ class Child:
         self.proc.wait(30)
 
 
-def test_share_member_keeps_its_membership_and_records_through_a_gil_holding_call(kafka, create_topic,
+@pytest.fixture(params=["plaintext", "sasl_ssl-scram-sha-512"])
+def a_listener(request):
+    """(cluster, A's bootstrap, A's security settings); B always uses the plaintext listener."""
+    if request.param == "plaintext":
+        kafka = request.getfixturevalue("kafka")
+        return kafka, kafka.bootstrap, {}
+    kafka = request.getfixturevalue("secure_kafka")
+    return kafka, kafka.bootstrap_for("SASL_SSL"), {
+        "security.protocol": "SASL_SSL", "ssl.cafile": str(kafka.pki.ca_file), "sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.plain.username": SCRAM_USER[0], "sasl.plain.password": SCRAM_USER[1]}
+
+
+def test_share_member_keeps_its_membership_and_records_through_a_gil_holding_call(a_listener, create_topic,
                                                                                  topic_name, group_id):
+    kafka, a_bootstrap, a_settings = a_listener
     create_topic(kafka, topic_name, 1)
-    a = Child({"bootstrap": kafka.bootstrap, "topic": topic_name, "group": group_id, "stall": STALL_S,
-               "records": 5})
+    a = Child({"bootstrap": a_bootstrap, "settings": a_settings, "topic": topic_name, "group": group_id,
+               "stall": STALL_S, "records": 5})
     b = None
     try:
         a.read("ready", 120)
