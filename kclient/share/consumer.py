@@ -39,7 +39,7 @@ from kclient.protocol import ApiKey
 from kclient.share.acknowledgements import AcknowledgeType
 from kclient.share.columnar import ShareColumnarRecords
 from kclient.share.coordinator import ShareCoordinator, no_share_groups
-from kclient.share.fetcher import AckResult, Acquired, ShareFetcher
+from kclient.share.fetcher import RECORD_LIMIT, AckResult, Acquired, ShareFetcher
 from kclient.share.held import RangeSet
 from kclient.share.pacemaker_link import create_share_driver
 from kclient.share.records import ShareConsumerRecord
@@ -104,6 +104,8 @@ class KafkaShareConsumer:
         self._key_deserializer = as_deserializer(c.key_deserializer)
         self._value_deserializer = as_deserializer(c.value_deserializer)
         self._loop: HeartbeatDriver | None = None
+        #: Send the next ShareFetch when a poll hands out the last records acquired.
+        self._fetch_ahead = c.fetch.acquire_mode != RECORD_LIMIT
         self._buffer: deque[_Buffered] = deque()
         #: Records of the last poll, by partition and offset, not acknowledged yet.
         self._unacknowledged: dict[TopicPartition, dict[int, ShareConsumerRecord]] = {}
@@ -222,6 +224,8 @@ class KafkaShareConsumer:
             # acquired offsets that all turned out to hold no record (markers) are no reason to return early
             if out or timer.expired():
                 break
+        if out:
+            self._prefetch()
         self._deliver_results()
         return out
 
@@ -241,6 +245,8 @@ class KafkaShareConsumer:
             batches = self._drain_columnar(limit)
             if batches or timer.expired():
                 break
+        if batches:
+            self._prefetch()
         self._deliver_results()
         return batches
 
@@ -268,6 +274,21 @@ class KafkaShareConsumer:
             if timer.expired():
                 self._take_fetched()
                 break
+
+    def _prefetch(self) -> None:
+        """With everything acquired handed out, ask the brokers for the next records now, so
+        they arrive while the application handles these (the Java client and librdkafka fetch
+        ahead too). The records it brings are acquired for this member, locked to it until the
+        next poll hands them out or ``close()`` releases them; acknowledgements already made
+        travel with it. Not in the record_limit acquire mode, whose point is that the member
+        holds no more than ``max.poll.records`` at a time."""
+        if self._buffer or not self._fetch_ahead:
+            return
+        self._fetcher.send_acknowledgements(only_renew=True)
+        if self._fetcher.send_fetches(self._coordinator.assignment()):
+            # out onto the wire now; no wakeup and no delayed task here: the poll's records
+            # are taken already and must reach the application
+            self._client.poll_no_wakeup(0)
 
     def __iter__(self) -> Iterator[ShareConsumerRecord]:
         while not self._closed:

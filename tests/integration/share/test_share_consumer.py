@@ -202,6 +202,27 @@ def test_close_releases_unacknowledged_records_to_another_member(kafka, create_t
         assert [(r.value, r.delivery_count) for r in again] == [(b"y", 2)]
 
 
+def test_close_releases_records_fetched_ahead_and_never_handed_out(kafka, create_topic, topic_name, group_id):
+    # the poll that hands out x sends the next fetch at once, which acquires y for this member;
+    # close releases y: the next member gets it long before its lock (30 s) runs out
+    create_topic(kafka, topic_name, 1)
+    first = KafkaShareConsumer(topic_name, bootstrap_servers=kafka.bootstrap, group_id=group_id,
+                               share_acknowledgement_mode="explicit", max_poll_records=1)
+    try:
+        ready(first)
+        produce(kafka.bootstrap, topic_name, [b"x", b"y"], batches=2)
+        [x] = collect(first, 1)
+        assert x.value == b"x"
+        first.acknowledge(x)
+    finally:
+        first.close()
+    closed = time.monotonic()
+    with KafkaShareConsumer(topic_name, bootstrap_servers=kafka.bootstrap, group_id=group_id) as second:
+        again = collect(second, 1, timeout_s=20)
+        assert [(r.value, r.delivery_count) for r in again] == [(b"y", 2)]
+        assert time.monotonic() - closed < 20
+
+
 def test_wakeup_interrupts_poll_and_iteration_yields_records(kafka, create_topic, topic_name, group_id):
     create_topic(kafka, topic_name, 1)
     with KafkaShareConsumer(topic_name, bootstrap_servers=kafka.bootstrap, group_id=group_id) as c:
