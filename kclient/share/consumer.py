@@ -284,11 +284,15 @@ class KafkaShareConsumer:
         holds no more than ``max.poll.records`` at a time."""
         if self._buffer or not self._fetch_ahead:
             return
-        self._fetcher.send_acknowledgements(only_renew=True)
-        if self._fetcher.send_fetches(self._coordinator.assignment()):
-            # out onto the wire now; no wakeup and no delayed task here: the poll's records
-            # are taken already and must reach the application
-            self._client.poll_no_wakeup(0)
+        # the poll's records are taken already and must reach the application: no wakeup and
+        # no delayed task here, and an error is left to the next poll, which fetches again
+        try:
+            self._fetcher.send_acknowledgements(only_renew=True)
+            if self._fetcher.send_fetches(self._coordinator.assignment()):
+                self._client.poll_no_wakeup(0)      # out onto the wire now
+        except Errors.KafkaError as exc:
+            log.debug("share group %s: fetching ahead failed (the next poll fetches again): %r",
+                      self.config.group_id, exc)
 
     def __iter__(self) -> Iterator[ShareConsumerRecord]:
         while not self._closed:

@@ -9,6 +9,7 @@ import pytest
 
 from kcore.records import encode_batch
 
+from kclient import errors as Errors
 from kclient.network.future import RequestFuture
 from kclient.network.metadata import Node
 from kclient.protocol import ApiKey
@@ -136,3 +137,18 @@ def test_record_limit_mode_does_not_fetch_ahead(make):
     fake.sent[-1][3].complete(answer(0, 3))
     assert len(c.poll(0)[TP]) == 3
     assert len(fetches(fake)) == 1           # the member holds no more than max.poll.records
+
+
+def test_an_error_while_fetching_ahead_is_left_to_the_next_poll(make):
+    c, fake = make()
+    c.poll(0)
+    fake.sent[-1][3].complete(answer(0, 3))
+    send = fake.send
+
+    def broken(node, api, body):
+        raise Errors.KafkaConnectionError("gone")
+    fake.send = broken
+    assert [r.offset for r in c.poll(0)[TP]] == [0, 1, 2]      # the records still reach the application
+    fake.send = send
+    assert c.poll(0) == {}
+    assert len(fetches(fake)) == 2 and acks_of(fetches(fake)[-1]) == [(0, 2, [1])]
