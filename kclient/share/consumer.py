@@ -85,6 +85,15 @@ _POLL_SLICE_MS = 100
 _SUBSCRIBE_CHECK_MS = 10000
 
 
+def _size_of(entry: _Buffered) -> int:
+    """Records (at most) in a buffered entry."""
+    if isinstance(entry, Acquired):
+        return sum(last - first + 1 for first, last, _ in entry.ranges)
+    if isinstance(entry, ShareColumnarRecords):
+        return len(entry)
+    return len(entry[1])
+
+
 class KafkaShareConsumer:
     def __init__(self, *topics: str, clock: Clock = SYSTEM_CLOCK, **settings: Any):
         self._guard = threading.Lock()
@@ -104,8 +113,11 @@ class KafkaShareConsumer:
         self._key_deserializer = as_deserializer(c.key_deserializer)
         self._value_deserializer = as_deserializer(c.value_deserializer)
         self._loop: HeartbeatDriver | None = None
-        #: Send the next ShareFetch when a poll hands out the last records acquired.
-        self._fetch_ahead = c.fetch.acquire_mode != RECORD_LIMIT
+        #: Send the next ShareFetch when a poll takes the last records acquired (if it pays).
+        self._fetch_ahead_on = c.fetch.acquire_mode != RECORD_LIMIT
+        #: When the current poll began, and when the last poll took its records (clock ms).
+        self._poll_started_ms = 0
+        self._took_ms: int | None = None
         self._buffer: deque[_Buffered] = deque()
         #: Records of the last poll, by partition and offset, not acknowledged yet.
         self._unacknowledged: dict[TopicPartition, dict[int, ShareConsumerRecord]] = {}
@@ -220,12 +232,11 @@ class KafkaShareConsumer:
         limit = max_records or self.config.max_poll_records
         while True:
             self._wait_for_records(timer)
+            self._fetch_ahead(limit)
             out = self._drain_buffer(limit)
             # acquired offsets that all turned out to hold no record (markers) are no reason to return early
             if out or timer.expired():
                 break
-        if out:
-            self._prefetch()
         self._deliver_results()
         return out
 
@@ -242,11 +253,10 @@ class KafkaShareConsumer:
         limit = max_records or self.config.max_poll_records
         while True:
             self._wait_for_records(timer)
+            self._fetch_ahead(limit)
             batches = self._drain_columnar(limit)
             if batches or timer.expired():
                 break
-        if batches:
-            self._prefetch()
         self._deliver_results()
         return batches
 
@@ -255,6 +265,7 @@ class KafkaShareConsumer:
         if not self._subscription:
             raise Errors.IllegalStateError("the share consumer is not subscribed to any topic")
         self._metrics["polls-total"] += 1
+        self._poll_started_ms = self._clock.now_ms()
         self._finish_previous_poll()
         return Timer(self._clock, timeout_ms)
 
@@ -275,17 +286,37 @@ class KafkaShareConsumer:
                 self._take_fetched()
                 break
 
-    def _prefetch(self) -> None:
-        """With everything acquired handed out, ask the brokers for the next records now, so
-        they arrive while the application handles these (the Java client and librdkafka fetch
-        ahead too). The records it brings are acquired for this member, locked to it until the
-        next poll hands them out or ``close()`` releases them; acknowledgements already made
-        travel with it. Not in the record_limit acquire mode, whose point is that the member
-        holds no more than ``max.poll.records`` at a time."""
-        if self._buffer or not self._fetch_ahead:
+    def _fetch_ahead(self, limit: int) -> None:
+        """When this poll takes everything acquired so far and the application is slow enough
+        for it to pay, ask the brokers for the next records now, before this poll's records
+        are made: they arrive while the records are made and the application handles them,
+        instead of a round trip after the next poll.
+
+        It pays when the application's time between polls hides a good part of the round trip
+        (at least half of what this poll waited for its records). An application faster than
+        the broker gains nothing from it, and would lose records per fetch: the records of the
+        poll in hand still hold their share of the broker's in-flight limit per partition
+        (``share.partition.max.record.locks``) when the fetched-ahead request arrives, since their
+        acknowledgements only leave with the next request. The records it brings are acquired
+        for this member, locked to it until a poll hands them out or ``close()`` releases them;
+        the acknowledgements already made travel with it. Never in the record_limit acquire
+        mode, whose point is that the member holds no more than ``max.poll.records``."""
+        buffer = self._buffer
+        if not buffer:
             return
-        # the poll's records are taken already and must reach the application: no wakeup and
-        # no delayed task here, and an error is left to the next poll, which fetches again
+        now = self._clock.now_ms()
+        work = self._poll_started_ms - self._took_ms if self._took_ms is not None else 0
+        waited = now - self._poll_started_ms
+        self._took_ms = now
+        if not self._fetch_ahead_on or 2 * work < waited:
+            return
+        held = 0
+        for k in range(len(buffer) - 1):    # the poll takes entries while it has fewer than limit
+            held += _size_of(buffer[k])
+            if held >= limit:
+                return
+        # the poll's records must reach the application: no wakeup and no delayed task here,
+        # and an error is left to the next poll, which fetches again
         try:
             self._fetcher.send_acknowledgements(only_renew=True)
             if self._fetcher.send_fetches(self._coordinator.assignment()):
