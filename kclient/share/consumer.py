@@ -315,11 +315,14 @@ class KafkaShareConsumer:
             held += _size_of(buffer[k])
             if held >= limit:
                 return
-        # the poll's records must reach the application: no wakeup and no delayed task here,
-        # and an error is left to the next poll, which fetches again
+        # Not parked at the broker (max wait 0): when the records in hand fill a partition's
+        # in-flight limit, nothing can be acquired until their acknowledgements arrive, and
+        # those leave only with the next request. The poll's records must reach the
+        # application: no wakeup and no delayed task here, and an error is left to the next
+        # poll, which fetches again.
         try:
             self._fetcher.send_acknowledgements(only_renew=True)
-            if self._fetcher.send_fetches(self._coordinator.assignment()):
+            if self._fetcher.send_fetches(self._coordinator.assignment(), max_wait_ms=0):
                 self._client.poll_no_wakeup(0)      # out onto the wire now
         except Errors.KafkaError as exc:
             log.debug("share group %s: fetching ahead failed (the next poll fetches again): %r",

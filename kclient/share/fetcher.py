@@ -238,9 +238,10 @@ class ShareFetcher:
                 {"partition_index": tp.partition, "acknowledgement_batches": batches})
         return [{"topic_id": tid, "partitions": ps} for tid, ps in by_topic.items()]
 
-    def send_fetches(self, assignment: set[TopicPartition]) -> int:
+    def send_fetches(self, assignment: set[TopicPartition], *, max_wait_ms: int | None = None) -> int:
         """One ShareFetch to every leader of ``assignment`` without a request in flight (and
-        to brokers whose session holds partitions no longer assigned, to forget them)."""
+        to brokers whose session holds partitions no longer assigned, to forget them);
+        ``max_wait_ms`` instead of fetch.max.wait.ms (0: the broker answers at once)."""
         cluster = self._client.metadata.cluster
         by_node: dict[int, set[TopicPartition]] = {}
         for tp in assignment:
@@ -255,11 +256,11 @@ class ShareFetcher:
             for node_id in nodes:
                 if self.in_flight(node_id):
                     continue
-                self._send_fetch(node_id, by_node.get(node_id, set()))
+                self._send_fetch(node_id, by_node.get(node_id, set()), max_wait_ms)
                 sent += 1
         return sent
 
-    def _send_fetch(self, node_id: int, wanted: set[TopicPartition]) -> None:
+    def _send_fetch(self, node_id: int, wanted: set[TopicPartition], max_wait_ms: int | None = None) -> None:
         session = self._session(node_id)
         keys = {(self._topic_id(tp.topic), tp.partition): tp for tp in wanted}
         epoch, added, forgotten = session.plan(keys)
@@ -272,7 +273,8 @@ class ShareFetcher:
             forgotten_by_topic.setdefault(tid, []).append(p)
         c = self.config
         body = {"group_id": self.group_id, "member_id": self._member_id(), "share_session_epoch": epoch,
-                "max_wait_ms": c.max_wait_ms, "min_bytes": c.min_bytes, "max_bytes": c.max_bytes,
+                "max_wait_ms": c.max_wait_ms if max_wait_ms is None else max_wait_ms,
+                "min_bytes": c.min_bytes, "max_bytes": c.max_bytes,
                 "max_records": c.max_records, "batch_size": c.batch_size,
                 "share_acquire_mode": c.acquire_mode, "is_renew_ack": False,
                 "topics": self._topics_body(parts),

@@ -133,8 +133,9 @@ def test_a_slow_application_gets_the_next_records_fetched_ahead(make, columnar):
     got = poll(0)[TP]
     assert [r.offset for r in got] == [3, 4]
     # the next fetch left with the poll: nothing new acknowledged yet (implicit mode accepts
-    # the records at the next poll)
+    # the records at the next poll), and not parked at the broker
     assert len(fetches(fake)) == 3 and acks_of(fetches(fake)[-1]) == []
+    assert fetches(fake)[-1]["max_wait_ms"] == 0 and fetches(fake)[-2]["max_wait_ms"] == 500
     fake.clock.advance(100)
     answered(fake, 5, 1)                     # there when the application comes back
     assert [r.offset for r in (poll(0)[TP])] == [5]
