@@ -42,3 +42,38 @@ def acquired_rows(offsets: Any, ranges: Iterable[tuple[int, int, int]]) -> list[
     them; TypeError for a range that is not a 3-tuple or no buffer; ValueError or BufferError for a
     buffer that is not contiguous int64.
     """
+
+
+def share_records_of(
+    batch: Any,
+    record_cls: type[_R],
+    topic: str,
+    partition: int,
+    ranges: Iterable[tuple[int, int, int]],
+    *,
+    gc_untrack: bool = True,
+) -> tuple[list[_R], list[tuple[int, int]], list[tuple[int, int]]]:
+    """``share_records`` made straight from a columnar decode, in one step: ``(share records,
+    held runs, gap runs)`` of one partition's ShareFetch answer.
+
+    batch: ``kcore.records.decode_columnar``'s result for the answer's bytes (offsets strictly
+    ascending). Each row whose offset lies in an acquired range becomes
+    ``record_cls(topic, partition, leader_epoch, offset, timestamp, timestamp_type, key,
+    value, headers, None, serialized_key_size, serialized_value_size,
+    serialized_header_size, delivery_count)``, item for item what ``consumer_records`` and
+    then ``share_records`` make (key and value copied into bytes); no consumer record is made
+    in between. Rows outside every range are left out. Held and gap runs as ``share_records``.
+
+    TypeError for a record_cls that is not a 14-field namedtuple class, a batch not made by
+    decode_columnar, a range that is not a 3-tuple of ints; ValueError for offsets not
+    strictly ascending, ranges as ``share_records`` refuses them, a row whose key, value or
+    headers lie outside the data or that belongs to no batch; OverflowError for an offset
+    outside int64. Nothing is returned on error.
+    """
+
+
+def share_record_type(cls: type[_R]) -> type[_R]:
+    """A compiled twin of the namedtuple class ``cls``, as ``kcore.records.record_type`` makes
+    (fields read like instance slots, everything a namedtuple offers unchanged), whose freed
+    instances are reused by ``share_records_of``: a poll's share records take the memory of
+    the previous poll's. TypeError for anything but a class made by collections.namedtuple."""

@@ -39,7 +39,7 @@ from kclient.protocol import ApiKey
 from kclient.share.acknowledgements import AcknowledgeType
 from kclient.share.columnar import ShareColumnarRecords
 from kclient.share.coordinator import ShareCoordinator, no_share_groups
-from kclient.share.fetcher import AckResult, Acquired, ShareFetcher
+from kclient.share.fetcher import RECORD_LIMIT, AckResult, Acquired, ShareFetcher
 from kclient.share.held import RangeSet
 from kclient.share.pacemaker_link import create_share_driver
 from kclient.share.records import ShareConsumerRecord
@@ -85,6 +85,15 @@ _POLL_SLICE_MS = 100
 _SUBSCRIBE_CHECK_MS = 10000
 
 
+def _size_of(entry: _Buffered) -> int:
+    """Records (at most) in a buffered entry."""
+    if isinstance(entry, Acquired):
+        return sum(last - first + 1 for first, last, _ in entry.ranges)
+    if isinstance(entry, ShareColumnarRecords):
+        return len(entry)
+    return len(entry[1])
+
+
 class KafkaShareConsumer:
     def __init__(self, *topics: str, clock: Clock = SYSTEM_CLOCK, **settings: Any):
         self._guard = threading.Lock()
@@ -104,6 +113,11 @@ class KafkaShareConsumer:
         self._key_deserializer = as_deserializer(c.key_deserializer)
         self._value_deserializer = as_deserializer(c.value_deserializer)
         self._loop: HeartbeatDriver | None = None
+        #: Send the next ShareFetch when a poll takes the last records acquired (if it pays).
+        self._fetch_ahead_on = c.fetch.acquire_mode != RECORD_LIMIT
+        #: When the current poll began, and when the last poll took its records (clock ms).
+        self._poll_started_ms = 0
+        self._took_ms: int | None = None
         self._buffer: deque[_Buffered] = deque()
         #: Records of the last poll, by partition and offset, not acknowledged yet.
         self._unacknowledged: dict[TopicPartition, dict[int, ShareConsumerRecord]] = {}
@@ -218,6 +232,7 @@ class KafkaShareConsumer:
         limit = max_records or self.config.max_poll_records
         while True:
             self._wait_for_records(timer)
+            self._fetch_ahead(limit)
             out = self._drain_buffer(limit)
             # acquired offsets that all turned out to hold no record (markers) are no reason to return early
             if out or timer.expired():
@@ -238,6 +253,7 @@ class KafkaShareConsumer:
         limit = max_records or self.config.max_poll_records
         while True:
             self._wait_for_records(timer)
+            self._fetch_ahead(limit)
             batches = self._drain_columnar(limit)
             if batches or timer.expired():
                 break
@@ -249,6 +265,7 @@ class KafkaShareConsumer:
         if not self._subscription:
             raise Errors.IllegalStateError("the share consumer is not subscribed to any topic")
         self._metrics["polls-total"] += 1
+        self._poll_started_ms = self._clock.now_ms()
         self._finish_previous_poll()
         return Timer(self._clock, timeout_ms)
 
@@ -268,6 +285,48 @@ class KafkaShareConsumer:
             if timer.expired():
                 self._take_fetched()
                 break
+
+    def _fetch_ahead(self, limit: int) -> None:
+        """When this poll takes everything acquired so far and the application is slow enough
+        for it to pay, ask the brokers for the next records now, before this poll's records
+        are made: they arrive while the records are made and the application handles them,
+        instead of a round trip after the next poll.
+
+        It pays when the application's time between polls hides a good part of the round trip
+        (at least half of what this poll waited for its records). An application faster than
+        the broker gains nothing from it, and would lose records per fetch: the records of the
+        poll in hand still hold their share of the broker's in-flight limit per partition
+        (``share.partition.max.record.locks``) when the fetched-ahead request arrives, since their
+        acknowledgements only leave with the next request. The records it brings are acquired
+        for this member, locked to it until a poll hands them out or ``close()`` releases them;
+        the acknowledgements already made travel with it. Never in the record_limit acquire
+        mode, whose point is that the member holds no more than ``max.poll.records``."""
+        buffer = self._buffer
+        if not buffer:
+            return
+        now = self._clock.now_ms()
+        work = self._poll_started_ms - self._took_ms if self._took_ms is not None else 0
+        waited = now - self._poll_started_ms
+        self._took_ms = now
+        if not self._fetch_ahead_on or 2 * work < waited:
+            return
+        held = 0
+        for k in range(len(buffer) - 1):    # the poll takes entries while it has fewer than limit
+            held += _size_of(buffer[k])
+            if held >= limit:
+                return
+        # Not parked at the broker (max wait 0): when the records in hand fill a partition's
+        # in-flight limit, nothing can be acquired until their acknowledgements arrive, and
+        # those leave only with the next request. The poll's records must reach the
+        # application: no wakeup and no delayed task here, and an error is left to the next
+        # poll, which fetches again.
+        try:
+            self._fetcher.send_acknowledgements(only_renew=True)
+            if self._fetcher.send_fetches(self._coordinator.assignment(), max_wait_ms=0):
+                self._client.poll_no_wakeup(0)      # out onto the wire now
+        except Errors.KafkaError as exc:
+            log.debug("share group %s: fetching ahead failed (the next poll fetches again): %r",
+                      self.config.group_id, exc)
 
     def __iter__(self) -> Iterator[ShareConsumerRecord]:
         while not self._closed:

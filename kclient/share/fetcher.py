@@ -4,7 +4,7 @@
 flight per broker, as a session's epochs must arrive in order), piggy-backing the
 acknowledgements waiting for that broker. Answers are decoded through kcore's record decoder;
 only records inside the answer's acquired ranges are handed out, each with the delivery count
-of its range (made in C, kcore.sharerecords: only the acquired rows become records), and
+of its range (made in C in one step, kcore.sharerecords: only the acquired rows become records), and
 acquired offsets without a record (transaction markers, compacted records) are acknowledged as
 gaps, a run of offsets at a time. ``send_acknowledgements`` sends what is waiting in ShareAcknowledge
 requests (commit, RENEW), ``close_sessions`` closes every session (epoch -1) with the last
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from kcore.records import consumer_records, decode_columnar
-from kcore.sharerecords import acquired_rows, share_records
+from kcore.sharerecords import share_records_of
 
 from kclient import errors as Errors
 from kclient.network.future import RequestFuture
@@ -155,13 +155,10 @@ class ShareFetcher:
         tp = acquired.partition
         ranges = sorted(acquired.ranges)
         # An answer may hold records other members acquired: only this member's rows are made
-        # into records (the columns cost a few bytes a row, a record ~0.2 us).
+        # into records (the columns cost a few bytes a row, a record ~0.2 us), each in one step.
         batch = decode_columnar(acquired.records, check_crcs=self.config.check_crcs, skip_control=True)
         try:
-            records: list[ConsumerRecord] = []
-            for start, stop in acquired_rows(batch.offsets, ranges):
-                records += consumer_records(batch, ConsumerRecord, tp.topic, tp.partition, start, stop)
-            out, held, gaps = share_records(records, ShareConsumerRecord, ranges)
+            out, held, gaps = share_records_of(batch, ShareConsumerRecord, tp.topic, tp.partition, ranges)
         except ValueError:      # ranges or records out of order or overlapping: not from a sane broker
             records = consumer_records(batch, ConsumerRecord, tp.topic, tp.partition, 0, batch.num_records)
             out, held, gaps = _share_records_unordered(records, acquired.ranges)
@@ -274,9 +271,10 @@ class ShareFetcher:
                 {"partition_index": tp.partition, "acknowledgement_batches": batches})
         return [{"topic_id": tid, "partitions": ps} for tid, ps in by_topic.items()]
 
-    def send_fetches(self, assignment: set[TopicPartition]) -> int:
+    def send_fetches(self, assignment: set[TopicPartition], *, max_wait_ms: int | None = None) -> int:
         """One ShareFetch to every leader of ``assignment`` without a request in flight (and
-        to brokers whose session holds partitions no longer assigned, to forget them)."""
+        to brokers whose session holds partitions no longer assigned, to forget them);
+        ``max_wait_ms`` instead of fetch.max.wait.ms (0: the broker answers at once)."""
         cluster = self._client.metadata.cluster
         by_node: dict[int, set[TopicPartition]] = {}
         for tp in assignment:
@@ -294,11 +292,11 @@ class ShareFetcher:
                 # not in a loop of requests that fail at once until the metadata names another
                 if self.in_flight(node_id) or self._client.is_unavailable(node_id):
                     continue
-                self._send_fetch(node_id, by_node.get(node_id, set()))
+                self._send_fetch(node_id, by_node.get(node_id, set()), max_wait_ms)
                 sent += 1
         return sent
 
-    def _send_fetch(self, node_id: int, wanted: set[TopicPartition]) -> None:
+    def _send_fetch(self, node_id: int, wanted: set[TopicPartition], max_wait_ms: int | None = None) -> None:
         session = self._session(node_id)
         keys = {(self._topic_id(tp.topic), tp.partition): tp for tp in wanted}
         epoch, added, forgotten = session.plan(keys)
@@ -311,7 +309,8 @@ class ShareFetcher:
             forgotten_by_topic.setdefault(tid, []).append(p)
         c = self.config
         body = {"group_id": self.group_id, "member_id": self._member_id(), "share_session_epoch": epoch,
-                "max_wait_ms": c.max_wait_ms, "min_bytes": c.min_bytes, "max_bytes": c.max_bytes,
+                "max_wait_ms": c.max_wait_ms if max_wait_ms is None else max_wait_ms,
+                "min_bytes": c.min_bytes, "max_bytes": c.max_bytes,
                 "max_records": c.max_records, "batch_size": c.batch_size,
                 "share_acquire_mode": c.acquire_mode, "is_renew_ack": False,
                 "topics": self._topics_body(parts),

@@ -2,6 +2,9 @@
 from __future__ import annotations
 
 from collections import namedtuple
+from typing import TYPE_CHECKING
+
+from kcore.sharerecords import share_record_type
 
 __all__ = ["ShareConsumerRecord"]
 
@@ -17,3 +20,9 @@ ShareConsumerRecord = namedtuple(
 ShareConsumerRecord.__doc__ = """One record returned by a share consumer's ``poll()``: the fields of
 ``ConsumerRecord`` and ``delivery_count``, how many times the broker has handed this record out
 (1 on its first delivery; a released record or one whose lock ran out comes back one higher)."""
+
+# The same namedtuple, compiled (kcore.sharerecords.share_record_type): fields read like
+# instance slots, and a poll's records reuse the memory of the previous poll's. Everything a
+# namedtuple offers is unchanged. (Type checkers see the namedtuple.)
+if not TYPE_CHECKING:
+    ShareConsumerRecord = share_record_type(ShareConsumerRecord)

@@ -202,6 +202,31 @@ def test_close_releases_unacknowledged_records_to_another_member(kafka, create_t
         assert [(r.value, r.delivery_count) for r in again] == [(b"y", 2)]
 
 
+def test_close_releases_records_fetched_ahead_and_never_handed_out(kafka, create_topic, topic_name, group_id):
+    # an application that works between polls gets the next records fetched ahead: the poll that
+    # hands out y sends the next fetch at once, which acquires z for this member; close releases
+    # z: the next member gets it long before its lock (30 s) runs out
+    create_topic(kafka, topic_name, 1)
+    first = KafkaShareConsumer(topic_name, bootstrap_servers=kafka.bootstrap, group_id=group_id,
+                               share_acknowledgement_mode="explicit", max_poll_records=1)
+    try:
+        ready(first)
+        produce(kafka.bootstrap, topic_name, [b"x", b"y", b"z"], batches=3)
+        [x] = collect(first, 1)
+        first.acknowledge(x)
+        time.sleep(0.5)     # the application's work on x (not a wait for anything)
+        [y] = collect(first, 1)
+        first.acknowledge(y)
+        assert (x.value, y.value) == (b"x", b"y")
+    finally:
+        first.close()
+    closed = time.monotonic()
+    with KafkaShareConsumer(topic_name, bootstrap_servers=kafka.bootstrap, group_id=group_id) as second:
+        again = collect(second, 1, timeout_s=20)
+        assert [(r.value, r.delivery_count) for r in again] == [(b"z", 2)]
+        assert time.monotonic() - closed < 20
+
+
 def test_wakeup_interrupts_poll_and_iteration_yields_records(kafka, create_topic, topic_name, group_id):
     create_topic(kafka, topic_name, 1)
     with KafkaShareConsumer(topic_name, bootstrap_servers=kafka.bootstrap, group_id=group_id) as c:
