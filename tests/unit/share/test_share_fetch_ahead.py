@@ -48,6 +48,9 @@ class FakeClient:
         self.metadata = FakeMetadata()
         self.sent: list[tuple[int, int, dict, RequestFuture]] = []
 
+    def is_unavailable(self, node):       # no node in reconnect backoff here
+        return False
+
     def send(self, node, api, body):
         f: RequestFuture = RequestFuture()
         self.sent.append((node, api, body, f))
