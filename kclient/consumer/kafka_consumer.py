@@ -66,6 +66,14 @@ log = logging.getLogger(__name__)
 
 # Iteration polls in slices this long so that consumer_timeout_ms=inf stays responsive.
 _ITER_POLL_MS = 1000
+# Iteration takes records from the buffer in chunks that grow while the application hands
+# them out quickly: a chunk handed out within _ITER_FAST_MS doubles the next one, up to
+# _ITER_MAX_CHUNKS times max.poll.records; a slower one brings it back to max.poll.records.
+# A fast loop then pays the poll's fixed cost once per thousands of records, while a loop
+# that takes its time per record still reaches poll() (heartbeat checks, auto-commit,
+# rebalances, wakeup) as often as with max.poll.records.
+_ITER_FAST_MS = 20
+_ITER_MAX_CHUNKS = 16
 
 # Consumers still open, closed when the interpreter exits (Ctrl-C out of a loop included):
 # a member that leaves is replaced at once, one that does not holds its partitions until
@@ -157,6 +165,9 @@ class KafkaConsumer:
         self._iter_ends: dict[TopicPartition, FetchPosition] = {}
         self._iter_pending: set[TopicPartition] = set()          # records of the poll not all handed out
         self._iter_epoch = 0
+        self._max_poll_records = cfg["max.poll.records"]
+        self._iter_chunk = self._max_poll_records   # records the next refill takes at most
+        self._iter_chunk_ms: int | None = None      # when the last refill's records arrived
         self._local_assignment_version = -1
         self._retry_backoff_ms = cfg["retry.backoff.ms"]
         self._default_api_timeout_ms = cfg["default.api.timeout.ms"]
@@ -509,8 +520,10 @@ class KafkaConsumer:
                     raise StopIteration
                 wait = deadline - now
                 wait = _ITER_POLL_MS if not math.isfinite(wait) else min(int(wait), _ITER_POLL_MS)
-                records, ends = self._poll(wait, None, False, columnar=False)
+                self._size_iteration_chunk(now)
+                records, ends = self._poll(wait, self._iter_chunk, False, columnar=False)
                 if records:
+                    self._iter_chunk_ms = self._clock.now_ms()
                     self._iter_queue = list(records.items())
                     self._iter_queue.reverse()  # popped from the end, in the poll's order
                     self._iter_pending.update(records)
@@ -527,6 +540,18 @@ class KafkaConsumer:
             raise
         finally:
             self._release()
+
+    def _size_iteration_chunk(self, now: int) -> None:
+        """Before a refill: the previous chunk's records were all handed out; grow the next
+        chunk if that was quick, else go back to max.poll.records."""
+        started = self._iter_chunk_ms
+        if started is None:
+            return
+        self._iter_chunk_ms = None
+        if now - started <= _ITER_FAST_MS:
+            self._iter_chunk = min(self._iter_chunk * 2, self._max_poll_records * _ITER_MAX_CHUNKS)
+        else:
+            self._iter_chunk = self._max_poll_records
 
     def _load_next(self) -> None:
         """Put the next partition of the current poll into the cursor."""
