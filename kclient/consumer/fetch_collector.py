@@ -212,20 +212,16 @@ class FetchCollector:
         partition (lag to the end offset the last answer gave, lead from the log start)."""
         stats = self._stats
         if stats is not None:
-            now = self._clock.now_ms()
-            stats.consumed(records, now)
-            if nbytes:
-                stats.consumed_bytes(nbytes, now)
-            if sets:
-                stats.record_sets(sets, now)
             pipes = self._buffer.pipes
-            positions = []
+            known = []
             for tp, position in ends.items():
                 pipe = pipes.get(tp)
                 if pipe is not None and pipe.end_offset is not None and pipe.end_offset >= 0:
-                    subs = self._subscriptions
-                    start = subs.log_start_offset(tp) if subs.is_assigned(tp) else None
-                    positions.append((tp.topic, tp.partition, max(pipe.end_offset - position.offset, 0),
-                                      None if start is None else position.offset - start))
-            if positions:
-                stats.record_positions(positions, now)
+                    known.append((tp, position.offset, pipe.end_offset))
+            positions = []
+            if known:
+                starts = self._subscriptions.log_start_offsets([tp for tp, _, _ in known])
+                for (tp, offset, end), start in zip(known, starts):
+                    positions.append((tp.topic, tp.partition, max(end - offset, 0),
+                                      None if start is None else offset - start))
+            stats.polled(records, nbytes, sets, positions, self._clock.now_ms())

@@ -884,6 +884,13 @@ class SubscriptionState:
         return self._state(tp).log_start_offset
 
     @_synchronized
+    def log_start_offsets(self, partitions: Iterable[TopicPartition]) -> list[int | None]:
+        """The log start offset of each partition (None where unknown or not assigned), under
+        one lock: the fetcher's per-poll metrics ask for every partition it drained."""
+        get = self._assignment.get
+        return [None if (s := get(tp)) is None else s.log_start_offset for tp in partitions]
+
+    @_synchronized
     def last_stable_offset(self, tp: TopicPartition) -> int | None:
         return self._state(tp).last_stable_offset
 
