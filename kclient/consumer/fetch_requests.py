@@ -163,7 +163,13 @@ class FetchRequests:
         now = self._clock.now_ms()
         leader_map = self._leader_map
         pipes = buffer.pipes
-        busy = buffer.has_completed_fetches()
+        # Caught-up partitions wait while records are buffered only if a partition with more
+        # to fetch is held back by its full prefetch buffer: a fetch of caught-up partitions
+        # alone would wait fetch.max.wait.ms on the broker and keep the connection from that
+        # partition's next fetch once the application reads its buffer. Otherwise they are
+        # fetched at once, with the others, so the broker answers as soon as records arrive
+        # (as the Java consumer's fetcher does) instead of one round trip after the drain.
+        hold = buffer.has_completed_fetches() and _backlog_held(buffer.pipes)
         assigned = self._assigned
         pipe: PartitionPipe | None
         if len(pipes) == len(assigned):  # with `tp in assigned` below: a pipe for each
@@ -177,7 +183,7 @@ class FetchRequests:
                 if (pipe.in_flight_epoch == pipe.epoch or pipe.buffered >= PREFETCH_DEPTH
                         or pipe.backoff_until > now):
                     continue
-                if (busy and pipe.next_fetch_offset is not None and pipe.end_offset is not None
+                if (hold and pipe.next_fetch_offset is not None and pipe.end_offset is not None
                         and pipe.next_fetch_offset >= pipe.end_offset and tp in leader_map):
                     continue
                 break
@@ -211,12 +217,8 @@ class FetchRequests:
                 last_epoch = -1 if position.offset_epoch is None else position.offset_epoch
             else:
                 last_epoch = pipe.next_fetch_epoch
-            if busy:
-                # While the application has records to work through, leave caught-up
-                # partitions out: their fetch would wait fetch.max.wait.ms on the broker
-                # and hold up the connection for partitions that do have data.
-                if end is not None and offset >= end:
-                    continue
+            if hold and end is not None and offset >= end:
+                continue    # caught up, while a partition with data waits for its buffer
             by_node.setdefault(node_id, []).append((tp, offset, epoch, last_epoch))
         if need_metadata:
             self._metadata.request_update()
@@ -573,6 +575,17 @@ class FetchRequests:
         # Otherwise the fetch was chained after buffered records: drop them and fetch again
         # from the position, whose own epoch the leader then checks.
         self._buffer.clear_partition(tp)
+
+
+def _backlog_held(pipes: dict[TopicPartition, PartitionPipe]) -> bool:
+    """Some partition has more to fetch (or an unknown end) but waits for its buffered
+    answers to be read (PREFETCH_DEPTH of them)."""
+    for pipe in pipes.values():
+        if pipe.buffered >= PREFETCH_DEPTH:
+            nxt, end = pipe.next_fetch_offset, pipe.end_offset
+            if nxt is None or end is None or nxt < end:
+                return True
+    return False
 
 
 def peek_next_offset(raw, fetch_offset: int) -> tuple[int, int]:
