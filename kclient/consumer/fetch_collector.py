@@ -54,12 +54,24 @@ class FetchCollector:
         """Up to max_records buffered records as {tp: [ConsumerRecord, ...]}, and the position
         each partition has after them. Positions move only if update_offsets."""
         remaining = self._max_poll_records if max_records is None else max_records
-        total = consumed_bytes = 0
         sets: list[tuple[str, int, int]] = []     # record sets handed out whole, for metrics
         drained: dict[TopicPartition, list] = {}
         ends: dict[TopicPartition, FetchPosition] = {}
         kd, vd = self._key_deserializer, self._value_deserializer
         views = self._views
+        try:
+            self._drain_records(remaining, drained, ends, sets, kd, vd, views)
+        finally:
+            if update_offsets and ends:
+                self._subscriptions.advance_positions(ends.items())
+        total = sum(len(v) for v in drained.values())
+        consumed_bytes = sum(size for _, _, size in sets)
+        if total:
+            self._metrics["records-consumed-total"] += total
+            self._record_consumed(total, consumed_bytes, sets, ends)
+        return drained, ends
+
+    def _drain_records(self, remaining: int, drained: dict, ends: dict, sets: list, kd, vd, views) -> None:
         buffer = self._buffer
         next_fetch = buffer.next_fetch
         while remaining > 0:
@@ -96,25 +108,33 @@ class FetchCollector:
                 else:
                     lst.extend(out)
                 remaining -= j - i
-                total += j - i
             if j >= n_recs:
-                consumed_bytes += cf.size
                 sets.append((cf.tp.topic, n_recs, cf.size))
                 buffer.release(cf)
-            self._advance(cf, update_offsets, ends)
-        if total:
-            self._metrics["records-consumed-total"] += total
-            self._record_consumed(total, consumed_bytes, sets, ends)
-        return drained, ends
+            self._advance(cf, ends)
 
     def fetched_columnar(self, max_records: int | None = None, update_offsets: bool = True,
                          ) -> tuple[dict[TopicPartition, ColumnarRecords], dict[TopicPartition, FetchPosition]]:
         """Like fetched_records, but {tp: ColumnarRecords} (rows of kcore ColumnarBatches)."""
         remaining = self._max_poll_records if max_records is None else max_records
         consumed_bytes = 0
-        sets: list[tuple[str, int, int]] = []
+        sets: list[tuple[str, int, int]] = []     # record sets handed out whole, for metrics
         drained: dict[TopicPartition, list] = {}
         ends: dict[TopicPartition, FetchPosition] = {}
+        try:
+            consumed_bytes = self._drain_columnar(remaining, drained, ends, sets)
+        finally:
+            if update_offsets and ends:
+                self._subscriptions.advance_positions(ends.items())
+        out = {tp: ColumnarRecords(tp, pieces) for tp, pieces in drained.items()}
+        n = sum(len(v) for v in out.values())
+        if n:
+            self._metrics["records-consumed-total"] += n
+            self._record_consumed(n, consumed_bytes, sets, ends)
+        return out, ends
+
+    def _drain_columnar(self, remaining: int, drained: dict, ends: dict, sets: list) -> int:
+        consumed_bytes = 0
         buffer = self._buffer
         next_fetch = buffer.next_fetch
         while remaining > 0:
@@ -140,13 +160,8 @@ class FetchCollector:
                 consumed_bytes += cf.size
                 sets.append((cf.tp.topic, n, cf.size))
                 buffer.release(cf)
-            self._advance(cf, update_offsets, ends)
-        out = {tp: ColumnarRecords(tp, pieces) for tp, pieces in drained.items()}
-        n = sum(len(v) for v in out.values())
-        if n:
-            self._metrics["records-consumed-total"] += n
-            self._record_consumed(n, consumed_bytes, sets, ends)
-        return out, ends
+            self._advance(cf, ends)
+        return consumed_bytes
 
     def _initialize(self, cf: CompletedFetch, taken: dict[TopicPartition, Any]) -> bool:
         """Make cf, an answer not yet decoded, ready to drain: decode it, or raise its error
@@ -178,8 +193,9 @@ class FetchCollector:
         if res.next_offset > cf.next_offset:
             cf.next_offset = res.next_offset
 
-    def _advance(self, cf: CompletedFetch, update_offsets: bool, ends: dict) -> None:
-        """Record where tp's position goes after what was handed out (and move it)."""
+    def _advance(self, cf: CompletedFetch, ends: dict) -> None:
+        """Record where tp's position goes after what was handed out (moved at the end of
+        the poll, for every partition under one lock)."""
         tp = cf.tp
         exhausted = cf.drained
         if exhausted:
@@ -193,8 +209,6 @@ class FetchCollector:
         cluster_epoch = self._metadata.cluster.leader_epoch(tp)
         position = FetchPosition(offset, epoch if epoch >= 0 else None, cluster_epoch)
         ends[tp] = position
-        if update_offsets:
-            self._subscriptions.advance_position(tp, position)
 
     @staticmethod
     def _deserialize(part: list, topic: str, kd, vd) -> list[ConsumerRecord]:

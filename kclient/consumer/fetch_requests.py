@@ -424,6 +424,7 @@ class FetchRequests:
         read_committed = self._read_committed
         frame: ResponseFrame | None = None
         returned_data = []
+        reported: list[tuple[TopicPartition, int, int, int]] = []   # offsets the answer gave
         leader_hints: dict[TopicPartition, tuple[int, int]] = {}
         for topic_resp in result.get("responses") or []:
             topic = topic_resp.get("topic") or by_id.get(topic_resp.get("topic_id"))
@@ -436,8 +437,9 @@ class FetchRequests:
                     continue
                 fetch_offset, epoch = info
                 pipe = pipes.get(tp)
-                if (pipe is None or pipe.epoch != epoch or assignment_id != subs.assignment_id
-                        or not subs.is_assigned(tp)):
+                # The assignment id changes with every assignment change, and tp was
+                # assigned when the fetch was sent under it: the same id, still assigned.
+                if pipe is None or pipe.epoch != epoch or assignment_id != subs.assignment_id:
                     log.debug("ignoring stale fetch answer for %s", tp)
                     continue
                 err = p.get("error_code", 0)
@@ -468,18 +470,14 @@ class FetchRequests:
                     self._diverging_epoch(tp, pipe, fetch_offset, diverging["epoch"], diverging.get("end_offset", -1))
                     continue
                 hw = p.get("high_watermark", -1)
-                if hw >= 0:
-                    subs.update_high_watermark(tp, hw)
-                    if not read_committed:
-                        pipe.end_offset = hw
+                if hw >= 0 and not read_committed:
+                    pipe.end_offset = hw
                 lso = p.get("last_stable_offset", -1)
-                if lso >= 0:
-                    subs.update_last_stable_offset(tp, lso)
-                    if read_committed:
-                        pipe.end_offset = lso
+                if lso >= 0 and read_committed:
+                    pipe.end_offset = lso
                 lstart = p.get("log_start_offset", -1)
-                if lstart >= 0:
-                    subs.update_log_start_offset(tp, lstart)
+                if hw >= 0 or lso >= 0 or lstart >= 0:
+                    reported.append((tp, hw, lso, lstart))
                 raw = p.get("records")
                 if raw is None or len(raw) == 0:
                     continue
@@ -499,8 +497,8 @@ class FetchRequests:
                     self._warn_incomplete(tp, pipe, fetch_offset, len(raw))
                 returned_data.append(tp)
                 self._metrics["bytes-fetched-total"] += len(raw)
-        for tp in returned_data:
-            subs.move_partition_to_end(tp)
+        if reported or returned_data:
+            subs.record_fetched_offsets(reported, returned_data)
         if stats is not None:
             stats.record("fetch-size", self._metrics["bytes-fetched-total"] - fetched_before, now)
         if leader_hints:

@@ -608,23 +608,29 @@ class KafkaConsumer:
         if not last and not ends:
             return
         subs = self._subscriptions
-        for tp, r in last.items():
-            end = ends.pop(tp, None)   # set: the poll's end for tp, all of whose records went out
-            position = subs.valid_position(tp) if subs.is_assigned(tp) else None
+        # One locked read of the positions and one locked write, whatever the partitions.
+        tps = list(last)
+        tps.extend(tp for tp in ends if tp not in last)
+        moves = []
+        for tp, position in zip(tps, subs.valid_positions(tps)):
             if position is None:
+                continue
+            end = ends.get(tp)   # set: the poll's end for tp, all of whose records went out
+            r = last.get(tp)
+            if r is None:
+                if end is not None and end.offset > position.offset:
+                    moves.append((tp, end))
                 continue
             after = r.offset + 1
             if position.offset > after:
                 continue                # sought past what was handed out
             if end is not None and end.offset > after:
-                subs.set_position(tp, end)  # past control records after the last record
+                moves.append((tp, end))  # past control records after the last record
             elif position.offset < after:
-                subs.set_position(tp, FetchPosition(after, r.leader_epoch if r.leader_epoch >= 0 else None,
-                                                    position.current_leader_epoch))
-        for tp, end in ends.items():
-            position = subs.valid_position(tp) if subs.is_assigned(tp) else None
-            if position is not None and end.offset > position.offset:
-                subs.set_position(tp, end)
+                moves.append((tp, FetchPosition(after, r.leader_epoch if r.leader_epoch >= 0 else None,
+                                                position.current_leader_epoch)))
+        if moves:
+            subs.set_positions(moves)
         last.clear()
         ends.clear()
 
