@@ -110,6 +110,7 @@ class ConsumerMetrics:
         # Per partition: its scope and its records-lag and records-lead statistics (the
         # latter made at its first value), so a poll formats no scope strings.
         self._partition_stats: dict[tuple[str, int], list] = {}
+        self._topic_stats: dict[str, tuple[WindowedStat, WindowedStat]] = {}   # records, bytes
 
     def _stat(self, key: tuple) -> WindowedStat:
         s = self._stats.get(key)
@@ -130,10 +131,7 @@ class ConsumerMetrics:
     def record_sets(self, sets: Iterable[tuple[str, int, int]], now_ms: int) -> None:
         """Record sets fully handed out: (topic, records, bytes) each."""
         with self._lock:
-            for topic, records, nbytes in sets:
-                scope = f"topic={topic}"
-                self._stat((scope, "records")).record(records, now_ms)
-                self._stat((scope, "bytes")).record(nbytes, now_ms)
+            self._record_sets(sets, now_ms)
 
     def record_positions(self, positions: Iterable[tuple[str, int, int, int | None]], now_ms: int) -> None:
         """Where polls left partitions: (topic, partition, lag, lead or None) each."""
@@ -149,11 +147,19 @@ class ConsumerMetrics:
             self._stat(("", "records")).record(records, now_ms)
             if nbytes:
                 self._stat(("", "bytes")).record(nbytes, now_ms)
-            for topic, n, size in sets:
-                scope = f"topic={topic}"
-                self._stat((scope, "records")).record(n, now_ms)
-                self._stat((scope, "bytes")).record(size, now_ms)
+            if sets:
+                self._record_sets(sets, now_ms)
             self._record_positions(positions, now_ms)
+
+    def _record_sets(self, sets, now_ms: int) -> None:
+        cache = self._topic_stats
+        for topic, n, size in sets:
+            stats = cache.get(topic)
+            if stats is None:
+                scope = f"topic={topic}"
+                stats = cache[topic] = (self._stat((scope, "records")), self._stat((scope, "bytes")))
+            stats[0].record(n, now_ms)
+            stats[1].record(size, now_ms)
 
     def _record_positions(self, positions, now_ms: int) -> None:
         cache = self._partition_stats
