@@ -573,8 +573,9 @@ class SubscriptionState:
     @_synchronized
     def advance_positions(self, positions: Iterable[tuple[TopicPartition, FetchPosition]]) -> None:
         """``advance_position`` for each (tp, position), under one lock (a poll's partitions)."""
+        advance = SubscriptionState.advance_position.__wrapped__   # the lock is held already
         for tp, position in positions:
-            self.advance_position(tp, position)
+            advance(self, tp, position)
 
     @_synchronized
     def valid_positions(self, partitions: Iterable[TopicPartition]) -> list[FetchPosition | None]:
