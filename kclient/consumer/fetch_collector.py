@@ -48,6 +48,9 @@ class FetchCollector:
         self._value_deserializer = as_deserializer(config.value_deserializer)
         self._metrics = metrics
         self._stats = stats              # kclient.consumer.metrics.ConsumerMetrics, or None
+        #: Fetched bytes per record of the last answer drained (its record set's size over
+        #: its records), for sizing what one drain takes; 0 until the first.
+        self.bytes_per_record = 0
 
     def fetched_records(self, max_records: int | None = None, update_offsets: bool = True,
                         ) -> tuple[dict[TopicPartition, list[ConsumerRecord]], dict[TopicPartition, FetchPosition]]:
@@ -88,6 +91,7 @@ class FetchCollector:
             i = cf.pos
             j = min(i + remaining, n_recs)
             if j > i:
+                self.bytes_per_record = cf.size // n_recs
                 # Only this poll's records are made (in C, from the columns): each is read by
                 # the application while still in the CPU's cache, and freed with its list.
                 # They and their header lists are not tracked by the cyclic GC: tracked,

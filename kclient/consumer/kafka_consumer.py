@@ -68,12 +68,15 @@ log = logging.getLogger(__name__)
 _ITER_POLL_MS = 1000
 # Iteration takes records from the buffer in chunks that grow while the application hands
 # them out quickly: a chunk handed out within _ITER_FAST_MS doubles the next one, up to
-# _ITER_MAX_CHUNKS times max.poll.records; a slower one brings it back to max.poll.records.
-# A fast loop then pays the poll's fixed cost once per thousands of records, while a loop
-# that takes its time per record still reaches poll() (heartbeat checks, auto-commit,
-# rebalances, wakeup) as often as with max.poll.records.
+# _ITER_MAX_CHUNK_RECORDS records and about _ITER_MAX_CHUNK_BYTES of fetched data (never
+# below max.poll.records); a slower one brings it back to max.poll.records. A fast loop then
+# pays the poll's fixed cost once per thousands of records, while a loop that takes its time
+# per record still reaches poll() (heartbeat checks, auto-commit, rebalances, wakeup) as
+# often as with max.poll.records. The byte bound keeps the records alive at once (their
+# values are copies) about what max.poll.records of small values hold.
 _ITER_FAST_MS = 20
-_ITER_MAX_CHUNKS = 16
+_ITER_MAX_CHUNK_RECORDS = 8192
+_ITER_MAX_CHUNK_BYTES = 1 << 20
 
 # Consumers still open, closed when the interpreter exits (Ctrl-C out of a loop included):
 # a member that leaves is replaced at once, one that does not holds its partitions until
@@ -549,7 +552,9 @@ class KafkaConsumer:
             return
         self._iter_chunk_ms = None
         if now - started <= _ITER_FAST_MS:
-            self._iter_chunk = min(self._iter_chunk * 2, self._max_poll_records * _ITER_MAX_CHUNKS)
+            per_record = self._fetcher.collector.bytes_per_record
+            cap = min(_ITER_MAX_CHUNK_RECORDS, _ITER_MAX_CHUNK_BYTES // max(per_record, 1))
+            self._iter_chunk = max(min(self._iter_chunk * 2, cap), self._max_poll_records)
         else:
             self._iter_chunk = self._max_poll_records
 

@@ -23,10 +23,11 @@ ANSWER = 500            # records per buffered answer
 PER_PARTITION = 2000
 
 
-def _answers(partition_records: int) -> list[tuple[int, bytes]]:
+def _answers(partition_records: int, value_size: int) -> list[tuple[int, bytes]]:
     out = []
     for off in range(0, partition_records, ANSWER):
-        rows = [(None, 1_700_000_000_000, None, b"%d" % (off + i), []) for i in range(ANSWER)]
+        rows = [(None, 1_700_000_000_000, None, (b"%d " % (off + i)).ljust(value_size, b"."), [])
+                for i in range(ANSWER)]
         out.append((off, R.encode_batch(rows, base_offset=off)))
     return out
 
@@ -59,7 +60,7 @@ class Coordinator:
         pass
 
 
-def buffered_consumer(clock: FakeClock, max_poll_records: int = 10):
+def buffered_consumer(clock: FakeClock, max_poll_records: int = 10, value_size: int = 0):
     consumer = KafkaConsumer(bootstrap_servers="127.0.0.1:9", api_version=(3, 0), enable_auto_commit=False,
                              max_poll_records=max_poll_records, clock=clock)
     tps = [TopicPartition(TOPIC, p) for p in range(PARTITIONS)]
@@ -71,7 +72,7 @@ def buffered_consumer(clock: FakeClock, max_poll_records: int = 10):
     buffer = fetcher.buffer
     buffer.check_assignment()
     subs = consumer.subscription_state
-    answers = _answers(PER_PARTITION)
+    answers = _answers(PER_PARTITION, value_size)
     for off, raw in answers:
         for tp in tps:
             pipe = buffer.pipe(tp)
@@ -107,7 +108,7 @@ def consume(consumer, clock: FakeClock, per_record_ms: float, tps) -> list:
     for tp in tps:
         offsets = [r.offset for r in got if r.partition == tp.partition]
         assert offsets == list(range(PER_PARTITION))
-        assert [int(r.value) for r in got if r.partition == tp.partition] == offsets
+        assert [int(r.value.split()[0]) for r in got if r.partition == tp.partition] == offsets
         assert consumer.position(tp) == PER_PARTITION
     return got
 
@@ -120,11 +121,40 @@ def test_a_fast_loop_takes_growing_chunks_up_to_the_cap():
     finally:
         consumer.close(autocommit=False)
     assert len(got) == PARTITIONS * PER_PARTITION
-    cap = 10 * kc._ITER_MAX_CHUNKS
-    assert chunks[:5] == [10, 20, 40, 80, 160] and cap == 160
-    assert set(chunks[5:]) == {cap}
-    # Without the growth this loop would have polled once per 10 records.
-    assert len(chunks) < PARTITIONS * PER_PARTITION / cap + 6
+    assert chunks == [10, 20, 40, 80, 160, 320, 640, 1280, 2560]   # 4,000 records in 9 polls, not 400
+
+
+def test_chunks_stop_growing_at_their_record_and_byte_bounds(monkeypatch):
+    monkeypatch.setattr(kc, "_ITER_MAX_CHUNK_RECORDS", 100)
+    clock = FakeClock()
+    consumer, tps, _, chunks = buffered_consumer(clock, max_poll_records=10)
+    try:
+        consume(consumer, clock, 0, tps)
+        assert chunks[:5] == [10, 20, 40, 80, 100] and set(chunks[4:]) == {100}
+    finally:
+        consumer.close(autocommit=False)
+    # Values of about 1/64 of the byte bound: chunks of 64 records at most, never fewer than
+    # max.poll.records.
+    monkeypatch.setattr(kc, "_ITER_MAX_CHUNK_RECORDS", 8192)
+    clock = FakeClock()
+    consumer, tps, _, chunks = buffered_consumer(clock, max_poll_records=10,
+                                                 value_size=kc._ITER_MAX_CHUNK_BYTES // 64)
+    try:
+        consume(consumer, clock, 0, tps)
+        per_record = consumer._fetcher.collector.bytes_per_record   # the value and its framing
+        cap = kc._ITER_MAX_CHUNK_BYTES // per_record
+        assert kc._ITER_MAX_CHUNK_BYTES // 64 < per_record < kc._ITER_MAX_CHUNK_BYTES // 60
+        assert chunks[:4] == [10, 20, 40, cap] and set(chunks[3:]) == {cap}
+    finally:
+        consumer.close(autocommit=False)
+    clock = FakeClock()
+    consumer, tps, _, chunks = buffered_consumer(clock, max_poll_records=100,
+                                                 value_size=kc._ITER_MAX_CHUNK_BYTES // 64)
+    try:
+        consume(consumer, clock, 0, tps)
+        assert set(chunks) == {100}
+    finally:
+        consumer.close(autocommit=False)
 
 
 def test_a_slow_loop_polls_as_often_as_with_max_poll_records():
