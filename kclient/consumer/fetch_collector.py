@@ -48,18 +48,33 @@ class FetchCollector:
         self._value_deserializer = as_deserializer(config.value_deserializer)
         self._metrics = metrics
         self._stats = stats              # kclient.consumer.metrics.ConsumerMetrics, or None
+        #: Fetched bytes per record of the last answer drained (its record set's size over
+        #: its records), for sizing what one drain takes; 0 until the first.
+        self.bytes_per_record = 0
 
     def fetched_records(self, max_records: int | None = None, update_offsets: bool = True,
                         ) -> tuple[dict[TopicPartition, list[ConsumerRecord]], dict[TopicPartition, FetchPosition]]:
         """Up to max_records buffered records as {tp: [ConsumerRecord, ...]}, and the position
         each partition has after them. Positions move only if update_offsets."""
         remaining = self._max_poll_records if max_records is None else max_records
-        total = consumed_bytes = 0
         sets: list[tuple[str, int, int]] = []     # record sets handed out whole, for metrics
         drained: dict[TopicPartition, list] = {}
         ends: dict[TopicPartition, FetchPosition] = {}
         kd, vd = self._key_deserializer, self._value_deserializer
         views = self._views
+        try:
+            self._drain_records(remaining, drained, ends, sets, kd, vd, views)
+        finally:
+            if update_offsets and ends:
+                self._subscriptions.advance_positions(ends.items())
+        total = sum(len(v) for v in drained.values())
+        consumed_bytes = sum(size for _, _, size in sets)
+        if total:
+            self._metrics["records-consumed-total"] += total
+            self._record_consumed(total, consumed_bytes, sets, ends)
+        return drained, ends
+
+    def _drain_records(self, remaining: int, drained: dict, ends: dict, sets: list, kd, vd, views) -> None:
         buffer = self._buffer
         next_fetch = buffer.next_fetch
         while remaining > 0:
@@ -76,6 +91,7 @@ class FetchCollector:
             i = cf.pos
             j = min(i + remaining, n_recs)
             if j > i:
+                self.bytes_per_record = cf.size // n_recs
                 # Only this poll's records are made (in C, from the columns): each is read by
                 # the application while still in the CPU's cache, and freed with its list.
                 # They and their header lists are not tracked by the cyclic GC: tracked,
@@ -96,25 +112,33 @@ class FetchCollector:
                 else:
                     lst.extend(out)
                 remaining -= j - i
-                total += j - i
             if j >= n_recs:
-                consumed_bytes += cf.size
                 sets.append((cf.tp.topic, n_recs, cf.size))
                 buffer.release(cf)
-            self._advance(cf, update_offsets, ends)
-        if total:
-            self._metrics["records-consumed-total"] += total
-            self._record_consumed(total, consumed_bytes, sets, ends)
-        return drained, ends
+            self._advance(cf, ends)
 
     def fetched_columnar(self, max_records: int | None = None, update_offsets: bool = True,
                          ) -> tuple[dict[TopicPartition, ColumnarRecords], dict[TopicPartition, FetchPosition]]:
         """Like fetched_records, but {tp: ColumnarRecords} (rows of kcore ColumnarBatches)."""
         remaining = self._max_poll_records if max_records is None else max_records
         consumed_bytes = 0
-        sets: list[tuple[str, int, int]] = []
+        sets: list[tuple[str, int, int]] = []     # record sets handed out whole, for metrics
         drained: dict[TopicPartition, list] = {}
         ends: dict[TopicPartition, FetchPosition] = {}
+        try:
+            consumed_bytes = self._drain_columnar(remaining, drained, ends, sets)
+        finally:
+            if update_offsets and ends:
+                self._subscriptions.advance_positions(ends.items())
+        out = {tp: ColumnarRecords(tp, pieces) for tp, pieces in drained.items()}
+        n = sum(len(v) for v in out.values())
+        if n:
+            self._metrics["records-consumed-total"] += n
+            self._record_consumed(n, consumed_bytes, sets, ends)
+        return out, ends
+
+    def _drain_columnar(self, remaining: int, drained: dict, ends: dict, sets: list) -> int:
+        consumed_bytes = 0
         buffer = self._buffer
         next_fetch = buffer.next_fetch
         while remaining > 0:
@@ -140,13 +164,8 @@ class FetchCollector:
                 consumed_bytes += cf.size
                 sets.append((cf.tp.topic, n, cf.size))
                 buffer.release(cf)
-            self._advance(cf, update_offsets, ends)
-        out = {tp: ColumnarRecords(tp, pieces) for tp, pieces in drained.items()}
-        n = sum(len(v) for v in out.values())
-        if n:
-            self._metrics["records-consumed-total"] += n
-            self._record_consumed(n, consumed_bytes, sets, ends)
-        return out, ends
+            self._advance(cf, ends)
+        return consumed_bytes
 
     def _initialize(self, cf: CompletedFetch, taken: dict[TopicPartition, Any]) -> bool:
         """Make cf, an answer not yet decoded, ready to drain: decode it, or raise its error
@@ -178,8 +197,9 @@ class FetchCollector:
         if res.next_offset > cf.next_offset:
             cf.next_offset = res.next_offset
 
-    def _advance(self, cf: CompletedFetch, update_offsets: bool, ends: dict) -> None:
-        """Record where tp's position goes after what was handed out (and move it)."""
+    def _advance(self, cf: CompletedFetch, ends: dict) -> None:
+        """Record where tp's position goes after what was handed out (moved at the end of
+        the poll, for every partition under one lock)."""
         tp = cf.tp
         exhausted = cf.drained
         if exhausted:
@@ -193,8 +213,6 @@ class FetchCollector:
         cluster_epoch = self._metadata.cluster.leader_epoch(tp)
         position = FetchPosition(offset, epoch if epoch >= 0 else None, cluster_epoch)
         ends[tp] = position
-        if update_offsets:
-            self._subscriptions.advance_position(tp, position)
 
     @staticmethod
     def _deserialize(part: list, topic: str, kd, vd) -> list[ConsumerRecord]:
@@ -212,20 +230,16 @@ class FetchCollector:
         partition (lag to the end offset the last answer gave, lead from the log start)."""
         stats = self._stats
         if stats is not None:
-            now = self._clock.now_ms()
-            stats.consumed(records, now)
-            if nbytes:
-                stats.consumed_bytes(nbytes, now)
-            if sets:
-                stats.record_sets(sets, now)
             pipes = self._buffer.pipes
-            positions = []
+            known = []
             for tp, position in ends.items():
                 pipe = pipes.get(tp)
                 if pipe is not None and pipe.end_offset is not None and pipe.end_offset >= 0:
-                    subs = self._subscriptions
-                    start = subs.log_start_offset(tp) if subs.is_assigned(tp) else None
-                    positions.append((tp.topic, tp.partition, max(pipe.end_offset - position.offset, 0),
-                                      None if start is None else position.offset - start))
-            if positions:
-                stats.record_positions(positions, now)
+                    known.append((tp, position.offset, pipe.end_offset))
+            positions = []
+            if known:
+                starts = self._subscriptions.log_start_offsets([tp for tp, _, _ in known])
+                for (tp, offset, end), start in zip(known, starts):
+                    positions.append((tp.topic, tp.partition, max(end - offset, 0),
+                                      None if start is None else offset - start))
+            stats.polled(records, nbytes, sets, positions, self._clock.now_ms())

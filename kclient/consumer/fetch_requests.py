@@ -163,7 +163,13 @@ class FetchRequests:
         now = self._clock.now_ms()
         leader_map = self._leader_map
         pipes = buffer.pipes
-        busy = buffer.has_completed_fetches()
+        # Caught-up partitions wait while records are buffered only if a partition with more
+        # to fetch is held back by its full prefetch buffer: a fetch of caught-up partitions
+        # alone would wait fetch.max.wait.ms on the broker and keep the connection from that
+        # partition's next fetch once the application reads its buffer. Otherwise they are
+        # fetched at once, with the others, so the broker answers as soon as records arrive
+        # (as the Java consumer's fetcher does) instead of one round trip after the drain.
+        hold = buffer.has_completed_fetches() and _backlog_held(buffer.pipes)
         assigned = self._assigned
         pipe: PartitionPipe | None
         if len(pipes) == len(assigned):  # with `tp in assigned` below: a pipe for each
@@ -177,7 +183,7 @@ class FetchRequests:
                 if (pipe.in_flight_epoch == pipe.epoch or pipe.buffered >= PREFETCH_DEPTH
                         or pipe.backoff_until > now):
                     continue
-                if (busy and pipe.next_fetch_offset is not None and pipe.end_offset is not None
+                if (hold and pipe.next_fetch_offset is not None and pipe.end_offset is not None
                         and pipe.next_fetch_offset >= pipe.end_offset and tp in leader_map):
                     continue
                 break
@@ -211,12 +217,8 @@ class FetchRequests:
                 last_epoch = -1 if position.offset_epoch is None else position.offset_epoch
             else:
                 last_epoch = pipe.next_fetch_epoch
-            if busy:
-                # While the application has records to work through, leave caught-up
-                # partitions out: their fetch would wait fetch.max.wait.ms on the broker
-                # and hold up the connection for partitions that do have data.
-                if end is not None and offset >= end:
-                    continue
+            if hold and end is not None and offset >= end:
+                continue    # caught up, while a partition with data waits for its buffer
             by_node.setdefault(node_id, []).append((tp, offset, epoch, last_epoch))
         if need_metadata:
             self._metadata.request_update()
@@ -422,6 +424,7 @@ class FetchRequests:
         read_committed = self._read_committed
         frame: ResponseFrame | None = None
         returned_data = []
+        reported: list[tuple[TopicPartition, int, int, int]] = []   # offsets the answer gave
         leader_hints: dict[TopicPartition, tuple[int, int]] = {}
         for topic_resp in result.get("responses") or []:
             topic = topic_resp.get("topic") or by_id.get(topic_resp.get("topic_id"))
@@ -434,8 +437,9 @@ class FetchRequests:
                     continue
                 fetch_offset, epoch = info
                 pipe = pipes.get(tp)
-                if (pipe is None or pipe.epoch != epoch or assignment_id != subs.assignment_id
-                        or not subs.is_assigned(tp)):
+                # The assignment id changes with every assignment change, and tp was
+                # assigned when the fetch was sent under it: the same id, still assigned.
+                if pipe is None or pipe.epoch != epoch or assignment_id != subs.assignment_id:
                     log.debug("ignoring stale fetch answer for %s", tp)
                     continue
                 err = p.get("error_code", 0)
@@ -466,18 +470,14 @@ class FetchRequests:
                     self._diverging_epoch(tp, pipe, fetch_offset, diverging["epoch"], diverging.get("end_offset", -1))
                     continue
                 hw = p.get("high_watermark", -1)
-                if hw >= 0:
-                    subs.update_high_watermark(tp, hw)
-                    if not read_committed:
-                        pipe.end_offset = hw
+                if hw >= 0 and not read_committed:
+                    pipe.end_offset = hw
                 lso = p.get("last_stable_offset", -1)
-                if lso >= 0:
-                    subs.update_last_stable_offset(tp, lso)
-                    if read_committed:
-                        pipe.end_offset = lso
+                if lso >= 0 and read_committed:
+                    pipe.end_offset = lso
                 lstart = p.get("log_start_offset", -1)
-                if lstart >= 0:
-                    subs.update_log_start_offset(tp, lstart)
+                if hw >= 0 or lso >= 0 or lstart >= 0:
+                    reported.append((tp, hw, lso, lstart))
                 raw = p.get("records")
                 if raw is None or len(raw) == 0:
                     continue
@@ -497,8 +497,8 @@ class FetchRequests:
                     self._warn_incomplete(tp, pipe, fetch_offset, len(raw))
                 returned_data.append(tp)
                 self._metrics["bytes-fetched-total"] += len(raw)
-        for tp in returned_data:
-            subs.move_partition_to_end(tp)
+        if reported or returned_data:
+            subs.record_fetched_offsets(reported, returned_data)
         if stats is not None:
             stats.record("fetch-size", self._metrics["bytes-fetched-total"] - fetched_before, now)
         if leader_hints:
@@ -573,6 +573,17 @@ class FetchRequests:
         # Otherwise the fetch was chained after buffered records: drop them and fetch again
         # from the position, whose own epoch the leader then checks.
         self._buffer.clear_partition(tp)
+
+
+def _backlog_held(pipes: dict[TopicPartition, PartitionPipe]) -> bool:
+    """Some partition has more to fetch (or an unknown end) but waits for its buffered
+    answers to be read (PREFETCH_DEPTH of them)."""
+    for pipe in pipes.values():
+        if pipe.buffered >= PREFETCH_DEPTH:
+            nxt, end = pipe.next_fetch_offset, pipe.end_offset
+            if nxt is None or end is None or nxt < end:
+                return True
+    return False
 
 
 def peek_next_offset(raw, fetch_offset: int) -> tuple[int, int]:

@@ -66,6 +66,17 @@ log = logging.getLogger(__name__)
 
 # Iteration polls in slices this long so that consumer_timeout_ms=inf stays responsive.
 _ITER_POLL_MS = 1000
+# Iteration takes records from the buffer in chunks that grow while the application hands
+# them out quickly: a chunk handed out within _ITER_FAST_MS doubles the next one, up to
+# _ITER_MAX_CHUNK_RECORDS records and about _ITER_MAX_CHUNK_BYTES of fetched data (never
+# below max.poll.records); a slower one brings it back to max.poll.records. A fast loop then
+# pays the poll's fixed cost once per thousands of records, while a loop that takes its time
+# per record still reaches poll() (heartbeat checks, auto-commit, rebalances, wakeup) as
+# often as with max.poll.records. The byte bound keeps the records alive at once (their
+# values are copies) about what max.poll.records of small values hold.
+_ITER_FAST_MS = 20
+_ITER_MAX_CHUNK_RECORDS = 8192
+_ITER_MAX_CHUNK_BYTES = 1 << 20
 
 # Consumers still open, closed when the interpreter exits (Ctrl-C out of a loop included):
 # a member that leaves is replaced at once, one that does not holds its partitions until
@@ -157,6 +168,9 @@ class KafkaConsumer:
         self._iter_ends: dict[TopicPartition, FetchPosition] = {}
         self._iter_pending: set[TopicPartition] = set()          # records of the poll not all handed out
         self._iter_epoch = 0
+        self._max_poll_records = cfg["max.poll.records"]
+        self._iter_chunk = self._max_poll_records   # records the next refill takes at most
+        self._iter_chunk_ms: int | None = None      # when the last refill's records arrived
         self._local_assignment_version = -1
         self._retry_backoff_ms = cfg["retry.backoff.ms"]
         self._default_api_timeout_ms = cfg["default.api.timeout.ms"]
@@ -509,8 +523,10 @@ class KafkaConsumer:
                     raise StopIteration
                 wait = deadline - now
                 wait = _ITER_POLL_MS if not math.isfinite(wait) else min(int(wait), _ITER_POLL_MS)
-                records, ends = self._poll(wait, None, False, columnar=False)
+                self._size_iteration_chunk(now)
+                records, ends = self._poll(wait, self._iter_chunk, False, columnar=False)
                 if records:
+                    self._iter_chunk_ms = self._clock.now_ms()
                     self._iter_queue = list(records.items())
                     self._iter_queue.reverse()  # popped from the end, in the poll's order
                     self._iter_pending.update(records)
@@ -527,6 +543,20 @@ class KafkaConsumer:
             raise
         finally:
             self._release()
+
+    def _size_iteration_chunk(self, now: int) -> None:
+        """Before a refill: the previous chunk's records were all handed out; grow the next
+        chunk if that was quick, else go back to max.poll.records."""
+        started = self._iter_chunk_ms
+        if started is None:
+            return
+        self._iter_chunk_ms = None
+        if now - started <= _ITER_FAST_MS:
+            per_record = self._fetcher.collector.bytes_per_record
+            cap = min(_ITER_MAX_CHUNK_RECORDS, _ITER_MAX_CHUNK_BYTES // max(per_record, 1))
+            self._iter_chunk = max(min(self._iter_chunk * 2, cap), self._max_poll_records)
+        else:
+            self._iter_chunk = self._max_poll_records
 
     def _load_next(self) -> None:
         """Put the next partition of the current poll into the cursor."""
@@ -583,23 +613,29 @@ class KafkaConsumer:
         if not last and not ends:
             return
         subs = self._subscriptions
-        for tp, r in last.items():
-            end = ends.pop(tp, None)   # set: the poll's end for tp, all of whose records went out
-            position = subs.valid_position(tp) if subs.is_assigned(tp) else None
+        # One locked read of the positions and one locked write, whatever the partitions.
+        tps = list(last)
+        tps.extend(tp for tp in ends if tp not in last)
+        moves = []
+        for tp, position in zip(tps, subs.valid_positions(tps)):
             if position is None:
+                continue
+            end = ends.get(tp)   # set: the poll's end for tp, all of whose records went out
+            r = last.get(tp)
+            if r is None:
+                if end is not None and end.offset > position.offset:
+                    moves.append((tp, end))
                 continue
             after = r.offset + 1
             if position.offset > after:
                 continue                # sought past what was handed out
             if end is not None and end.offset > after:
-                subs.set_position(tp, end)  # past control records after the last record
+                moves.append((tp, end))  # past control records after the last record
             elif position.offset < after:
-                subs.set_position(tp, FetchPosition(after, r.leader_epoch if r.leader_epoch >= 0 else None,
-                                                    position.current_leader_epoch))
-        for tp, end in ends.items():
-            position = subs.valid_position(tp) if subs.is_assigned(tp) else None
-            if position is not None and end.offset > position.offset:
-                subs.set_position(tp, end)
+                moves.append((tp, FetchPosition(after, r.leader_epoch if r.leader_epoch >= 0 else None,
+                                                position.current_leader_epoch)))
+        if moves:
+            subs.set_positions(moves)
         last.clear()
         ends.clear()
 

@@ -35,8 +35,14 @@ class WindowedStat:
         self.total_sum = 0.0
 
     def record(self, value: float, now_ms: int) -> None:
-        self._roll(now_ms)
-        w = self._windows[-1]
+        ws = self._windows
+        if ws and now_ms - ws[-1][0] < self._window_ms:
+            # In the current window (most calls): nothing to roll. Windows that ended are
+            # dropped when the next one starts, and before every read.
+            w = ws[-1]
+        else:
+            self._roll(now_ms)
+            w = ws[-1]
         w[1] += 1
         w[2] += value
         if w[1] == 1 or value > w[3]:
@@ -101,6 +107,10 @@ class ConsumerMetrics:
         self.last_poll_start_ms: int | None = None
         self._last_poll_end_ms: int | None = None
         self.last_rebalance_ms: int | None = None
+        # Per partition: its scope and its records-lag and records-lead statistics (the
+        # latter made at its first value), so a poll formats no scope strings.
+        self._partition_stats: dict[tuple[str, int], list] = {}
+        self._topic_stats: dict[str, tuple[WindowedStat, WindowedStat]] = {}   # records, bytes
 
     def _stat(self, key: tuple) -> WindowedStat:
         s = self._stats.get(key)
@@ -121,19 +131,49 @@ class ConsumerMetrics:
     def record_sets(self, sets: Iterable[tuple[str, int, int]], now_ms: int) -> None:
         """Record sets fully handed out: (topic, records, bytes) each."""
         with self._lock:
-            for topic, records, nbytes in sets:
-                scope = f"topic={topic}"
-                self._stat((scope, "records")).record(records, now_ms)
-                self._stat((scope, "bytes")).record(nbytes, now_ms)
+            self._record_sets(sets, now_ms)
 
     def record_positions(self, positions: Iterable[tuple[str, int, int, int | None]], now_ms: int) -> None:
         """Where polls left partitions: (topic, partition, lag, lead or None) each."""
         with self._lock:
-            for topic, partition, lag, lead in positions:
+            self._record_positions(positions, now_ms)
+
+    def polled(self, records: int, nbytes: int, sets: list[tuple[str, int, int]],
+               positions: list[tuple[str, int, int, int | None]], now_ms: int) -> None:
+        """What one poll handed out, under one lock: its records (``consumed``), the bytes
+        and record sets it finished (``consumed_bytes``, ``record_sets``), and where it left
+        each partition (``record_positions``)."""
+        with self._lock:
+            self._stat(("", "records")).record(records, now_ms)
+            if nbytes:
+                self._stat(("", "bytes")).record(nbytes, now_ms)
+            if sets:
+                self._record_sets(sets, now_ms)
+            self._record_positions(positions, now_ms)
+
+    def _record_sets(self, sets, now_ms: int) -> None:
+        cache = self._topic_stats
+        for topic, n, size in sets:
+            stats = cache.get(topic)
+            if stats is None:
+                scope = f"topic={topic}"
+                stats = cache[topic] = (self._stat((scope, "records")), self._stat((scope, "bytes")))
+            stats[0].record(n, now_ms)
+            stats[1].record(size, now_ms)
+
+    def _record_positions(self, positions, now_ms: int) -> None:
+        cache = self._partition_stats
+        for topic, partition, lag, lead in positions:
+            entry = cache.get((topic, partition))
+            if entry is None:
                 scope = f"topic={topic},partition={partition}"
-                self._stat((scope, "records-lag")).record(lag, now_ms)
-                if lead is not None:
-                    self._stat((scope, "records-lead")).record(lead, now_ms)
+                entry = cache[(topic, partition)] = [scope, self._stat((scope, "records-lag")), None]
+            entry[1].record(lag, now_ms)
+            if lead is not None:
+                lead_stat = entry[2]
+                if lead_stat is None:
+                    lead_stat = entry[2] = self._stat((entry[0], "records-lead"))
+                lead_stat.record(lead, now_ms)
 
     # The names the fetch and group layers have always called.
     def fetch_done(self, latency_ms: float, now_ms: int) -> None:

@@ -105,6 +105,10 @@ class NetworkClient:
         # (kcore.receive_loop): the kernel's receive work and the wait for each receive window
         # overlap with the application's work between polls.
         self._receive_thread = net.receive_thread
+        # Sockets of such connections registered with the selector (for writing, while bytes
+        # wait to go out): kept here, since asking the selector about a socket it does not
+        # have builds a KeyError from the socket's repr, on every request sent.
+        self._write_registered: set = set()
         self._max_response_bytes = max_response_bytes
         self._auth = Authenticator(self, ssl_context=net.ssl_context, sasl_mechanism=net.sasl_mechanism,
                                    request_timeout_ms=net.request_timeout_ms,
@@ -324,6 +328,7 @@ class NetworkClient:
         """Close the socket and fail every request in flight on it."""
         if conn.state is ConnectionState.DISCONNECTED:
             return
+        self._write_registered.discard(conn.sock)
         for fileobj in (conn.sock, conn.receive_fd):
             if fileobj is not None and fileobj != -1:
                 try:
@@ -528,23 +533,18 @@ class NetworkClient:
         assert sock is not None  # only an open connection writes
         if conn.receive_fd != -1:
             # The receive loop reads: the socket is registered only while bytes wait to go out.
-            registered = self._registered(sock)
+            registered = sock in self._write_registered
             if want and not registered:
                 self._selector.register(sock, selectors.EVENT_WRITE, conn)
+                self._write_registered.add(sock)
             elif not want and registered:
                 self._selector.unregister(sock)
+                self._write_registered.discard(sock)
             return
         events = selectors.EVENT_READ | selectors.EVENT_WRITE if want else selectors.EVENT_READ
         key = self._selector.get_key(sock)
         if key.events != events:
             self._selector.modify(sock, events, conn)
-
-    def _registered(self, fileobj) -> bool:
-        try:
-            self._selector.get_key(fileobj)
-        except KeyError:
-            return False
-        return True
 
     def _start_receive_loop(self, conn: BrokerConnection) -> None:
         """Once conn is READY: let a receive thread read it (receive.thread)."""
@@ -559,6 +559,7 @@ class NetworkClient:
         self._selector.register(fd, selectors.EVENT_READ, conn)
         if conn.wants_write:
             self._selector.register(sock, selectors.EVENT_WRITE, conn)
+            self._write_registered.add(sock)
 
     def _finish(self, request: ClientRequest, response: dict | None, error: BaseException | None,
                 now_ms: int) -> None:

@@ -571,6 +571,56 @@ class SubscriptionState:
         return True
 
     @_synchronized
+    def advance_positions(self, positions: Iterable[tuple[TopicPartition, FetchPosition]]) -> None:
+        """``advance_position`` for each (tp, position), under one lock (a poll's partitions)."""
+        advance = SubscriptionState.advance_position.__wrapped__   # the lock is held already
+        for tp, position in positions:
+            advance(self, tp, position)
+
+    @_synchronized
+    def valid_positions(self, partitions: Iterable[TopicPartition]) -> list[FetchPosition | None]:
+        """The valid position of each partition (None where it is not assigned or has no
+        valid position), under one lock."""
+        get = self._assignment.get
+        return [s.position if (s := get(tp)) is not None and s.fetch_state is _FETCHING else None
+                for tp in partitions]
+
+    @_synchronized
+    def set_positions(self, positions: Iterable[tuple[TopicPartition, FetchPosition]]) -> None:
+        """Set each (tp, position) whose partition still has a valid position (the caller
+        read them valid: one that changed meanwhile, on another thread, is left alone),
+        under one lock."""
+        get = self._assignment.get
+        for tp, position in positions:
+            state = get(tp)
+            if state is not None and state.fetch_state is _FETCHING:
+                state.position = position
+
+    @_synchronized
+    def record_fetched_offsets(self, offsets: Iterable[tuple[TopicPartition, int, int, int]],
+                               returned: Iterable[TopicPartition] = ()) -> None:
+        """What one Fetch answer reported, under one lock: (tp, high watermark, last stable
+        offset, log start offset) each, -1 where not reported (partitions no longer assigned
+        are ignored: a late answer); then the partitions that ``returned`` records move
+        behind the others (``move_partition_to_end``)."""
+        assignment = self._assignment
+        get = assignment.get
+        for tp, hw, lso, start in offsets:
+            state = get(tp)
+            if state is None:
+                continue
+            if hw >= 0:
+                state.high_watermark = hw
+            if lso >= 0:
+                state.last_stable_offset = lso
+            if start >= 0:
+                state.log_start_offset = start
+        for tp in returned:
+            state = assignment.pop(tp, None)
+            if state is not None:
+                assignment[tp] = state
+
+    @_synchronized
     def set_position(self, tp: TopicPartition, position: FetchPosition) -> None:
         """Advance after records were returned; only from a valid position."""
         state = self._state(tp)
@@ -882,6 +932,13 @@ class SubscriptionState:
     @_synchronized
     def log_start_offset(self, tp: TopicPartition) -> int | None:
         return self._state(tp).log_start_offset
+
+    @_synchronized
+    def log_start_offsets(self, partitions: Iterable[TopicPartition]) -> list[int | None]:
+        """The log start offset of each partition (None where unknown or not assigned), under
+        one lock: the fetcher's per-poll metrics ask for every partition it drained."""
+        get = self._assignment.get
+        return [None if (s := get(tp)) is None else s.log_start_offset for tp in partitions]
 
     @_synchronized
     def last_stable_offset(self, tp: TopicPartition) -> int | None:

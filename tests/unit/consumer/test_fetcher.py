@@ -554,17 +554,33 @@ def test_one_full_answer_buffered_still_lets_the_next_fetch_go():
 def test_caught_up_partitions_wait_while_records_are_buffered(env):
     assign(env, [TP0, TP1])
     env.fetcher.send_fetches()
-    env.client.take()[0].future.complete(fetch_response([partition_data(0, batch(0, 10), hw=20),
+    env.client.take()[0].future.complete(fetch_response([partition_data(0, batch(0, 10), hw=30),
                                                          partition_data(1, None, hw=0)]))
-    # TP1 is at its end: its fetch would wait fetch.max.wait.ms on the broker and hold up the
-    # connection while the application still has TP0's records to work through.
     env.fetcher.send_fetches()
     (req,) = env.client.take()
-    assert requested(req) == {TP0: 10}
-    req.future.complete(fetch_response([partition_data(0, None, hw=10)]))
+    assert requested(req) == {TP0: 10, TP1: 0}   # TP0's data answers it at once
+    req.future.complete(fetch_response([partition_data(0, batch(10, 10), hw=30)]))
+    # TP0 has more to fetch but two answers buffered: it waits for the application. TP1 is
+    # at its end: its fetch alone would wait fetch.max.wait.ms on the broker and hold up the
+    # connection when TP0's turn comes.
+    assert env.fetcher.send_fetches() == 0
+    assert env.client.take() == []
     drain(env.fetcher, 100)
     env.fetcher.send_fetches()  # nothing buffered: everyone is fetched (and may long-poll)
-    assert requested(env.client.take()[0]) == {TP0: 10, TP1: 0}
+    assert requested(env.client.take()[0]) == {TP0: 20, TP1: 0}
+
+
+def test_caught_up_partitions_are_fetched_again_as_soon_as_an_answer_arrives(env):
+    """Records trickling in: the answer's partitions are at their end, nothing waits for a
+    buffer, so the next fetch leaves before the answer is read (the broker holds it until
+    records arrive) instead of a round trip after the application read them."""
+    assign(env, [TP0, TP1])
+    env.fetcher.send_fetches()
+    env.client.take()[0].future.complete(fetch_response([partition_data(0, batch(0, 3), hw=3),
+                                                         partition_data(1, None, hw=0)]))
+    assert env.fetcher.send_fetches() == 1
+    assert requested(env.client.take()[0]) == {TP0: 3, TP1: 0}
+    assert [r.offset for r in drain(env.fetcher)[TP0]] == [0, 1, 2]
 
 
 # ---------------------------------------------------------------------- transactions

@@ -408,6 +408,29 @@ def test_watermarks_lag_and_lead(s):
     assert (s.high_watermark(T0), s.last_stable_offset(T0), s.log_start_offset(T0)) == (100, 90, 15)
 
 
+def test_a_fetch_answers_offsets_under_one_call(s):
+    s.assign_from_user([T0, T1])
+    s.seek(T0, 40)
+    s.update_high_watermark(T1, 7)
+    s.record_fetched_offsets([(T0, 100, -1, 15), (T1, -1, 5, -1), (U0, 9, 9, 9)], returned=[T0, U0])
+    assert (s.high_watermark(T0), s.last_stable_offset(T0), s.log_start_offset(T0)) == (100, None, 15)
+    assert (s.high_watermark(T1), s.last_stable_offset(T1), s.log_start_offset(T1)) == (7, 5, None)
+    assert not s.is_assigned(U0)                       # a late answer assigns nothing
+    assert s.assigned_partitions_list() == [T1, T0]    # the partition that returned data goes last
+    assert s.log_start_offsets([T0, T1, U0]) == [15, None, None]
+
+
+def test_positions_read_and_written_for_many_partitions_at_once(s):
+    s.assign_from_user([T0, T1])
+    s.seek(T0, 40)
+    assert s.valid_positions([T0, T1, U0]) == [FetchPosition(40), None, None]   # T1: no position yet
+    s.set_positions([(T0, FetchPosition(45, 3)), (T1, FetchPosition(9))])     # T1 not valid: left alone
+    assert s.position(T0) == FetchPosition(45, 3) and s.position(T1) is None
+    s.seek_validated(T0, FetchPosition(50, 3, 4))
+    s.advance_positions([(T0, FetchPosition(60, 5)), (T0, FetchPosition(55, 5))])  # never backwards
+    assert s.position(T0) == FetchPosition(60, 5, 4)   # the leader epoch it was validated under stays
+
+
 # --------------------------------------------------------------------------- listener
 def test_listener_is_kept_and_lost_defaults_to_revoked(s):
     listener = Recorder()
