@@ -21,6 +21,11 @@ had a second member been in the group, handed to it (with the records since the 
 commit delivered twice). The member's own rebalance callbacks (revoked / lost / assigned
 after it was stable) are reported as well.
 
+``--security SSL,SASL_SSL,SASL_PLAINTEXT`` runs the same scenarios on Apache Kafka's secured
+listeners instead (bench/liveness_kafka.py): there the judge is a request-timing relay in its
+own process between the client and the broker (bench/tls_relay.py), and the consumer protocol
+(KIP-848, ``--group-protocols``) can be measured too.
+
 Expected (and checked by this benchmark, not assumed): a Python heartbeat thread survives
 the pure-Python stall but not the GIL-holding call; librdkafka's C threads survive both;
 aiokafka's heartbeat is a task on the event loop, which does not run while the application
@@ -202,7 +207,7 @@ def analyse(res: dict, requests: list[tuple[float, str]], job: MemberJob,
         "stall_s": round(s1 - s0, 2),
         "longest_heartbeat_silence_s": round(silence, 3),
         "session_timeout_s": (session_ms or job.session_timeout_ms or 0) / 1000,
-        "sasl_authentications_during_stall": len(auths_in_stall),
+        "sasl_logins_during_stall": len(auths_in_stall),
         "interval_s": interval,
         "normal_interval_median_s": round(statistics.median(normal), 4) if normal else None,
         "normal_interval_stdev_ms": round(statistics.pstdev(normal) * 1000, 2) if len(normal) > 1 else None,

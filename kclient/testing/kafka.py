@@ -22,6 +22,12 @@ gets a second plaintext listener, ``PROXIED``, that it advertises at its proxy's
 client bootstrapped from ``proxied_bootstrap`` is sent to the proxies by Metadata too and never
 reaches a broker directly (brokers and controllers still talk to each other directly). Chaos
 tests switch faults on ``proxies[node_id]``; ``bootstrap`` stays the direct listener.
+
+``relayed_protocols=("SSL", "SASL_SSL", ...)`` (with ``security=True``) gives each node, per
+protocol, a listener meant to sit behind a relay that the caller runs on
+``relay_ports_for(protocol)`` (the liveness benchmark's judge, bench/tls_relay.py): the relay
+speaks the protocol to clients (terminating TLS) and forwards to the listener, which speaks
+PLAINTEXT or SASL_PLAINTEXT and is advertised at the relay's port, so clients stay behind it.
 """
 from __future__ import annotations
 

@@ -36,5 +36,5 @@ def test_the_relay_sees_a_secured_members_heartbeats_through_a_gil_holding_call(
     assert r["kept_partitions"] and r["join_group_after_stable"] == 0, r
     assert r["assignment_after"] == r["assignment_before"] == [0, 1, 2, 3]
     # 2 s SASL sessions: the pacemaker authenticated afresh during the stall, past the relay.
-    assert r["sasl_authentications_during_stall"] >= 1, r
+    assert r["sasl_logins_during_stall"] >= 1, r
     assert "| kclient" in liveness_kafka.markdown(report)

@@ -52,7 +52,7 @@ def test_the_member_epoch_of_a_consumer_group_heartbeat_is_read():
 
 def test_requests_are_heartbeats_joins_leaves_or_authentications():
     reqs = [Request(1.0, 12, 1, None), Request(2.0, 11, 1, None), Request(3.0, 13, 1, None),
-            Request(4.0, 36, 2, None), Request(5.0, 68, 2, 5), Request(6.0, 68, 2, 0), Request(7.0, 68, 2, -2),
+            Request(4.0, 17, 2, None), Request(4.5, 36, 2, None), Request(5.0, 68, 2, 5), Request(6.0, 68, 2, 0), Request(7.0, 68, 2, -2),
             Request(8.0, 1, 2, None)]
     assert relay_events(reqs) == [(1.0, "heartbeat"), (2.0, "join"), (3.0, "leave"), (4.0, "auth"),
                                   (5.0, "heartbeat"), (6.0, "join"), (7.0, "leave")]
