@@ -204,6 +204,8 @@ def analyse(res: dict, requests: list[tuple[float, str]], job: MemberJob,
         "leave_group_after_stable": len(leaves),
         "heartbeats_total": len(hb), "heartbeats_during_stall": len(during),
         "heartbeats_during_stall_at_s": [round(t - s0, 3) for t in during],
+        # Every interval: (its start in s after the stall began, its length in ms).
+        "heartbeat_intervals": [(round(a - s0, 3), round(g * 1000, 1)) for g, a, b in gaps],
         "stall_s": round(s1 - s0, 2),
         "longest_heartbeat_silence_s": round(silence, 3),
         "session_timeout_s": (session_ms or job.session_timeout_ms or 0) / 1000,
