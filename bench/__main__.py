@@ -1,4 +1,5 @@
-"""``python -m bench [throughput|liveness] [options]``: see bench/runner.py and bench/liveness.py.
+"""``python -m bench [throughput|liveness] [options]``: see bench/runner.py and bench/liveness.py
+(``liveness --security SSL,SASL_SSL,...``: on Apache Kafka's secured listeners, bench/liveness_kafka.py).
 ``python -m bench parallel [options]``: ParallelConsumer vs a plain poll loop, see bench/parallel.py.
 ``python -m bench rebalance [options]``: rebalance times per client and group protocol, see bench/rebalance.py.
 ``python -m bench fuzz [options]``: the network decoders under atheris (libFuzzer), see bench/fuzz.py.

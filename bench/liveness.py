@@ -21,6 +21,11 @@ had a second member been in the group, handed to it (with the records since the 
 commit delivered twice). The member's own rebalance callbacks (revoked / lost / assigned
 after it was stable) are reported as well.
 
+``--security SSL,SASL_SSL,SASL_PLAINTEXT`` runs the same scenarios on Apache Kafka's secured
+listeners instead (bench/liveness_kafka.py): there the judge is a request-timing relay in its
+own process between the client and the broker (bench/tls_relay.py), and the consumer protocol
+(KIP-848, ``--group-protocols``) can be measured too.
+
 Expected (and checked by this benchmark, not assumed): a Python heartbeat thread survives
 the pure-Python stall but not the GIL-holding call; librdkafka's C threads survive both;
 aiokafka's heartbeat is a task on the event loop, which does not run while the application
@@ -84,12 +89,15 @@ class MemberJob:
     bootstrap: str
     topic: str
     group_id: str
-    session_timeout_ms: int
-    heartbeat_interval_ms: int
+    session_timeout_ms: int | None
+    heartbeat_interval_ms: int | None
     stall_s: float
     steady_s: float
     after_s: float
     join_timeout_s: float = 60.0
+    # More consumer settings for the driver's member (security, group protocol); the
+    # consumer protocol's session and interval are the broker's (both None then).
+    settings: dict = dataclasses.field(default_factory=dict)
 
 
 def member_child(job: MemberJob) -> dict:
@@ -104,8 +112,9 @@ def member_child(job: MemberJob) -> dict:
     module = load(job.driver)
     out["label"], out["version"] = module.LABEL, module.version()
     out["created_at"] = time.monotonic()
+    extra = {"settings": job.settings} if job.settings else {}
     m = module.member(job.bootstrap, job.topic, job.group_id, job.session_timeout_ms,
-                      job.heartbeat_interval_ms, event)
+                      job.heartbeat_interval_ms, event, **extra)
     records = 0
     deadline = time.monotonic() + job.join_timeout_s
     while not m.assignment():
@@ -150,16 +159,30 @@ def _child_main(argv: list[str]) -> int:
 
 
 # ---------------------------------------------------------------------------- analysis
-def analyse(res: dict, requests: list, job: MemberJob) -> dict:
-    """What the broker saw of this member (requests since it was created)."""
+#: What a request means to the judge, by api key (classic protocol).
+KINDS = {HEARTBEAT: "heartbeat", JOIN_GROUP: "join", LEAVE_GROUP: "leave"}
+
+
+def mock_events(requests: list) -> list[tuple[float, str]]:
+    """(time.monotonic() seconds, kind) of the mock cluster's tracked requests."""
+    return [(r.timestamp_us / 1e6, KINDS[r.api_key]) for r in requests if r.api_key in KINDS]
+
+
+def analyse(res: dict, requests: list[tuple[float, str]], job: MemberJob,
+            interval_ms: int | None = None, session_ms: int | None = None) -> dict:
+    """What the judge saw of this member: ``requests`` are (time.monotonic() seconds, kind),
+    kind one of heartbeat, join, leave, auth; those before its creation or after its close
+    are left out. ``interval_ms``, ``session_ms``: the timing in force (default the job's; the
+    broker's with group.protocol=consumer)."""
     if not res.get("ok"):
         return {"ok": False, "error": res.get("error")}
     t0, stable, s0, s1 = res["created_at"], res["stable_at"], res["stall_start"], res["stall_end"]
     close = res["close_at"]
-    reqs = [(r.timestamp_us / 1e6, r.api_key) for r in requests if t0 <= r.timestamp_us / 1e6 <= close]
-    hb = sorted(t for t, k in reqs if k == HEARTBEAT and t >= stable)
-    joins_after = [t for t, k in reqs if k == JOIN_GROUP and t > stable]
-    leaves = [t for t, k in reqs if k == LEAVE_GROUP and t > stable]
+    reqs = [(t, k) for t, k in requests if t0 <= t <= close]
+    hb = sorted(t for t, k in reqs if k == "heartbeat" and t >= stable)
+    joins_after = [t for t, k in reqs if k == "join" and t > stable]
+    leaves = [t for t, k in reqs if k == "leave" and t > stable]
+    auths_in_stall = [t for t, k in reqs if k == "auth" and s0 <= t <= s1]
     callbacks_after = [(round(t - s0, 2), kind, parts) for t, kind, parts in res["events"]
                        if stable < t < close]
     lost_or_revoked = [c for c in callbacks_after if c[1] in ("lost", "revoked")]
@@ -171,7 +194,7 @@ def analyse(res: dict, requests: list, job: MemberJob) -> dict:
     during = [t for t in hb if s0 <= t <= s1]
     normal = [g for g, a, b in gaps if b < s0 or a > s1 + 1.0]
     in_stall = [g for g, a, b in gaps if a >= s0 and b <= s1]
-    interval = job.heartbeat_interval_ms / 1000
+    interval = (interval_ms or job.heartbeat_interval_ms or 0) / 1000
     kept = not joins_after and not lost_or_revoked
     return {
         "ok": True, "kept_partitions": kept,
@@ -181,9 +204,13 @@ def analyse(res: dict, requests: list, job: MemberJob) -> dict:
         "leave_group_after_stable": len(leaves),
         "heartbeats_total": len(hb), "heartbeats_during_stall": len(during),
         "heartbeats_during_stall_at_s": [round(t - s0, 3) for t in during],
+        # Every interval: (its start in s after the stall began, its length in ms).
+        "heartbeat_intervals": [(round(a - s0, 3), round(g * 1000, 1)) for g, a, b in gaps],
         "stall_s": round(s1 - s0, 2),
         "longest_heartbeat_silence_s": round(silence, 3),
-        "session_timeout_s": job.session_timeout_ms / 1000,
+        "session_timeout_s": (session_ms or job.session_timeout_ms or 0) / 1000,
+        "sasl_logins_during_stall": len(auths_in_stall),
+        "sasl_logins_at_s": [round(t - s0, 3) for t, k in reqs if k == "auth" and t >= stable],
         "interval_s": interval,
         "normal_interval_median_s": round(statistics.median(normal), 4) if normal else None,
         "normal_interval_stdev_ms": round(statistics.pstdev(normal) * 1000, 2) if len(normal) > 1 else None,
@@ -221,16 +248,27 @@ def run_member(job: MemberJob) -> dict:
         os.unlink(path)
 
 
-def run(args: argparse.Namespace) -> int:
-    from bench import runner
+def check_clients(clients: list[str]) -> None:
     from bench.drivers import DRIVERS
-    from kclient.testing.mock_cluster import MockCluster
 
-    clients = args.liveness_clients or CLIENTS
-    scenarios = args.scenarios or SCENARIOS
     for c in clients:
         if c not in DRIVERS or not hasattr(__import__(DRIVERS[c], fromlist=["member"]), "member"):
             raise SystemExit(f"client {c!r} has no group member for the liveness benchmark")
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.security:
+        from bench import liveness_kafka
+        return liveness_kafka.run(args)
+    from bench import runner
+    from kclient.testing.mock_cluster import MockCluster
+
+    if args.group_protocols not in (None, ["classic"]):
+        raise SystemExit("--group-protocols: the mock cluster's judge sees the classic protocol only; "
+                         "the consumer protocol needs --security (Apache Kafka)")
+    clients = args.liveness_clients or CLIENTS
+    scenarios = args.scenarios or SCENARIOS
+    check_clients(clients)
     stall = {"python-compute": args.compute_s, "gil-held-c-call": args.gil_s}
     report = {"environment": runner.environment(), "command": args.command_line,
               "loadavg_start": os.getloadavg(), "session_timeout_ms": args.session_timeout_ms,
@@ -254,7 +292,7 @@ def run(args: argparse.Namespace) -> int:
                     f"{args.session_timeout_ms} ms) ...")
                 mock.start_request_tracking()
                 res = run_member(job)
-                requests = mock.get_requests()
+                requests = mock_events(mock.get_requests())
                 mock.stop_request_tracking()
                 out = analyse(res, requests, job)
                 out.update(client=client, scenario=scenario)
@@ -263,7 +301,13 @@ def run(args: argparse.Namespace) -> int:
                 report["results"].append(out)
                 log(f"liveness:   {_one_line(out)}")
     report["loadavg_end"] = os.getloadavg()
-    text = markdown(report)
+    return write_report(report, markdown(report), args)
+
+
+def write_report(report: dict, text: str, args: argparse.Namespace) -> int:
+    """Print the table, write it and the JSON to bench/results/ (and --out); 1 if a run failed."""
+    from bench import runner
+
     print(text)
     results_dir = runner.RESULTS_DIR
     results_dir.mkdir(parents=True, exist_ok=True)
@@ -289,6 +333,35 @@ def _one_line(r: dict) -> str:
             f"JoinGroup after stable {r['join_group_after_stable']}")
 
 
+TABLE_HEADER = [
+    "client", "stall", "kept its partitions", "JoinGroup after the stall", "heartbeats sent during the stall",
+    "longest heartbeat silence (s)", "heartbeat interval otherwise: median (s), stdev (ms), max deviation (ms)",
+    "heartbeat interval during the stall: max deviation (ms)",
+    "rebalance callbacks after it was stable (s after stall start)"]
+TABLE_ALIGN = ["---", "---", "---", "---:", "---:", "---:", "---", "---:", "---"]
+
+
+def row_cells(r: dict) -> list[str]:
+    """One result's cells under TABLE_HEADER."""
+    if not r["ok"]:
+        return [r["client"], r["scenario"], f"failed: {r['error']}"] + [""] * (len(TABLE_HEADER) - 3)
+    label = f"{r['label']} {r['version']}"
+    stall = f"{r['scenario']} {r['stall_s']:.0f} s"
+    joins = str(r["join_group_after_stable"])
+    if r["first_rejoin_after_stall_s"] is not None:
+        joins += f" (first at +{r['first_rejoin_after_stall_s']:.1f} s)"
+    normal = (f"{r['normal_interval_median_s']}, {r['normal_interval_stdev_ms']}, {r['normal_interval_max_dev_ms']}"
+              if r["normal_interval_median_s"] is not None else "–")
+    stall_dev = "–" if r.get("stall_interval_max_dev_ms") is None else f"{r['stall_interval_max_dev_ms']}"
+    cbs = "; ".join(f"{t:+.1f} {kind} {parts}" for t, kind, parts in r["callbacks_after_stable"]) or "none"
+    return [label, stall, "yes" if r["kept_partitions"] else "**no**", joins, str(r["heartbeats_during_stall"]),
+            f"{r['longest_heartbeat_silence_s']:.2f}", normal, stall_dev, cbs]
+
+
+def table_line(cells: list[str]) -> str:
+    return "| " + " | ".join(cells) + " |"
+
+
 def markdown(report: dict) -> str:
     env = report["environment"]
     lines = [
@@ -298,27 +371,11 @@ def markdown(report: dict) -> str:
         f"Command: `{report['command']}`; load average at start "
         f"{'/'.join(f'{x:.2f}' for x in report['loadavg_start'])}.",
         "",
-        "| client | stall | kept its partitions | JoinGroup after the stall | heartbeats sent during the stall "
-        "| longest heartbeat silence (s) | heartbeat interval otherwise: median (s), stdev (ms), max deviation (ms) "
-        "| heartbeat interval during the stall: max deviation (ms) "
-        "| rebalance callbacks after it was stable (s after stall start) |",
-        "|---|---|---|---:|---:|---:|---|---:|---|",
+        table_line(TABLE_HEADER),
+        "|" + "|".join(TABLE_ALIGN) + "|",
     ]
     for r in report["results"]:
-        if not r["ok"]:
-            lines.append(f"| {r['client']} | {r['scenario']} | failed: {r['error']} | | | | | | |")
-            continue
-        label = f"{r['label']} {r['version']}"
-        stall = f"{r['scenario']} {r['stall_s']:.0f} s"
-        joins = str(r["join_group_after_stable"])
-        if r["first_rejoin_after_stall_s"] is not None:
-            joins += f" (first at +{r['first_rejoin_after_stall_s']:.1f} s)"
-        normal = (f"{r['normal_interval_median_s']}, {r['normal_interval_stdev_ms']}, {r['normal_interval_max_dev_ms']}"
-                  if r["normal_interval_median_s"] is not None else "–")
-        stall_dev = "–" if r.get("stall_interval_max_dev_ms") is None else f"{r['stall_interval_max_dev_ms']}"
-        cbs = "; ".join(f"{t:+.1f} {kind} {parts}" for t, kind, parts in r["callbacks_after_stable"]) or "none"
-        lines.append(f"| {label} | {stall} | {'yes' if r['kept_partitions'] else '**no**'} | {joins} "
-                     f"| {r['heartbeats_during_stall']} | {r['longest_heartbeat_silence_s']:.2f} | {normal} | {stall_dev} | {cbs} |")
+        lines.append(table_line(row_cells(r)))
     lines.append("")
     return "\n".join(lines)
 
@@ -334,6 +391,16 @@ def configure(group) -> None:
     group.add_argument("--gil-s", type=float, default=12.0, help="GIL-holding C call (s)")
     group.add_argument("--steady-s", type=float, default=4.0, help="normal polling before the stall (s)")
     group.add_argument("--after-s", type=float, default=10.0, help="polling after the stall (s)")
+    group.add_argument("--security", type=lambda s: [x for x in s.split(",") if x], metavar="PROTOCOL[,...]",
+                       help="run on Apache Kafka's listeners with these security protocols instead of the mock "
+                            "cluster, each behind a request-timing relay (bench/tls_relay.py): PLAINTEXT, SSL "
+                            "(mTLS), SASL_PLAINTEXT, SASL_SSL (SCRAM-SHA-512; SASL_SSL/OAUTHBEARER or "
+                            "SASL_PLAINTEXT/PLAIN name another mechanism)")
+    group.add_argument("--group-protocols", type=lambda s: [x for x in s.split(",") if x],
+                       help="with --security: classic (default), consumer (KIP-848) or both")
+    group.add_argument("--reauth-ms", type=int, default=10_000,
+                       help="with --security: the SASL listeners' connections.max.reauth.ms (KIP-368 "
+                            "re-authentication; 0: never; default 10000)")
 
 
 if __name__ == "__main__":

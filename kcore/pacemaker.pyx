@@ -673,7 +673,7 @@ cdef class Pacemaker:
         cdef int16_t code = 0
         cdef int version0
         cdef Py_ssize_t n, rn = 0
-        cdef bint poll_expired, session_expired, due, consumer0 = False, share0 = False
+        cdef bint poll_expired, session_expired, due, consumer0 = False, share0 = False, renew_now
         cdef int32_t new_epoch = 0, interval = 0
         cdef int has_assignment = 0
         cdef int64_t reauth_at = 0
@@ -872,6 +872,17 @@ cdef class Pacemaker:
                 self._handle_heartbeat_error(code, gen0, now)
             if code == _E_NOT_COORDINATOR or code == _E_COORDINATOR_NOT_AVAILABLE:
                 tp_close(&conn)
+            elif conn.fd >= 0 and reauth_at > 0:
+                # KIP-368: a new session due before the next heartbeat is set up now, right after
+                # this answer. Left to its time it may fall just before that heartbeat, which
+                # would then wait for the TLS handshake and the SASL exchange.
+                pthread_mutex_lock(self.hmu)
+                renew_now = reauth_at <= hb_next_heartbeat_ms(self.hs)
+                pthread_mutex_unlock(self.hmu)
+                if renew_now:
+                    tp_close(&conn)
+                    reauth_at = 0
+                    next_connect = 0
         tp_close(&conn)
         self.running = False
         pthread_cond_broadcast(&self.ev_cond)

@@ -107,9 +107,10 @@ def kafka():
 def secure_kafka():
     """One Apache Kafka node with the SSL, SASL_PLAINTEXT, SASL_SSL and MTLS listeners besides
     PLAINTEXT (KafkaCluster(security=True): test certificates, PLAIN and SCRAM users, 2 s SASL
-    sessions), shared by the TLS / SASL tests of every layer; started on first use."""
+    sessions), shared by the TLS / SASL tests of every layer; started on first use. A SASL_SSL
+    listener relayed through the liveness benchmark's judge (bench/tls_relay.py) too."""
     try:
-        cluster = KafkaCluster(security=True).start()
+        cluster = KafkaCluster(security=True, relayed_protocols=("SASL_SSL",)).start()
     except MavenError as exc:
         pytest.skip(f"Apache Kafka is unavailable: {exc}")
     try:

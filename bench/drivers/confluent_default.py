@@ -65,7 +65,8 @@ def consume(job, tally) -> dict:
 class Member:
     """A group member for the liveness benchmark: callbacks reported through ``event``."""
 
-    def __init__(self, bootstrap, topic, group_id, session_timeout_ms, heartbeat_interval_ms, event) -> None:
+    def __init__(self, bootstrap, topic, group_id, session_timeout_ms, heartbeat_interval_ms, event,
+                 settings=None) -> None:
         from confluent_kafka import Consumer
         self._assignment: list[int] = []
 
@@ -81,10 +82,12 @@ class Member:
             event("lost", sorted(p.partition for p in partitions))
             self._assignment = []
 
+        # None: the broker sets the timing (group.protocol=consumer), the client must not.
+        timing = {k: v for k, v in (("session.timeout.ms", session_timeout_ms),
+                                    ("heartbeat.interval.ms", heartbeat_interval_ms)) if v is not None}
         self.consumer = Consumer({
-            "bootstrap.servers": bootstrap, "group.id": group_id, "session.timeout.ms": session_timeout_ms,
-            "heartbeat.interval.ms": heartbeat_interval_ms, "enable.auto.commit": False,
-            "auto.offset.reset": "earliest"})
+            "bootstrap.servers": bootstrap, "group.id": group_id, **timing, "enable.auto.commit": False,
+            "auto.offset.reset": "earliest", **(settings or {})})
         self.consumer.subscribe([topic], on_assign=on_assign, on_revoke=on_revoke, on_lost=on_lost)
 
     def poll(self, timeout_s: float) -> int:

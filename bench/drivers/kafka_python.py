@@ -79,10 +79,12 @@ class PollMember:
             def on_partitions_lost(self, lost):
                 event("lost", sorted(tp.partition for tp in lost))
 
+        # None: the broker sets the timing (group.protocol=consumer), the client must not.
+        timing = {k: v for k, v in (("session_timeout_ms", session_timeout_ms),
+                                    ("heartbeat_interval_ms", heartbeat_interval_ms)) if v is not None}
         self.consumer = consumer_class(
-            bootstrap_servers=bootstrap, group_id=group_id, session_timeout_ms=session_timeout_ms,
-            heartbeat_interval_ms=heartbeat_interval_ms, enable_auto_commit=False,
-            auto_offset_reset="earliest", **settings)
+            bootstrap_servers=bootstrap, group_id=group_id, enable_auto_commit=False,
+            auto_offset_reset="earliest", **timing, **settings)
         self.consumer.subscribe([topic], listener=Listener())
 
     def poll(self, timeout_s: float) -> int:

@@ -31,10 +31,11 @@ def consume(job, tally, base: dict | None = None) -> dict:
                                                                    **job.extra.get("kclient", {})})
 
 
-def member(bootstrap, topic, group_id, session_timeout_ms, heartbeat_interval_ms, event):
-    """A group member for the liveness benchmark (bench/liveness.py)."""
+def member(bootstrap, topic, group_id, session_timeout_ms, heartbeat_interval_ms, event, settings=None):
+    """A group member for the liveness benchmark (bench/liveness.py); ``settings``: more
+    consumer settings (security, group protocol)."""
     from bench.drivers.kafka_python import PollMember
     from kclient.consumer.kafka_consumer import KafkaConsumer
     from kclient.subscription.listener import ConsumerRebalanceListener
     return PollMember(KafkaConsumer, ConsumerRebalanceListener, bootstrap, topic, group_id,
-                      session_timeout_ms, heartbeat_interval_ms, event)
+                      session_timeout_ms, heartbeat_interval_ms, event, **(settings or {}))

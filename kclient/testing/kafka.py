@@ -22,6 +22,12 @@ gets a second plaintext listener, ``PROXIED``, that it advertises at its proxy's
 client bootstrapped from ``proxied_bootstrap`` is sent to the proxies by Metadata too and never
 reaches a broker directly (brokers and controllers still talk to each other directly). Chaos
 tests switch faults on ``proxies[node_id]``; ``bootstrap`` stays the direct listener.
+
+``relayed_protocols=("SSL", "SASL_SSL", ...)`` (with ``security=True``) gives each node, per
+protocol, a listener meant to sit behind a relay that the caller runs on
+``relay_ports_for(protocol)`` (the liveness benchmark's judge, bench/tls_relay.py): the relay
+speaks the protocol to clients (terminating TLS) and forwards to the listener, which speaks
+PLAINTEXT or SASL_PLAINTEXT and is advertised at the relay's port, so clients stay behind it.
 """
 from __future__ import annotations
 
@@ -49,6 +55,9 @@ from kclient.testing.pki import CONNECTION_STRING_USER, PLAIN_USER, SCRAM_MECHAN
 from kclient.testing.proxy import FaultProxy
 
 _SECURE_LISTENERS = ("SSL", "SASL_PLAINTEXT", "SASL_SSL", "MTLS")
+# A relayed listener's protocol on the broker's side, by the protocol its relay speaks to clients.
+_RELAYED_BROKER_SIDE = {"PLAINTEXT": "PLAINTEXT", "SSL": "PLAINTEXT", "SASL_PLAINTEXT": "SASL_PLAINTEXT",
+                        "SASL_SSL": "SASL_PLAINTEXT"}
 _CLIENT_METRICS_RESOURCE = 16   # ConfigResource.Type.CLIENT_METRICS
 
 log = logging.getLogger(__name__)
@@ -124,6 +133,8 @@ class _Node:
     proxy_port: int = 0
     secure_proxied_port: int = 0   # the PROXIED_SASL_SSL listener (proxied_protocols has SASL_SSL)
     secure_proxy_port: int = 0
+    # relayed_protocols: client-side protocol -> (the relay's port, the RELAYED_* listener's port)
+    relay_ports: dict[str, tuple[int, int]] = field(default_factory=dict)
 
     @property
     def running(self) -> bool:
@@ -149,7 +160,7 @@ class KafkaCluster(ClusterBase):
                  log_level: str = "WARN", client_proxies: bool = False, port: int | None = None,
                  oidc: TokenEndpoint | None = None, oidc_session_ms: int = SASL_SESSION_MS,
                  proxied_protocols: tuple[str, ...] = ("PLAINTEXT",),
-                 client_telemetry: bool = False) -> None:
+                 client_telemetry: bool = False, relayed_protocols: tuple[str, ...] = ()) -> None:
         if brokers < 1:
             raise ValueError(f"a Kafka cluster needs at least 1 broker, got {brokers}")
         if profile not in _PROFILES:
@@ -184,6 +195,17 @@ class KafkaCluster(ClusterBase):
         # started token endpoint against its JWKS; sessions last at most oidc_session_ms.
         self.oidc = oidc
         self.oidc_session_ms = oidc_session_ms
+        # relayed_protocols: for each client-side protocol (PLAINTEXT, SSL, SASL_PLAINTEXT,
+        # SASL_SSL) a listener whose TLS, if any, a relay outside the broker terminates: the
+        # listener speaks PLAINTEXT (for PLAINTEXT and SSL) or SASL_PLAINTEXT (for the SASL ones)
+        # and is advertised at the relay's port, so Metadata and FindCoordinator send the
+        # client back through the relay. The caller starts the relays (relay_ports_for).
+        unknown = set(relayed_protocols) - set(_RELAYED_BROKER_SIDE)
+        if unknown:
+            raise ValueError(f"relayed_protocols are among {sorted(_RELAYED_BROKER_SIDE)}, not {sorted(unknown)}")
+        if relayed_protocols and not security:
+            raise ValueError("relayed listeners need security=True (certificates and SASL users)")
+        self.relayed_protocols = tuple(relayed_protocols)
         self.client_telemetry = client_telemetry
         self.profile = profile
         self.startup_timeout = startup_timeout
@@ -239,6 +261,13 @@ class KafkaCluster(ClusterBase):
         if not self.security:
             raise HarnessError("this cluster was started without security=True: only PLAINTEXT")
         return ",".join(f"{self.host}:{n.listener_ports[listener]}" for n in self.nodes)
+
+    def relay_ports_for(self, protocol: str) -> dict[int, tuple[int, int]]:
+        """node id -> (port the relay must listen on, port of the broker listener it forwards
+        to) for a relayed protocol (``relayed_protocols``); the relay listens on the host."""
+        if protocol not in self.relayed_protocols:
+            raise HarnessError(f"this cluster relays only {self.relayed_protocols}, not {protocol}")
+        return {n.node_id: n.relay_ports[protocol] for n in self.nodes}
 
     @property
     def oidc_bootstrap(self) -> str:
@@ -325,6 +354,7 @@ class KafkaCluster(ClusterBase):
                 node.listener_ports = {name: port() for name in _SECURE_LISTENERS}
             if self.oidc is not None:
                 node.listener_ports["OIDC"] = port()
+            node.relay_ports = {p: (port(), port()) for p in self.relayed_protocols}
             if self.client_proxies:
                 # The proxy picks its own free port (no race) before the node advertises it.
                 node.proxied_port = port()
@@ -416,6 +446,13 @@ class KafkaCluster(ClusterBase):
                 props["listener.name.proxied_sasl_ssl.sasl.enabled.mechanisms"] = ",".join(SCRAM_MECHANISMS)
                 for mechanism in SCRAM_MECHANISMS:
                     props[f"listener.name.proxied_sasl_ssl.{mechanism.lower()}.sasl.jaas.config"] = user
+        for protocol, (relay_port, broker_port) in node.relay_ports.items():
+            name = f"RELAYED_{protocol}"
+            props["listeners"] += f",{name}://{self.host}:{broker_port}"
+            props["advertised.listeners"] += f",{name}://{self.host}:{relay_port}"
+            props["listener.security.protocol.map"] += f",{name}:{_RELAYED_BROKER_SIDE[protocol]}"
+            if _RELAYED_BROKER_SIDE[protocol] == "SASL_PLAINTEXT":
+                props.update(self._sasl_jaas_properties(name.lower()))
         if self.client_telemetry:
             assert self._root is not None  # made by start()
             props["metric.reporters"] = "TelemetryRecorder"
@@ -431,7 +468,6 @@ class KafkaCluster(ClusterBase):
     def _security_properties(self, node: _Node) -> dict[str, str]:
         assert self.pki is not None  # made by start() before the nodes are planned
         extra = ",".join(f"{name}://{self.host}:{port}" for name, port in node.listener_ports.items())
-        plain_user, plain_password = PLAIN_USER
         props = {
             "listeners": f"PLAINTEXT://{self.host}:{node.port},CONTROLLER://{self.host}:{node.controller_port},{extra}",
             "advertised.listeners": f"PLAINTEXT://{self.host}:{node.port},{extra}",
@@ -448,18 +484,25 @@ class KafkaCluster(ClusterBase):
             "connections.max.reauth.ms": str(SASL_SESSION_MS),
         }
         for listener in ("sasl_plaintext", "sasl_ssl"):
-            cs_user, cs_password = CONNECTION_STRING_USER
-            props[f"listener.name.{listener}.plain.sasl.jaas.config"] = (
-                "org.apache.kafka.common.security.plain.PlainLoginModule required "
-                f'user_{plain_user}="{plain_password}" user_{cs_user}="{cs_password}";')
-            for mechanism in SCRAM_MECHANISMS:
-                props[f"listener.name.{listener}.{mechanism.lower()}.sasl.jaas.config"] = (
-                    "org.apache.kafka.common.security.scram.ScramLoginModule required;")
-            # OAUTHBEARER with Kafka's unsecured validator (the default without a callback
-            # handler): accepts alg "none" tokens, checks their expiry. For tests only.
-            props[f"listener.name.{listener}.oauthbearer.sasl.jaas.config"] = (
-                "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required "
-                'unsecuredLoginStringClaim_sub="broker";')
+            props.update(self._sasl_jaas_properties(listener))
+        return props
+
+    @staticmethod
+    def _sasl_jaas_properties(listener: str) -> dict[str, str]:
+        """The SASL logins of a SASL listener: the PLAIN users, SCRAM (users in the metadata
+        log), OAUTHBEARER with Kafka's unsecured validator (the default without a callback
+        handler: accepts alg "none" tokens, checks their expiry; for tests only)."""
+        plain_user, plain_password = PLAIN_USER
+        cs_user, cs_password = CONNECTION_STRING_USER
+        props = {f"listener.name.{listener}.plain.sasl.jaas.config": (
+            "org.apache.kafka.common.security.plain.PlainLoginModule required "
+            f'user_{plain_user}="{plain_password}" user_{cs_user}="{cs_password}";')}
+        for mechanism in SCRAM_MECHANISMS:
+            props[f"listener.name.{listener}.{mechanism.lower()}.sasl.jaas.config"] = (
+                "org.apache.kafka.common.security.scram.ScramLoginModule required;")
+        props[f"listener.name.{listener}.oauthbearer.sasl.jaas.config"] = (
+            "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required "
+            'unsecuredLoginStringClaim_sub="broker";')
         return props
 
     def _oidc_properties(self, node: _Node, props: dict[str, str]) -> dict[str, str]:

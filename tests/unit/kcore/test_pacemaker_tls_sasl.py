@@ -67,6 +67,7 @@ class SecureCoordinator:
         self.client_certs: list = []
         self.refuse_first = 0            # connections closed at once, before TLS
         self.leaves = 0
+        self.timeline: list[tuple[float, str]] = []   # (time.monotonic(), "login" | "heartbeat")
         self.closed = False
         threading.Thread(target=self._accept, daemon=True).start()
 
@@ -109,6 +110,8 @@ class SecureCoordinator:
                 frame = self._read(conn, struct.unpack(">i", self._read(conn, 4))[0])
                 api, version, corr, _cid, body = protocol.decode_request(frame)
                 if api == SASL_HANDSHAKE:
+                    with self.lock:
+                        self.timeline.append((time.monotonic(), "login"))
                     mech = body["mechanism"]
                     code = 0 if mech in self.mechanisms else 33
                     resp = {"error_code": code, "mechanisms": self.mechanisms}
@@ -132,6 +135,7 @@ class SecureCoordinator:
                         return
                     with self.lock:
                         self.heartbeats += 1
+                        self.timeline.append((time.monotonic(), "heartbeat"))
                     resp = {"throttle_time_ms": 0, "error_code": 0}
                 else:
                     return
@@ -260,6 +264,25 @@ def test_sessions_the_broker_bounds_are_renewed_before_they_end(pki, make):
     wait_for(lambda: peer.authenticated >= 4, what="4 sessions")
     assert peer.unauthenticated_requests == 0
     # Each new session came before the old one ended: heartbeats never failed.
+    assert lp.pm.stats()["failed"] == 0
+
+
+def test_a_session_renewal_due_before_the_next_heartbeat_comes_right_after_the_last_answer(pki, make):
+    # Sessions of 2 s are renewed 1.7 s in; heartbeats every second. Renewing at 1.7 s would
+    # land 700, 400 and 100 ms after a heartbeat: the last would delay the next heartbeat by
+    # the TLS handshake and the SASL exchange. Renewed right after the heartbeat before it,
+    # a renewal starts a few milliseconds after a heartbeat's answer.
+    peer, lp = make(session_ms=2000, interval=1000)
+    lp.pm.set_security(tls=TlsContext(cafile=str(pki.ca_file)), sasl_mechanism="SCRAM-SHA-512", username=USER,
+                       password=PASSWORD, sasl_authenticate_version=1)
+    lp.configure(peer.port)
+    wait_for(lambda: peer.authenticated >= 4, timeout=30, what="3 renewed sessions")
+    with peer.lock:
+        timeline = list(peer.timeline)
+    logins = [i for i, (_, kind) in enumerate(timeline) if kind == "login"][1:4]
+    after_heartbeat = [timeline[i][0] - timeline[i - 1][0] for i in logins if timeline[i - 1][1] == "heartbeat"]
+    assert len(after_heartbeat) == 3, timeline
+    assert max(after_heartbeat) < 0.5, after_heartbeat
     assert lp.pm.stats()["failed"] == 0
 
 
