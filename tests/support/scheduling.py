@@ -30,6 +30,7 @@ SHARED_BROKER_GROUPS: dict[str, tuple[str, ...]] = {
         "tests/integration/network/test_security.py",
         "tests/integration/aio/test_aio.py",
         "tests/integration/share/test_share_pacemaker_on_kafka.py",
+        "tests/integration/bench/test_liveness_secured.py",
     ),
 }
 
@@ -41,7 +42,7 @@ WEIGHTS: dict[str, float] = {
     "tests/package/test_wheel.py": 120,
     "tests/integration/spark/test_spark_read.py": 105,
     "tests/integration/cli/test_first_hour.py": 85,
-    "secure_kafka": 75,
+    "secure_kafka": 85,
     "tests/integration/network/test_oidc.py": 50,
     "tests/integration/group/test_group_protocols.py": 40,
     "tests/integration/testing/test_harness_reap.py": 30,
