@@ -13,7 +13,11 @@ ApiVersions goes out at the highest version the client implements; a broker that
 know it answers error 35 with its own range (in v0 form) and the client retries once within
 it. SASL is SaslHandshake v1 then SaslAuthenticate until the mechanism completes. A session
 the broker bounds (SaslAuthenticate ``session_lifetime_ms``) is re-authenticated on the same
-connection before it ends, and the connection takes no new request meanwhile.
+connection before it ends: once due, the connection takes no new request, and the exchange starts
+when none is in flight on it, so it never interleaves with other requests. Kafka refuses a
+re-authentication that starts less than a second after the previous one on the connection; a
+session too short to be renewed within that rule is ended by reconnecting instead (logged, not
+an authentication failure).
 
 An authentication failure is fatal until the settings change: the error is raised from the
 client's poll() (once) and the node is not retried sooner than the longest reconnect backoff,
@@ -53,19 +57,28 @@ class AuthenticationHost(Protocol):
         """Send a request of the connection's set-up (bounded by its setup deadline)."""
 
     def close_connection(self, conn: BrokerConnection, now_ms: int, error: BaseException,
-                         reason: str | None = None) -> None:
-        """Close the connection; its requests in flight fail with ``error``."""
+                         reason: str | None = None, failed: bool = True) -> None:
+        """Close the connection; its requests in flight fail with ``error``. ``failed=False``:
+        an orderly close, reconnected without backoff."""
 
     def connection_ready(self, conn: BrokerConnection, now_ms: int) -> None:
         """The set-up completed: the connection takes requests from now on."""
 
-    def has_room_for_request(self, conn: BrokerConnection) -> bool:
-        """Whether one more request may go in flight on the connection now."""
+    def requests_in_flight(self, conn: BrokerConnection) -> int:
+        """How many requests are in flight on the connection now."""
 
 
 # Handshakes hung up on in a row, on a connection that never completed one, before the failure
 # is reported as the listener's (it may not speak TLS) rather than retried as the network's.
 _HANGUPS_BEFORE_BLAME = 3
+
+# Kafka's broker starts at most one re-authentication a second per connection
+# (KafkaChannel.MIN_REAUTH_INTERVAL_ONE_SECOND_NANOS): a SaslHandshake sooner is answered as
+# one on an authenticated connection, ILLEGAL_SASL_STATE. The broker times it when it takes
+# the request up, the client when it sends it: the margin covers the difference.
+_MIN_REAUTH_INTERVAL_MS = 1000
+_REAUTH_INTERVAL_MARGIN_MS = 100
+_NO_EXPIRY = 1 << 62
 
 
 def _is_transport_failure(exc: BaseException) -> bool:
@@ -102,6 +115,8 @@ class Authenticator:
         # through the network client's ``stats``; node id -> when its re-authentication began.
         self.stats: Any = None
         self._reauth_started: dict[int, int] = {}
+        # Nodes whose sessions were renewed by reconnecting (logged at INFO the first time only).
+        self._renewed_by_reconnecting: set[int] = set()
 
     @property
     def uses_tls(self) -> bool:
@@ -245,6 +260,7 @@ class Authenticator:
 
     def _send_sasl_token(self, conn: BrokerConnection, token: bytes, now_ms: int) -> None:
         version = conn.api_versions[_SASL_AUTHENTICATE_KEY]
+        conn.sasl_token_sent_ms = now_ms
         self._host.send_setup_request(conn, _SASL_AUTHENTICATE_KEY, version, {"auth_bytes": token},
                                       "sasl_authenticate", now_ms)
 
@@ -275,11 +291,19 @@ class Authenticator:
         conn.sasl = None
         self._errors.pop(conn.node_id, None)
         lifetime = int(response.get("session_lifetime_ms") or 0)
+        # The broker's session starts when it took the last token, which is after the client sent
+        # it but may be well before this answer is read (a client that polls seldom): timing the
+        # session from the send keeps the client's idea of its end no later than the broker's.
+        session_start = conn.sasl_token_sent_ms if conn.sasl_token_sent_ms is not None else now_ms
         if lifetime > 0:
             # KIP-368: re-authenticate at a random point in the last 15..5% of the session,
-            # so many connections authenticated together do not all come back at once.
-            conn.session_expiry_ms = now_ms + lifetime
-            conn.reauth_due_ms = now_ms + int(lifetime * self._rng.uniform(0.85, 0.95))
+            # so many connections authenticated together do not all come back at once; not
+            # before the broker takes another re-authentication on this connection, unless
+            # that is too late for this session (then it ends by reconnecting, when due).
+            conn.session_expiry_ms = session_start + lifetime
+            due = session_start + int(lifetime * self._rng.uniform(0.85, 0.95))
+            earliest = self._earliest_reauthentication_ms(conn)
+            conn.reauth_due_ms = earliest if due < earliest < conn.session_expiry_ms else due
         else:
             conn.session_expiry_ms = conn.reauth_due_ms = None
         session = f"{lifetime} ms" if lifetime > 0 else "unbounded"
@@ -306,24 +330,56 @@ class Authenticator:
         own the connection's I/O.)"""
         return conn.reauth_due_ms is not None and conn.reauth_due_ms <= now_ms
 
+    @staticmethod
+    def _earliest_reauthentication_ms(conn: BrokerConnection) -> int:
+        """When the broker takes the connection's next re-authentication (its first: at once)."""
+        if conn.last_reauth_start_ms is None:
+            return 0
+        return conn.last_reauth_start_ms + _MIN_REAUTH_INTERVAL_MS + _REAUTH_INTERVAL_MARGIN_MS
+
     def maybe_reauthenticate(self, conns: Iterable[BrokerConnection], now_ms: int) -> None:
-        """Start re-authenticating the connections whose session nears its end. The SASL
-        exchange is sent behind whatever is in flight (the broker answers in order); new
-        requests wait until it completes."""
+        """Renew the sessions that are due. A due connection takes no new request, and its SASL
+        exchange starts once nothing is in flight on it: the broker then reads the SaslHandshake
+        as the next request, with no answer of another request interleaved in the exchange. A
+        session that can no longer be renewed in time (it ended while requests drained, or the
+        broker would refuse another re-authentication this soon) is ended by reconnecting."""
         if self._sasl_mechanism is None:
             return
         for conn in conns:
-            # A connection with max.in.flight.requests.per.connection requests in flight waits:
-            # being due, it takes no new request, so its answers make room by the next poll.
-            if (conn.reauth_due_ms is not None and now_ms >= conn.reauth_due_ms and not conn.reauthenticating
-                    and conn.state is ConnectionState.READY and self._host.has_room_for_request(conn)):
-                log.debug("node %d (%s): session ends in %d ms; re-authenticating", conn.node_id, conn.address,
-                          (conn.session_expiry_ms or now_ms) - now_ms)
-                conn.reauthenticating = True
-                self._reauth_started[conn.node_id] = now_ms
-                conn.reauth_due_ms = None
-                conn.setup_deadline_ms = now_ms + self._request_timeout_ms
-                self._start_sasl(conn, now_ms)
+            if (conn.reauth_due_ms is None or now_ms < conn.reauth_due_ms or conn.reauthenticating
+                    or conn.state is not ConnectionState.READY or self._host.requests_in_flight(conn)):
+                continue
+            expiry = conn.session_expiry_ms if conn.session_expiry_ms is not None else _NO_EXPIRY
+            earliest = self._earliest_reauthentication_ms(conn)
+            if max(now_ms, earliest) >= expiry:
+                self._reconnect(conn, now_ms, expiry, earliest)
+                continue
+            if now_ms < earliest:
+                conn.reauth_due_ms = earliest          # new requests may go until then
+                continue
+            log.debug("node %d (%s): session ends in %d ms; re-authenticating", conn.node_id, conn.address,
+                      expiry - now_ms)
+            conn.reauthenticating = True
+            self._reauth_started[conn.node_id] = now_ms
+            conn.last_reauth_start_ms = now_ms
+            conn.reauth_due_ms = None
+            conn.setup_deadline_ms = now_ms + self._request_timeout_ms
+            self._start_sasl(conn, now_ms)
+
+    def _reconnect(self, conn: BrokerConnection, now_ms: int, expiry: int, earliest: int) -> None:
+        """End a session that cannot be renewed on its connection in time by an orderly close
+        (nothing is in flight on it); the client reconnects and authenticates afresh."""
+        if now_ms >= expiry:
+            why = f"its session ended {now_ms - expiry} ms ago, before the requests in flight were answered"
+        else:
+            why = (f"its session ends in {expiry - now_ms} ms, before the broker takes another "
+                   f"re-authentication (one a second per connection)")
+        level = logging.DEBUG if conn.node_id in self._renewed_by_reconnecting else logging.INFO
+        self._renewed_by_reconnecting.add(conn.node_id)
+        log.log(level, "node %d (%s): %s; reconnecting to renew it", conn.node_id, conn.address, why)
+        self._host.close_connection(conn, now_ms, Errors.KafkaConnectionError(
+            f"node {conn.node_id} ({conn.address}): closed to renew its SASL session: {why}"),
+            reason=f"renewing the SASL session: {why}", failed=False)
 
     # ------------------------------------------------------------------ failures
     def _failed(self, conn: BrokerConnection, now_ms: int, exc: Errors.AuthenticationFailedError) -> None:

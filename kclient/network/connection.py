@@ -173,6 +173,8 @@ class BrokerConnection:
         self.reauth_due_ms: int | None = None     # when to re-authenticate (None: never)
         self.session_expiry_ms: int | None = None
         self.reauthenticating = False             # SaslHandshake/SaslAuthenticate of a re-authentication in flight
+        self.last_reauth_start_ms: int | None = None  # when this connection last began re-authenticating
+        self.sasl_token_sent_ms: int | None = None    # when the last SaslAuthenticate went out
 
     # ------------------------------------------------------------------ state
     @property
@@ -344,6 +346,8 @@ class BrokerConnection:
         self.sasl = None
         self.reauth_due_ms = self.session_expiry_ms = None
         self.reauthenticating = False
+        self.last_reauth_start_ms = None
+        self.sasl_token_sent_ms = None
         self._receiver = None
         self._send_queue.clear()
         self.api_versions = {}

@@ -348,8 +348,8 @@ class NetworkClient:
 
     # ------------------------------------------------------------------ AuthenticationHost
     def close_connection(self, conn: BrokerConnection, now_ms: int, error: BaseException,
-                         reason: str | None = None) -> None:
-        self._close(conn, now_ms, error, reason=reason)
+                         reason: str | None = None, failed: bool = True) -> None:
+        self._close(conn, now_ms, error, reason=reason, failed=failed)
 
     def connection_ready(self, conn: BrokerConnection, now_ms: int) -> None:
         conn.mark_ready(now_ms)
@@ -357,8 +357,8 @@ class NetworkClient:
             self.stats.record("authenticated", 1, now_ms)
         self._start_receive_loop(conn)
 
-    def has_room_for_request(self, conn: BrokerConnection) -> bool:
-        return self._in_flight.can_send_more(conn.node_id)
+    def requests_in_flight(self, conn: BrokerConnection) -> int:
+        return self._in_flight.count(conn.node_id)
 
     def send_setup_request(self, conn: BrokerConnection, api_key: int, version: int, body: dict, purpose: str,
                            now_ms: int) -> None:
@@ -808,7 +808,9 @@ class NetworkClient:
         for conn in self._conns.values():
             if conn.is_connecting and conn.setup_deadline_ms < deadline:
                 deadline = conn.setup_deadline_ms
-            if conn.reauth_due_ms is not None and conn.reauth_due_ms < deadline:
+            # A due session waiting for its requests in flight is woken by their answers.
+            if (conn.reauth_due_ms is not None and conn.reauth_due_ms < deadline
+                    and (conn.reauth_due_ms > now_ms or not self._in_flight.count(conn.node_id))):
                 deadline = conn.reauth_due_ms
         return deadline
 

@@ -27,21 +27,25 @@ class Host:
         self.sent: list[tuple[int, int, dict, str]] = []
         self.closed: list[BaseException] = []
         self.ready = 0
-        self.room = True
+        self.in_flight = 0
+        self.orderly: list[str] = []
 
     def send_setup_request(self, conn, api_key, version, body, purpose, now_ms):
         self.sent.append((api_key, version, body, purpose))
 
-    def close_connection(self, conn, now_ms, error, reason=None):
-        self.closed.append(error)
-        conn.closed(now_ms, failed=True, error=reason or str(error))
+    def close_connection(self, conn, now_ms, error, reason=None, failed=True):
+        if failed:
+            self.closed.append(error)
+        else:
+            self.orderly.append(reason or str(error))
+        conn.closed(now_ms, failed=failed, error=reason or str(error))
 
     def connection_ready(self, conn, now_ms):
         self.ready += 1
         conn.mark_ready(now_ms)
 
-    def has_room_for_request(self, conn):
-        return self.room
+    def requests_in_flight(self, conn):
+        return self.in_flight
 
 
 def make(sasl=None):
@@ -132,21 +136,92 @@ def test_a_bounded_session_is_reauthenticated_on_the_same_connection():
     assert conn.reauth_due_ms is not None and conn.reauth_due_ms > due
 
 
-def test_a_due_session_with_a_full_in_flight_queue_waits_for_room():
-    # The SASL exchange is a request in flight like any other: with the connection's
-    # max.in.flight.requests.per.connection requests out, it waits until an answer made room
-    # (the due session takes no new request meanwhile), instead of overfilling the queue.
+def test_a_due_session_waits_until_nothing_is_in_flight():
+    # KIP-368: the SASL exchange starts only with no request in flight on the connection (the
+    # due session takes no new request meanwhile), so no answer interleaves with it.
     host, auth, conn = make(plain)
     authenticate(host, auth, conn, lifetime_ms=10_000)
     due = conn.reauth_due_ms
     sent = len(host.sent)
-    host.room = False
+    host.in_flight = 1
     auth.maybe_reauthenticate([conn], due)
     assert len(host.sent) == sent and not conn.reauthenticating
     assert auth.reauthentication_due(conn, due)            # still due: new requests wait
-    host.room = True
+    host.in_flight = 0
     auth.maybe_reauthenticate([conn], due + 5)
     assert host.sent[-1][3] == "sasl_handshake" and conn.reauthenticating
+
+
+def reauthenticate(host, auth, conn, at_ms, lifetime_ms):
+    auth.maybe_reauthenticate([conn], at_ms)
+    assert host.sent[-1][3] == "sasl_handshake" and conn.reauthenticating
+    auth.on_response(conn, "sasl_handshake", 1, {"error_code": 0, "mechanisms": ["PLAIN"]}, at_ms + 2)
+    auth.on_response(conn, "sasl_authenticate", host.sent[-1][1],
+                     {"error_code": 0, "auth_bytes": b"", "session_lifetime_ms": lifetime_ms}, at_ms + 4)
+    assert not conn.reauthenticating and conn.is_ready
+
+
+def test_the_session_is_timed_from_when_the_last_token_was_sent():
+    # The broker's session starts when it took the token: an answer read late (a client that
+    # polls seldom) must not move the client's idea of the session's end past the broker's.
+    host, auth, conn = make(plain)
+    auth.start_api_versions(conn, NOW)
+    auth.on_response(conn, "api_versions", host.sent[-1][1], all_versions(), NOW)
+    auth.on_response(conn, "sasl_handshake", 1, {"error_code": 0, "mechanisms": ["PLAIN"]}, NOW)
+    auth.on_response(conn, "sasl_authenticate", host.sent[-1][1],
+                     {"error_code": 0, "auth_bytes": b"", "session_lifetime_ms": 1000}, NOW + 300)
+    assert conn.session_expiry_ms == NOW + 1000 and conn.reauth_due_ms <= NOW + 950
+
+
+def test_a_second_renewal_waits_for_the_brokers_one_second_rule_when_the_session_allows_it():
+    # Kafka takes at most one re-authentication a second per connection; one started sooner is
+    # answered ILLEGAL_SASL_STATE. A 1.5 s session: the next renewal is put off until allowed.
+    host, auth, conn = make(plain)
+    authenticate(host, auth, conn, lifetime_ms=1500)
+    first = conn.reauth_due_ms
+    reauthenticate(host, auth, conn, first, lifetime_ms=1500)
+    assert conn.reauth_due_ms >= first + 1100
+    assert conn.reauth_due_ms < conn.session_expiry_ms
+    sent = len(host.sent)
+    auth.maybe_reauthenticate([conn], first + 1099)
+    assert len(host.sent) == sent
+    reauthenticate(host, auth, conn, conn.reauth_due_ms, lifetime_ms=1500)
+    assert auth.reauthentications == 2 and not host.closed and not host.orderly
+
+
+def test_a_session_too_short_to_renew_in_time_is_renewed_by_reconnecting(caplog):
+    # A 1 s session: the first renewal may start at once, the second would come less than a
+    # second after it (refused by Kafka) or after the session's end: the connection is closed
+    # in order (nothing in flight, no backoff, no authentication error) and reconnects.
+    host, auth, conn = make(plain)
+    authenticate(host, auth, conn, lifetime_ms=1000)
+    first = conn.reauth_due_ms
+    reauthenticate(host, auth, conn, first, lifetime_ms=1000)
+    due = conn.reauth_due_ms
+    assert due < conn.session_expiry_ms
+    sent = len(host.sent)
+    host.in_flight = 1
+    auth.maybe_reauthenticate([conn], due)
+    assert not host.orderly and conn.state is ConnectionState.READY   # its requests are answered first
+    host.in_flight = 0
+    with caplog.at_level("INFO", logger="kclient.network.authenticator"):
+        auth.maybe_reauthenticate([conn], due + 1)
+    assert len(host.sent) == sent and len(host.orderly) == 1 and not host.closed
+    assert conn.state is ConnectionState.DISCONNECTED and conn.backoff_ms == 0 and not conn.failed
+    assert "reconnecting to renew it" in caplog.text and "one a second" in caplog.text
+    assert auth.error(conn.node_id) is None
+    auth.maybe_raise_error()                                           # nothing to raise
+
+
+def test_a_session_that_ended_while_requests_drained_is_renewed_by_reconnecting():
+    host, auth, conn = make(plain)
+    authenticate(host, auth, conn, lifetime_ms=10_000)
+    host.in_flight = 3
+    auth.maybe_reauthenticate([conn], conn.reauth_due_ms)
+    host.in_flight = 0
+    auth.maybe_reauthenticate([conn], conn.session_expiry_ms + 20)
+    assert len(host.orderly) == 1 and "ended 20 ms ago" in host.orderly[0]
+    assert not host.closed and not conn.reauthenticating and auth.error(conn.node_id) is None
 
 
 def test_a_refused_password_fails_once_without_a_storm_and_never_shows_the_secret():
