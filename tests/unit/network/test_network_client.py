@@ -790,3 +790,17 @@ def test_an_ended_throttle_is_forgotten_by_the_next_poll(client, cluster, clock)
     clock.advance(40)
     client.poll(0)
     assert client._throttled_until == {}                     # an ended throttle costs nothing later
+
+
+def test_a_due_session_waiting_for_its_requests_in_flight_does_not_spin_the_poll(client, cluster, clock):
+    # KIP-368: a due session re-authenticates once its requests in flight are answered; their
+    # answers wake the poll, so the past due time must not turn every poll into a busy loop.
+    connect(client, cluster, 1)
+    conn = client._conns[1]
+    client.send(hb(1, Recorder().cb(0)))
+    now = clock.now_ms()
+    conn.reauth_due_ms = now - 1
+    assert client._next_deadline_ms(now) > now
+    assert not client.is_ready(1)                                  # due: takes no new request
+    conn.reauth_due_ms = now + 500
+    assert client._next_deadline_ms(now) == now + 500              # not due yet: wake for it
