@@ -83,6 +83,11 @@ say(phase="stable", at=time.monotonic(), generation=coord.generation().generatio
 while not select.select([sys.stdin], [], [], 0)[0]:   # poll until the parent says "stall"
     c.poll(timeout_ms=100)
 sys.stdin.readline()
+# B's join made A rejoin (eager: revoke, then get partition 0 back); on a busy machine A may
+# still be in that rebalance when told to stall: it finishes it first.
+deadline = time.monotonic() + 30
+while not c.assignment() and time.monotonic() < deadline:
+    c.poll(timeout_ms=100)
 g = coord.generation()
 say(phase="stalling", generation=g.generation_id, member=g.member_id,
     assignment=sorted(p.partition for p in c.assignment()))

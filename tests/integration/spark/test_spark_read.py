@@ -104,7 +104,10 @@ def test_a_reused_spark_worker_freezes_its_heap_after_making_a_client_and_thaws_
         monkeypatch.setenv("SPARK_REUSE_WORKER", "1")
         entry = reader._take({"bootstrap.servers": "x:1"}, TopicPartition("t", 0))
         frozen = gc.get_freeze_count()
-        assert frozen > 0 and client_cache_info()["frozen"] == frozen
+        # The pool records the count it froze; a thread of an earlier test in this process
+        # (an asyncio worker, a heartbeat thread winding down) may free a frozen object of its
+        # own in between, which lowers the count, never raises it.
+        assert 0 < frozen <= client_cache_info()["frozen"]
         later = Cyclic()
         later.self = later
         gone = weakref.ref(later)
