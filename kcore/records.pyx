@@ -38,6 +38,9 @@ from libc.string cimport memcpy, memset
 from cpython.pyport cimport PY_SSIZE_T_MAX
 
 from kcore.columnar cimport ColumnarBatch as _ColumnarBatch
+from kcore.consumerrecord cimport (KC_CONSUMER_FIELDS, kc_gc_untrack, kc_is_ascii, kc_record_new,
+                                   kc_record_type_new, kc_rec_freelist_clear, kc_rec_freelist_len,
+                                   kc_tuple_like)
 from kcore.compression cimport (GrowBuf, growbuf_reserve, growbuf_free, growbuf_shrink,
                                 decompression_limit, decompress_append)
 from kcore.crc cimport crc32c_update
@@ -72,183 +75,15 @@ from kcore.layout import (CONTROL_ABORT, CONTROL_COMMIT, NO_PRODUCER_ID, TIMESTA
                           TIMESTAMP_LOG_APPEND_TIME, TIMESTAMP_NONE)
 from kcore.pool import pool_stats as _pool_stats
 
-cdef extern from "recordtype.h":
-    object kc_record_type_new(const char* qualified_name, object fields)
-    Py_ssize_t kc_rec_freelist_len(Py_ssize_t n)
-    void kc_rec_freelist_clear()
-
-# Consumer-record construction in plain C: one tuple-subclass instance per record, filled in
-# place (no intermediate Record, no argument tuple).  Written here rather than in Cython so
-# that each slot costs one store and no temporary reference juggling.
 cdef extern from *:
     """
-    /* A serialized size as an int. Sizes past the small-int cache (values of 1 KB, 10 KB)
-       are usually the same from one record to the next: the last such object is reused
-       rather than a new int made and freed per record. GIL held. */
-    static PyObject* kc_size_last = NULL;
-    static Py_ssize_t kc_size_last_n = -1;
-    static PyObject* kc_size_obj(Py_ssize_t n)
-    {
-        PyObject* o;
-        if (n <= 256)
-            return PyLong_FromSsize_t(n);
-        if (n == kc_size_last_n && kc_size_last != NULL) {
-            Py_INCREF(kc_size_last);
-            return kc_size_last;
-        }
-        o = PyLong_FromSsize_t(n);
-        if (o != NULL) {
-            Py_INCREF(o);
-            Py_XSETREF(kc_size_last, o);
-            kc_size_last_n = n;
-        }
-        return o;
-    }
-
     /* The buffer address of a memoryview (its view's buf). */
     static inline const char* kc_view_buf(PyObject* mv) {
         return (const char*)PyMemoryView_GET_BUFFER(mv)->buf;
     }
-
-    /* A memoryview of base[start:start+len] (base: a one-dimensional "B" memoryview); the
-       slice shares base's managed buffer, so the exporter (the fetched frame or the
-       decompressed data) lives as long as the slice does. Tracked by the cyclic GC, as
-       every memoryview is (kc_consumer_record untracks the views of a record type's
-       instance: see recordtype.h). */
-    static PyObject* kc_view_slice(PyObject* base, Py_ssize_t start, Py_ssize_t len)
-    {
-#if PY_VERSION_HEX < 0x030F0000 && !defined(Py_LIMITED_API)
-        /* What slicing does (a new view registered on base's managed buffer, then its
-           start and length moved), without the two ints and the slice object that
-           base[start:stop] makes per record. base is one-dimensional, contiguous, format
-           "B", itemsize 1 (checked by the caller), so the slice is contiguous too and its
-           flags, strides and format are base's. */
-        PyObject* o = PyMemoryView_FromObject(base);
-        Py_buffer* v;
-        if (o == NULL)
-            return NULL;
-        v = PyMemoryView_GET_BUFFER(o);
-        v->buf = (char*)v->buf + start;
-        v->len = len;
-        v->shape[0] = len;
-        return o;
-#else
-        return PySequence_GetSlice(base, start, start + len);
-#endif
-    }
-
-    static PyObject* kc_consumer_record(
-            PyTypeObject* tp, PyObject* topic, PyObject* partition, PyObject* epoch,
-            long long offset, PyObject* ts, int ts_type,
-            const char* kp, Py_ssize_t klen, const char* vp, Py_ssize_t vlen,
-            PyObject* headers, long long hsize, int untrack, PyObject* views,
-            const char* vbase)
-    {
-        /* views: NULL to copy key and value into bytes; else a memoryview over the data
-           starting at vbase, sliced for each (zero-copy records). Views in a record type's
-           instance are untracked while it holds them (recordtype.h: its dealloc tracks
-           them again); any other class's keep theirs tracked. */
-        int untrack_views = KC_VIEW_UNTRACK && untrack && tp->tp_dealloc == kc_rec_dealloc;
-        /* (topic, partition, leader_epoch, offset, timestamp, timestamp_type, key, value,
-           headers, checksum, serialized_key_size, serialized_value_size,
-           serialized_header_size): kafka-python's ConsumerRecord field order. */
-#if PY_VERSION_HEX < 0x030E0000
-        /* Allocated untracked (tracked at the end if asked), unlike tp_alloc, which
-           zero-fills, tracks (linking the object into the collector's list, next to the
-           last object allocated), and would be untracked again at once; a record type's
-           instances come from its free list (recordtype.h). kc_tuple_like checked that tp
-           adds nothing to a tuple: up to Python 3.13 a tuple is its header and its item
-           slots, nothing else (3.14 adds a hash cache: tp_alloc). The slots start NULL, so
-           a failure below deallocates a valid tuple. */
-        PyObject* t = kc_rec_alloc(tp, 13);
-        PyObject* o;
-        if (t == NULL)
-            return NULL;
-        if (!untrack)
-            PyObject_GC_Track(t);
-#else
-        PyObject* t = tp->tp_alloc(tp, 13);
-        PyObject* o;
-        if (t == NULL)
-            return NULL;
-        if (untrack)
-            PyObject_GC_UnTrack(t);
-#endif
-        Py_INCREF(topic); PyTuple_SET_ITEM(t, 0, topic);
-        Py_INCREF(partition); PyTuple_SET_ITEM(t, 1, partition);
-        Py_INCREF(epoch); PyTuple_SET_ITEM(t, 2, epoch);
-        if ((o = PyLong_FromLongLong(offset)) == NULL) goto fail;
-        PyTuple_SET_ITEM(t, 3, o);
-        Py_INCREF(ts); PyTuple_SET_ITEM(t, 4, ts);
-        if ((o = PyLong_FromLong(ts_type)) == NULL) goto fail;
-        PyTuple_SET_ITEM(t, 5, o);
-        if (klen < 0) { o = Py_None; Py_INCREF(o); }
-        else if (views != NULL) {
-            if ((o = kc_view_slice(views, kp - vbase, klen)) == NULL) goto fail;
-            if (untrack_views) PyObject_GC_UnTrack(o);
-        }
-        else if ((o = PyBytes_FromStringAndSize(kp, klen)) == NULL) goto fail;
-        PyTuple_SET_ITEM(t, 6, o);
-        if (vlen < 0) { o = Py_None; Py_INCREF(o); }
-        else if (views != NULL) {
-            if ((o = kc_view_slice(views, vp - vbase, vlen)) == NULL) goto fail;
-            if (untrack_views) PyObject_GC_UnTrack(o);
-        }
-        else if ((o = PyBytes_FromStringAndSize(vp, vlen)) == NULL) goto fail;
-        PyTuple_SET_ITEM(t, 7, o);
-        if (headers != NULL) { o = headers; Py_INCREF(o); }
-#if KC_REC_FREELIST
-        else if (untrack && (o = kc_hdr_take()) != NULL) { }   /* empty, untracked, ours */
-#endif
-        else if (untrack) {
-            /* An empty list made untracked (PyList_New(0) tracks it, and untracking
-               unlinks it again from its neighbours in the collector's list). */
-            PyListObject* l = PyObject_GC_New(PyListObject, &PyList_Type);
-            if (l == NULL) goto fail;
-            Py_SET_SIZE(l, 0);
-            l->ob_item = NULL;
-            l->allocated = 0;
-            o = (PyObject*)l;
-        }
-        else if ((o = PyList_New(0)) == NULL) goto fail;
-        PyTuple_SET_ITEM(t, 8, o);
-        Py_INCREF(Py_None); PyTuple_SET_ITEM(t, 9, Py_None);
-        if ((o = kc_size_obj(klen)) == NULL) goto fail;
-        PyTuple_SET_ITEM(t, 10, o);
-        if ((o = kc_size_obj(vlen)) == NULL) goto fail;
-        PyTuple_SET_ITEM(t, 11, o);
-        if ((o = PyLong_FromLongLong(hsize)) == NULL) goto fail;
-        PyTuple_SET_ITEM(t, 12, o);
-        return t;
-    fail:
-        Py_DECREF(t);   /* unset slots are NULL: tuple dealloc skips them */
-        return NULL;
-    }
-
-    static inline void kc_gc_untrack(PyObject* o) {
-        if (PyObject_GC_IsTracked(o))
-            PyObject_GC_UnTrack(o);
-    }
-    static inline int kc_tuple_like(PyTypeObject* tp) {
-        /* A tuple subclass adding no C fields, __dict__ or __weakref__ (namedtuple's
-           __slots__ = ()): tp_alloc(tp, n) yields a tuple of n NULL slots we may fill. */
-        return PyType_IsSubtype(tp, &PyTuple_Type) && tp != &PyTuple_Type
-            && tp->tp_basicsize == PyTuple_Type.tp_basicsize
-            && tp->tp_itemsize == PyTuple_Type.tp_itemsize
-            && tp->tp_dictoffset == 0 && tp->tp_weaklistoffset == 0
-            && tp->tp_alloc != NULL;
-    }
-    static inline int kc_is_ascii(PyObject* s) { return PyUnicode_IS_ASCII(s); }
     """
-    object kc_consumer_record(PyTypeObject* tp, object topic, object partition, object epoch,
-                              long long offset, object ts, int ts_type,
-                              const char* kp, Py_ssize_t klen, const char* vp, Py_ssize_t vlen,
-                              PyObject* headers, long long hsize, int untrack,
-                              PyObject* views, const char* vbase)
-    void kc_gc_untrack(object o) noexcept
-    bint kc_tuple_like(PyTypeObject* tp) noexcept
-    bint kc_is_ascii(object s) noexcept
     const char* kc_view_buf(object mv) noexcept
+
 
 @cython.freelist(8192)
 @cython.no_gc
@@ -848,14 +683,14 @@ cdef class _Decoder:
                 last_ts = ts
             if hs[i + 1] > hs[i]:
                 hl = self.headers_sized(hs[i], hs[i + 1], &hsize)
-                rec = kc_consumer_record(
-                    tp, topic, part, epoch, c.offset[i], ts_obj, c.ts_type[i],
+                rec = kc_record_new(
+                    tp, KC_CONSUMER_FIELDS, topic, part, epoch, c.offset[i], ts_obj, c.ts_type[i],
                     <const char*><intptr_t>c.key_pos[i], c.key_len[i],
                     <const char*><intptr_t>c.val_pos[i], c.val_len[i],
                     <PyObject*>hl, hsize, untrack, NULL, NULL)
             else:
-                rec = kc_consumer_record(
-                    tp, topic, part, epoch, c.offset[i], ts_obj, c.ts_type[i],
+                rec = kc_record_new(
+                    tp, KC_CONSUMER_FIELDS, topic, part, epoch, c.offset[i], ts_obj, c.ts_type[i],
                     <const char*><intptr_t>c.key_pos[i], c.key_len[i],
                     <const char*><intptr_t>c.val_pos[i], c.val_len[i],
                     NULL, -1, untrack, NULL, NULL)
@@ -1130,13 +965,13 @@ def consumer_records(_ColumnarBatch batch not None, record_cls, topic, int parti
                     raise ValueError(f"ColumnarBatch: row {i}'s headers are out of range")
                 hl = _header_list(base, dlen, hkp, hkl, hvp, hvl, hs[i], hs[i + 1], untrack,
                                   &hsize)
-                rec = kc_consumer_record(
-                    tp, topic, part, epoch, offs[i], ts_obj, tst[i],
+                rec = kc_record_new(
+                    tp, KC_CONSUMER_FIELDS, topic, part, epoch, offs[i], ts_obj, tst[i],
                     <const char*>(base + kp[i]), klen, <const char*>(base + vp[i]), vlen,
                     <PyObject*>hl, hsize, untrack, views_ptr, vbase)
             else:
-                rec = kc_consumer_record(
-                    tp, topic, part, epoch, offs[i], ts_obj, tst[i],
+                rec = kc_record_new(
+                    tp, KC_CONSUMER_FIELDS, topic, part, epoch, offs[i], ts_obj, tst[i],
                     <const char*>(base + kp[i]), klen, <const char*>(base + vp[i]), vlen,
                     NULL, -1, untrack, views_ptr, vbase)
             out.append(rec)

@@ -20,6 +20,8 @@ from cpython.unicode cimport PyUnicode_AsUTF8String, PyUnicode_DecodeUTF8
 from libc.stdint cimport int8_t, int32_t, int64_t, intptr_t
 
 from kcore.columnar cimport ColumnarBatch
+from kcore.consumerrecord cimport (kc_gc_untrack, kc_is_ascii, kc_record_new, kc_record_type_new,
+                                   kc_tuple_like)
 from kcore.pool cimport CArray
 from kcore.records cimport BatchInfo
 
@@ -186,98 +188,32 @@ def acquired_rows(const int64_t[::1] offsets not None, ranges):
 # ---------------------------------------------------------------------------------------------
 # Share records in one step, from a columnar decode: no consumer record in between.
 
-cdef extern from "recordtype.h":
-    object kc_record_type_new(const char* qualified_name, object fields)
-
 cdef extern from *:
     """
-    /* A share record: a consumer record's 13 items (kafka-python's ConsumerRecord order) and
-       the delivery count, made in place in an instance of tp (a record type made by
-       share_record_type takes its memory from the free list of the records this module's
-       types freed: recordtype.h). Copies key and value. GIL held. */
+    /* A share record: a consumer record's 13 items (kcore/consumerrecord.h) and the delivery
+       count, made in place in an instance of tp (a record type made by share_record_type
+       takes its memory from the free list of the records this module's types freed:
+       recordtype.h). Copies key and value. */
     static PyObject* ksr_share_record(
             PyTypeObject* tp, PyObject* topic, PyObject* partition, PyObject* epoch,
             long long offset, PyObject* ts, int ts_type,
             const char* kp, Py_ssize_t klen, const char* vp, Py_ssize_t vlen,
             PyObject* headers, long long hsize, int untrack, PyObject* count)
     {
-#if PY_VERSION_HEX < 0x030E0000
-        PyObject* t = kc_rec_alloc(tp, 14);     /* untracked, NULL slots */
-        PyObject* o;
+        PyObject* t = kc_record_new(tp, KC_CONSUMER_FIELDS + 1, topic, partition, epoch,
+                                    offset, ts, ts_type, kp, klen, vp, vlen, headers, hsize,
+                                    untrack, NULL, NULL);
         if (t == NULL)
             return NULL;
-        if (!untrack)
-            PyObject_GC_Track(t);
-#else
-        PyObject* t = tp->tp_alloc(tp, 14);
-        PyObject* o;
-        if (t == NULL)
-            return NULL;
-        if (untrack)
-            PyObject_GC_UnTrack(t);
-#endif
-        Py_INCREF(topic); PyTuple_SET_ITEM(t, 0, topic);
-        Py_INCREF(partition); PyTuple_SET_ITEM(t, 1, partition);
-        Py_INCREF(epoch); PyTuple_SET_ITEM(t, 2, epoch);
-        if ((o = PyLong_FromLongLong(offset)) == NULL) goto fail;
-        PyTuple_SET_ITEM(t, 3, o);
-        Py_INCREF(ts); PyTuple_SET_ITEM(t, 4, ts);
-        if ((o = PyLong_FromLong(ts_type)) == NULL) goto fail;
-        PyTuple_SET_ITEM(t, 5, o);
-        if (klen < 0) { o = Py_None; Py_INCREF(o); }
-        else if ((o = PyBytes_FromStringAndSize(kp, klen)) == NULL) goto fail;
-        PyTuple_SET_ITEM(t, 6, o);
-        if (vlen < 0) { o = Py_None; Py_INCREF(o); }
-        else if ((o = PyBytes_FromStringAndSize(vp, vlen)) == NULL) goto fail;
-        PyTuple_SET_ITEM(t, 7, o);
-        if (headers != NULL) { o = headers; Py_INCREF(o); }
-        else if (untrack) {
-            /* an empty list made untracked (PyList_New(0) would track it) */
-            PyListObject* l = PyObject_GC_New(PyListObject, &PyList_Type);
-            if (l == NULL) goto fail;
-            Py_SET_SIZE(l, 0);
-            l->ob_item = NULL;
-            l->allocated = 0;
-            o = (PyObject*)l;
-        }
-        else if ((o = PyList_New(0)) == NULL) goto fail;
-        PyTuple_SET_ITEM(t, 8, o);
-        Py_INCREF(Py_None); PyTuple_SET_ITEM(t, 9, Py_None);
-        if ((o = PyLong_FromSsize_t(klen)) == NULL) goto fail;
-        PyTuple_SET_ITEM(t, 10, o);
-        if ((o = PyLong_FromSsize_t(vlen)) == NULL) goto fail;
-        PyTuple_SET_ITEM(t, 11, o);
-        if ((o = PyLong_FromLongLong(hsize)) == NULL) goto fail;
-        PyTuple_SET_ITEM(t, 12, o);
-        Py_INCREF(count); PyTuple_SET_ITEM(t, 13, count);
+        Py_INCREF(count);
+        PyTuple_SET_ITEM(t, KC_CONSUMER_FIELDS, count);
         return t;
-    fail:
-        Py_DECREF(t);   /* unset slots are NULL: the dealloc skips them */
-        return NULL;
-    }
-
-    static inline void ksr_gc_untrack(PyObject* o) {
-        if (PyObject_GC_IsTracked(o))
-            PyObject_GC_UnTrack(o);
-    }
-    static inline int ksr_is_ascii(PyObject* s) { return PyUnicode_IS_ASCII(s); }
-    static inline int ksr_tuple_like(PyTypeObject* tp) {
-        /* a tuple subclass adding no C fields, __dict__ or __weakref__ (namedtuple's
-           __slots__ = ()): its instances are tuples of n slots we may fill */
-        return PyType_IsSubtype(tp, &PyTuple_Type) && tp != &PyTuple_Type
-            && tp->tp_basicsize == PyTuple_Type.tp_basicsize
-            && tp->tp_itemsize == PyTuple_Type.tp_itemsize
-            && tp->tp_dictoffset == 0 && tp->tp_weaklistoffset == 0
-            && tp->tp_alloc != NULL;
     }
     """
     object ksr_share_record(PyTypeObject* tp, object topic, object partition, object epoch,
                             long long offset, object ts, int ts_type,
                             const char* kp, Py_ssize_t klen, const char* vp, Py_ssize_t vlen,
                             PyObject* headers, long long hsize, int untrack, object count)
-    void ksr_gc_untrack(object o) noexcept
-    bint ksr_is_ascii(object s) noexcept
-    bint ksr_tuple_like(PyTypeObject* tp) noexcept
 
 
 def share_record_type(cls):
@@ -326,7 +262,7 @@ cdef list _headers(intptr_t base, Py_ssize_t dlen, const int64_t* hkp, const int
         if hkl[k] < 0 or not (_span_ok(hkp[k], hkl[k], dlen) and _span_ok(hvp[k], hvl[k], dlen)):
             raise ValueError(f"ColumnarBatch: header {k} lies outside its data")
         hk = PyUnicode_DecodeUTF8(<const char*>(base + hkp[k]), hkl[k], "replace")
-        if ksr_is_ascii(hk):
+        if kc_is_ascii(hk):
             total += hkl[k]
         else:
             total += len(PyUnicode_AsUTF8String(hk))
@@ -336,10 +272,10 @@ cdef list _headers(intptr_t base, Py_ssize_t dlen, const int64_t* hkp, const int
         else:
             hv = None
         pair = (hk, hv)
-        ksr_gc_untrack(pair)
+        kc_gc_untrack(pair)
         hl.append(pair)
     if untrack:
-        ksr_gc_untrack(hl)
+        kc_gc_untrack(hl)
     size[0] = total
     return hl
 
@@ -373,7 +309,7 @@ def share_records_of(ColumnarBatch batch not None, record_cls, topic, int partit
     cdef PyTypeObject* tp
     cdef int untrack = gc_untrack
     _check_share_cls(record_cls)
-    if not ksr_tuple_like(<PyTypeObject*>record_cls):
+    if not kc_tuple_like(<PyTypeObject*>record_cls):
         raise TypeError(f"record_cls must be a namedtuple class (a tuple subclass with "
                         f"__slots__ = ()), got {record_cls!r}")
     tp = <PyTypeObject*>record_cls
