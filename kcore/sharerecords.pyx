@@ -72,34 +72,69 @@ cdef int _add_run(list runs, int64_t first, int64_t last) except -1:
     return 0
 
 
+cdef struct Run:
+    # the run of handed-out offsets being extended, not yet in its list
+    int64_t first
+    int64_t last
+    bint open
+
+
+cdef inline int _run_add(Run* run, list runs, int64_t off) except -1:
+    """Extend the open run with off (the next offset handed out), or close it into runs and
+    start another: one tuple per run, not per record."""
+    if run.open and off == run.last + 1:
+        run.last = off
+        return 0
+    if run.open:
+        _add_run(runs, run.first, run.last)
+    run.first = run.last = off
+    run.open = True
+    return 0
+
+
+cdef inline int _run_close(Run* run, list runs) except -1:
+    if run.open:
+        _add_run(runs, run.first, run.last)
+        run.open = False
+    return 0
+
+
+cdef object _range_at(list ranges, Py_ssize_t i, int64_t* first, int64_t* last,
+                      int64_t* prev_last, bint check_count):
+    """ranges[i]'s first and last offsets, checked to lie past ranges[i - 1] (ending at
+    prev_last, then moved to this range's last); its delivery count (an int if check_count)."""
+    r = ranges[i]
+    if not isinstance(r, tuple) or len(r) != 3:
+        raise TypeError(f"ranges[{i}] is not a (first, last, delivery_count) tuple: {r!r}")
+    first[0] = r[0]
+    last[0] = r[1]
+    count = r[2]
+    if check_count and not isinstance(count, int):
+        raise TypeError(f"ranges[{i}]: delivery count {count!r} is not an int")
+    if first[0] < 0 or last[0] < first[0]:
+        raise ValueError(f"ranges[{i}]: {first[0]}..{last[0]} is not a range of offsets")
+    if i > 0 and first[0] <= prev_last[0]:
+        raise ValueError(f"ranges[{i}]: {first[0]}..{last[0]} overlaps or precedes the range "
+                         f"before it")
+    prev_last[0] = last[0]
+    return count
+
+
 def share_records(list records not None, record_cls, ranges, *, bint gc_untrack=True):
     """See sharerecords.pyi."""
     cdef Py_ssize_t n = len(records), k = 0, i, nr
     cdef int64_t first, last, prev_last = 0, off, prev_off = 0, expect
-    cdef int64_t run_first = 0, run_last = 0
-    cdef bint have_prev_range = False, have_prev_off = False, have_run = False
+    cdef Run run = Run(0, 0, False)
+    cdef bint have_prev_off = False
     cdef list out = [], held = [], gaps = []
-    cdef object rec, new, count, r
+    cdef object rec, new, count
     cdef PyTypeObject* tp
     _check_share_cls(record_cls)
     tp = <PyTypeObject*>record_cls
     ranges = list(ranges)
     nr = len(ranges)
     for i in range(nr):
-        r = ranges[i]
-        if not isinstance(r, tuple) or len(r) != 3:
-            raise TypeError(f"ranges[{i}] is not a (first, last, delivery_count) tuple: {r!r}")
-        first = r[0]
-        last = r[1]
-        count = r[2]
-        if not isinstance(count, int):
-            raise TypeError(f"ranges[{i}]: delivery count {count!r} is not an int")
-        if first < 0 or last < first:
-            raise ValueError(f"ranges[{i}]: {first}..{last} is not a range of offsets")
-        if have_prev_range and first <= prev_last:
-            raise ValueError(f"ranges[{i}]: {first}..{last} overlaps or precedes the range before it")
-        have_prev_range = True
-        prev_last = last
+        count = _range_at(ranges, i, &first, &last, &prev_last, True)
         # records before the range: not acquired for this member
         while k < n:
             off = _offset_of(records[k], k)
@@ -131,19 +166,12 @@ def share_records(list records not None, record_cls, ranges, *, bint gc_untrack=
             if gc_untrack and PyObject_IS_GC(new):
                 PyObject_GC_UnTrack(new)
             out.append(new)
-            if have_run and off == run_last + 1:
-                run_last = off
-            else:
-                if have_run:
-                    _add_run(held, run_first, run_last)
-                run_first = run_last = off
-                have_run = True
+            _run_add(&run, held, off)
             expect = off + 1
             k += 1
         if expect <= last:
             _add_run(gaps, expect, last)
-    if have_run:
-        _add_run(held, run_first, run_last)
+    _run_close(&run, held)
     return out, held, gaps
 
 
@@ -151,9 +179,7 @@ def acquired_rows(const int64_t[::1] offsets not None, ranges):
     """See sharerecords.pyi."""
     cdef Py_ssize_t n = offsets.shape[0], k, i, nr, start
     cdef int64_t first, last, prev_last = 0
-    cdef bint have_prev_range = False
     cdef list spans = []
-    cdef object r
     for k in range(1, n):
         if offsets[k] <= offsets[k - 1]:
             raise ValueError(f"offsets are not in ascending order at row {k}")
@@ -161,17 +187,7 @@ def acquired_rows(const int64_t[::1] offsets not None, ranges):
     nr = len(ranges)
     k = 0
     for i in range(nr):
-        r = ranges[i]
-        if not isinstance(r, tuple) or len(r) != 3:
-            raise TypeError(f"ranges[{i}] is not a (first, last, delivery_count) tuple: {r!r}")
-        first = r[0]
-        last = r[1]
-        if first < 0 or last < first:
-            raise ValueError(f"ranges[{i}]: {first}..{last} is not a range of offsets")
-        if have_prev_range and first <= prev_last:
-            raise ValueError(f"ranges[{i}]: {first}..{last} overlaps or precedes the range before it")
-        have_prev_range = True
-        prev_last = last
+        _range_at(ranges, i, &first, &last, &prev_last, False)
         while k < n and offsets[k] < first:
             k += 1
         start = k
@@ -299,12 +315,11 @@ def share_records_of(ColumnarBatch batch not None, record_cls, topic, int partit
     cdef const int32_t* hvl = NULL
     cdef intptr_t base
     cdef int64_t first, last, prev_last = 0, off, expect, ts, last_ts = 0, hsize
-    cdef int64_t run_first = 0, run_last = 0
-    cdef bint have_prev_range = False, have_run = False
+    cdef Run run = Run(0, 0, False)
     cdef int32_t klen, vlen
     cdef BatchInfo b
     cdef list batches, out = [], held = [], gaps = []
-    cdef object r, count, rec, hl, ts_obj = None, epoch = None
+    cdef object count, rec, hl, ts_obj = None, epoch = None
     cdef object part = partition        # one int object for every record
     cdef PyTypeObject* tp
     cdef int untrack = gc_untrack
@@ -343,20 +358,7 @@ def share_records_of(ColumnarBatch batch not None, record_cls, topic, int partit
         base = <intptr_t>view.buf
         dlen = view.len
         for r_i in range(nr):
-            r = ranges[r_i]
-            if not isinstance(r, tuple) or len(r) != 3:
-                raise TypeError(f"ranges[{r_i}] is not a (first, last, delivery_count) tuple: {r!r}")
-            first = r[0]
-            last = r[1]
-            count = r[2]
-            if not isinstance(count, int):
-                raise TypeError(f"ranges[{r_i}]: delivery count {count!r} is not an int")
-            if first < 0 or last < first:
-                raise ValueError(f"ranges[{r_i}]: {first}..{last} is not a range of offsets")
-            if have_prev_range and first <= prev_last:
-                raise ValueError(f"ranges[{r_i}]: {first}..{last} overlaps or precedes the range before it")
-            have_prev_range = True
-            prev_last = last
+            count = _range_at(ranges, r_i, &first, &last, &prev_last, True)
             while i < n and offs[i] < first:     # rows not acquired for this member
                 i += 1
             expect = first
@@ -401,19 +403,12 @@ def share_records_of(ColumnarBatch batch not None, record_cls, topic, int partit
                                            <const char*>(base + vp[i]), vlen,
                                            NULL, -1, untrack, count)
                 out.append(rec)
-                if have_run and off == run_last + 1:
-                    run_last = off
-                else:
-                    if have_run:
-                        _add_run(held, run_first, run_last)
-                    run_first = run_last = off
-                    have_run = True
+                _run_add(&run, held, off)
                 expect = off + 1
                 i += 1
             if expect <= last:
                 _add_run(gaps, expect, last)
     finally:
         PyBuffer_Release(&view)
-    if have_run:
-        _add_run(held, run_first, run_last)
+    _run_close(&run, held)
     return out, held, gaps
