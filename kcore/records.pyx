@@ -707,7 +707,7 @@ cdef class _Decoder:
         The scan's header positions are absolute addresses inside spans it checked, so the
         columnar builder runs over them with base 0 and no limit."""
         cdef RecCols* c = &self.cols
-        return _header_list(0, PY_SSIZE_T_MAX, c.hk_pos, c.hk_len, c.hv_pos, c.hv_len, hs, he,
+        return header_list(0, PY_SSIZE_T_MAX, c.hk_pos, c.hk_len, c.hv_pos, c.hv_len, hs, he,
                             self.untrack, size)
 
     cdef list headers_of(self, Py_ssize_t hs, Py_ssize_t he):
@@ -845,9 +845,48 @@ cdef const void* _column(object arr, Py_ssize_t items, Py_ssize_t itemsize, str 
     return (<CArray>arr).ptr
 
 
-cdef inline bint _span_ok(int64_t pos, int32_t length, Py_ssize_t size) noexcept:
-    """A (position, length) pair lies inside data of `size` bytes (length -1: null)."""
-    return length < 0 or (pos >= 0 and pos <= size and length <= size - pos)
+cdef Columns columns_of(object batch) except *:
+    """batch's arrays (batch: a ColumnarBatch), each checked to hold its rows or headers."""
+    cdef _ColumnarBatch cb = batch
+    cdef Columns c
+    cdef Py_ssize_t n = cb.num_records, nh = cb.num_headers
+    c.n = n
+    c.nh = nh
+    c.offs = <const int64_t*>_column(cb._offsets, n, 8, "offsets")
+    c.tss = <const int64_t*>_column(cb._timestamps, n, 8, "timestamps")
+    c.tst = <const int8_t*>_column(cb._ts_types, n, 1, "timestamp_types")
+    c.kp = <const int64_t*>_column(cb._key_pos, n, 8, "key_offsets")
+    c.kl = <const int32_t*>_column(cb._key_len, n, 4, "key_lengths")
+    c.vp = <const int64_t*>_column(cb._val_pos, n, 8, "value_offsets")
+    c.vl = <const int32_t*>_column(cb._val_len, n, 4, "value_lengths")
+    c.hs = <const int32_t*>_column(cb._hdr_start, n + 1, 4, "header_starts")
+    c.hkp = c.hvp = NULL
+    c.hkl = c.hvl = NULL
+    if nh:
+        c.hkp = <const int64_t*>_column(cb._hk_pos, nh, 8, "header_key_offsets")
+        c.hkl = <const int32_t*>_column(cb._hk_len, nh, 4, "header_key_lengths")
+        c.hvp = <const int64_t*>_column(cb._hv_pos, nh, 8, "header_value_offsets")
+        c.hvl = <const int32_t*>_column(cb._hv_len, nh, 4, "header_value_lengths")
+    return c
+
+
+cdef BatchInfo batch_of_row(list batches, Py_ssize_t* lo, Py_ssize_t i):
+    """The batch of row i of a columnar decode: the first from batches[lo] on whose record_end
+    is past it (a skipped batch produced no rows); lo moves past it."""
+    cdef Py_ssize_t nb = len(batches)
+    cdef BatchInfo b
+    while True:
+        if lo[0] >= nb:
+            raise ValueError(f"ColumnarBatch: row {i} belongs to no batch")
+        if type(batches[lo[0]]) is not BatchInfo:
+            raise TypeError("ColumnarBatch.batches holds something other than BatchInfo")
+        b = <BatchInfo>batches[lo[0]]
+        lo[0] += 1
+        if b.record_end > i:
+            break
+    if b.record_start > i:
+        raise ValueError(f"ColumnarBatch: row {i} belongs to no batch")
+    return b
 
 
 def consumer_records(_ColumnarBatch batch not None, record_cls, topic, int partition, Py_ssize_t start,
@@ -857,19 +896,8 @@ def consumer_records(_ColumnarBatch batch not None, record_cls, topic, int parti
     cdef object base_view = None     # views: one memoryview over the data, sliced per record
     cdef PyObject* views_ptr = NULL
     cdef const char* vbase = NULL
-    cdef Py_ssize_t n, nh, i, k, nb, lo, hi, mid, bstart, bend = 0, dlen
-    cdef const int64_t* offs
-    cdef const int64_t* tss
-    cdef const int8_t* tst
-    cdef const int64_t* kp
-    cdef const int32_t* kl
-    cdef const int64_t* vp
-    cdef const int32_t* vl
-    cdef const int32_t* hs
-    cdef const int64_t* hkp = NULL
-    cdef const int32_t* hkl = NULL
-    cdef const int64_t* hvp = NULL
-    cdef const int32_t* hvl = NULL
+    cdef Py_ssize_t n, i, nb, lo, hi, mid, bend = 0, dlen
+    cdef Columns col
     cdef intptr_t base
     cdef int64_t ts, last_ts = 0, hsize
     cdef int32_t klen, vlen
@@ -886,20 +914,7 @@ def consumer_records(_ColumnarBatch batch not None, record_cls, topic, int parti
     out = []
     if start == stop:
         return out
-    nh = batch.num_headers
-    offs = <const int64_t*>_column(batch._offsets, n, 8, "offsets")
-    tss = <const int64_t*>_column(batch._timestamps, n, 8, "timestamps")
-    tst = <const int8_t*>_column(batch._ts_types, n, 1, "timestamp_types")
-    kp = <const int64_t*>_column(batch._key_pos, n, 8, "key_offsets")
-    kl = <const int32_t*>_column(batch._key_len, n, 4, "key_lengths")
-    vp = <const int64_t*>_column(batch._val_pos, n, 8, "value_offsets")
-    vl = <const int32_t*>_column(batch._val_len, n, 4, "value_lengths")
-    hs = <const int32_t*>_column(batch._hdr_start, n + 1, 4, "header_starts")
-    if nh:
-        hkp = <const int64_t*>_column(batch._hk_pos, nh, 8, "header_key_offsets")
-        hkl = <const int32_t*>_column(batch._hk_len, nh, 4, "header_key_lengths")
-        hvp = <const int64_t*>_column(batch._hv_pos, nh, 8, "header_value_offsets")
-        hvl = <const int32_t*>_column(batch._hv_len, nh, 4, "header_value_lengths")
+    col = columns_of(batch)
     batches = batch.batches
     if batches is None:
         raise TypeError("ColumnarBatch.batches is not a list")
@@ -936,43 +951,30 @@ def consumer_records(_ColumnarBatch batch not None, record_cls, topic, int parti
             views_ptr = <PyObject*>base_view
         for i in range(start, stop):
             if i >= bend:
-                # The next batch that produced rows (a skipped batch produced none).
-                while True:
-                    if lo >= nb:
-                        raise ValueError(f"ColumnarBatch: row {i} belongs to no batch")
-                    if type(batches[lo]) is not BatchInfo:
-                        raise TypeError("ColumnarBatch.batches holds something other than "
-                                        "BatchInfo")
-                    b = <BatchInfo>batches[lo]
-                    lo += 1
-                    if b.record_end > i:
-                        break
-                bstart = b.record_start
+                b = batch_of_row(batches, &lo, i)
                 bend = b.record_end
-                if bstart > i:
-                    raise ValueError(f"ColumnarBatch: row {i} belongs to no batch")
                 epoch = b.partition_leader_epoch
-            ts = tss[i]
+            ts = col.tss[i]
             if ts != last_ts or ts_obj is None:
                 ts_obj = ts
                 last_ts = ts
-            klen = kl[i]
-            vlen = vl[i]
-            if not (_span_ok(kp[i], klen, dlen) and _span_ok(vp[i], vlen, dlen)):
+            klen = col.kl[i]
+            vlen = col.vl[i]
+            if not (span_ok(col.kp[i], klen, dlen) and span_ok(col.vp[i], vlen, dlen)):
                 raise ValueError(f"ColumnarBatch: row {i}'s key or value lies outside its data")
-            if hs[i + 1] > hs[i]:
-                if hs[i] < 0 or hs[i + 1] > nh:
+            if col.hs[i + 1] > col.hs[i]:
+                if col.hs[i] < 0 or col.hs[i + 1] > col.nh:
                     raise ValueError(f"ColumnarBatch: row {i}'s headers are out of range")
-                hl = _header_list(base, dlen, hkp, hkl, hvp, hvl, hs[i], hs[i + 1], untrack,
+                hl = header_list(base, dlen, col.hkp, col.hkl, col.hvp, col.hvl, col.hs[i], col.hs[i + 1], untrack,
                                   &hsize)
                 rec = kc_record_new(
-                    tp, KC_CONSUMER_FIELDS, topic, part, epoch, offs[i], ts_obj, tst[i],
-                    <const char*>(base + kp[i]), klen, <const char*>(base + vp[i]), vlen,
+                    tp, KC_CONSUMER_FIELDS, topic, part, epoch, col.offs[i], ts_obj, col.tst[i],
+                    <const char*>(base + col.kp[i]), klen, <const char*>(base + col.vp[i]), vlen,
                     <PyObject*>hl, hsize, untrack, views_ptr, vbase)
             else:
                 rec = kc_record_new(
-                    tp, KC_CONSUMER_FIELDS, topic, part, epoch, offs[i], ts_obj, tst[i],
-                    <const char*>(base + kp[i]), klen, <const char*>(base + vp[i]), vlen,
+                    tp, KC_CONSUMER_FIELDS, topic, part, epoch, col.offs[i], ts_obj, col.tst[i],
+                    <const char*>(base + col.kp[i]), klen, <const char*>(base + col.vp[i]), vlen,
                     NULL, -1, untrack, views_ptr, vbase)
             out.append(rec)
     finally:
@@ -980,9 +982,9 @@ def consumer_records(_ColumnarBatch batch not None, record_cls, topic, int parti
     return out
 
 
-cdef list _header_list(intptr_t base, Py_ssize_t dlen, const int64_t* hkp, const int32_t* hkl,
-                       const int64_t* hvp, const int32_t* hvl, Py_ssize_t hs, Py_ssize_t he,
-                       bint untrack, int64_t* size):
+cdef list header_list(intptr_t base, Py_ssize_t dlen, const int64_t* hkp, const int32_t* hkl,
+                      const int64_t* hvp, const int32_t* hvl, Py_ssize_t hs, Py_ssize_t he,
+                      bint untrack, int64_t* size):
     """A record's headers [(str, bytes | None), ...] from columnar positions (relative to
     base), with kafka-python's serialized_header_size: as _Decoder.headers_sized."""
     cdef list hl = []
@@ -990,7 +992,7 @@ cdef list _header_list(intptr_t base, Py_ssize_t dlen, const int64_t* hkp, const
     cdef int64_t total = 0
     cdef object hv, pair
     for k in range(hs, he):
-        if hkl[k] < 0 or not (_span_ok(hkp[k], hkl[k], dlen) and _span_ok(hvp[k], hvl[k], dlen)):
+        if hkl[k] < 0 or not (span_ok(hkp[k], hkl[k], dlen) and span_ok(hvp[k], hvl[k], dlen)):
             raise ValueError(f"ColumnarBatch: header {k} lies outside its data")
         hk = PyUnicode_DecodeUTF8(<const char*>(base + hkp[k]), hkl[k], "replace")
         if kc_is_ascii(hk):

@@ -12,18 +12,15 @@ per record. ``acquired_rows`` picks the rows of a columnar decode that lie in th
 ranges, so records are made only for those (an answer may hold batches other members hold).
 """
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
-from cpython.bytes cimport PyBytes_FromStringAndSize
 from cpython.object cimport PyObject, PyTypeObject
 from cpython.ref cimport Py_INCREF
 from cpython.tuple cimport PyTuple_GET_SIZE, PyTuple_Check
-from cpython.unicode cimport PyUnicode_AsUTF8String, PyUnicode_DecodeUTF8
-from libc.stdint cimport int8_t, int32_t, int64_t, intptr_t
+from libc.stdint cimport int32_t, int64_t, intptr_t
 
 from kcore.columnar cimport ColumnarBatch
-from kcore.consumerrecord cimport (kc_gc_untrack, kc_is_ascii, kc_record_new, kc_record_type_new,
-                                   kc_tuple_like)
-from kcore.pool cimport CArray
-from kcore.records cimport BatchInfo
+from kcore.consumerrecord cimport kc_record_new, kc_record_type_new, kc_tuple_like
+from kcore.records cimport (BatchInfo, Columns, batch_of_row, columns_of, header_list,
+                            span_ok)
 
 cdef extern from "Python.h":
     PyObject* PyTuple_GET_ITEM(object p, Py_ssize_t pos)
@@ -250,69 +247,12 @@ def share_record_type(cls):
     return t
 
 
-cdef const void* _column(object arr, Py_ssize_t items, Py_ssize_t itemsize, str name) except NULL:
-    """The memory of one of a ColumnarBatch's arrays, checked to hold `items` items."""
-    if type(arr) is not CArray:
-        raise TypeError(f"ColumnarBatch.{name} is not a decoded array (was the batch made by "
-                        f"decode_columnar?)")
-    if (<CArray>arr).itemsize != itemsize or (<CArray>arr).nbytes < items * itemsize:
-        raise ValueError(f"ColumnarBatch.{name} holds fewer than {items} items")
-    return (<CArray>arr).ptr
-
-
-cdef inline bint _span_ok(int64_t pos, int32_t length, Py_ssize_t size) noexcept:
-    """A (position, length) pair lies inside data of `size` bytes (length -1: null)."""
-    return length < 0 or (pos >= 0 and pos <= size and length <= size - pos)
-
-
-cdef list _headers(intptr_t base, Py_ssize_t dlen, const int64_t* hkp, const int32_t* hkl,
-                   const int64_t* hvp, const int32_t* hvl, Py_ssize_t hs, Py_ssize_t he,
-                   bint untrack, int64_t* size):
-    """A record's headers [(str, bytes | None), ...] and kafka-python's serialized_header_size
-    (header keys as re-encoded: bad UTF-8 became U+FFFD), as consumer_records makes them."""
-    cdef list hl = []
-    cdef Py_ssize_t k
-    cdef int64_t total = 0
-    cdef object hk, hv, pair
-    for k in range(hs, he):
-        if hkl[k] < 0 or not (_span_ok(hkp[k], hkl[k], dlen) and _span_ok(hvp[k], hvl[k], dlen)):
-            raise ValueError(f"ColumnarBatch: header {k} lies outside its data")
-        hk = PyUnicode_DecodeUTF8(<const char*>(base + hkp[k]), hkl[k], "replace")
-        if kc_is_ascii(hk):
-            total += hkl[k]
-        else:
-            total += len(PyUnicode_AsUTF8String(hk))
-        if hvl[k] >= 0:
-            hv = PyBytes_FromStringAndSize(<const char*>(base + hvp[k]), hvl[k])
-            total += hvl[k]
-        else:
-            hv = None
-        pair = (hk, hv)
-        kc_gc_untrack(pair)
-        hl.append(pair)
-    if untrack:
-        kc_gc_untrack(hl)
-    size[0] = total
-    return hl
-
-
 def share_records_of(ColumnarBatch batch not None, record_cls, topic, int partition, ranges, *,
                      bint gc_untrack=True):
     """See sharerecords.pyi."""
     cdef Py_buffer view
-    cdef Py_ssize_t n, nh, nb, i = 0, r_i, nr, lo = 0, bend = 0, dlen
-    cdef const int64_t* offs
-    cdef const int64_t* tss
-    cdef const int8_t* tst
-    cdef const int64_t* kp
-    cdef const int32_t* kl
-    cdef const int64_t* vp
-    cdef const int32_t* vl
-    cdef const int32_t* hs
-    cdef const int64_t* hkp = NULL
-    cdef const int32_t* hkl = NULL
-    cdef const int64_t* hvp = NULL
-    cdef const int32_t* hvl = NULL
+    cdef Py_ssize_t n, i = 0, r_i, nr, lo = 0, bend = 0, dlen
+    cdef Columns col
     cdef intptr_t base
     cdef int64_t first, last, prev_last = 0, off, expect, ts, last_ts = 0, hsize
     cdef Run run = Run(0, 0, False)
@@ -330,27 +270,13 @@ def share_records_of(ColumnarBatch batch not None, record_cls, topic, int partit
     tp = <PyTypeObject*>record_cls
     ranges = list(ranges)
     nr = len(ranges)
-    n = batch.num_records
-    nh = batch.num_headers
-    offs = <const int64_t*>_column(batch._offsets, n, 8, "offsets")
-    tss = <const int64_t*>_column(batch._timestamps, n, 8, "timestamps")
-    tst = <const int8_t*>_column(batch._ts_types, n, 1, "timestamp_types")
-    kp = <const int64_t*>_column(batch._key_pos, n, 8, "key_offsets")
-    kl = <const int32_t*>_column(batch._key_len, n, 4, "key_lengths")
-    vp = <const int64_t*>_column(batch._val_pos, n, 8, "value_offsets")
-    vl = <const int32_t*>_column(batch._val_len, n, 4, "value_lengths")
-    hs = <const int32_t*>_column(batch._hdr_start, n + 1, 4, "header_starts")
-    if nh:
-        hkp = <const int64_t*>_column(batch._hk_pos, nh, 8, "header_key_offsets")
-        hkl = <const int32_t*>_column(batch._hk_len, nh, 4, "header_key_lengths")
-        hvp = <const int64_t*>_column(batch._hv_pos, nh, 8, "header_value_offsets")
-        hvl = <const int32_t*>_column(batch._hv_len, nh, 4, "header_value_lengths")
+    col = columns_of(batch)
+    n = col.n
     batches = batch.batches
     if batches is None:
         raise TypeError("ColumnarBatch.batches is not a list")
-    nb = len(batches)
     for i in range(1, n):
-        if offs[i] <= offs[i - 1]:
+        if col.offs[i] <= col.offs[i - 1]:
             raise ValueError(f"offsets are not in ascending order at row {i}")
     i = 0
     PyObject_GetBuffer(batch._data, &view, PyBUF_SIMPLE)
@@ -359,48 +285,38 @@ def share_records_of(ColumnarBatch batch not None, record_cls, topic, int partit
         dlen = view.len
         for r_i in range(nr):
             count = _range_at(ranges, r_i, &first, &last, &prev_last, True)
-            while i < n and offs[i] < first:     # rows not acquired for this member
+            while i < n and col.offs[i] < first:     # rows not acquired for this member
                 i += 1
             expect = first
-            while i < n and offs[i] <= last:
-                off = offs[i]
+            while i < n and col.offs[i] <= last:
+                off = col.offs[i]
                 if off > expect:
                     _add_run(gaps, expect, off - 1)
                 if i >= bend:
-                    # the batch of row i: the first whose record_end is past it
-                    while True:
-                        if lo >= nb:
-                            raise ValueError(f"ColumnarBatch: row {i} belongs to no batch")
-                        if type(batches[lo]) is not BatchInfo:
-                            raise TypeError("ColumnarBatch.batches holds something other than BatchInfo")
-                        b = <BatchInfo>batches[lo]
-                        lo += 1
-                        if b.record_end > i:
-                            break
-                    if b.record_start > i:
-                        raise ValueError(f"ColumnarBatch: row {i} belongs to no batch")
+                    b = batch_of_row(batches, &lo, i)
                     bend = b.record_end
                     epoch = b.partition_leader_epoch
-                ts = tss[i]
+                ts = col.tss[i]
                 if ts != last_ts or ts_obj is None:
                     ts_obj = ts
                     last_ts = ts
-                klen = kl[i]
-                vlen = vl[i]
-                if not (_span_ok(kp[i], klen, dlen) and _span_ok(vp[i], vlen, dlen)):
+                klen = col.kl[i]
+                vlen = col.vl[i]
+                if not (span_ok(col.kp[i], klen, dlen) and span_ok(col.vp[i], vlen, dlen)):
                     raise ValueError(f"ColumnarBatch: row {i}'s key or value lies outside its data")
-                if hs[i + 1] > hs[i]:
-                    if hs[i] < 0 or hs[i + 1] > nh:
+                if col.hs[i + 1] > col.hs[i]:
+                    if col.hs[i] < 0 or col.hs[i + 1] > col.nh:
                         raise ValueError(f"ColumnarBatch: row {i}'s headers are out of range")
-                    hl = _headers(base, dlen, hkp, hkl, hvp, hvl, hs[i], hs[i + 1], untrack, &hsize)
-                    rec = ksr_share_record(tp, topic, part, epoch, off, ts_obj, tst[i],
-                                           <const char*>(base + kp[i]), klen,
-                                           <const char*>(base + vp[i]), vlen,
+                    hl = header_list(base, dlen, col.hkp, col.hkl, col.hvp, col.hvl, col.hs[i],
+                                     col.hs[i + 1], untrack, &hsize)
+                    rec = ksr_share_record(tp, topic, part, epoch, off, ts_obj, col.tst[i],
+                                           <const char*>(base + col.kp[i]), klen,
+                                           <const char*>(base + col.vp[i]), vlen,
                                            <PyObject*>hl, hsize, untrack, count)
                 else:
-                    rec = ksr_share_record(tp, topic, part, epoch, off, ts_obj, tst[i],
-                                           <const char*>(base + kp[i]), klen,
-                                           <const char*>(base + vp[i]), vlen,
+                    rec = ksr_share_record(tp, topic, part, epoch, off, ts_obj, col.tst[i],
+                                           <const char*>(base + col.kp[i]), klen,
+                                           <const char*>(base + col.vp[i]), vlen,
                                            NULL, -1, untrack, count)
                 out.append(rec)
                 _run_add(&run, held, off)
