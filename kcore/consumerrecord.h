@@ -63,6 +63,23 @@ static PyObject* kc_view_slice(PyObject* base, Py_ssize_t start, Py_ssize_t len)
 #endif
 }
 
+/* A record's key or value: None (len -1), a view of views (see kc_record_new), or bytes. */
+static inline PyObject* kc_payload(const char* p, Py_ssize_t len, PyObject* views,
+                                   const char* vbase, int untrack_views)
+{
+    PyObject* o;
+    if (len < 0) {
+        Py_INCREF(Py_None);
+        return Py_None;
+    }
+    if (views == NULL)
+        return PyBytes_FromStringAndSize(p, len);
+    o = kc_view_slice(views, p - vbase, len);
+    if (o != NULL && untrack_views)
+        PyObject_GC_UnTrack(o);
+    return o;
+}
+
 /* An instance of tp with n items (n >= 13), the first 13 a consumer record's:
    (topic, partition, leader_epoch, offset, timestamp, timestamp_type, key, value, headers,
    checksum, serialized_key_size, serialized_value_size, serialized_header_size); items past
@@ -109,19 +126,9 @@ static inline PyObject* kc_record_new(
     Py_INCREF(ts); PyTuple_SET_ITEM(t, 4, ts);
     if ((o = PyLong_FromLong(ts_type)) == NULL) goto fail;
     PyTuple_SET_ITEM(t, 5, o);
-    if (klen < 0) { o = Py_None; Py_INCREF(o); }
-    else if (views != NULL) {
-        if ((o = kc_view_slice(views, kp - vbase, klen)) == NULL) goto fail;
-        if (untrack_views) PyObject_GC_UnTrack(o);
-    }
-    else if ((o = PyBytes_FromStringAndSize(kp, klen)) == NULL) goto fail;
+    if ((o = kc_payload(kp, klen, views, vbase, untrack_views)) == NULL) goto fail;
     PyTuple_SET_ITEM(t, 6, o);
-    if (vlen < 0) { o = Py_None; Py_INCREF(o); }
-    else if (views != NULL) {
-        if ((o = kc_view_slice(views, vp - vbase, vlen)) == NULL) goto fail;
-        if (untrack_views) PyObject_GC_UnTrack(o);
-    }
-    else if ((o = PyBytes_FromStringAndSize(vp, vlen)) == NULL) goto fail;
+    if ((o = kc_payload(vp, vlen, views, vbase, untrack_views)) == NULL) goto fail;
     PyTuple_SET_ITEM(t, 7, o);
     if (headers != NULL) { o = headers; Py_INCREF(o); }
 #if KC_REC_FREELIST

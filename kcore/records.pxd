@@ -73,6 +73,11 @@ cdef struct Columns:
     const int32_t* hvl
 
 
+# kc_record_type_new (kcore/recordtype.h) of the module that makes the type.
+ctypedef object (*record_type_maker)(const char* qualified_name, object fields)
+
+
+cdef object compiled_twin(object cls, str caller, record_type_maker make)
 cdef Columns columns_of(object batch) except *
 cdef BatchInfo batch_of_row(list batches, Py_ssize_t* lo, Py_ssize_t i)
 cdef list header_list(intptr_t base, Py_ssize_t dlen, const int64_t* hkp, const int32_t* hkl,

@@ -795,22 +795,29 @@ def decode_consumer_records(data, record_cls, topic, int partition, *, bint chec
     return res
 
 
-def record_type(cls):
-    """A compiled twin of the namedtuple class cls (see records.pyi)."""
+cdef object compiled_twin(object cls, str caller, record_type_maker make):
+    """A compiled twin of the namedtuple class cls, its type made by `make` (the calling
+    module's kc_record_type_new: each module's record types recycle their instances through
+    that module's free lists, recordtype.h); caller names the function in errors."""
     fields = getattr(cls, "_fields", None) if isinstance(cls, type) else None
     if not (isinstance(cls, type) and issubclass(cls, tuple) and isinstance(fields, tuple)
             and all(type(f) is str for f in fields)):
-        raise TypeError(f"record_type needs a namedtuple class, got {cls!r}")
+        raise TypeError(f"{caller} needs a namedtuple class, got {cls!r}")
     if cls.__dict__.get("__slots__", None) != () or cls.__bases__ != (tuple,):
-        raise TypeError(f"record_type needs a namedtuple class made by collections.namedtuple "
+        raise TypeError(f"{caller} needs a namedtuple class made by collections.namedtuple "
                         f"(direct tuple subclass, __slots__ = ()), got {cls!r}")
-    t = kc_record_type_new(f"{cls.__module__}.{cls.__name__}".encode(), fields)
+    t = make(f"{cls.__module__}.{cls.__name__}".encode(), fields)
     skip = set(fields) | {"__dict__", "__weakref__", "__module__", "__qualname__"}
     for name, value in cls.__dict__.items():
         if name not in skip:
             setattr(t, name, value)
     t.__qualname__ = cls.__qualname__
     return t
+
+
+def record_type(cls):
+    """A compiled twin of the namedtuple class cls (see records.pyi)."""
+    return compiled_twin(cls, "record_type", kc_record_type_new)
 
 
 def record_freelist_len(Py_ssize_t fields):

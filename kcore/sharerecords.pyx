@@ -19,8 +19,8 @@ from libc.stdint cimport int32_t, int64_t, intptr_t
 
 from kcore.columnar cimport ColumnarBatch
 from kcore.consumerrecord cimport kc_record_new, kc_record_type_new, kc_tuple_like
-from kcore.records cimport (BatchInfo, Columns, batch_of_row, columns_of, header_list,
-                            span_ok)
+from kcore.records cimport (BatchInfo, Columns, batch_of_row, columns_of, compiled_twin,
+                            header_list, span_ok)
 
 cdef extern from "Python.h":
     PyObject* PyTuple_GET_ITEM(object p, Py_ssize_t pos)
@@ -231,20 +231,7 @@ cdef extern from *:
 
 def share_record_type(cls):
     """See sharerecords.pyi."""
-    fields = getattr(cls, "_fields", None) if isinstance(cls, type) else None
-    if not (isinstance(cls, type) and issubclass(cls, tuple) and isinstance(fields, tuple)
-            and all(type(f) is str for f in fields)):
-        raise TypeError(f"share_record_type needs a namedtuple class, got {cls!r}")
-    if cls.__dict__.get("__slots__", None) != () or cls.__bases__ != (tuple,):
-        raise TypeError(f"share_record_type needs a namedtuple class made by collections.namedtuple "
-                        f"(direct tuple subclass, __slots__ = ()), got {cls!r}")
-    t = kc_record_type_new(f"{cls.__module__}.{cls.__name__}".encode(), fields)
-    skip = set(fields) | {"__dict__", "__weakref__", "__module__", "__qualname__"}
-    for name, value in cls.__dict__.items():
-        if name not in skip:
-            setattr(t, name, value)
-    t.__qualname__ = cls.__qualname__
-    return t
+    return compiled_twin(cls, "share_record_type", kc_record_type_new)
 
 
 def share_records_of(ColumnarBatch batch not None, record_cls, topic, int partition, ranges, *,
