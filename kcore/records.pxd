@@ -88,3 +88,18 @@ cdef list header_list(intptr_t base, Py_ssize_t dlen, const int64_t* hkp, const 
 cdef inline bint span_ok(int64_t pos, int32_t length, Py_ssize_t size) noexcept:
     """A (position, length) pair lies inside data of `size` bytes (length -1: null)."""
     return length < 0 or (pos >= 0 and pos <= size and length <= size - pos)
+
+
+cdef inline object row_headers(const Columns* col, Py_ssize_t i, intptr_t base, Py_ssize_t dlen,
+                               bint untrack, int64_t* hsize):
+    """Row i's headers list (with its serialized size in hsize), or None if it has none (hsize
+    -1), its key, value and headers first checked to lie inside the data."""
+    if not (span_ok(col.kp[i], col.kl[i], dlen) and span_ok(col.vp[i], col.vl[i], dlen)):
+        raise ValueError(f"ColumnarBatch: row {i}'s key or value lies outside its data")
+    if col.hs[i + 1] > col.hs[i]:
+        if col.hs[i] < 0 or col.hs[i + 1] > col.nh:
+            raise ValueError(f"ColumnarBatch: row {i}'s headers are out of range")
+        return header_list(base, dlen, col.hkp, col.hkl, col.hvp, col.hvl, col.hs[i],
+                           col.hs[i + 1], untrack, hsize)
+    hsize[0] = -1
+    return None

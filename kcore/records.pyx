@@ -907,10 +907,9 @@ def consumer_records(_ColumnarBatch batch not None, record_cls, topic, int parti
     cdef Columns col
     cdef intptr_t base
     cdef int64_t ts, last_ts = 0, hsize
-    cdef int32_t klen, vlen
     cdef BatchInfo b
-    cdef list batches, out, hl
-    cdef object ts_obj = None, epoch = None, rec
+    cdef list batches, out
+    cdef object ts_obj = None, epoch = None, rec, hl
     cdef object part = partition     # one int object for every record
     cdef PyTypeObject* tp
     cdef int untrack = gc_untrack
@@ -965,24 +964,12 @@ def consumer_records(_ColumnarBatch batch not None, record_cls, topic, int parti
             if ts != last_ts or ts_obj is None:
                 ts_obj = ts
                 last_ts = ts
-            klen = col.kl[i]
-            vlen = col.vl[i]
-            if not (span_ok(col.kp[i], klen, dlen) and span_ok(col.vp[i], vlen, dlen)):
-                raise ValueError(f"ColumnarBatch: row {i}'s key or value lies outside its data")
-            if col.hs[i + 1] > col.hs[i]:
-                if col.hs[i] < 0 or col.hs[i + 1] > col.nh:
-                    raise ValueError(f"ColumnarBatch: row {i}'s headers are out of range")
-                hl = header_list(base, dlen, col.hkp, col.hkl, col.hvp, col.hvl, col.hs[i], col.hs[i + 1], untrack,
-                                  &hsize)
-                rec = kc_record_new(
-                    tp, KC_CONSUMER_FIELDS, topic, part, epoch, col.offs[i], ts_obj, col.tst[i],
-                    <const char*>(base + col.kp[i]), klen, <const char*>(base + col.vp[i]), vlen,
-                    <PyObject*>hl, hsize, untrack, views_ptr, vbase)
-            else:
-                rec = kc_record_new(
-                    tp, KC_CONSUMER_FIELDS, topic, part, epoch, col.offs[i], ts_obj, col.tst[i],
-                    <const char*>(base + col.kp[i]), klen, <const char*>(base + col.vp[i]), vlen,
-                    NULL, -1, untrack, views_ptr, vbase)
+            hl = row_headers(&col, i, base, dlen, untrack, &hsize)
+            rec = kc_record_new(
+                tp, KC_CONSUMER_FIELDS, topic, part, epoch, col.offs[i], ts_obj, col.tst[i],
+                <const char*>(base + col.kp[i]), col.kl[i], <const char*>(base + col.vp[i]),
+                col.vl[i], NULL if hl is None else <PyObject*>hl, hsize, untrack, views_ptr,
+                vbase)
             out.append(rec)
     finally:
         PyBuffer_Release(&view)

@@ -15,12 +15,11 @@ from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
 from cpython.object cimport PyObject, PyTypeObject
 from cpython.ref cimport Py_INCREF
 from cpython.tuple cimport PyTuple_GET_SIZE, PyTuple_Check
-from libc.stdint cimport int32_t, int64_t, intptr_t
+from libc.stdint cimport int64_t, intptr_t
 
 from kcore.columnar cimport ColumnarBatch
 from kcore.consumerrecord cimport kc_record_new, kc_record_type_new, kc_tuple_like
-from kcore.records cimport (BatchInfo, Columns, batch_of_row, columns_of, compiled_twin,
-                            header_list, span_ok)
+from kcore.records cimport BatchInfo, Columns, batch_of_row, columns_of, compiled_twin, row_headers
 
 cdef extern from "Python.h":
     PyObject* PyTuple_GET_ITEM(object p, Py_ssize_t pos)
@@ -243,7 +242,6 @@ def share_records_of(ColumnarBatch batch not None, record_cls, topic, int partit
     cdef intptr_t base
     cdef int64_t first, last, prev_last = 0, off, expect, ts, last_ts = 0, hsize
     cdef Run run = Run(0, 0, False)
-    cdef int32_t klen, vlen
     cdef BatchInfo b
     cdef list batches, out = [], held = [], gaps = []
     cdef object count, rec, hl, ts_obj = None, epoch = None
@@ -287,24 +285,12 @@ def share_records_of(ColumnarBatch batch not None, record_cls, topic, int partit
                 if ts != last_ts or ts_obj is None:
                     ts_obj = ts
                     last_ts = ts
-                klen = col.kl[i]
-                vlen = col.vl[i]
-                if not (span_ok(col.kp[i], klen, dlen) and span_ok(col.vp[i], vlen, dlen)):
-                    raise ValueError(f"ColumnarBatch: row {i}'s key or value lies outside its data")
-                if col.hs[i + 1] > col.hs[i]:
-                    if col.hs[i] < 0 or col.hs[i + 1] > col.nh:
-                        raise ValueError(f"ColumnarBatch: row {i}'s headers are out of range")
-                    hl = header_list(base, dlen, col.hkp, col.hkl, col.hvp, col.hvl, col.hs[i],
-                                     col.hs[i + 1], untrack, &hsize)
-                    rec = ksr_share_record(tp, topic, part, epoch, off, ts_obj, col.tst[i],
-                                           <const char*>(base + col.kp[i]), klen,
-                                           <const char*>(base + col.vp[i]), vlen,
-                                           <PyObject*>hl, hsize, untrack, count)
-                else:
-                    rec = ksr_share_record(tp, topic, part, epoch, off, ts_obj, col.tst[i],
-                                           <const char*>(base + col.kp[i]), klen,
-                                           <const char*>(base + col.vp[i]), vlen,
-                                           NULL, -1, untrack, count)
+                hl = row_headers(&col, i, base, dlen, untrack, &hsize)
+                rec = ksr_share_record(tp, topic, part, epoch, off, ts_obj, col.tst[i],
+                                       <const char*>(base + col.kp[i]), col.kl[i],
+                                       <const char*>(base + col.vp[i]), col.vl[i],
+                                       NULL if hl is None else <PyObject*>hl, hsize, untrack,
+                                       count)
                 out.append(rec)
                 _run_add(&run, held, off)
                 expect = off + 1
