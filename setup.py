@@ -76,9 +76,12 @@ class ParallelBuildExt(build_ext):
         # and only their sources change from .pyx to the generated .c.
         translated = cythonize(self.extensions, compiler_directives=COMPILER_DIRECTIVES,
                                nthreads=os.cpu_count() or 1)
-        sources = {ext.name: ext.sources for ext in translated}
+        # Cython also names the headers each module includes (its `cdef extern from` files, its
+        # cimported .pxd files' too): as depends, a changed header recompiles every module using it.
+        by_name = {ext.name: ext for ext in translated}
         for ext in self.extensions:
-            ext.sources = sources[ext.name]
+            ext.sources = by_name[ext.name].sources
+            ext.depends = by_name[ext.name].depends
         super().build_extensions()
 
     def _check_openssl(self):

@@ -38,6 +38,9 @@ from libc.string cimport memcpy, memset
 from cpython.pyport cimport PY_SSIZE_T_MAX
 
 from kcore.columnar cimport ColumnarBatch as _ColumnarBatch
+from kcore.consumerrecord cimport (KC_CONSUMER_FIELDS, kc_gc_untrack, kc_is_ascii, kc_record_new,
+                                   kc_record_type_new, kc_rec_freelist_clear, kc_rec_freelist_len,
+                                   kc_tuple_like)
 from kcore.compression cimport (GrowBuf, growbuf_reserve, growbuf_free, growbuf_shrink,
                                 decompression_limit, decompress_append)
 from kcore.crc cimport crc32c_update
@@ -72,183 +75,15 @@ from kcore.layout import (CONTROL_ABORT, CONTROL_COMMIT, NO_PRODUCER_ID, TIMESTA
                           TIMESTAMP_LOG_APPEND_TIME, TIMESTAMP_NONE)
 from kcore.pool import pool_stats as _pool_stats
 
-cdef extern from "recordtype.h":
-    object kc_record_type_new(const char* qualified_name, object fields)
-    Py_ssize_t kc_rec_freelist_len(Py_ssize_t n)
-    void kc_rec_freelist_clear()
-
-# Consumer-record construction in plain C: one tuple-subclass instance per record, filled in
-# place (no intermediate Record, no argument tuple).  Written here rather than in Cython so
-# that each slot costs one store and no temporary reference juggling.
 cdef extern from *:
     """
-    /* A serialized size as an int. Sizes past the small-int cache (values of 1 KB, 10 KB)
-       are usually the same from one record to the next: the last such object is reused
-       rather than a new int made and freed per record. GIL held. */
-    static PyObject* kc_size_last = NULL;
-    static Py_ssize_t kc_size_last_n = -1;
-    static PyObject* kc_size_obj(Py_ssize_t n)
-    {
-        PyObject* o;
-        if (n <= 256)
-            return PyLong_FromSsize_t(n);
-        if (n == kc_size_last_n && kc_size_last != NULL) {
-            Py_INCREF(kc_size_last);
-            return kc_size_last;
-        }
-        o = PyLong_FromSsize_t(n);
-        if (o != NULL) {
-            Py_INCREF(o);
-            Py_XSETREF(kc_size_last, o);
-            kc_size_last_n = n;
-        }
-        return o;
-    }
-
     /* The buffer address of a memoryview (its view's buf). */
     static inline const char* kc_view_buf(PyObject* mv) {
         return (const char*)PyMemoryView_GET_BUFFER(mv)->buf;
     }
-
-    /* A memoryview of base[start:start+len] (base: a one-dimensional "B" memoryview); the
-       slice shares base's managed buffer, so the exporter (the fetched frame or the
-       decompressed data) lives as long as the slice does. Tracked by the cyclic GC, as
-       every memoryview is (kc_consumer_record untracks the views of a record type's
-       instance: see recordtype.h). */
-    static PyObject* kc_view_slice(PyObject* base, Py_ssize_t start, Py_ssize_t len)
-    {
-#if PY_VERSION_HEX < 0x030F0000 && !defined(Py_LIMITED_API)
-        /* What slicing does (a new view registered on base's managed buffer, then its
-           start and length moved), without the two ints and the slice object that
-           base[start:stop] makes per record. base is one-dimensional, contiguous, format
-           "B", itemsize 1 (checked by the caller), so the slice is contiguous too and its
-           flags, strides and format are base's. */
-        PyObject* o = PyMemoryView_FromObject(base);
-        Py_buffer* v;
-        if (o == NULL)
-            return NULL;
-        v = PyMemoryView_GET_BUFFER(o);
-        v->buf = (char*)v->buf + start;
-        v->len = len;
-        v->shape[0] = len;
-        return o;
-#else
-        return PySequence_GetSlice(base, start, start + len);
-#endif
-    }
-
-    static PyObject* kc_consumer_record(
-            PyTypeObject* tp, PyObject* topic, PyObject* partition, PyObject* epoch,
-            long long offset, PyObject* ts, int ts_type,
-            const char* kp, Py_ssize_t klen, const char* vp, Py_ssize_t vlen,
-            PyObject* headers, long long hsize, int untrack, PyObject* views,
-            const char* vbase)
-    {
-        /* views: NULL to copy key and value into bytes; else a memoryview over the data
-           starting at vbase, sliced for each (zero-copy records). Views in a record type's
-           instance are untracked while it holds them (recordtype.h: its dealloc tracks
-           them again); any other class's keep theirs tracked. */
-        int untrack_views = KC_VIEW_UNTRACK && untrack && tp->tp_dealloc == kc_rec_dealloc;
-        /* (topic, partition, leader_epoch, offset, timestamp, timestamp_type, key, value,
-           headers, checksum, serialized_key_size, serialized_value_size,
-           serialized_header_size): kafka-python's ConsumerRecord field order. */
-#if PY_VERSION_HEX < 0x030E0000
-        /* Allocated untracked (tracked at the end if asked), unlike tp_alloc, which
-           zero-fills, tracks (linking the object into the collector's list, next to the
-           last object allocated), and would be untracked again at once; a record type's
-           instances come from its free list (recordtype.h). kc_tuple_like checked that tp
-           adds nothing to a tuple: up to Python 3.13 a tuple is its header and its item
-           slots, nothing else (3.14 adds a hash cache: tp_alloc). The slots start NULL, so
-           a failure below deallocates a valid tuple. */
-        PyObject* t = kc_rec_alloc(tp, 13);
-        PyObject* o;
-        if (t == NULL)
-            return NULL;
-        if (!untrack)
-            PyObject_GC_Track(t);
-#else
-        PyObject* t = tp->tp_alloc(tp, 13);
-        PyObject* o;
-        if (t == NULL)
-            return NULL;
-        if (untrack)
-            PyObject_GC_UnTrack(t);
-#endif
-        Py_INCREF(topic); PyTuple_SET_ITEM(t, 0, topic);
-        Py_INCREF(partition); PyTuple_SET_ITEM(t, 1, partition);
-        Py_INCREF(epoch); PyTuple_SET_ITEM(t, 2, epoch);
-        if ((o = PyLong_FromLongLong(offset)) == NULL) goto fail;
-        PyTuple_SET_ITEM(t, 3, o);
-        Py_INCREF(ts); PyTuple_SET_ITEM(t, 4, ts);
-        if ((o = PyLong_FromLong(ts_type)) == NULL) goto fail;
-        PyTuple_SET_ITEM(t, 5, o);
-        if (klen < 0) { o = Py_None; Py_INCREF(o); }
-        else if (views != NULL) {
-            if ((o = kc_view_slice(views, kp - vbase, klen)) == NULL) goto fail;
-            if (untrack_views) PyObject_GC_UnTrack(o);
-        }
-        else if ((o = PyBytes_FromStringAndSize(kp, klen)) == NULL) goto fail;
-        PyTuple_SET_ITEM(t, 6, o);
-        if (vlen < 0) { o = Py_None; Py_INCREF(o); }
-        else if (views != NULL) {
-            if ((o = kc_view_slice(views, vp - vbase, vlen)) == NULL) goto fail;
-            if (untrack_views) PyObject_GC_UnTrack(o);
-        }
-        else if ((o = PyBytes_FromStringAndSize(vp, vlen)) == NULL) goto fail;
-        PyTuple_SET_ITEM(t, 7, o);
-        if (headers != NULL) { o = headers; Py_INCREF(o); }
-#if KC_REC_FREELIST
-        else if (untrack && (o = kc_hdr_take()) != NULL) { }   /* empty, untracked, ours */
-#endif
-        else if (untrack) {
-            /* An empty list made untracked (PyList_New(0) tracks it, and untracking
-               unlinks it again from its neighbours in the collector's list). */
-            PyListObject* l = PyObject_GC_New(PyListObject, &PyList_Type);
-            if (l == NULL) goto fail;
-            Py_SET_SIZE(l, 0);
-            l->ob_item = NULL;
-            l->allocated = 0;
-            o = (PyObject*)l;
-        }
-        else if ((o = PyList_New(0)) == NULL) goto fail;
-        PyTuple_SET_ITEM(t, 8, o);
-        Py_INCREF(Py_None); PyTuple_SET_ITEM(t, 9, Py_None);
-        if ((o = kc_size_obj(klen)) == NULL) goto fail;
-        PyTuple_SET_ITEM(t, 10, o);
-        if ((o = kc_size_obj(vlen)) == NULL) goto fail;
-        PyTuple_SET_ITEM(t, 11, o);
-        if ((o = PyLong_FromLongLong(hsize)) == NULL) goto fail;
-        PyTuple_SET_ITEM(t, 12, o);
-        return t;
-    fail:
-        Py_DECREF(t);   /* unset slots are NULL: tuple dealloc skips them */
-        return NULL;
-    }
-
-    static inline void kc_gc_untrack(PyObject* o) {
-        if (PyObject_GC_IsTracked(o))
-            PyObject_GC_UnTrack(o);
-    }
-    static inline int kc_tuple_like(PyTypeObject* tp) {
-        /* A tuple subclass adding no C fields, __dict__ or __weakref__ (namedtuple's
-           __slots__ = ()): tp_alloc(tp, n) yields a tuple of n NULL slots we may fill. */
-        return PyType_IsSubtype(tp, &PyTuple_Type) && tp != &PyTuple_Type
-            && tp->tp_basicsize == PyTuple_Type.tp_basicsize
-            && tp->tp_itemsize == PyTuple_Type.tp_itemsize
-            && tp->tp_dictoffset == 0 && tp->tp_weaklistoffset == 0
-            && tp->tp_alloc != NULL;
-    }
-    static inline int kc_is_ascii(PyObject* s) { return PyUnicode_IS_ASCII(s); }
     """
-    object kc_consumer_record(PyTypeObject* tp, object topic, object partition, object epoch,
-                              long long offset, object ts, int ts_type,
-                              const char* kp, Py_ssize_t klen, const char* vp, Py_ssize_t vlen,
-                              PyObject* headers, long long hsize, int untrack,
-                              PyObject* views, const char* vbase)
-    void kc_gc_untrack(object o) noexcept
-    bint kc_tuple_like(PyTypeObject* tp) noexcept
-    bint kc_is_ascii(object s) noexcept
     const char* kc_view_buf(object mv) noexcept
+
 
 @cython.freelist(8192)
 @cython.no_gc
@@ -848,14 +683,14 @@ cdef class _Decoder:
                 last_ts = ts
             if hs[i + 1] > hs[i]:
                 hl = self.headers_sized(hs[i], hs[i + 1], &hsize)
-                rec = kc_consumer_record(
-                    tp, topic, part, epoch, c.offset[i], ts_obj, c.ts_type[i],
+                rec = kc_record_new(
+                    tp, KC_CONSUMER_FIELDS, topic, part, epoch, c.offset[i], ts_obj, c.ts_type[i],
                     <const char*><intptr_t>c.key_pos[i], c.key_len[i],
                     <const char*><intptr_t>c.val_pos[i], c.val_len[i],
                     <PyObject*>hl, hsize, untrack, NULL, NULL)
             else:
-                rec = kc_consumer_record(
-                    tp, topic, part, epoch, c.offset[i], ts_obj, c.ts_type[i],
+                rec = kc_record_new(
+                    tp, KC_CONSUMER_FIELDS, topic, part, epoch, c.offset[i], ts_obj, c.ts_type[i],
                     <const char*><intptr_t>c.key_pos[i], c.key_len[i],
                     <const char*><intptr_t>c.val_pos[i], c.val_len[i],
                     NULL, -1, untrack, NULL, NULL)
@@ -872,7 +707,7 @@ cdef class _Decoder:
         The scan's header positions are absolute addresses inside spans it checked, so the
         columnar builder runs over them with base 0 and no limit."""
         cdef RecCols* c = &self.cols
-        return _header_list(0, PY_SSIZE_T_MAX, c.hk_pos, c.hk_len, c.hv_pos, c.hv_len, hs, he,
+        return header_list(0, PY_SSIZE_T_MAX, c.hk_pos, c.hk_len, c.hv_pos, c.hv_len, hs, he,
                             self.untrack, size)
 
     cdef list headers_of(self, Py_ssize_t hs, Py_ssize_t he):
@@ -960,22 +795,29 @@ def decode_consumer_records(data, record_cls, topic, int partition, *, bint chec
     return res
 
 
-def record_type(cls):
-    """A compiled twin of the namedtuple class cls (see records.pyi)."""
+cdef object compiled_twin(object cls, str caller, record_type_maker make):
+    """A compiled twin of the namedtuple class cls, its type made by `make` (the calling
+    module's kc_record_type_new: each module's record types recycle their instances through
+    that module's free lists, recordtype.h); caller names the function in errors."""
     fields = getattr(cls, "_fields", None) if isinstance(cls, type) else None
     if not (isinstance(cls, type) and issubclass(cls, tuple) and isinstance(fields, tuple)
             and all(type(f) is str for f in fields)):
-        raise TypeError(f"record_type needs a namedtuple class, got {cls!r}")
+        raise TypeError(f"{caller} needs a namedtuple class, got {cls!r}")
     if cls.__dict__.get("__slots__", None) != () or cls.__bases__ != (tuple,):
-        raise TypeError(f"record_type needs a namedtuple class made by collections.namedtuple "
+        raise TypeError(f"{caller} needs a namedtuple class made by collections.namedtuple "
                         f"(direct tuple subclass, __slots__ = ()), got {cls!r}")
-    t = kc_record_type_new(f"{cls.__module__}.{cls.__name__}".encode(), fields)
+    t = make(f"{cls.__module__}.{cls.__name__}".encode(), fields)
     skip = set(fields) | {"__dict__", "__weakref__", "__module__", "__qualname__"}
     for name, value in cls.__dict__.items():
         if name not in skip:
             setattr(t, name, value)
     t.__qualname__ = cls.__qualname__
     return t
+
+
+def record_type(cls):
+    """A compiled twin of the namedtuple class cls (see records.pyi)."""
+    return compiled_twin(cls, "record_type", kc_record_type_new)
 
 
 def record_freelist_len(Py_ssize_t fields):
@@ -1010,9 +852,48 @@ cdef const void* _column(object arr, Py_ssize_t items, Py_ssize_t itemsize, str 
     return (<CArray>arr).ptr
 
 
-cdef inline bint _span_ok(int64_t pos, int32_t length, Py_ssize_t size) noexcept:
-    """A (position, length) pair lies inside data of `size` bytes (length -1: null)."""
-    return length < 0 or (pos >= 0 and pos <= size and length <= size - pos)
+cdef Columns columns_of(object batch) except *:
+    """batch's arrays (batch: a ColumnarBatch), each checked to hold its rows or headers."""
+    cdef _ColumnarBatch cb = batch
+    cdef Columns c
+    cdef Py_ssize_t n = cb.num_records, nh = cb.num_headers
+    c.n = n
+    c.nh = nh
+    c.offs = <const int64_t*>_column(cb._offsets, n, 8, "offsets")
+    c.tss = <const int64_t*>_column(cb._timestamps, n, 8, "timestamps")
+    c.tst = <const int8_t*>_column(cb._ts_types, n, 1, "timestamp_types")
+    c.kp = <const int64_t*>_column(cb._key_pos, n, 8, "key_offsets")
+    c.kl = <const int32_t*>_column(cb._key_len, n, 4, "key_lengths")
+    c.vp = <const int64_t*>_column(cb._val_pos, n, 8, "value_offsets")
+    c.vl = <const int32_t*>_column(cb._val_len, n, 4, "value_lengths")
+    c.hs = <const int32_t*>_column(cb._hdr_start, n + 1, 4, "header_starts")
+    c.hkp = c.hvp = NULL
+    c.hkl = c.hvl = NULL
+    if nh:
+        c.hkp = <const int64_t*>_column(cb._hk_pos, nh, 8, "header_key_offsets")
+        c.hkl = <const int32_t*>_column(cb._hk_len, nh, 4, "header_key_lengths")
+        c.hvp = <const int64_t*>_column(cb._hv_pos, nh, 8, "header_value_offsets")
+        c.hvl = <const int32_t*>_column(cb._hv_len, nh, 4, "header_value_lengths")
+    return c
+
+
+cdef BatchInfo batch_of_row(list batches, Py_ssize_t* lo, Py_ssize_t i):
+    """The batch of row i of a columnar decode: the first from batches[lo] on whose record_end
+    is past it (a skipped batch produced no rows); lo moves past it."""
+    cdef Py_ssize_t nb = len(batches)
+    cdef BatchInfo b
+    while True:
+        if lo[0] >= nb:
+            raise ValueError(f"ColumnarBatch: row {i} belongs to no batch")
+        if type(batches[lo[0]]) is not BatchInfo:
+            raise TypeError("ColumnarBatch.batches holds something other than BatchInfo")
+        b = <BatchInfo>batches[lo[0]]
+        lo[0] += 1
+        if b.record_end > i:
+            break
+    if b.record_start > i:
+        raise ValueError(f"ColumnarBatch: row {i} belongs to no batch")
+    return b
 
 
 def consumer_records(_ColumnarBatch batch not None, record_cls, topic, int partition, Py_ssize_t start,
@@ -1022,25 +903,13 @@ def consumer_records(_ColumnarBatch batch not None, record_cls, topic, int parti
     cdef object base_view = None     # views: one memoryview over the data, sliced per record
     cdef PyObject* views_ptr = NULL
     cdef const char* vbase = NULL
-    cdef Py_ssize_t n, nh, i, k, nb, lo, hi, mid, bstart, bend = 0, dlen
-    cdef const int64_t* offs
-    cdef const int64_t* tss
-    cdef const int8_t* tst
-    cdef const int64_t* kp
-    cdef const int32_t* kl
-    cdef const int64_t* vp
-    cdef const int32_t* vl
-    cdef const int32_t* hs
-    cdef const int64_t* hkp = NULL
-    cdef const int32_t* hkl = NULL
-    cdef const int64_t* hvp = NULL
-    cdef const int32_t* hvl = NULL
+    cdef Py_ssize_t n, i, nb, lo, hi, mid, bend = 0, dlen
+    cdef Columns col
     cdef intptr_t base
     cdef int64_t ts, last_ts = 0, hsize
-    cdef int32_t klen, vlen
     cdef BatchInfo b
-    cdef list batches, out, hl
-    cdef object ts_obj = None, epoch = None, rec
+    cdef list batches, out
+    cdef object ts_obj = None, epoch = None, rec, hl
     cdef object part = partition     # one int object for every record
     cdef PyTypeObject* tp
     cdef int untrack = gc_untrack
@@ -1051,20 +920,7 @@ def consumer_records(_ColumnarBatch batch not None, record_cls, topic, int parti
     out = []
     if start == stop:
         return out
-    nh = batch.num_headers
-    offs = <const int64_t*>_column(batch._offsets, n, 8, "offsets")
-    tss = <const int64_t*>_column(batch._timestamps, n, 8, "timestamps")
-    tst = <const int8_t*>_column(batch._ts_types, n, 1, "timestamp_types")
-    kp = <const int64_t*>_column(batch._key_pos, n, 8, "key_offsets")
-    kl = <const int32_t*>_column(batch._key_len, n, 4, "key_lengths")
-    vp = <const int64_t*>_column(batch._val_pos, n, 8, "value_offsets")
-    vl = <const int32_t*>_column(batch._val_len, n, 4, "value_lengths")
-    hs = <const int32_t*>_column(batch._hdr_start, n + 1, 4, "header_starts")
-    if nh:
-        hkp = <const int64_t*>_column(batch._hk_pos, nh, 8, "header_key_offsets")
-        hkl = <const int32_t*>_column(batch._hk_len, nh, 4, "header_key_lengths")
-        hvp = <const int64_t*>_column(batch._hv_pos, nh, 8, "header_value_offsets")
-        hvl = <const int32_t*>_column(batch._hv_len, nh, 4, "header_value_lengths")
+    col = columns_of(batch)
     batches = batch.batches
     if batches is None:
         raise TypeError("ColumnarBatch.batches is not a list")
@@ -1101,53 +957,28 @@ def consumer_records(_ColumnarBatch batch not None, record_cls, topic, int parti
             views_ptr = <PyObject*>base_view
         for i in range(start, stop):
             if i >= bend:
-                # The next batch that produced rows (a skipped batch produced none).
-                while True:
-                    if lo >= nb:
-                        raise ValueError(f"ColumnarBatch: row {i} belongs to no batch")
-                    if type(batches[lo]) is not BatchInfo:
-                        raise TypeError("ColumnarBatch.batches holds something other than "
-                                        "BatchInfo")
-                    b = <BatchInfo>batches[lo]
-                    lo += 1
-                    if b.record_end > i:
-                        break
-                bstart = b.record_start
+                b = batch_of_row(batches, &lo, i)
                 bend = b.record_end
-                if bstart > i:
-                    raise ValueError(f"ColumnarBatch: row {i} belongs to no batch")
                 epoch = b.partition_leader_epoch
-            ts = tss[i]
+            ts = col.tss[i]
             if ts != last_ts or ts_obj is None:
                 ts_obj = ts
                 last_ts = ts
-            klen = kl[i]
-            vlen = vl[i]
-            if not (_span_ok(kp[i], klen, dlen) and _span_ok(vp[i], vlen, dlen)):
-                raise ValueError(f"ColumnarBatch: row {i}'s key or value lies outside its data")
-            if hs[i + 1] > hs[i]:
-                if hs[i] < 0 or hs[i + 1] > nh:
-                    raise ValueError(f"ColumnarBatch: row {i}'s headers are out of range")
-                hl = _header_list(base, dlen, hkp, hkl, hvp, hvl, hs[i], hs[i + 1], untrack,
-                                  &hsize)
-                rec = kc_consumer_record(
-                    tp, topic, part, epoch, offs[i], ts_obj, tst[i],
-                    <const char*>(base + kp[i]), klen, <const char*>(base + vp[i]), vlen,
-                    <PyObject*>hl, hsize, untrack, views_ptr, vbase)
-            else:
-                rec = kc_consumer_record(
-                    tp, topic, part, epoch, offs[i], ts_obj, tst[i],
-                    <const char*>(base + kp[i]), klen, <const char*>(base + vp[i]), vlen,
-                    NULL, -1, untrack, views_ptr, vbase)
+            hl = row_headers(&col, i, base, dlen, untrack, &hsize)
+            rec = kc_record_new(
+                tp, KC_CONSUMER_FIELDS, topic, part, epoch, col.offs[i], ts_obj, col.tst[i],
+                <const char*>(base + col.kp[i]), col.kl[i], <const char*>(base + col.vp[i]),
+                col.vl[i], NULL if hl is None else <PyObject*>hl, hsize, untrack, views_ptr,
+                vbase)
             out.append(rec)
     finally:
         PyBuffer_Release(&view)
     return out
 
 
-cdef list _header_list(intptr_t base, Py_ssize_t dlen, const int64_t* hkp, const int32_t* hkl,
-                       const int64_t* hvp, const int32_t* hvl, Py_ssize_t hs, Py_ssize_t he,
-                       bint untrack, int64_t* size):
+cdef list header_list(intptr_t base, Py_ssize_t dlen, const int64_t* hkp, const int32_t* hkl,
+                      const int64_t* hvp, const int32_t* hvl, Py_ssize_t hs, Py_ssize_t he,
+                      bint untrack, int64_t* size):
     """A record's headers [(str, bytes | None), ...] from columnar positions (relative to
     base), with kafka-python's serialized_header_size: as _Decoder.headers_sized."""
     cdef list hl = []
@@ -1155,7 +986,7 @@ cdef list _header_list(intptr_t base, Py_ssize_t dlen, const int64_t* hkp, const
     cdef int64_t total = 0
     cdef object hv, pair
     for k in range(hs, he):
-        if hkl[k] < 0 or not (_span_ok(hkp[k], hkl[k], dlen) and _span_ok(hvp[k], hvl[k], dlen)):
+        if hkl[k] < 0 or not (span_ok(hkp[k], hkl[k], dlen) and span_ok(hvp[k], hvl[k], dlen)):
             raise ValueError(f"ColumnarBatch: header {k} lies outside its data")
         hk = PyUnicode_DecodeUTF8(<const char*>(base + hkp[k]), hkl[k], "replace")
         if kc_is_ascii(hk):

@@ -12,16 +12,14 @@ per record. ``acquired_rows`` picks the rows of a columnar decode that lie in th
 ranges, so records are made only for those (an answer may hold batches other members hold).
 """
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
-from cpython.bytes cimport PyBytes_FromStringAndSize
 from cpython.object cimport PyObject, PyTypeObject
 from cpython.ref cimport Py_INCREF
 from cpython.tuple cimport PyTuple_GET_SIZE, PyTuple_Check
-from cpython.unicode cimport PyUnicode_AsUTF8String, PyUnicode_DecodeUTF8
-from libc.stdint cimport int8_t, int32_t, int64_t, intptr_t
+from libc.stdint cimport int64_t, intptr_t
 
 from kcore.columnar cimport ColumnarBatch
-from kcore.pool cimport CArray
-from kcore.records cimport BatchInfo
+from kcore.consumerrecord cimport kc_record_new, kc_record_type_new, kc_tuple_like
+from kcore.records cimport BatchInfo, Columns, batch_of_row, columns_of, compiled_twin, row_headers
 
 cdef extern from "Python.h":
     PyObject* PyTuple_GET_ITEM(object p, Py_ssize_t pos)
@@ -70,34 +68,69 @@ cdef int _add_run(list runs, int64_t first, int64_t last) except -1:
     return 0
 
 
+cdef struct Run:
+    # the run of handed-out offsets being extended, not yet in its list
+    int64_t first
+    int64_t last
+    bint open
+
+
+cdef inline int _run_add(Run* run, list runs, int64_t off) except -1:
+    """Extend the open run with off (the next offset handed out), or close it into runs and
+    start another: one tuple per run, not per record."""
+    if run.open and off == run.last + 1:
+        run.last = off
+        return 0
+    if run.open:
+        _add_run(runs, run.first, run.last)
+    run.first = run.last = off
+    run.open = True
+    return 0
+
+
+cdef inline int _run_close(Run* run, list runs) except -1:
+    if run.open:
+        _add_run(runs, run.first, run.last)
+        run.open = False
+    return 0
+
+
+cdef object _range_at(list ranges, Py_ssize_t i, int64_t* first, int64_t* last,
+                      int64_t* prev_last, bint check_count):
+    """ranges[i]'s first and last offsets, checked to lie past ranges[i - 1] (ending at
+    prev_last, then moved to this range's last); its delivery count (an int if check_count)."""
+    r = ranges[i]
+    if not isinstance(r, tuple) or len(r) != 3:
+        raise TypeError(f"ranges[{i}] is not a (first, last, delivery_count) tuple: {r!r}")
+    first[0] = r[0]
+    last[0] = r[1]
+    count = r[2]
+    if check_count and not isinstance(count, int):
+        raise TypeError(f"ranges[{i}]: delivery count {count!r} is not an int")
+    if first[0] < 0 or last[0] < first[0]:
+        raise ValueError(f"ranges[{i}]: {first[0]}..{last[0]} is not a range of offsets")
+    if i > 0 and first[0] <= prev_last[0]:
+        raise ValueError(f"ranges[{i}]: {first[0]}..{last[0]} overlaps or precedes the range "
+                         f"before it")
+    prev_last[0] = last[0]
+    return count
+
+
 def share_records(list records not None, record_cls, ranges, *, bint gc_untrack=True):
     """See sharerecords.pyi."""
     cdef Py_ssize_t n = len(records), k = 0, i, nr
     cdef int64_t first, last, prev_last = 0, off, prev_off = 0, expect
-    cdef int64_t run_first = 0, run_last = 0
-    cdef bint have_prev_range = False, have_prev_off = False, have_run = False
+    cdef Run run = Run(0, 0, False)
+    cdef bint have_prev_off = False
     cdef list out = [], held = [], gaps = []
-    cdef object rec, new, count, r
+    cdef object rec, new, count
     cdef PyTypeObject* tp
     _check_share_cls(record_cls)
     tp = <PyTypeObject*>record_cls
     ranges = list(ranges)
     nr = len(ranges)
     for i in range(nr):
-        r = ranges[i]
-        if not isinstance(r, tuple) or len(r) != 3:
-            raise TypeError(f"ranges[{i}] is not a (first, last, delivery_count) tuple: {r!r}")
-        first = r[0]
-        last = r[1]
-        count = r[2]
-        if not isinstance(count, int):
-            raise TypeError(f"ranges[{i}]: delivery count {count!r} is not an int")
-        if first < 0 or last < first:
-            raise ValueError(f"ranges[{i}]: {first}..{last} is not a range of offsets")
-        if have_prev_range and first <= prev_last:
-            raise ValueError(f"ranges[{i}]: {first}..{last} overlaps or precedes the range before it")
-        have_prev_range = True
-        prev_last = last
+        count = _range_at(ranges, i, &first, &last, &prev_last, True)
         # records before the range: not acquired for this member
         while k < n:
             off = _offset_of(records[k], k)
@@ -129,19 +162,12 @@ def share_records(list records not None, record_cls, ranges, *, bint gc_untrack=
             if gc_untrack and PyObject_IS_GC(new):
                 PyObject_GC_UnTrack(new)
             out.append(new)
-            if have_run and off == run_last + 1:
-                run_last = off
-            else:
-                if have_run:
-                    _add_run(held, run_first, run_last)
-                run_first = run_last = off
-                have_run = True
+            _run_add(&run, held, off)
             expect = off + 1
             k += 1
         if expect <= last:
             _add_run(gaps, expect, last)
-    if have_run:
-        _add_run(held, run_first, run_last)
+    _run_close(&run, held)
     return out, held, gaps
 
 
@@ -149,9 +175,7 @@ def acquired_rows(const int64_t[::1] offsets not None, ranges):
     """See sharerecords.pyi."""
     cdef Py_ssize_t n = offsets.shape[0], k, i, nr, start
     cdef int64_t first, last, prev_last = 0
-    cdef bint have_prev_range = False
     cdef list spans = []
-    cdef object r
     for k in range(1, n):
         if offsets[k] <= offsets[k - 1]:
             raise ValueError(f"offsets are not in ascending order at row {k}")
@@ -159,17 +183,7 @@ def acquired_rows(const int64_t[::1] offsets not None, ranges):
     nr = len(ranges)
     k = 0
     for i in range(nr):
-        r = ranges[i]
-        if not isinstance(r, tuple) or len(r) != 3:
-            raise TypeError(f"ranges[{i}] is not a (first, last, delivery_count) tuple: {r!r}")
-        first = r[0]
-        last = r[1]
-        if first < 0 or last < first:
-            raise ValueError(f"ranges[{i}]: {first}..{last} is not a range of offsets")
-        if have_prev_range and first <= prev_last:
-            raise ValueError(f"ranges[{i}]: {first}..{last} overlaps or precedes the range before it")
-        have_prev_range = True
-        prev_last = last
+        _range_at(ranges, i, &first, &last, &prev_last, False)
         while k < n and offsets[k] < first:
             k += 1
         start = k
@@ -186,220 +200,68 @@ def acquired_rows(const int64_t[::1] offsets not None, ranges):
 # ---------------------------------------------------------------------------------------------
 # Share records in one step, from a columnar decode: no consumer record in between.
 
-cdef extern from "recordtype.h":
-    object kc_record_type_new(const char* qualified_name, object fields)
-
 cdef extern from *:
     """
-    /* A share record: a consumer record's 13 items (kafka-python's ConsumerRecord order) and
-       the delivery count, made in place in an instance of tp (a record type made by
-       share_record_type takes its memory from the free list of the records this module's
-       types freed: recordtype.h). Copies key and value. GIL held. */
+    /* A share record: a consumer record's 13 items (kcore/consumerrecord.h) and the delivery
+       count, made in place in an instance of tp (a record type made by share_record_type
+       takes its memory from the free list of the records this module's types freed:
+       recordtype.h). Copies key and value. */
     static PyObject* ksr_share_record(
             PyTypeObject* tp, PyObject* topic, PyObject* partition, PyObject* epoch,
             long long offset, PyObject* ts, int ts_type,
             const char* kp, Py_ssize_t klen, const char* vp, Py_ssize_t vlen,
             PyObject* headers, long long hsize, int untrack, PyObject* count)
     {
-#if PY_VERSION_HEX < 0x030E0000
-        PyObject* t = kc_rec_alloc(tp, 14);     /* untracked, NULL slots */
-        PyObject* o;
+        PyObject* t = kc_record_new(tp, KC_CONSUMER_FIELDS + 1, topic, partition, epoch,
+                                    offset, ts, ts_type, kp, klen, vp, vlen, headers, hsize,
+                                    untrack, NULL, NULL);
         if (t == NULL)
             return NULL;
-        if (!untrack)
-            PyObject_GC_Track(t);
-#else
-        PyObject* t = tp->tp_alloc(tp, 14);
-        PyObject* o;
-        if (t == NULL)
-            return NULL;
-        if (untrack)
-            PyObject_GC_UnTrack(t);
-#endif
-        Py_INCREF(topic); PyTuple_SET_ITEM(t, 0, topic);
-        Py_INCREF(partition); PyTuple_SET_ITEM(t, 1, partition);
-        Py_INCREF(epoch); PyTuple_SET_ITEM(t, 2, epoch);
-        if ((o = PyLong_FromLongLong(offset)) == NULL) goto fail;
-        PyTuple_SET_ITEM(t, 3, o);
-        Py_INCREF(ts); PyTuple_SET_ITEM(t, 4, ts);
-        if ((o = PyLong_FromLong(ts_type)) == NULL) goto fail;
-        PyTuple_SET_ITEM(t, 5, o);
-        if (klen < 0) { o = Py_None; Py_INCREF(o); }
-        else if ((o = PyBytes_FromStringAndSize(kp, klen)) == NULL) goto fail;
-        PyTuple_SET_ITEM(t, 6, o);
-        if (vlen < 0) { o = Py_None; Py_INCREF(o); }
-        else if ((o = PyBytes_FromStringAndSize(vp, vlen)) == NULL) goto fail;
-        PyTuple_SET_ITEM(t, 7, o);
-        if (headers != NULL) { o = headers; Py_INCREF(o); }
-        else if (untrack) {
-            /* an empty list made untracked (PyList_New(0) would track it) */
-            PyListObject* l = PyObject_GC_New(PyListObject, &PyList_Type);
-            if (l == NULL) goto fail;
-            Py_SET_SIZE(l, 0);
-            l->ob_item = NULL;
-            l->allocated = 0;
-            o = (PyObject*)l;
-        }
-        else if ((o = PyList_New(0)) == NULL) goto fail;
-        PyTuple_SET_ITEM(t, 8, o);
-        Py_INCREF(Py_None); PyTuple_SET_ITEM(t, 9, Py_None);
-        if ((o = PyLong_FromSsize_t(klen)) == NULL) goto fail;
-        PyTuple_SET_ITEM(t, 10, o);
-        if ((o = PyLong_FromSsize_t(vlen)) == NULL) goto fail;
-        PyTuple_SET_ITEM(t, 11, o);
-        if ((o = PyLong_FromLongLong(hsize)) == NULL) goto fail;
-        PyTuple_SET_ITEM(t, 12, o);
-        Py_INCREF(count); PyTuple_SET_ITEM(t, 13, count);
+        Py_INCREF(count);
+        PyTuple_SET_ITEM(t, KC_CONSUMER_FIELDS, count);
         return t;
-    fail:
-        Py_DECREF(t);   /* unset slots are NULL: the dealloc skips them */
-        return NULL;
-    }
-
-    static inline void ksr_gc_untrack(PyObject* o) {
-        if (PyObject_GC_IsTracked(o))
-            PyObject_GC_UnTrack(o);
-    }
-    static inline int ksr_is_ascii(PyObject* s) { return PyUnicode_IS_ASCII(s); }
-    static inline int ksr_tuple_like(PyTypeObject* tp) {
-        /* a tuple subclass adding no C fields, __dict__ or __weakref__ (namedtuple's
-           __slots__ = ()): its instances are tuples of n slots we may fill */
-        return PyType_IsSubtype(tp, &PyTuple_Type) && tp != &PyTuple_Type
-            && tp->tp_basicsize == PyTuple_Type.tp_basicsize
-            && tp->tp_itemsize == PyTuple_Type.tp_itemsize
-            && tp->tp_dictoffset == 0 && tp->tp_weaklistoffset == 0
-            && tp->tp_alloc != NULL;
     }
     """
     object ksr_share_record(PyTypeObject* tp, object topic, object partition, object epoch,
                             long long offset, object ts, int ts_type,
                             const char* kp, Py_ssize_t klen, const char* vp, Py_ssize_t vlen,
                             PyObject* headers, long long hsize, int untrack, object count)
-    void ksr_gc_untrack(object o) noexcept
-    bint ksr_is_ascii(object s) noexcept
-    bint ksr_tuple_like(PyTypeObject* tp) noexcept
 
 
 def share_record_type(cls):
     """See sharerecords.pyi."""
-    fields = getattr(cls, "_fields", None) if isinstance(cls, type) else None
-    if not (isinstance(cls, type) and issubclass(cls, tuple) and isinstance(fields, tuple)
-            and all(type(f) is str for f in fields)):
-        raise TypeError(f"share_record_type needs a namedtuple class, got {cls!r}")
-    if cls.__dict__.get("__slots__", None) != () or cls.__bases__ != (tuple,):
-        raise TypeError(f"share_record_type needs a namedtuple class made by collections.namedtuple "
-                        f"(direct tuple subclass, __slots__ = ()), got {cls!r}")
-    t = kc_record_type_new(f"{cls.__module__}.{cls.__name__}".encode(), fields)
-    skip = set(fields) | {"__dict__", "__weakref__", "__module__", "__qualname__"}
-    for name, value in cls.__dict__.items():
-        if name not in skip:
-            setattr(t, name, value)
-    t.__qualname__ = cls.__qualname__
-    return t
-
-
-cdef const void* _column(object arr, Py_ssize_t items, Py_ssize_t itemsize, str name) except NULL:
-    """The memory of one of a ColumnarBatch's arrays, checked to hold `items` items."""
-    if type(arr) is not CArray:
-        raise TypeError(f"ColumnarBatch.{name} is not a decoded array (was the batch made by "
-                        f"decode_columnar?)")
-    if (<CArray>arr).itemsize != itemsize or (<CArray>arr).nbytes < items * itemsize:
-        raise ValueError(f"ColumnarBatch.{name} holds fewer than {items} items")
-    return (<CArray>arr).ptr
-
-
-cdef inline bint _span_ok(int64_t pos, int32_t length, Py_ssize_t size) noexcept:
-    """A (position, length) pair lies inside data of `size` bytes (length -1: null)."""
-    return length < 0 or (pos >= 0 and pos <= size and length <= size - pos)
-
-
-cdef list _headers(intptr_t base, Py_ssize_t dlen, const int64_t* hkp, const int32_t* hkl,
-                   const int64_t* hvp, const int32_t* hvl, Py_ssize_t hs, Py_ssize_t he,
-                   bint untrack, int64_t* size):
-    """A record's headers [(str, bytes | None), ...] and kafka-python's serialized_header_size
-    (header keys as re-encoded: bad UTF-8 became U+FFFD), as consumer_records makes them."""
-    cdef list hl = []
-    cdef Py_ssize_t k
-    cdef int64_t total = 0
-    cdef object hk, hv, pair
-    for k in range(hs, he):
-        if hkl[k] < 0 or not (_span_ok(hkp[k], hkl[k], dlen) and _span_ok(hvp[k], hvl[k], dlen)):
-            raise ValueError(f"ColumnarBatch: header {k} lies outside its data")
-        hk = PyUnicode_DecodeUTF8(<const char*>(base + hkp[k]), hkl[k], "replace")
-        if ksr_is_ascii(hk):
-            total += hkl[k]
-        else:
-            total += len(PyUnicode_AsUTF8String(hk))
-        if hvl[k] >= 0:
-            hv = PyBytes_FromStringAndSize(<const char*>(base + hvp[k]), hvl[k])
-            total += hvl[k]
-        else:
-            hv = None
-        pair = (hk, hv)
-        ksr_gc_untrack(pair)
-        hl.append(pair)
-    if untrack:
-        ksr_gc_untrack(hl)
-    size[0] = total
-    return hl
+    return compiled_twin(cls, "share_record_type", kc_record_type_new)
 
 
 def share_records_of(ColumnarBatch batch not None, record_cls, topic, int partition, ranges, *,
                      bint gc_untrack=True):
     """See sharerecords.pyi."""
     cdef Py_buffer view
-    cdef Py_ssize_t n, nh, nb, i = 0, r_i, nr, lo = 0, bend = 0, dlen
-    cdef const int64_t* offs
-    cdef const int64_t* tss
-    cdef const int8_t* tst
-    cdef const int64_t* kp
-    cdef const int32_t* kl
-    cdef const int64_t* vp
-    cdef const int32_t* vl
-    cdef const int32_t* hs
-    cdef const int64_t* hkp = NULL
-    cdef const int32_t* hkl = NULL
-    cdef const int64_t* hvp = NULL
-    cdef const int32_t* hvl = NULL
+    cdef Py_ssize_t n, i = 0, r_i, nr, lo = 0, bend = 0, dlen
+    cdef Columns col
     cdef intptr_t base
     cdef int64_t first, last, prev_last = 0, off, expect, ts, last_ts = 0, hsize
-    cdef int64_t run_first = 0, run_last = 0
-    cdef bint have_prev_range = False, have_run = False
-    cdef int32_t klen, vlen
+    cdef Run run = Run(0, 0, False)
     cdef BatchInfo b
     cdef list batches, out = [], held = [], gaps = []
-    cdef object r, count, rec, hl, ts_obj = None, epoch = None
+    cdef object count, rec, hl, ts_obj = None, epoch = None
     cdef object part = partition        # one int object for every record
     cdef PyTypeObject* tp
     cdef int untrack = gc_untrack
     _check_share_cls(record_cls)
-    if not ksr_tuple_like(<PyTypeObject*>record_cls):
+    if not kc_tuple_like(<PyTypeObject*>record_cls):
         raise TypeError(f"record_cls must be a namedtuple class (a tuple subclass with "
                         f"__slots__ = ()), got {record_cls!r}")
     tp = <PyTypeObject*>record_cls
     ranges = list(ranges)
     nr = len(ranges)
-    n = batch.num_records
-    nh = batch.num_headers
-    offs = <const int64_t*>_column(batch._offsets, n, 8, "offsets")
-    tss = <const int64_t*>_column(batch._timestamps, n, 8, "timestamps")
-    tst = <const int8_t*>_column(batch._ts_types, n, 1, "timestamp_types")
-    kp = <const int64_t*>_column(batch._key_pos, n, 8, "key_offsets")
-    kl = <const int32_t*>_column(batch._key_len, n, 4, "key_lengths")
-    vp = <const int64_t*>_column(batch._val_pos, n, 8, "value_offsets")
-    vl = <const int32_t*>_column(batch._val_len, n, 4, "value_lengths")
-    hs = <const int32_t*>_column(batch._hdr_start, n + 1, 4, "header_starts")
-    if nh:
-        hkp = <const int64_t*>_column(batch._hk_pos, nh, 8, "header_key_offsets")
-        hkl = <const int32_t*>_column(batch._hk_len, nh, 4, "header_key_lengths")
-        hvp = <const int64_t*>_column(batch._hv_pos, nh, 8, "header_value_offsets")
-        hvl = <const int32_t*>_column(batch._hv_len, nh, 4, "header_value_lengths")
+    col = columns_of(batch)
+    n = col.n
     batches = batch.batches
     if batches is None:
         raise TypeError("ColumnarBatch.batches is not a list")
-    nb = len(batches)
     for i in range(1, n):
-        if offs[i] <= offs[i - 1]:
+        if col.offs[i] <= col.offs[i - 1]:
             raise ValueError(f"offsets are not in ascending order at row {i}")
     i = 0
     PyObject_GetBuffer(batch._data, &view, PyBUF_SIMPLE)
@@ -407,77 +269,35 @@ def share_records_of(ColumnarBatch batch not None, record_cls, topic, int partit
         base = <intptr_t>view.buf
         dlen = view.len
         for r_i in range(nr):
-            r = ranges[r_i]
-            if not isinstance(r, tuple) or len(r) != 3:
-                raise TypeError(f"ranges[{r_i}] is not a (first, last, delivery_count) tuple: {r!r}")
-            first = r[0]
-            last = r[1]
-            count = r[2]
-            if not isinstance(count, int):
-                raise TypeError(f"ranges[{r_i}]: delivery count {count!r} is not an int")
-            if first < 0 or last < first:
-                raise ValueError(f"ranges[{r_i}]: {first}..{last} is not a range of offsets")
-            if have_prev_range and first <= prev_last:
-                raise ValueError(f"ranges[{r_i}]: {first}..{last} overlaps or precedes the range before it")
-            have_prev_range = True
-            prev_last = last
-            while i < n and offs[i] < first:     # rows not acquired for this member
+            count = _range_at(ranges, r_i, &first, &last, &prev_last, True)
+            while i < n and col.offs[i] < first:     # rows not acquired for this member
                 i += 1
             expect = first
-            while i < n and offs[i] <= last:
-                off = offs[i]
+            while i < n and col.offs[i] <= last:
+                off = col.offs[i]
                 if off > expect:
                     _add_run(gaps, expect, off - 1)
                 if i >= bend:
-                    # the batch of row i: the first whose record_end is past it
-                    while True:
-                        if lo >= nb:
-                            raise ValueError(f"ColumnarBatch: row {i} belongs to no batch")
-                        if type(batches[lo]) is not BatchInfo:
-                            raise TypeError("ColumnarBatch.batches holds something other than BatchInfo")
-                        b = <BatchInfo>batches[lo]
-                        lo += 1
-                        if b.record_end > i:
-                            break
-                    if b.record_start > i:
-                        raise ValueError(f"ColumnarBatch: row {i} belongs to no batch")
+                    b = batch_of_row(batches, &lo, i)
                     bend = b.record_end
                     epoch = b.partition_leader_epoch
-                ts = tss[i]
+                ts = col.tss[i]
                 if ts != last_ts or ts_obj is None:
                     ts_obj = ts
                     last_ts = ts
-                klen = kl[i]
-                vlen = vl[i]
-                if not (_span_ok(kp[i], klen, dlen) and _span_ok(vp[i], vlen, dlen)):
-                    raise ValueError(f"ColumnarBatch: row {i}'s key or value lies outside its data")
-                if hs[i + 1] > hs[i]:
-                    if hs[i] < 0 or hs[i + 1] > nh:
-                        raise ValueError(f"ColumnarBatch: row {i}'s headers are out of range")
-                    hl = _headers(base, dlen, hkp, hkl, hvp, hvl, hs[i], hs[i + 1], untrack, &hsize)
-                    rec = ksr_share_record(tp, topic, part, epoch, off, ts_obj, tst[i],
-                                           <const char*>(base + kp[i]), klen,
-                                           <const char*>(base + vp[i]), vlen,
-                                           <PyObject*>hl, hsize, untrack, count)
-                else:
-                    rec = ksr_share_record(tp, topic, part, epoch, off, ts_obj, tst[i],
-                                           <const char*>(base + kp[i]), klen,
-                                           <const char*>(base + vp[i]), vlen,
-                                           NULL, -1, untrack, count)
+                hl = row_headers(&col, i, base, dlen, untrack, &hsize)
+                rec = ksr_share_record(tp, topic, part, epoch, off, ts_obj, col.tst[i],
+                                       <const char*>(base + col.kp[i]), col.kl[i],
+                                       <const char*>(base + col.vp[i]), col.vl[i],
+                                       NULL if hl is None else <PyObject*>hl, hsize, untrack,
+                                       count)
                 out.append(rec)
-                if have_run and off == run_last + 1:
-                    run_last = off
-                else:
-                    if have_run:
-                        _add_run(held, run_first, run_last)
-                    run_first = run_last = off
-                    have_run = True
+                _run_add(&run, held, off)
                 expect = off + 1
                 i += 1
             if expect <= last:
                 _add_run(gaps, expect, last)
     finally:
         PyBuffer_Release(&view)
-    if have_run:
-        _add_run(held, run_first, run_last)
+    _run_close(&run, held)
     return out, held, gaps

@@ -14,25 +14,12 @@ from kcore.sharerecords import acquired_rows, share_records
 
 from kclient.share.records import ShareConsumerRecord
 from kclient.structs import ConsumerRecord
+from share_reference import share_reference
 
 
 def reference(records, ranges):
-    """What share_records does, in Python: each record inside a range with the range's
-    delivery count; the records' offsets and the acquired offsets without a record as runs."""
-    counts = {o: c for first, last, c in ranges for o in range(first, last + 1)}
-    out = [ShareConsumerRecord(*r, counts[r.offset]) for r in records if r.offset in counts]
-    present = {r.offset for r in out}
-    return out, runs(sorted(present)), runs(sorted(set(counts) - present))
-
-
-def runs(offsets):
-    out = []
-    for o in offsets:
-        if out and out[-1][1] + 1 == o:
-            out[-1] = (out[-1][0], o)
-        else:
-            out.append((o, o))
-    return out
+    """What share_records does, in Python."""
+    return share_reference(records, ranges, ShareConsumerRecord)
 
 
 def consumer_records(offsets):

@@ -16,6 +16,7 @@ from kcore.sharerecords import share_record_type, share_records_of
 
 from kclient.share.records import ShareConsumerRecord
 from kclient.structs import ConsumerRecord
+from share_reference import share_reference
 
 PlainShareRecord = namedtuple("PlainShareRecord", ShareConsumerRecord._fields)
 
@@ -38,24 +39,8 @@ def answer(batches):
 
 
 def reference(data, ranges, cls=PlainShareRecord):
-    """What share_records_of does, in Python, from the record decoder (not the columnar one):
-    each record inside a range with the range's delivery count; the records' offsets and the
-    acquired offsets without a record as runs."""
-    records = decode_consumer_records(data, ConsumerRecord, "orders", 3).records
-    counts = {o: c for first, last, c in ranges for o in range(first, last + 1)}
-    out = [cls(*r, counts[r.offset]) for r in records if r.offset in counts]
-    present = {r.offset for r in out}
-    return out, runs(sorted(present)), runs(sorted(set(counts) - present))
-
-
-def runs(offsets):
-    out = []
-    for o in offsets:
-        if out and out[-1][1] + 1 == o:
-            out[-1] = (out[-1][0], o)
-        else:
-            out.append((o, o))
-    return out
+    """What share_records_of does, in Python, from the record decoder (not the columnar one)."""
+    return share_reference(decode_consumer_records(data, ConsumerRecord, "orders", 3).records, ranges, cls)
 
 
 def of(data, ranges, cls=ShareConsumerRecord, **kw):

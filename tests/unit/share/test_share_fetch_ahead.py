@@ -5,69 +5,21 @@ their records, as do those in the record_limit acquire mode. A scripted client s
 the broker, a fake clock for time."""
 from __future__ import annotations
 
-import uuid
-
 import pytest
-
-from kcore.records import encode_batch
 
 from kclient import errors as Errors
 from kclient.clock import FakeClock
-from kclient.network.future import RequestFuture
-from kclient.network.metadata import Node
 from kclient.protocol import ApiKey
 from kclient.share.consumer import KafkaShareConsumer
 from kclient.share.fetcher import Acquired
 from kclient.structs import TopicPartition
+from share_fakes import FakeClient, fetch_answer, part, records_bytes
 
-TID = uuid.uuid4()
 TP = TopicPartition("orders", 0)
-LEADER = Node(1, "127.0.0.1", 9092)
-
-
-class FakeCluster:
-    def topic_id(self, topic):
-        return TID if topic == "orders" else None
-
-    def topic_name(self, tid):
-        return "orders" if tid == TID else None
-
-    def leader_for(self, tp):
-        return LEADER
-
-
-class FakeMetadata:
-    cluster = FakeCluster()
-
-    def request_update(self):
-        pass
-
-
-class FakeClient:
-    def __init__(self):
-        self.metadata = FakeMetadata()
-        self.sent: list[tuple[int, int, dict, RequestFuture]] = []
-
-    def is_unavailable(self, node):       # no node in reconnect backoff here
-        return False
-
-    def send(self, node, api, body):
-        f: RequestFuture = RequestFuture()
-        self.sent.append((node, api, body, f))
-        return f
-
-
-def records(base: int, n: int) -> bytes:
-    return encode_batch([(None, 1000 + i, None, f"v{base + i}".encode(), []) for i in range(n)], base_offset=base)
 
 
 def answer(base: int, n: int) -> dict:
-    return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "acquisition_lock_timeout_ms": 15000,
-            "node_endpoints": [], "responses": [{"topic_id": TID, "partitions": [
-                {"partition_index": 0, "error_code": 0, "error_message": None, "acknowledge_error_code": 0,
-                 "acknowledge_error_message": None, "current_leader": {"leader_id": 1, "leader_epoch": 0},
-                 "records": records(base, n),
-                 "acquired_records": [{"first_offset": base, "last_offset": base + n - 1, "delivery_count": 1}]}]}]}
+    return fetch_answer([part(0, records_bytes(base, n), [(base, base + n - 1, 1)])])
 
 
 @pytest.fixture
@@ -165,7 +117,7 @@ def test_records_left_for_the_next_poll_send_no_fetch(make):
     c, fake = make()
     slow_start(c, fake, c.poll)
     c._take_fetched()
-    c._buffer.append(Acquired(TP, records(8, 1), ((8, 8, 1),)))     # a second answer held
+    c._buffer.append(Acquired(TP, records_bytes(8, 1), ((8, 8, 1),)))     # a second answer held
     assert [r.offset for r in c.poll(0, max_records=1)[TP]] == [3, 4]   # a whole batch
     assert len(fetches(fake)) == 2           # records still held: no fetch yet
     fake.clock.advance(100)

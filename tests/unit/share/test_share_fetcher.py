@@ -2,14 +2,9 @@
 scripted client (no broker)."""
 from __future__ import annotations
 
-import uuid
-
 import pytest
 
-from kcore.records import encode_batch
-
 from kclient import errors as Errors
-from kclient.network.future import RequestFuture
 from kclient.network.metadata import Node
 from kclient.protocol import ApiKey
 from kclient.share.acknowledgements import GAP, AcknowledgeType, acknowledgement_batches
@@ -17,8 +12,8 @@ from kclient.share.fetcher import RECORD_LIMIT, ShareFetchConfig, ShareFetcher
 from kclient.share.records import ShareConsumerRecord
 from kclient.share.session import FINAL_EPOCH, ShareSession, next_epoch
 from kclient.structs import ConsumerRecord, TopicPartition
+from share_fakes import LEADER, TID, FakeClient, FakeCluster, fetch_answer, part, records_bytes
 
-TID = uuid.uuid4()
 TP0, TP1 = TopicPartition("orders", 0), TopicPartition("orders", 1)
 
 
@@ -64,61 +59,6 @@ def test_session_epochs_added_and_forgotten_partitions():
 
 # ---------------------------------------------------------------------------------------------
 # ShareFetcher with a scripted client
-
-LEADER = Node(1, "127.0.0.1", 9092)
-
-
-class FakeCluster:
-    def topic_id(self, topic):
-        return TID if topic == "orders" else None
-
-    def topic_name(self, tid):
-        return "orders" if tid == TID else None
-
-    def leader_for(self, tp):
-        return LEADER
-
-
-class FakeMetadata:
-    cluster = FakeCluster()
-    updates = 0
-
-    def request_update(self):
-        self.updates += 1
-
-
-class FakeClient:
-    def __init__(self):
-        self.metadata = FakeMetadata()
-        self.sent: list[tuple[int, int, dict, RequestFuture]] = []
-        self.unavailable: set[int] = set()      # nodes in reconnect backoff
-
-    def is_unavailable(self, node):
-        return node in self.unavailable
-
-    def send(self, node, api, body):
-        f: RequestFuture = RequestFuture()
-        self.sent.append((node, api, body, f))
-        return f
-
-
-def records_bytes(base: int, n: int) -> bytes:
-    return encode_batch([(None, 1000 + i, None, f"v{base + i}".encode(), []) for i in range(n)], base_offset=base)
-
-
-def fetch_answer(partitions, error=0, lock=15000):
-    return {"throttle_time_ms": 0, "error_code": error, "error_message": None,
-            "acquisition_lock_timeout_ms": lock, "node_endpoints": [],
-            "responses": [{"topic_id": TID, "partitions": partitions}]}
-
-
-def part(index, records=None, acquired=(), error=0, ack_error=0):
-    return {"partition_index": index, "error_code": error, "error_message": None,
-            "acknowledge_error_code": ack_error, "acknowledge_error_message": None,
-            "current_leader": {"leader_id": 1, "leader_epoch": 0}, "records": records,
-            "acquired_records": [{"first_offset": f, "last_offset": la, "delivery_count": d}
-                                 for f, la, d in acquired]}
-
 
 @pytest.fixture
 def env():
