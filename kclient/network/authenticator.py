@@ -341,8 +341,8 @@ class Authenticator:
         """Renew the sessions that are due. A due connection takes no new request, and its SASL
         exchange starts once nothing is in flight on it: the broker then reads the SaslHandshake
         as the next request, with no answer of another request interleaved in the exchange. A
-        session that can no longer be renewed in time (it ended while requests drained, or the
-        broker would refuse another re-authentication this soon) is ended by reconnecting."""
+        session the broker would not let renew before its end (another re-authentication this
+        soon is refused: one a second per connection) is ended by reconnecting."""
         if self._sasl_mechanism is None:
             return
         for conn in conns:
@@ -351,7 +351,12 @@ class Authenticator:
                 continue
             expiry = conn.session_expiry_ms if conn.session_expiry_ms is not None else _NO_EXPIRY
             earliest = self._earliest_reauthentication_ms(conn)
-            if max(now_ms, earliest) >= expiry:
+            # A session that already ended is still renewed on its connection: Kafka starts a
+            # re-authentication on a SaslHandshake before it checks the session's end (any
+            # other request on an ended session closes the connection, and a due connection
+            # sends none). Closing it instead would drop, say, the group coordinator's
+            # connection, and with it the member's heartbeats until it is found again.
+            if earliest >= expiry:
                 self._reconnect(conn, now_ms, expiry, earliest)
                 continue
             if now_ms < earliest:
@@ -369,11 +374,10 @@ class Authenticator:
     def _reconnect(self, conn: BrokerConnection, now_ms: int, expiry: int, earliest: int) -> None:
         """End a session that cannot be renewed on its connection in time by an orderly close
         (nothing is in flight on it); the client reconnects and authenticates afresh."""
-        if now_ms >= expiry:
-            why = f"its session ended {now_ms - expiry} ms ago, before the requests in flight were answered"
-        else:
-            why = (f"its session ends in {expiry - now_ms} ms, before the broker takes another "
-                   f"re-authentication (one a second per connection)")
+        why = (f"its session ends in {expiry - now_ms} ms, before the broker takes another "
+               f"re-authentication (one a second per connection)") if now_ms < expiry else (
+            f"its session ended {now_ms - expiry} ms ago, before the broker takes another "
+            f"re-authentication (one a second per connection)")
         level = logging.DEBUG if conn.node_id in self._renewed_by_reconnecting else logging.INFO
         self._renewed_by_reconnecting.add(conn.node_id)
         log.log(level, "node %d (%s): %s; reconnecting to renew it", conn.node_id, conn.address, why)
