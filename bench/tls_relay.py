@@ -36,19 +36,11 @@ import time
 from pathlib import Path
 from typing import IO, NamedTuple
 
+from kcore.errors import ProtocolError
+from kcore.wire import decode_uvarint
+
 _CONSUMER_GROUP_HEARTBEAT = 68
 _HEADER = struct.Struct(">ihhih")   # size, api key, api version, correlation id, client id length
-
-
-def _uvarint(buf: bytes, pos: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        b = buf[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return value, pos
-        shift += 7
 
 
 def member_epoch(frame: bytes, client_id_len: int) -> int | None:
@@ -56,16 +48,16 @@ def member_epoch(frame: bytes, client_id_len: int) -> int | None:
     group id, member id, then the epoch), or None if the frame is too short to hold it."""
     try:
         pos = _HEADER.size + max(client_id_len, 0)
-        tags, pos = _uvarint(frame, pos)
+        tags, pos = decode_uvarint(frame, pos)
         for _ in range(tags):
-            _, pos = _uvarint(frame, pos)
-            size, pos = _uvarint(frame, pos)
+            _, pos = decode_uvarint(frame, pos)
+            size, pos = decode_uvarint(frame, pos)
             pos += size
         for _ in range(2):  # group id, member id: compact strings (length + 1)
-            n, pos = _uvarint(frame, pos)
+            n, pos = decode_uvarint(frame, pos)
             pos += max(n - 1, 0)
         return int(struct.unpack_from(">i", frame, pos)[0])
-    except (IndexError, struct.error):
+    except (IndexError, ValueError, ProtocolError, struct.error):   # a truncated frame
         return None
 
 
