@@ -212,9 +212,13 @@ def test_close_releases_records_fetched_ahead_and_never_handed_out(kafka, create
     try:
         ready(first)
         produce(kafka.bootstrap, topic_name, [b"x", b"y", b"z"], batches=3)
+        started = time.monotonic()
         [x] = collect(first, 1)
         first.acknowledge(x)
-        time.sleep(0.5)     # the application's work on x (not a wait for anything)
+        # The application's work on x (not a wait for anything). The consumer fetches ahead when
+        # that work is at least half of what a poll waits for its records: twice the wait for x,
+        # so the premise holds on a slow machine too.
+        time.sleep(min(max(0.5, 2 * (time.monotonic() - started)), 10.0))
         [y] = collect(first, 1)
         first.acknowledge(y)
         assert (x.value, y.value) == (b"x", b"y")
