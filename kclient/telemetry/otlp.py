@@ -14,6 +14,8 @@ import struct
 from dataclasses import dataclass
 from typing import Iterable
 
+from kcore.wire import encode_uvarint
+
 __all__ = ["DataPoint", "encode_metrics_data", "TEMPORALITY_DELTA", "TEMPORALITY_CUMULATIVE"]
 
 TEMPORALITY_DELTA = 1
@@ -34,24 +36,12 @@ class DataPoint:
     description: str = ""
 
 
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
-
-
 def _key(number: int, wire: int) -> bytes:
-    return _varint(number << 3 | wire)
+    return encode_uvarint(number << 3 | wire)
 
 
 def _bytes(number: int, data: bytes) -> bytes:
-    return _key(number, _LEN) + _varint(len(data)) + data
+    return _key(number, _LEN) + encode_uvarint(len(data)) + data
 
 
 def _string(number: int, s: str) -> bytes:
@@ -76,7 +66,7 @@ def _metric(p: DataPoint, temporality: int) -> bytes:
     if p.description:
         out += _string(2, p.description)
     if p.kind == "sum":
-        body = _bytes(1, _point(p)) + _key(2, _VARINT) + _varint(temporality) + _key(3, _VARINT) + b"\x01"
+        body = _bytes(1, _point(p)) + _key(2, _VARINT) + encode_uvarint(temporality) + _key(3, _VARINT) + b"\x01"
         return out + _bytes(7, body)
     return out + _bytes(5, _bytes(1, _point(p)))
 
