@@ -1,7 +1,9 @@
 """Build every kcore/*.pyx into an optimised extension.
 
 There is deliberately no fallback: if Cython or the C compiler fails, the install fails.
-Set KCORE_MODULES=wire,frames to rebuild only some modules during development.
+Set KCORE_MODULES=wire,frames to rebuild only some modules during development, and
+KCORE_CYTHON_CACHE=<dir> to keep Cython's output there by content hash: a later build of an
+unchanged module (another checkout, the sdist's own build) reuses it instead of translating again.
 """
 import glob
 import os
@@ -75,7 +77,8 @@ class ParallelBuildExt(build_ext):
         # setuptools has already prepared these Extension objects, so they keep their identity
         # and only their sources change from .pyx to the generated .c.
         translated = cythonize(self.extensions, compiler_directives=COMPILER_DIRECTIVES,
-                               nthreads=os.cpu_count() or 1)
+                               nthreads=os.cpu_count() or 1,
+                               cache=os.environ.get("KCORE_CYTHON_CACHE") or False)
         # Cython also names the headers each module includes (its `cdef extern from` files, its
         # cimported .pxd files' too): as depends, a changed header recompiles every module using it.
         by_name = {ext.name: ext for ext in translated}

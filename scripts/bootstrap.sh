@@ -102,6 +102,8 @@ for e in ${EXTRAS//,/ }; do
 done
 if [ "$(cat .venv/.kclient-stamp 2>/dev/null)" != "$sources" ] || [ -n "$missing" ]; then
   want=$(echo "$installed$missing" | tr ',' '\n' | sed '/^$/d' | LC_ALL=C sort -u | paste -sd, -)
+  # Cython's output is kept by content hash in ~/.cache/kclient/cython: a rebuild, another
+  # checkout and the packaging test's sdist build translate only the modules that changed.
   # Editable: the PEP 660 build compiles every kcore/*.pyx in place, so the checkout itself is
   # the compiled package. Subprocesses and Spark workers that start from the checkout (cwd on
   # sys.path) then import the same compiled modules as the test process.
@@ -109,7 +111,7 @@ if [ "$(cat .venv/.kclient-stamp 2>/dev/null)" != "$sources" ] || [ -n "$missing
   else compile="compiles kcore's $(ls kcore/*.pyx | wc -l) Cython modules: about 2 min on 2 cores"; fi
   if [ -n "$missing" ]; then fetch="downloads $(extras_size "$missing" "$installed")"; else fetch="the sources changed"; fi
   step "installing kclient[$want] in editable mode: $fetch; $compile" \
-    .venv/bin/python -m pip install -q -e ".[$want]"
+    env KCORE_CYTHON_CACHE="${KCORE_CYTHON_CACHE:-$HOME/.cache/kclient/cython}" .venv/bin/python -m pip install -q -e ".[$want]"
   echo "$sources" > .venv/.kclient-stamp
   expand_extras "$want" > .venv/.kclient-extras
 else
