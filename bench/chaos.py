@@ -57,6 +57,12 @@ def table(result: ChaosResult, command: str) -> str:
         rows.append(("releases / refused acknowledgements (informational)",
                      f"{result.released} / {result.failed_acknowledgements}"))
         rows.append(("members killed / poll errors (informational)", f"{len(result.killed)} / {result.poll_errors}"))
+        # An acknowledgement whose answer never came (its leader or its member died): final
+        # only once the broker's start offset has passed it, which the checker waited for.
+        rows.append(("acknowledgements of unknown outcome (settled by the start offsets)", str(result.outcome_unknown)))
+        if result.start_offsets:
+            rows.append(("start offsets after the quiet period, by partition",
+                         ", ".join(f"{p}: {o}" for p, o in sorted(result.start_offsets.items()))))
     else:
         rows.append(("members killed / fenced (may redeliver past their last commit)",
                      f"{len(result.killed)} / {len(result.fenced)}"))
