@@ -1,0 +1,58 @@
+"""The asyncio drivers' loop-lag sampler (bench/drivers/_loop_lag.py): the largest delay and
+what the loop thread did meanwhile, on a loop kept busy or blocked here on purpose."""
+from __future__ import annotations
+
+import asyncio
+import gc
+import importlib.util
+import time
+from types import SimpleNamespace
+
+from repo_paths import REPO
+
+# bench/ is a directory of the checkout, not an installed package: load the module by path.
+_spec = importlib.util.spec_from_file_location("bench_loop_lag", REPO / "bench" / "drivers" / "_loop_lag.py")
+loop_lag = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(loop_lag)
+
+
+def sample(hold) -> dict:
+    """The sampler's figures for a loop that runs hold() once, between two short sleeps."""
+    async def main() -> dict:
+        lag = loop_lag.LoopLag()
+        lag.start()
+        await asyncio.sleep(0.005)
+        hold()
+        await asyncio.sleep(0.005)
+        tally = SimpleNamespace(extra_results={})
+        await lag.stop(tally)
+        assert lag._on_gc not in gc.callbacks
+        return tally.extra_results
+
+    return asyncio.run(main())
+
+
+def test_a_busy_loop_counts_as_running_and_its_collection_is_seen():
+    def busy() -> None:
+        gc.collect()
+        end = time.perf_counter() + 0.03
+        while time.perf_counter() < end:
+            pass
+
+    out = sample(busy)
+    assert out["max_loop_lag_ms"] >= 25
+    parts = out["max_loop_lag_parts"]
+    assert parts["late_ms"] == out["max_loop_lag_ms"] and parts["gc_ms"] > 0
+    assert out["loop_lag_over_8ms"]["count"] >= 1
+    if "cpu_ms" in parts:     # the kernel reports per-thread scheduling (Linux)
+        assert parts["cpu_ms"] + parts["runqueue_ms"] >= 25
+        assert parts["blocked_ms"] < 10
+
+
+def test_a_loop_blocked_in_a_call_counts_as_blocked():
+    out = sample(lambda: time.sleep(0.03))
+    assert out["max_loop_lag_ms"] >= 25
+    parts = out["max_loop_lag_parts"]
+    if "cpu_ms" in parts:
+        assert parts["blocked_ms"] >= 25
+        assert parts["cpu_ms"] < 10
