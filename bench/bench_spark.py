@@ -300,9 +300,14 @@ def main(argv=None) -> int:
             print(f"  {name:<28} {total / seconds:>12,.0f} rec/s{ratio}")
         if stream_times:
             print("  micro-batch queries, best run, seconds (Spark's progress reports):")
+            jvm_times = stream_times.get("spark-kafka-stream")
+            jvm_triggers = jvm_times["addBatch"] + jvm_times["rest of triggers"] if jvm_times else None
             for name, times in stream_times.items():
                 parts = ", ".join(f"{k} {v:.2f}" for k, v in times.items() if k != "triggers")
-                print(f"    {name:<28} {times['triggers']} triggers: {parts}")
+                in_triggers = times["addBatch"] + times["rest of triggers"]
+                versus = (f"; in triggers {jvm_triggers / in_triggers:.2f}x spark-kafka-stream"
+                          if jvm_triggers and name != "spark-kafka-stream" else "")
+                print(f"    {name:<28} {times['triggers']} triggers: {parts}{versus}")
     finally:
         if broker is not None:
             broker.stop()
