@@ -36,8 +36,10 @@ fresh checkpoint per run, so query start-up is in the time):
 
 and, for reference, the driver alone reading the same ranges with kclient (no Spark):
   direct-arrow    kclient.spark.arrow_batches in one process
-Each case runs --repeat times after a warm-up job; the best time is reported. Figures drift
-on shared machines: compare the ratios within one run.
+Each case runs --repeat times after a warm-up job; the best time is reported, and for the
+micro-batch cases where that run's time went (start-up before the first trigger, the
+triggers' jobs, Spark's own per-trigger work). Figures drift on shared machines: compare the
+ratios within one run.
 """
 from __future__ import annotations
 
@@ -99,26 +101,52 @@ def _connector(spark_version: str, wanted: str | None) -> tuple[str, list]:
 
 
 def _stream(spark, fmt: str, options: dict, max_per_trigger: int):
-    """A case: read the topic as micro-batches (Trigger.AvailableNow) into the noop sink."""
-    def run() -> None:
+    """A case: read the topic as micro-batches (Trigger.AvailableNow) into the noop sink;
+    returns where the query's time went (_stream_times)."""
+    def run() -> dict:
         with tempfile.TemporaryDirectory(prefix="bench-spark-checkpoint-") as checkpoint:
+            started = time.time()
             query = (spark.readStream.format(fmt).options(**options)
                      .option("maxOffsetsPerTrigger", str(max_per_trigger)).load()
                      .writeStream.format("noop").trigger(availableNow=True)
                      .option("checkpointLocation", checkpoint).start())
             query.awaitTermination()
+            ended = time.time()
             if query.exception() is not None:
                 raise SystemExit(f"{fmt} stream failed: {query.exception()}")
+            return _stream_times(query.recentProgress, started, ended)
     return run
 
 
-def _best(fn, repeat: int) -> float:
-    best = float("inf")
+def _stream_times(progress, started: float, ended: float) -> dict:
+    """Seconds of a micro-batch query, from Spark's progress reports: before the first
+    trigger (query start-up: for a Python source, its planner's Python process too), in
+    triggers (``addBatch`` is the tasks' job; the rest is Spark's per-trigger work: offsets
+    log, commit log, planning, ``latestOffset``), and after the last one."""
+    import datetime
+    triggers = [p for p in progress if p.numInputRows]
+    if not triggers:
+        return {}
+    first = datetime.datetime.fromisoformat(triggers[0].timestamp.replace("Z", "+00:00")).timestamp()
+    last = triggers[-1]
+    last_end = (datetime.datetime.fromisoformat(last.timestamp.replace("Z", "+00:00")).timestamp()
+                + last.durationMs.get("triggerExecution", 0) / 1000.0)
+    in_triggers = sum(p.durationMs.get("triggerExecution", 0) for p in triggers) / 1000.0
+    add_batch = sum(p.durationMs.get("addBatch", 0) for p in triggers) / 1000.0
+    return {"triggers": len(triggers), "start-up": first - started, "addBatch": add_batch,
+            "rest of triggers": in_triggers - add_batch, "after": ended - last_end}
+
+
+def _best(fn, repeat: int) -> tuple[float, object]:
+    """(the best time of fn, what fn returned on that run)."""
+    best, kept = float("inf"), None
     for _ in range(repeat):
         t = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t)
-    return best
+        out = fn()
+        seconds = time.perf_counter() - t
+        if seconds < best:
+            best, kept = seconds, out
+    return best, kept
 
 
 def main(argv=None) -> int:
@@ -242,12 +270,14 @@ def main(argv=None) -> int:
         noop(read_kafka(spark, opts, ranges=warm))
         noop(spark.createDataFrame(ranges_dataframe(spark, warm).rdd.mapPartitions(_kafka_python_rows(bootstrap)),
                                    schema))
-        results = {}
+        results, stream_times = {}, {}
         for name, fn in cases.items():
             if name in args.skip:
                 continue
-            seconds = _best(fn, args.repeat)
+            seconds, out = _best(fn, args.repeat)
             results[name] = seconds
+            if isinstance(out, dict) and out:
+                stream_times[name] = out
             print(f"{name:>28}: {total / seconds:>12,.0f} records/s  ({seconds:.2f} s for {total:,})", flush=True)
         spark.stop()
         print()
@@ -268,6 +298,16 @@ def main(argv=None) -> int:
             ratio = f"  {base / seconds:5.1f}x kafka-python" if base else ""
             ratio += f"  {jvm_s / seconds:5.2f}x {jvm_name}" if jvm_s else ""
             print(f"  {name:<28} {total / seconds:>12,.0f} rec/s{ratio}")
+        if stream_times:
+            print("  micro-batch queries, best run, seconds (Spark's progress reports):")
+            jvm_times = stream_times.get("spark-kafka-stream")
+            jvm_triggers = jvm_times["addBatch"] + jvm_times["rest of triggers"] if jvm_times else None
+            for name, times in stream_times.items():
+                parts = ", ".join(f"{k} {v:.2f}" for k, v in times.items() if k != "triggers")
+                in_triggers = times["addBatch"] + times["rest of triggers"]
+                versus = (f"; in triggers {jvm_triggers / in_triggers:.2f}x spark-kafka-stream"
+                          if jvm_triggers and name != "spark-kafka-stream" else "")
+                print(f"    {name:<28} {times['triggers']} triggers: {parts}{versus}")
     finally:
         if broker is not None:
             broker.stop()

@@ -11,6 +11,11 @@ position reaches ``until_offset``; records at or past ``until_offset`` are dropp
 records and (with ``kafka.isolation.level=read_committed``) aborted transactions never reach
 the caller, and the position moves past them, so a range ending in them still completes.
 
+The clients fetch with ``fetch.max.wait.ms`` at 50 ms unless ``kafka.fetch.max.wait.ms`` is
+given: the records of a planned range exist, and the only fetch that waits on the broker, a
+prefetch past the end of the log, would otherwise hold a reused client for 500 ms before it
+can read another offset (see ``reader_client_params``).
+
 Missing records (retention or DeleteRecords moved the log start past the position, or the
 log now ends before the range does) are data loss: with ``failOnDataLoss`` true (default)
 DataLossError names the missing offsets; with false, a warning names them and reading goes
@@ -65,6 +70,9 @@ _POLL_SLICE_MS = 1000       # one poll waits at most this long: no-progress chec
 _CHECK_INTERVAL_S = 1.0     # lookups for a suspected gap, at most this often
 _PAST_END_GRACE_S = 2.0     # no records this long before "the log ends before the range" is data loss
 _MAX_IDLE = 16              # idle clients kept per process (least recently used ones are closed)
+#: A reader client's ``fetch.max.wait.ms`` unless ``kafka.fetch.max.wait.ms`` is given (see
+#: reader_client_params). Above 0: Tansu answers a fetch that may not wait with no partitions.
+READER_FETCH_WAIT_MS = 50
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
 
 
@@ -109,6 +117,23 @@ def _forget_inherited() -> None:
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_inherited)
+
+
+def reader_client_params(opts: SourceOptions) -> dict[str, Any]:
+    """The settings of the clients that read planned ranges: ``client_params()`` with
+    ``fetch.max.wait.ms`` at ``READER_FETCH_WAIT_MS`` unless the options set it.
+
+    A planned range's records exist when it is read (its end is at most the latest offset
+    when it was planned), so the broker never has to wait for records the reader needs. The
+    one fetch that waits is the client's prefetch past a range that ends at the end of the
+    log, which is where every micro-batch of a stream that keeps up ends. While it waits, the
+    client cannot fetch at another offset: a task that gets this partition at another offset
+    (the next micro-batch's task on another worker, the next job over the same records)
+    would wait the client's default 500 ms for nothing, once per range it reads."""
+    params = opts.client_params()
+    if not any(str(k).replace("_", ".").lower() == "fetch.max.wait.ms" for k in params):
+        params["fetch.max.wait.ms"] = READER_FETCH_WAIT_MS
+    return params
 
 
 def _settings_key(params: Mapping[str, Any]) -> str:
@@ -192,7 +217,7 @@ def cached_consumer(options: Mapping[str, Any] | SourceOptions, topic_partition:
     delays a read of another partition (a broker connection carries one fetch at a time)."""
     opts = parse_options(options)
     tp = None if topic_partition is None else TopicPartition(*topic_partition)
-    entry = _take(opts.client_params(), tp)
+    entry = _take(reader_client_params(opts), tp)
     broken = False
     try:
         yield entry.consumer

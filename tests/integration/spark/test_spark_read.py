@@ -121,6 +121,22 @@ def test_a_reused_spark_worker_freezes_its_heap_after_making_a_client_and_thaws_
         reader._stats["frozen"] = 0
 
 
+def test_pooled_readers_fetch_with_the_short_wait_and_reread_after_reaching_the_log_end(mock_cluster, create_topic,
+                                                                                        topic_name):
+    create_topic(mock_cluster, topic_name, 1)
+    _produce(mock_cluster.bootstrap, topic_name, 1, 40)
+    opts = _options(mock_cluster.bootstrap, topic_name)
+    # The first range ends at the end of the log (the client's prefetch then waits there); the
+    # next read, elsewhere, goes through the same client.
+    assert [r.offset for r in read_offset_range(OffsetRange(topic_name, 0, 10, 40), opts)] == list(range(10, 40))
+    assert [r.offset for r in read_offset_range(OffsetRange(topic_name, 0, 0, 5), opts)] == list(range(5))
+    with cached_consumer(opts, TopicPartition(topic_name, 0)) as client:
+        assert client.config["fetch.max.wait.ms"] == 50
+    waiting = _options(mock_cluster.bootstrap, topic_name, **{"kafka.fetch.max.wait.ms": "300"})
+    with cached_consumer(waiting, TopicPartition(topic_name, 0)) as client:
+        assert client.config["fetch.max.wait.ms"] == 300
+
+
 def test_control_records_are_skipped_and_a_range_ending_on_one_completes(broker, create_topic, topic_name):
     confluent_kafka = pytest.importorskip("confluent_kafka")
     create_topic(broker, topic_name, 1)
