@@ -103,15 +103,12 @@ class ParallelBuildExt(build_ext):
                 raise SystemExit(OPENSSL_MISSING) from None
 
 
-# Spark starts its Python workers, and the lookup that discovers Python data sources, with
-# PYSPARK_PYTHON, else with `python3` from PATH: a virtual environment used without activating
-# it would hand Spark an interpreter that has no kclient. Every interpreter of the environment
-# kclient is installed in runs this line at start-up (site's .pth handling) and so makes itself
-# Spark's default; a PYSPARK_PYTHON the user set wins.
-SPARK_PYTHON_PTH = (
-    "kclient-spark-python.pth",
-    'import os, sys; sys.executable and os.environ.setdefault("PYSPARK_PYTHON", sys.executable)\n',
-)
+# Every interpreter of the environment kclient is installed in runs kclient/spark/site_hook.py
+# at start-up (site's .pth handling imports it as the top-level module kclient_spark_site): it
+# makes the interpreter Spark's default PYSPARK_PYTHON and keeps Spark's Python processes from
+# importing PySpark out of pyspark.zip (see the module).
+SPARK_PYTHON_PTH = ("kclient-spark-python.pth", "import kclient_spark_site\n")
+SPARK_SITE_MODULE = ("kclient_spark_site.py", os.path.join(HERE, "kclient", "spark", "site_hook.py"))
 # Spark finds Python data sources by scanning the top-level modules on sys.path for pyspark_*.
 # An editable install serves the checkout's packages through an import hook that this scan does
 # not see, so the editable wheel also carries the module itself (it imports kclient, which the
@@ -120,20 +117,23 @@ SPARK_DISCOVERY_MODULE = ("pyspark_kclient.py", os.path.join(HERE, "pyspark_kcli
 
 
 class BuildPy(build_py):
-    """Also puts SPARK_PYTHON_PTH at the top of the wheel (site-packages once installed)."""
+    """Also puts SPARK_PYTHON_PTH and SPARK_SITE_MODULE at the top of the wheel (site-packages
+    once installed)."""
 
     def run(self):
         super().run()
         if not self.editable_mode:
             name, text = SPARK_PYTHON_PTH
-            target = os.path.join(self.build_lib, name)
-            with open(target, "w", encoding="utf-8") as f:
+            with open(os.path.join(self.build_lib, name), "w", encoding="utf-8") as f:
                 f.write(text)
+            name, source = SPARK_SITE_MODULE
+            self.copy_file(source, os.path.join(self.build_lib, name))
 
     def get_outputs(self, include_bytecode=True):
         outputs = super().get_outputs(include_bytecode)
         if not self.editable_mode:
-            outputs.append(os.path.join(self.build_lib, SPARK_PYTHON_PTH[0]))
+            outputs += [os.path.join(self.build_lib, SPARK_PYTHON_PTH[0]),
+                        os.path.join(self.build_lib, SPARK_SITE_MODULE[0])]
         return outputs
 
 
@@ -153,9 +153,9 @@ class _WithSparkFiles:
     def __call__(self, wheel, files, mapping):
         self.strategy(wheel, files, mapping)
         wheel.writestr(SPARK_PYTHON_PTH[0], SPARK_PYTHON_PTH[1].encode())
-        name, source = SPARK_DISCOVERY_MODULE
-        with open(source, "rb") as f:
-            wheel.writestr(name, f.read())
+        for name, source in (SPARK_SITE_MODULE, SPARK_DISCOVERY_MODULE):
+            with open(source, "rb") as f:
+                wheel.writestr(name, f.read())
 
 
 class EditableWheel(editable_wheel):

@@ -94,6 +94,11 @@ def test_sdist_carries_the_sources_and_the_wheel_the_compiled_modules(dist):
         assert (f"kcore/{name}.pxd" in names) != (name in NO_C_API), name
     for name in ("kclient/py.typed", "kclient/__init__.pyi", "kclient/spark/__init__.pyi"):
         assert name in names, f"{name} (the public names' types) missing from the wheel"
+    # The start-up hook for Spark's processes (docs/spark.md), as a top-level module and its .pth.
+    assert "kclient_spark_site.py" in names and "kclient-spark-python.pth" in names
+    with zipfile.ZipFile(wheel) as z:
+        assert z.read("kclient-spark-python.pth") == b"import kclient_spark_site\n"
+        assert z.read("kclient_spark_site.py") == (REPO / "kclient" / "spark" / "site_hook.py").read_bytes()
     assert not any(n.endswith(".pyx") or n.endswith(".c") for n in names), "sources in the wheel"
     metadata = next(n for n in names if n.endswith("METADATA"))
     with zipfile.ZipFile(wheel) as z:
