@@ -12,6 +12,34 @@
 /* Items of a consumer record (kafka-python's ConsumerRecord order). */
 #define KC_CONSUMER_FIELDS 13
 
+/* Ints -5..256 are the interpreter's cached objects; PyLong_FromLong returns them through a
+   call each time. A record has four such ints (timestamp type, key and value sizes below 257,
+   headers size) and often a fifth (a small offset): looked up inline here instead, each slot
+   filled with the interpreter's object on first use (GIL held) and kept. */
+#define KC_SMALL_MIN (-5)
+#define KC_SMALL_MAX 256
+static PyObject* kc_small_ints[KC_SMALL_MAX - KC_SMALL_MIN + 1];
+static PyObject* kc_small_int_slow(long long v)
+{
+    PyObject* o = PyLong_FromLongLong(v);
+    if (o != NULL) {
+        Py_INCREF(o);                 /* the slot's reference */
+        kc_small_ints[v - KC_SMALL_MIN] = o;
+    }
+    return o;
+}
+static inline PyObject* kc_int(long long v)
+{
+    PyObject* o;
+    if (v < KC_SMALL_MIN || v > KC_SMALL_MAX)
+        return PyLong_FromLongLong(v);
+    o = kc_small_ints[v - KC_SMALL_MIN];
+    if (o == NULL)
+        return kc_small_int_slow(v);
+    Py_INCREF(o);
+    return o;
+}
+
 /* Sizes past the small-int cache (values of 1 KB, 10 KB) are usually the same from one record
    to the next: the last such object is reused rather than a new int made and freed per record. */
 static PyObject* kc_size_last = NULL;
@@ -35,7 +63,7 @@ static PyObject* kc_size_obj_large(Py_ssize_t n)
 /* A serialized size as an int. */
 static inline PyObject* kc_size_obj(Py_ssize_t n)
 {
-    return n <= 256 ? PyLong_FromSsize_t(n) : kc_size_obj_large(n);
+    return n <= KC_SMALL_MAX ? kc_int(n) : kc_size_obj_large(n);
 }
 
 /* A memoryview of base[start:start+len] (base: a one-dimensional "B" memoryview); the slice
@@ -121,10 +149,10 @@ static inline PyObject* kc_record_new(
     Py_INCREF(topic); PyTuple_SET_ITEM(t, 0, topic);
     Py_INCREF(partition); PyTuple_SET_ITEM(t, 1, partition);
     Py_INCREF(epoch); PyTuple_SET_ITEM(t, 2, epoch);
-    if ((o = PyLong_FromLongLong(offset)) == NULL) goto fail;
+    if ((o = kc_int(offset)) == NULL) goto fail;
     PyTuple_SET_ITEM(t, 3, o);
     Py_INCREF(ts); PyTuple_SET_ITEM(t, 4, ts);
-    if ((o = PyLong_FromLong(ts_type)) == NULL) goto fail;
+    if ((o = kc_int(ts_type)) == NULL) goto fail;
     PyTuple_SET_ITEM(t, 5, o);
     if ((o = kc_payload(kp, klen, views, vbase, untrack_views)) == NULL) goto fail;
     PyTuple_SET_ITEM(t, 6, o);
@@ -151,7 +179,7 @@ static inline PyObject* kc_record_new(
     PyTuple_SET_ITEM(t, 10, o);
     if ((o = kc_size_obj(vlen)) == NULL) goto fail;
     PyTuple_SET_ITEM(t, 11, o);
-    if ((o = PyLong_FromLongLong(hsize)) == NULL) goto fail;
+    if ((o = kc_int(hsize)) == NULL) goto fail;
     PyTuple_SET_ITEM(t, 12, o);
     return t;
 fail:

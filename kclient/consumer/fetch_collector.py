@@ -53,30 +53,36 @@ class FetchCollector:
         self.bytes_per_record = 0
 
     def fetched_records(self, max_records: int | None = None, update_offsets: bool = True,
+                        now_ms: int | None = None,
                         ) -> tuple[dict[TopicPartition, list[ConsumerRecord]], dict[TopicPartition, FetchPosition]]:
         """Up to max_records buffered records as {tp: [ConsumerRecord, ...]}, and the position
-        each partition has after them. Positions move only if update_offsets."""
+        each partition has after them. Positions move only if update_offsets. ``now_ms``: the
+        time the caller's poll read (the metrics' timestamp), read here if not given."""
         remaining = self._max_poll_records if max_records is None else max_records
         sets: list[tuple[str, int, int]] = []     # record sets handed out whole, for metrics
         drained: dict[TopicPartition, list] = {}
         ends: dict[TopicPartition, FetchPosition] = {}
         kd, vd = self._key_deserializer, self._value_deserializer
         views = self._views
+        total = consumed_bytes = 0
+        starts = None
         try:
-            self._drain_records(remaining, drained, ends, sets, kd, vd, views)
+            total, consumed_bytes = self._drain_records(remaining, drained, ends, sets, kd, vd, views)
         finally:
             if update_offsets and ends:
-                self._subscriptions.advance_positions(ends.items())
-        total = sum(len(v) for v in drained.values())
-        consumed_bytes = sum(size for _, _, size in sets)
+                starts = self._subscriptions.advance_positions(ends.items(), log_starts=self._stats is not None)
         if total:
             self._metrics["records-consumed-total"] += total
-            self._record_consumed(total, consumed_bytes, sets, ends)
+            self._record_consumed(total, consumed_bytes, sets, ends, starts, now_ms)
         return drained, ends
 
-    def _drain_records(self, remaining: int, drained: dict, ends: dict, sets: list, kd, vd, views) -> None:
+    def _drain_records(self, remaining: int, drained: dict, ends: dict, sets: list, kd, vd, views,
+                       ) -> tuple[int, int]:
+        """Fills drained/ends/sets; returns (records taken, bytes of the record sets finished)."""
         buffer = self._buffer
         next_fetch = buffer.next_fetch
+        cluster = self._metadata.cluster
+        taken = consumed_bytes = 0
         while remaining > 0:
             cf = next_fetch()
             if cf is None:
@@ -112,12 +118,16 @@ class FetchCollector:
                 else:
                     lst.extend(out)
                 remaining -= j - i
+                taken += j - i
             if j >= n_recs:
                 sets.append((cf.tp.topic, n_recs, cf.size))
+                consumed_bytes += cf.size
                 buffer.release(cf)
-            self._advance(cf, ends)
+            self._advance(cf, ends, cluster)
+        return taken, consumed_bytes
 
     def fetched_columnar(self, max_records: int | None = None, update_offsets: bool = True,
+                         now_ms: int | None = None,
                          ) -> tuple[dict[TopicPartition, ColumnarRecords], dict[TopicPartition, FetchPosition]]:
         """Like fetched_records, but {tp: ColumnarRecords} (rows of kcore ColumnarBatches)."""
         remaining = self._max_poll_records if max_records is None else max_records
@@ -125,22 +135,24 @@ class FetchCollector:
         sets: list[tuple[str, int, int]] = []     # record sets handed out whole, for metrics
         drained: dict[TopicPartition, list] = {}
         ends: dict[TopicPartition, FetchPosition] = {}
+        starts = None
         try:
             consumed_bytes = self._drain_columnar(remaining, drained, ends, sets)
         finally:
             if update_offsets and ends:
-                self._subscriptions.advance_positions(ends.items())
+                starts = self._subscriptions.advance_positions(ends.items(), log_starts=self._stats is not None)
         out = {tp: ColumnarRecords(tp, pieces) for tp, pieces in drained.items()}
         n = sum(len(v) for v in out.values())
         if n:
             self._metrics["records-consumed-total"] += n
-            self._record_consumed(n, consumed_bytes, sets, ends)
+            self._record_consumed(n, consumed_bytes, sets, ends, starts, now_ms)
         return out, ends
 
     def _drain_columnar(self, remaining: int, drained: dict, ends: dict, sets: list) -> int:
         consumed_bytes = 0
         buffer = self._buffer
         next_fetch = buffer.next_fetch
+        cluster = self._metadata.cluster
         while remaining > 0:
             cf = next_fetch()
             if cf is None:
@@ -164,7 +176,7 @@ class FetchCollector:
                 consumed_bytes += cf.size
                 sets.append((cf.tp.topic, n, cf.size))
                 buffer.release(cf)
-            self._advance(cf, ends)
+            self._advance(cf, ends, cluster)
         return consumed_bytes
 
     def _initialize(self, cf: CompletedFetch, taken: dict[TopicPartition, Any]) -> bool:
@@ -197,22 +209,19 @@ class FetchCollector:
         if res.next_offset > cf.next_offset:
             cf.next_offset = res.next_offset
 
-    def _advance(self, cf: CompletedFetch, ends: dict) -> None:
+    def _advance(self, cf: CompletedFetch, ends: dict, cluster) -> None:
         """Record where tp's position goes after what was handed out (moved at the end of
-        the poll, for every partition under one lock)."""
-        tp = cf.tp
-        exhausted = cf.drained
-        if exhausted:
+        the poll, for every partition under one lock). ``cluster``: the metadata's, read once
+        per poll."""
+        if cf.drained:
             offset = max(cf.next_offset, cf.last_offset + 1)
-            epoch = cf.last_epoch
         else:
             offset = cf.last_offset + 1
-            epoch = cf.last_epoch
         if offset < 0:
             return
-        cluster_epoch = self._metadata.cluster.leader_epoch(tp)
-        position = FetchPosition(offset, epoch if epoch >= 0 else None, cluster_epoch)
-        ends[tp] = position
+        epoch = cf.last_epoch
+        tp = cf.tp
+        ends[tp] = FetchPosition(offset, epoch if epoch >= 0 else None, cluster.leader_epoch(tp))
 
     @staticmethod
     def _deserialize(part: list, topic: str, kd, vd) -> list[ConsumerRecord]:
@@ -225,21 +234,26 @@ class FetchCollector:
                 for t, p, e, o, ts, tt, k, v, h, c, ks, vs, hs in part]
 
     def _record_consumed(self, records: int, nbytes: int, sets: list[tuple[str, int, int]],
-                         ends: dict[TopicPartition, FetchPosition]) -> None:
+                         ends: dict[TopicPartition, FetchPosition], starts: list[int | None] | None,
+                         now_ms: int | None) -> None:
         """Per poll: its records, the record sets it finished, and where it left each
-        partition (lag to the end offset the last answer gave, lead from the log start)."""
+        partition (lag to the end offset the last answer gave, lead from the log start).
+        ``starts``: each partition's log start offset, in ``ends``' order, if the caller read
+        them already (with the positions' move)."""
         stats = self._stats
-        if stats is not None:
-            pipes = self._buffer.pipes
-            known = []
-            for tp, position in ends.items():
-                pipe = pipes.get(tp)
-                if pipe is not None and pipe.end_offset is not None and pipe.end_offset >= 0:
-                    known.append((tp, position.offset, pipe.end_offset))
-            positions = []
-            if known:
-                starts = self._subscriptions.log_start_offsets([tp for tp, _, _ in known])
-                for (tp, offset, end), start in zip(known, starts):
-                    positions.append((tp.topic, tp.partition, max(end - offset, 0),
-                                      None if start is None else offset - start))
-            stats.polled(records, nbytes, sets, positions, self._clock.now_ms())
+        if stats is None:
+            return
+        pipes = self._buffer.pipes
+        if starts is None:
+            starts = self._subscriptions.log_start_offsets(list(ends))
+        positions = []
+        for (tp, position), start in zip(ends.items(), starts):
+            pipe = pipes.get(tp)
+            if pipe is None:
+                continue
+            end = pipe.end_offset
+            if end is not None and end >= 0:
+                offset = position.offset
+                positions.append((tp.topic, tp.partition, max(end - offset, 0),
+                                  None if start is None else offset - start))
+        stats.polled(records, nbytes, sets, positions, self._clock.now_ms() if now_ms is None else now_ms)

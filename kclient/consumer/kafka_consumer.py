@@ -375,10 +375,12 @@ class KafkaConsumer:
         coordinator = self._coordinator
         if coordinator is not None:
             coordinator.record_poll(now)
+        started: int | None = now    # the clock as of the first pass (records buffered: the usual poll)
         while True:
             self._client.maybe_trigger_wakeup()
-            self._update_assignment_metadata_if_needed(deadline)
-            records, ends = self._poll_for_fetches(deadline, max_records, update_offsets, columnar)
+            self._update_assignment_metadata_if_needed(deadline, started)
+            records, ends = self._poll_for_fetches(deadline, max_records, update_offsets, columnar, started)
+            started = None
             if records:
                 # Pipelining: the next fetches leave before the caller processes these records.
                 # A fetch held back by its leader (a metadata refresh due first, a connection
@@ -398,10 +400,11 @@ class KafkaConsumer:
             if clock.now_ms() >= deadline:
                 return {}, {}
 
-    def _update_assignment_metadata_if_needed(self, deadline: int) -> bool:
+    def _update_assignment_metadata_if_needed(self, deadline: int, now_ms: int | None = None) -> bool:
+        """``now_ms``: the clock as the caller just read it (None: read it here)."""
         coordinator = self._coordinator
         if coordinator is not None:
-            if not coordinator.poll(max(deadline - self._clock.now_ms(), 0)):
+            if not coordinator.poll(max(deadline - (self._clock.now_ms() if now_ms is None else now_ms), 0)):
                 return False
         elif self._subscriptions.has_auto_assigned_partitions():
             self._assign_all_partitions_locally()
@@ -441,13 +444,16 @@ class KafkaConsumer:
         self._offsets.reset_positions_if_needed()
         return True
 
-    def _fetched(self, max_records, update_offsets: bool, columnar: bool):
+    def _fetched(self, max_records, update_offsets: bool, columnar: bool, now_ms: int | None = None):
+        """Buffered records; ``now_ms``: the clock as the caller just read it (None: the
+        collector reads it for the metrics)."""
         if columnar:
-            return self._fetcher.fetched_columnar(max_records, update_offsets)
-        return self._fetcher.fetched_records(max_records, update_offsets)
+            return self._fetcher.fetched_columnar(max_records, update_offsets, now_ms)
+        return self._fetcher.fetched_records(max_records, update_offsets, now_ms)
 
-    def _poll_for_fetches(self, deadline: int, max_records, update_offsets: bool, columnar: bool):
-        records, ends = self._fetched(max_records, update_offsets, columnar)
+    def _poll_for_fetches(self, deadline: int, max_records, update_offsets: bool, columnar: bool,
+                          now_ms: int | None = None):
+        records, ends = self._fetched(max_records, update_offsets, columnar, now_ms)
         if records:
             return records, ends
         # Timeouts are worked out only when there is nothing buffered to return.

@@ -106,6 +106,14 @@ class ConsumerMetrics:
         self._stats: dict[tuple, WindowedStat] = {}
         self.last_poll_start_ms: int | None = None
         self._last_poll_end_ms: int | None = None
+        # What the poll under way recorded so far, staged without the lock by the consumer's
+        # thread (the only one that stages) and recorded, with the timestamps it was staged
+        # with, at the next locked call: the poll's end, else the next poll's start, or a read.
+        # So a poll that returns buffered records takes this lock once, not three times.
+        # The consumer's thread stages a value only when none is pending (it records first),
+        # so a reader's flush never loses one.
+        self._between: tuple[int, int] | None = None         # (time-between-poll, at)
+        self._staged: tuple | None = None                    # polled()'s arguments
         self.last_rebalance_ms: int | None = None
         # Per partition: its scope and its records-lag and records-lead statistics (the
         # latter made at its first value), so a poll formats no scope strings.
@@ -140,10 +148,25 @@ class ConsumerMetrics:
 
     def polled(self, records: int, nbytes: int, sets: list[tuple[str, int, int]],
                positions: list[tuple[str, int, int, int | None]], now_ms: int) -> None:
-        """What one poll handed out, under one lock: its records (``consumed``), the bytes
-        and record sets it finished (``consumed_bytes``, ``record_sets``), and where it left
-        each partition (``record_positions``)."""
-        with self._lock:
+        """What one poll handed out: its records (``consumed``), the bytes and record sets it
+        finished (``consumed_bytes``, ``record_sets``), and where it left each partition
+        (``record_positions``). Staged by the consumer's thread and recorded with the poll's
+        next locked call (see ``_staged``)."""
+        if self._staged is not None:     # a second one before anything recorded the first
+            with self._lock:
+                self._flush()
+        self._staged = (records, nbytes, sets, positions, now_ms)
+
+    def _flush(self) -> None:
+        """With the lock held: record what the consumer's thread staged."""
+        between = self._between
+        if between is not None:
+            self._between = None
+            self._stat(("", "time-between-poll")).record(between[0], between[1])
+        staged = self._staged
+        if staged is not None:
+            self._staged = None
+            records, nbytes, sets, positions, now_ms = staged
             self._stat(("", "records")).record(records, now_ms)
             if nbytes:
                 self._stat(("", "bytes")).record(nbytes, now_ms)
@@ -193,15 +216,23 @@ class ConsumerMetrics:
         self.last_rebalance_ms = now_ms
 
     def poll_started(self, now_ms: int) -> None:
-        with self._lock:
-            last = self.last_poll_start_ms
-            if last is not None:
-                self._stat(("", "time-between-poll")).record(now_ms - last, now_ms)
-            self.last_poll_start_ms = now_ms
+        """A poll starts. Its time-between-poll is staged (see ``_staged``); what the previous
+        poll staged is recorded first if its end did not (a poll without poll_ended: the
+        iteration's, or ``poll_held``). Called by the consumer's thread only."""
+        if self._between is not None or self._staged is not None:
+            with self._lock:
+                self._flush()
+        last = self.last_poll_start_ms
+        if last is not None:
+            self._between = (now_ms - last, now_ms)
+        self.last_poll_start_ms = now_ms
 
     def poll_ended(self, now_ms: int) -> None:
-        """The share of the time since the previous poll() ended that this one took."""
+        """What the poll staged, and the share of the time since the previous poll() ended
+        that this one took."""
         with self._lock:
+            if self._between is not None or self._staged is not None:
+                self._flush()
             start, prev_end = self.last_poll_start_ms, self._last_poll_end_ms
             if start is not None and prev_end is not None and now_ms > prev_end:
                 self._stat(("", "poll-idle-ratio")).record(min((now_ms - start) / (now_ms - prev_end), 1.0), now_ms)
@@ -210,11 +241,15 @@ class ConsumerMetrics:
     def scopes(self, tag: str) -> list[str]:
         """The scopes recorded with this tag first (e.g. ``node-id=node-1``)."""
         with self._lock:
+            if self._between is not None or self._staged is not None:
+                self._flush()
             return sorted({scope for scope, _ in self._stats if scope.startswith(tag + "=")})
 
     def read(self, m: MetricDef, scope: str, now_ms: int) -> float:
         """The value of a statistic-backed metric in a scope ("" for the whole client)."""
         with self._lock:
+            if self._between is not None or self._staged is not None:   # a poll under way, or not ended
+                self._flush()
             if m.reading == "per":
                 top, bottom = m.source.split("/")
                 a, b = self._stats.get((scope, top)), self._stats.get((scope, bottom))

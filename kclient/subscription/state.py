@@ -145,7 +145,7 @@ def ensure_valid_topic_name(topic) -> str:
     return topic
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class FetchPosition:
     """Next offset to fetch; ``offset_epoch``: leader epoch of the record before it (for
     truncation detection); ``current_leader_epoch``: the leader epoch it was obtained under."""
@@ -153,6 +153,12 @@ class FetchPosition:
     offset: int
     offset_epoch: int | None = None
     current_leader_epoch: int | None = None
+
+    def __init__(self, offset: int, offset_epoch: int | None = None, current_leader_epoch: int | None = None):
+        # Every poll makes one per partition it drained: the fields go into the instance's
+        # dict in one step, where a frozen dataclass's generated __init__ makes one
+        # object.__setattr__ call per field (twice the time). Still frozen for everyone else.
+        self.__dict__.update(offset=offset, offset_epoch=offset_epoch, current_leader_epoch=current_leader_epoch)
 
 
 @dataclass(frozen=True)
@@ -571,11 +577,22 @@ class SubscriptionState:
         return True
 
     @_synchronized
-    def advance_positions(self, positions: Iterable[tuple[TopicPartition, FetchPosition]]) -> None:
-        """``advance_position`` for each (tp, position), under one lock (a poll's partitions)."""
+    def advance_positions(self, positions: Iterable[tuple[TopicPartition, FetchPosition]],
+                          log_starts: bool = False) -> list[int | None] | None:
+        """``advance_position`` for each (tp, position), under one lock (a poll's partitions).
+        With ``log_starts``: also returns each partition's log start offset, as
+        ``log_start_offsets`` would (the poll's metrics need them: one lock instead of two)."""
         advance = SubscriptionState.advance_position.__wrapped__   # the lock is held already
+        if not log_starts:
+            for tp, position in positions:
+                advance(self, tp, position)
+            return None
+        get = self._assignment.get
+        starts: list[int | None] = []
         for tp, position in positions:
             advance(self, tp, position)
+            starts.append(None if (s := get(tp)) is None else s.log_start_offset)
+        return starts
 
     @_synchronized
     def valid_positions(self, partitions: Iterable[TopicPartition]) -> list[FetchPosition | None]:
