@@ -7,7 +7,7 @@ last and one worker ran them alone while the other had finished. Here:
 - the longest files go first (longest-processing-time first keeps two workers evenly busy);
 - files that need the replicated 3-node cluster, or the node with every security listener, run
   on one worker each, so each worker does not start its own copy of those brokers (three JVMs
-  each, and half a minute of start-up).
+  each, and half a minute of start-up); so do the files that read through one SparkSession.
 
 The weights are rough seconds of one file on an idle 2-core machine; refresh them from a run
 with ``--junitxml`` when files grow. A file not listed is short and keeps xdist's order after
@@ -15,7 +15,8 @@ the listed ones.
 """
 from __future__ import annotations
 
-#: Files that share one session broker other files do not use: one scope each.
+#: Files that share one session-scoped fixture other files do not use (a broker, Spark): one
+#: scope each, named after the fixture.
 SHARED_BROKER_GROUPS: dict[str, tuple[str, ...]] = {
     "kafka3": (
         "tests/integration/consumer/test_follower_fetch.py",
@@ -24,6 +25,11 @@ SHARED_BROKER_GROUPS: dict[str, tuple[str, ...]] = {
         "tests/integration/testing/test_chaos.py",
         "tests/integration/testing/test_harness_kafka.py",
         "tests/integration/testing/test_share_chaos.py",
+    ),
+    # Not a broker: the SparkSession of tests/integration/spark/conftest.py (one JVM start).
+    "spark_session": (
+        "tests/integration/spark/test_spark_datasource.py",
+        "tests/integration/spark/test_spark_read.py",
     ),
     "secure_kafka": (
         "tests/integration/group/test_pacemaker_security.py",
@@ -37,12 +43,11 @@ SHARED_BROKER_GROUPS: dict[str, tuple[str, ...]] = {
 #: Rough seconds per file (or group) on an idle 2-core machine, for the longest ones.
 WEIGHTS: dict[str, float] = {
     "kafka3": 220,
-    "tests/integration/spark/test_spark_datasource.py": 155,
-    "tests/integration/spark/test_spark_readme_snippet.py": 135,
     "tests/package/test_wheel.py": 120,
-    "tests/integration/spark/test_spark_read.py": 105,
     "tests/integration/cli/test_first_hour.py": 85,
     "secure_kafka": 85,
+    "spark_session": 80,
+    "tests/integration/spark/test_spark_readme_snippet.py": 70,
     "tests/integration/network/test_oidc.py": 50,
     "tests/integration/group/test_group_protocols.py": 40,
     "tests/integration/testing/test_harness_reap.py": 30,

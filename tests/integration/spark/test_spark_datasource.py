@@ -211,12 +211,10 @@ def test_stream_reader_available_now_stops_at_the_offsets_of_its_start():
 
 
 # ------------------------------------------------------------------ Spark, real brokers
-@pytest.fixture(scope="module")
-def spark():
-    from kclient.spark import local_session
-    session = local_session("local[2]", "kclient-tests")
-    yield session
-    session.stop()
+@pytest.fixture
+def spark(spark_session):
+    """The worker's SparkSession (conftest.py), shared with the other Spark test files."""
+    return spark_session
 
 
 def _produce(bootstrap: str, topic: str, partitions: int, per_partition: int, start: int = 0) -> None:

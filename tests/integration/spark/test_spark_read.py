@@ -260,13 +260,10 @@ def test_forked_child_never_uses_the_parents_client(broker, create_topic, topic_
 
 
 # ------------------------------------------------------------------ Spark
-@pytest.fixture(scope="module")
-def spark():
-    pytest.importorskip("pyspark")
-    from kclient.spark import local_session
-    session = local_session("local[2]", "kclient-tests")
-    yield session
-    session.stop()
+@pytest.fixture
+def spark(spark_session):
+    """The worker's SparkSession (conftest.py), shared with the other Spark test files."""
+    return spark_session
 
 
 def _expected_rows(topic: str, partitions: int, per_partition: int, start: int = 0) -> dict:
