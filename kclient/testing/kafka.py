@@ -394,6 +394,7 @@ class KafkaCluster(ClusterBase):
             "group.initial.rebalance.delay.ms": "0",
             "offsets.topic.num.partitions": "4",
             "transaction.state.log.num.partitions": "4",
+            "share.coordinator.state.topic.num.partitions": "4",
             # Tests use short sessions (e.g. 6 s against a 12 s stall); the defaults bound them at 6 s.
             "group.min.session.timeout.ms": "500",
             "group.consumer.min.session.timeout.ms": "1000",
