@@ -12,7 +12,6 @@ import re
 import threading
 import time
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -33,6 +32,7 @@ from kclient.testing.oidc import TokenEndpoint
 from kclient.structs import TopicPartition
 
 import cloud_recipes
+from concurrent_runs import run_at_once
 
 CLIENT, SECRET = "orders-app", "s3cr3t-9f2c41d0e8"
 WRONG = "wrong-secret-77ab01"
@@ -489,40 +489,15 @@ def _idle_clients_across_expiries(cluster) -> None:
         assert consumer.end_offsets([_tp()])[_tp()] >= 0
 
 
-class _Window:
-    """The outcome of each run, and the kclient warnings logged by any of them."""
-
-    def __init__(self, outcomes: dict, warnings: list[str]) -> None:
-        self.outcomes = outcomes
-        self.warnings = warnings
-
-    def check(self, run: str) -> None:
-        self.outcomes[run].result()     # the run's own assertion error, with its traceback
-
-
 @pytest.fixture(scope="module")
 def token_expiry_window(oidc_kafka):
     """The runs that must outlast several token lifetimes run at the same time, in one window
     of 3.2 lifetimes rather than one after another; each test below checks its own run."""
-    warnings: list[str] = []
-
-    class Collect(logging.Handler):
-        def emit(self, record):
-            warnings.append(f"{record.name}: {record.getMessage()}")
-
-    handler = Collect(logging.WARNING)
-    logging.getLogger("kclient").addHandler(handler)
-    runs = {"java-jaas": lambda: _member_across_expiries(oidc_kafka, "java-jaas"),
-            "librdkafka": lambda: _member_across_expiries(oidc_kafka, "librdkafka"),
-            "pacemaker": lambda: _pacemaker_across_expiries(oidc_kafka),
-            "idle": lambda: _idle_clients_across_expiries(oidc_kafka)}
-    try:
-        with ThreadPoolExecutor(len(runs), thread_name_prefix="oidc-run") as pool:
-            outcomes = {name: pool.submit(run) for name, run in runs.items()}
-        # (leaving the with-block waited for every run)
-    finally:
-        logging.getLogger("kclient").removeHandler(handler)
-    return _Window(outcomes, warnings)
+    return run_at_once({"java-jaas": lambda: _member_across_expiries(oidc_kafka, "java-jaas"),
+                        "librdkafka": lambda: _member_across_expiries(oidc_kafka, "librdkafka"),
+                        "pacemaker": lambda: _pacemaker_across_expiries(oidc_kafka),
+                        "idle": lambda: _idle_clients_across_expiries(oidc_kafka)},
+                       "kclient", logging.WARNING)
 
 
 @pytest.mark.parametrize("style", ["java-jaas", "librdkafka"])
@@ -531,7 +506,7 @@ def test_a_group_member_reads_and_commits_across_token_expiries(token_expiry_win
     before its session ends; no error, no rejoin, every record read and committed. No kclient
     warning while any of the window's runs was going on."""
     token_expiry_window.check(style)
-    assert token_expiry_window.warnings == []
+    assert token_expiry_window.records == []
 
 
 def test_the_pacemaker_authenticates_each_session_with_the_newest_token(token_expiry_window):
