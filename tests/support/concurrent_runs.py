@@ -20,11 +20,15 @@ class Window:
         self.outcomes[run].result()
 
 
-def run_at_once(runs: dict[str, Callable[[], None]], logger: str, level: int,
+def run_at_once(runs: dict[str, Callable[[], None]], logger: str | None = None, level: int = logging.WARNING,
                 keep: Callable[[logging.LogRecord], bool] = lambda record: True) -> Window:
     """Every run in its own thread; returns once all have finished, with the records of
     ``logger`` (and its children) at ``level`` or above that ``keep`` accepts."""
     records: list[str] = []
+    if logger is None:
+        with ThreadPoolExecutor(len(runs), thread_name_prefix="window-run") as pool:
+            outcomes = {name: pool.submit(run) for name, run in runs.items()}
+        return Window(outcomes, records)
 
     class Collect(logging.Handler):
         def emit(self, record: logging.LogRecord) -> None:
