@@ -394,6 +394,7 @@ class KafkaCluster(ClusterBase):
             "group.initial.rebalance.delay.ms": "0",
             "offsets.topic.num.partitions": "4",
             "transaction.state.log.num.partitions": "4",
+            "share.coordinator.state.topic.num.partitions": "4",
             # Tests use short sessions (e.g. 6 s against a 12 s stall); the defaults bound them at 6 s.
             "group.min.session.timeout.ms": "500",
             "group.consumer.min.session.timeout.ms": "1000",
@@ -402,14 +403,16 @@ class KafkaCluster(ClusterBase):
             # timing from the broker: 6 s / 500 ms instead of 45 s / 5 s keep hand-over tests short.
             "group.consumer.session.timeout.ms": "6000",
             "group.consumer.heartbeat.interval.ms": "500",
-            # Kafka 4.3+ batches consumer-group target assignments (KIP-1263), by default once
-            # a second: every join or leave in a test would wait for the next batch.
+            # Kafka 4.3+ batches consumer- and share-group target assignments (KIP-1263), by
+            # default once a second: every join or leave in a test would wait for the next batch.
             "group.consumer.assignment.interval.ms": "100",
-            # Share groups (KIP-932): heartbeats every second instead of 5 s keep joins short,
-            # and record locks may be set shorter than the 15 s minimum, so a test waits less
-            # for an unacknowledged record to come back.
-            "group.share.heartbeat.interval.ms": "1000",
-            "group.share.min.heartbeat.interval.ms": "1000",
+            "group.share.assignment.interval.ms": "100",
+            # Share groups (KIP-932): heartbeats every 500 ms instead of 5 s keep joins short
+            # (a member's assignment comes with a heartbeat answer), as for the consumer
+            # protocol above, and record locks may be set shorter than the 15 s minimum, so a
+            # test waits less for an unacknowledged record to come back.
+            "group.share.heartbeat.interval.ms": "500",
+            "group.share.min.heartbeat.interval.ms": "100",
             "group.share.min.record.lock.duration.ms": "1000",
             # A share member is evicted after 6 s without a heartbeat instead of 45 s (the
             # default minimum), as for the consumer protocol above.

@@ -16,6 +16,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 
 import pytest
 
@@ -28,6 +29,7 @@ from kclient.group.coordinator import MemberState
 from kclient.group.group_config import ConsumerCoordinatorConfig, GroupRebalanceConfig
 from kclient.structs import OffsetAndMetadata, TopicPartition
 from kclient.subscription.state import SubscriptionState
+from concurrent_runs import run_at_once
 from repo_paths import REPO, TESTS
 
 # A changed member state (assignment, listener call, poll) notifies this condition.
@@ -226,8 +228,7 @@ while True:
 """
 
 
-def test_member_killed_without_leaving_loses_partitions_after_session_timeout(broker, topic_name, group_id,
-                                                                              create_topic, members):
+def _killed_without_leaving(broker, topic_name, group_id, create_topic, members) -> None:
     create_topic(broker, topic_name, 4)
     all_parts = parts(topic_name, 4)
     # The child imports this module (and, through it, tests/support's helpers).
@@ -269,8 +270,7 @@ def test_member_killed_without_leaving_loses_partitions_after_session_timeout(br
         child.stdout.close()
 
 
-def test_member_stalling_past_max_poll_interval_leaves_and_rejoins(broker, topic_name, group_id,
-                                                                  create_topic, members):
+def _stalling_past_max_poll_interval(broker, topic_name, group_id, create_topic, members) -> None:
     create_topic(broker, topic_name, 4)
     all_parts = parts(topic_name, 4)
     # max.poll.interval.ms below the session timeout: the stall, not the session, ends the membership
@@ -349,7 +349,7 @@ def test_member_computing_longer_than_session_timeout_keeps_its_partitions(broke
     assert busy.coord.heartbeat_driver.failure is None
 
 
-def test_commit_with_a_stale_generation_fails(broker, topic_name, group_id, create_topic, members):
+def _commit_with_a_stale_generation(broker, topic_name, group_id, create_topic, members) -> None:
     create_topic(broker, topic_name, 2)
     (m,) = members(broker.bootstrap, group_id, [topic_name], max_poll_interval_ms=2000,
                    session_timeout_ms=8000)
@@ -359,3 +359,57 @@ def test_commit_with_a_stale_generation_fails(broker, topic_name, group_id, crea
     wait_until(lambda: m.coord.state is MemberState.UNJOINED, 30, "the poll timeout to fire")
     with pytest.raises(Errors.CommitFailedError):
         m.coord.commit_offsets_sync({TopicPartition(topic_name, 0): OffsetAndMetadata(1)}, 5000)
+
+
+def _own_group_and_topic(broker, scenario, name: str) -> None:
+    """A scenario with a group, a topic and members of its own, all removed after it."""
+    tag = f"{name}-{uuid.uuid4().hex[:8]}"
+    made: list[GroupMember] = []
+    topics: list[str] = []
+
+    def create_topic(cluster, topic: str, partitions: int) -> None:
+        cluster.create_topic(topic, partitions)
+        topics.append(topic)
+        cluster.wait_for_topic(topic, partitions)
+
+    def members(bootstrap, group_id, topics_, n=1, **cfg):
+        out = [GroupMember(bootstrap, group_id, topics_, name=f"{name}-m{len(made) + i}", **{**FAST, **cfg})
+               for i in range(n)]
+        made.extend(out)
+        return out
+    try:
+        scenario(broker, f"t-{tag}", f"g-{tag}", create_topic, members)
+    finally:
+        for m in made:
+            try:
+                m.close(2000)
+            except Exception:
+                pass
+        for topic in topics:
+            try:
+                broker.delete_topic(topic)
+            except Exception:   # memory only: the session broker keeps fewer topics
+                pass
+
+
+@pytest.fixture(scope="module")
+def membership_timeouts(broker):
+    """The scenarios that wait for the broker to end a membership (a session timeout, a
+    max.poll.interval.ms stall) run at the same time, each with its own group, rather than
+    one after another; each test below checks its own scenario."""
+    return run_at_once({"killed": lambda: _own_group_and_topic(broker, _killed_without_leaving, "killed"),
+                        "stalling": lambda: _own_group_and_topic(broker, _stalling_past_max_poll_interval,
+                                                                 "stalling"),
+                        "stale": lambda: _own_group_and_topic(broker, _commit_with_a_stale_generation, "stale")})
+
+
+def test_member_killed_without_leaving_loses_partitions_after_session_timeout(membership_timeouts):
+    membership_timeouts.check("killed")
+
+
+def test_member_stalling_past_max_poll_interval_leaves_and_rejoins(membership_timeouts):
+    membership_timeouts.check("stalling")
+
+
+def test_commit_with_a_stale_generation_fails(membership_timeouts):
+    membership_timeouts.check("stale")

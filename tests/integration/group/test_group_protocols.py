@@ -23,6 +23,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 
 import pytest
 
@@ -30,7 +31,8 @@ from kclient import KafkaConsumer, KafkaProducer
 from kclient import errors as Errors
 from kclient.structs import TopicPartition
 
-from mock_group import JOIN_GROUP, MemberPoller  # noqa: E402
+from concurrent_runs import run_at_once
+from mock_group import JOIN_GROUP, MemberPoller, is_mock  # noqa: E402
 from repo_paths import REPO
 
 #: (broker fixture, group protocol)
@@ -235,8 +237,7 @@ while True:
 """
 
 
-def test_killed_member_loses_its_partitions_after_the_session_timeout(setup, members, create_topic, topic_name):
-    cluster, protocol = setup
+def _killed_member(cluster, protocol: str, members: Members, create_topic, topic_name: str) -> None:
     create_topic(cluster, topic_name, 4)
     repo = str(REPO)
     child = subprocess.Popen([sys.executable, "-c", _CHILD, repo, cluster.bootstrap, members.group_id, topic_name,
@@ -272,8 +273,7 @@ def test_killed_member_loses_its_partitions_after_the_session_timeout(setup, mem
         child.stderr.close()
 
 
-def test_regex_subscription_picks_up_a_new_topic(setup, members, create_topic, topic_name):
-    cluster, _ = setup
+def _regex_picks_up_a_new_topic(cluster, protocol: str, members: Members, create_topic, topic_name: str) -> None:
     first, second = f"{topic_name}-a", f"{topic_name}-b"
     create_topic(cluster, first, 2)
     c = members.add(pattern=re.escape(topic_name) + r"-.*")
@@ -282,6 +282,50 @@ def test_regex_subscription_picks_up_a_new_topic(setup, members, create_topic, t
     # Kafka refreshes a consumer group's regex subscriptions on its own schedule; the classic
     # member re-matches on each metadata refresh (metadata.max.age.ms=1000 here).
     members.wait(lambda: c.assignment() == parts(first, 2) | parts(second, 2), 90, "the new topic to be assigned")
+
+
+def _on_kafka(kafka, protocol: str, scenario, name: str) -> None:
+    """A scenario with a group and topics of its own, deleted after it."""
+    tag = f"{name}-{protocol}-{uuid.uuid4().hex[:8]}"
+    members = Members(kafka, f"g-{tag}", protocol)
+    made: list[str] = []
+
+    def create_topic(cluster, topic: str, partitions: int) -> None:
+        cluster.create_topic(topic, partitions)
+        made.append(topic)
+        cluster.wait_for_topic(topic, partitions)
+    try:
+        scenario(kafka, protocol, members, create_topic, f"t-{tag}")
+    finally:
+        members.close()
+        for topic in made:
+            try:
+                kafka.delete_topic(topic)
+            except Exception:   # memory only: the session broker keeps fewer topics
+                pass
+
+
+@pytest.fixture(scope="module")
+def kafka_waits(kafka):
+    """On Kafka, the scenarios that wait out a session timeout (a killed member) or Kafka's
+    regex refresh (at most every 10 s, fixed in the broker) run at the same time, per group
+    protocol, rather than one after another; each test below checks its own scenario."""
+    scenarios = {"killed": _killed_member, "regex": _regex_picks_up_a_new_topic}
+    return run_at_once({f"{name}-{protocol}": (lambda n=name, p=protocol, s=scenario: _on_kafka(kafka, p, s, n))
+                        for name, scenario in scenarios.items() for protocol in ("classic", "consumer")})
+
+
+def test_killed_member_loses_its_partitions_after_the_session_timeout(setup, request):
+    cluster, protocol = setup           # (not on the mock: MOCK_LATE_SYNC)
+    request.getfixturevalue("kafka_waits").check(f"killed-{protocol}")
+
+
+def test_regex_subscription_picks_up_a_new_topic(setup, request, members, create_topic, topic_name):
+    cluster, protocol = setup
+    if is_mock(cluster):
+        _regex_picks_up_a_new_topic(cluster, protocol, members, create_topic, topic_name)
+    else:
+        request.getfixturevalue("kafka_waits").check(f"regex-{protocol}")
 
 
 def test_static_member_restart_keeps_its_partitions(setup, members, create_topic, topic_name):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import logging
 import time
+import uuid
 
 import pytest
 
@@ -22,6 +23,7 @@ from kclient.structs import TopicPartition
 from kclient.testing.pki import CONNECTION_STRING_USER, P12_PASSWORD, PLAIN_USER, SCRAM_USER
 
 import cloud_recipes
+from concurrent_runs import run_at_once
 
 WRONG = "not-the-password-7d1e"
 
@@ -419,49 +421,98 @@ def test_scram_accepts_leading_zeros_and_the_maximum_iteration_count():
 
 
 # ---------------------------------------------------------------------- KIP-368 re-authentication
-def _consume_for(consumer, seconds: float, producer=None, topic: str = "secure") -> list:
+def _consume_for(consumer, seconds: float, producer=None, topic: str = "secure", prefix: str = "r") -> list:
     """Poll for ``seconds`` (a producer, if given, sends one record per poll)."""
     seen: list = []
     end = time.monotonic() + seconds
     n = 0
     while time.monotonic() < end:
         if producer is not None:
-            producer.send(topic, f"r{n}".encode(), partition=0)
+            producer.send(topic, f"{prefix}{n}".encode(), partition=0)
             n += 1
         seen += [r.value for rs in consumer.poll(100).values() for r in rs]
     return seen
 
 
-def _disconnects(caplog) -> list[str]:
-    return [r.getMessage() for r in caplog.records
-            if r.name == "kclient.network.network_client" and r.getMessage().startswith("disconnected from node")]
+def _is_disconnect(record: logging.LogRecord) -> bool:
+    return record.name == "kclient.network.network_client" and record.getMessage().startswith("disconnected from node")
 
 
-@pytest.mark.parametrize("listener,mechanism", [("SASL_PLAINTEXT", "SCRAM-SHA-256"), ("SASL_SSL", "PLAIN")])
-def test_sessions_are_reauthenticated_on_the_same_connection(secure, listener, mechanism, caplog):
-    """The broker ends SASL sessions after SASL_SESSION_MS: the client re-authenticates on the
-    open connection before that (KIP-368), so nothing disconnects and no record is missed."""
+def _reauthenticated_on_the_same_connection(secure, listener: str, mechanism: str) -> None:
     from kclient.testing.kafka import SASL_SESSION_MS
     user = SCRAM_USER if mechanism.startswith("SCRAM") else PLAIN_USER
     settings = {"security_protocol": listener, "sasl_mechanism": mechanism, "sasl_plain_username": user[0],
                 "sasl_plain_password": user[1], **(tls(secure) if listener == "SASL_SSL" else {})}
     bootstrap = secure.bootstrap_for(listener)
-    caplog.set_level(logging.INFO, logger="kclient.network.network_client")
+    prefix = f"r-{listener}-"                   # this run's records (the other runs write here too)
     with KafkaProducer(bootstrap_servers=bootstrap, linger_ms=0, **settings) as producer, \
             KafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="latest", **settings) as consumer:
         consumer.assign([TopicPartition("secure", 0)])
         consumer.poll(100)
-        seen = _consume_for(consumer, 2.5 * SASL_SESSION_MS / 1000, producer)
+        seen = _consume_for(consumer, 2.5 * SASL_SESSION_MS / 1000, producer, prefix=prefix)
         producer.flush(20)
         seen += _consume_for(consumer, 1.0)
-        assert not _disconnects(caplog), _disconnects(caplog)
         assert consumer._client.client.reauthentications >= 2
         assert producer._client.reauthentications >= 2
         client_metrics = consumer.metrics()["consumer-metrics"]
         assert client_metrics["successful-reauthentication-total"] == consumer._client.client.reauthentications
         assert client_metrics["reauthentication-latency-max"] >= client_metrics["reauthentication-latency-avg"] >= 0
         assert client_metrics["failed-reauthentication-total"] == client_metrics["failed-authentication-total"] == 0
-    assert len([v for v in seen if v.startswith(b"r")]) >= 10
+    assert len([v for v in seen if v.startswith(prefix.encode())]) >= 10
+
+
+def _token_refreshed_in_the_group(secure, group_id: str) -> None:
+    from kclient.testing.kafka import SASL_SESSION_MS
+    provider = CountingProvider(lifetime_s=4)
+    events: list = []
+
+    class Listener:
+        def on_partitions_revoked(self, parts):
+            events.append(("revoked", sorted(parts)))
+
+        def on_partitions_assigned(self, parts):
+            events.append(("assigned", sorted(parts)))
+
+        def on_partitions_lost(self, parts):
+            events.append(("lost", sorted(parts)))
+
+    settings = {"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "OAUTHBEARER",
+                "sasl_oauth_token_provider": provider}
+    with KafkaConsumer(bootstrap_servers=secure.bootstrap_for("SASL_PLAINTEXT"), group_id=group_id,
+                       session_timeout_ms=6000, heartbeat_interval_ms=500, **settings) as consumer:
+        consumer.subscribe(["secure"], listener=Listener())
+        deadline = time.monotonic() + 60
+        while not consumer.assignment():
+            assert time.monotonic() < deadline, "no assignment"
+            consumer.poll(100)
+        generation = consumer._coordinator.generation()
+        calls = provider.calls
+        _consume_for(consumer, 2.5 * SASL_SESSION_MS / 1000)
+        assert consumer._coordinator.generation() == generation
+        assert provider.calls >= calls + 2                   # fresh tokens for the re-authentications
+        assert consumer._client.client.reauthentications >= 2
+        assert [e[0] for e in events] == ["assigned"]        # (close revokes, later)
+
+
+@pytest.fixture(scope="module")
+def session_window(secure):
+    """The runs that wait out 2.5 SASL sessions run at the same time, in one window rather than
+    one after another; each test below checks its own run, and that no connection of any run
+    was closed (logged by the network client as "disconnected from node")."""
+    return run_at_once({"SASL_PLAINTEXT": lambda: _reauthenticated_on_the_same_connection(
+                            secure, "SASL_PLAINTEXT", "SCRAM-SHA-256"),
+                        "SASL_SSL": lambda: _reauthenticated_on_the_same_connection(secure, "SASL_SSL", "PLAIN"),
+                        "token": lambda: _token_refreshed_in_the_group(
+                            secure, f"g-expiring-token-{uuid.uuid4().hex[:8]}")},
+                       "kclient.network.network_client", logging.INFO, keep=_is_disconnect)
+
+
+@pytest.mark.parametrize("listener,mechanism", [("SASL_PLAINTEXT", "SCRAM-SHA-256"), ("SASL_SSL", "PLAIN")])
+def test_sessions_are_reauthenticated_on_the_same_connection(session_window, listener, mechanism):
+    """The broker ends SASL sessions after SASL_SESSION_MS: the client re-authenticates on the
+    open connection before that (KIP-368), so nothing disconnects and no record is missed."""
+    session_window.check(listener)
+    assert not session_window.records, session_window.records
 
 
 def test_a_session_due_for_reauthentication_takes_no_new_request_before_it(secure):
@@ -491,41 +542,11 @@ def test_a_session_due_for_reauthentication_takes_no_new_request_before_it(secur
         assert net.send_capacity(node) > 0 or net.in_flight_request_count(node) > 0
 
 
-def test_an_expiring_token_is_refreshed_without_losing_the_group_membership(secure, group_id, caplog):
+def test_an_expiring_token_is_refreshed_without_losing_the_group_membership(session_window):
     """OAUTHBEARER tokens that expire every 4 s: each re-authentication takes a fresh token from
     the provider, and the group member keeps its generation and partition throughout."""
-    from kclient.testing.kafka import SASL_SESSION_MS
-    provider = CountingProvider(lifetime_s=4)
-    events: list = []
-
-    class Listener:
-        def on_partitions_revoked(self, parts):
-            events.append(("revoked", sorted(parts)))
-
-        def on_partitions_assigned(self, parts):
-            events.append(("assigned", sorted(parts)))
-
-        def on_partitions_lost(self, parts):
-            events.append(("lost", sorted(parts)))
-
-    settings = {"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "OAUTHBEARER",
-                "sasl_oauth_token_provider": provider}
-    caplog.set_level(logging.INFO, logger="kclient.network.network_client")
-    with KafkaConsumer(bootstrap_servers=secure.bootstrap_for("SASL_PLAINTEXT"), group_id=group_id,
-                       session_timeout_ms=6000, heartbeat_interval_ms=500, **settings) as consumer:
-        consumer.subscribe(["secure"], listener=Listener())
-        deadline = time.monotonic() + 60
-        while not consumer.assignment():
-            assert time.monotonic() < deadline, "no assignment"
-            consumer.poll(100)
-        generation = consumer._coordinator.generation()
-        calls = provider.calls
-        _consume_for(consumer, 2.5 * SASL_SESSION_MS / 1000)
-        assert consumer._coordinator.generation() == generation
-        assert provider.calls >= calls + 2                   # fresh tokens for the re-authentications
-        assert consumer._client.client.reauthentications >= 2
-        assert [e[0] for e in events] == ["assigned"]        # (close revokes, later)
-    assert not _disconnects(caplog), _disconnects(caplog)
+    session_window.check("token")
+    assert not session_window.records, session_window.records
 
 
 def test_pkcs12_stores_with_a_wrong_password_fail_naming_the_setting(secure):

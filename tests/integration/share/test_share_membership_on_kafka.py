@@ -68,7 +68,7 @@ def test_member_joins_and_gets_every_partition_of_its_topic(kafka, create_topic,
         m = member.coord.membership
         assert m.state is ShareMemberState.STABLE and m.member_epoch > 0
         epoch = m.member_epoch
-        assert m.heartbeat_interval_ms == 1000       # the harness's group.share.heartbeat.interval.ms
+        assert m.heartbeat_interval_ms == 500        # the harness's group.share.heartbeat.interval.ms
         # heartbeats on the broker's interval keep the member in the group with its assignment
         answered = member.heartbeats_answered
         assert member.poll_until(lambda: member.heartbeats_answered >= answered + 2, 10)

@@ -60,34 +60,41 @@ def fix_crc(buf: bytearray) -> None:
         pos = end
 
 
+_ROUNDS = (1, 1, 1, 2, 3, 5)
+
+
 def mutate(rng: random.Random, seed: bytes) -> bytearray:
+    # Uniform integers as int(random() * n): random.randrange's checks cost more than the
+    # decoding of the mutant (same kinds of mutation, same ranges).
+    r = rng.random
     buf = bytearray(seed)
-    for _ in range(rng.choice((1, 1, 1, 2, 3, 5))):
-        kind = rng.randrange(8)
+    for _ in range(_ROUNDS[int(r() * 6)]):
+        kind = int(r() * 8)
         n = len(buf)
         if n == 0:
-            buf += rng.randbytes(rng.randrange(1, 80))
+            buf += rng.randbytes(1 + int(r() * 79))
             continue
-        i = rng.randrange(n)
+        i = int(r() * n)
         if kind == 0:                                         # flip bits
-            buf[i] ^= 1 << rng.randrange(8)
+            buf[i] ^= 1 << int(r() * 8)
         elif kind == 1:                                       # random byte
-            buf[i] = rng.randrange(256)
+            buf[i] = int(r() * 256)
         elif kind == 2 and n >= 4:                            # interesting int32 anywhere
-            j = rng.randrange(n - 3)
-            struct.pack_into(">i", buf, j, rng.choice(INTERESTING))
+            j = int(r() * (n - 3))
+            struct.pack_into(">i", buf, j, INTERESTING[int(r() * len(INTERESTING))])
         elif kind == 3:                                       # varint-ish runs
-            run = bytes([0xFF] * rng.randrange(1, 12)) + bytes([rng.randrange(128)])
+            run = b"\xff" * (1 + int(r() * 11)) + bytes([int(r() * 128)])
             buf[i:i + len(run)] = run
         elif kind == 4:                                       # truncate
-            del buf[rng.randrange(n):]
+            del buf[int(r() * n):]
         elif kind == 5:                                       # delete a slice
-            del buf[i:i + rng.randrange(1, 16)]
+            del buf[i:i + 1 + int(r() * 15)]
         elif kind == 6:                                       # insert bytes
-            buf[i:i] = rng.randbytes(rng.randrange(1, 16))
+            buf[i:i] = rng.randbytes(1 + int(r() * 15))
         else:                                                 # batch-length field games
             if n >= 12:
-                struct.pack_into(">i", buf, 8, rng.choice(INTERESTING + [n - 12, n - 11, n - 13]))
+                lengths = INTERESTING + [n - 12, n - 11, n - 13]
+                struct.pack_into(">i", buf, 8, lengths[int(r() * len(lengths))])
     return buf
 
 
