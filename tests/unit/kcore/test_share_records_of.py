@@ -81,6 +81,36 @@ def test_records_are_untracked_by_the_gc_unless_asked():
     gc.collect()
 
 
+def test_empty_headers_lists_are_reused_only_when_nobody_can_tell():
+    """A freed share record's empty headers list goes to the next record (as a consumer
+    record's does) only if it is exactly as made and nothing else refers to it."""
+    data = encode_batch([(d, 1, None, b"v", []) for d in range(200)], base_offset=0, last_offset_delta=199)
+
+    def poll(untrack=True):
+        return of(data, [(0, 199, 1)], gc_untrack=untrack)[0]
+
+    recs = poll()
+    kept = recs[0].headers                     # referred to by the application
+    grown = recs[1].headers
+    grown.append(("h", b"1"))                  # changed by the application
+    emptied = recs[2].headers
+    emptied.append(("h", b"2"))
+    emptied.clear()                            # grown, then emptied again
+    del recs
+    for _ in range(3):
+        again = poll()
+        lists = [r.headers for r in again]
+        assert len({id(h) for h in lists}) == 200 and all(h == [] for h in lists)
+        assert not any(h is kept or h is grown or h is emptied for h in lists)
+        assert not any(gc.is_tracked(h) for h in lists)
+        assert [(r.offset, r.delivery_count) for r in again] == [(o, 1) for o in range(200)]
+        lists[5].append(("x", None))           # the next poll must not see this one again
+        del again, lists
+    assert kept == [] and grown == [("h", b"1")] and emptied == []
+    tracked = poll(untrack=False)
+    assert all(gc.is_tracked(r.headers) and r.headers == [] for r in tracked)
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 3), st.sets(st.integers(0, 6), min_size=1, max_size=5)), max_size=8),
        st.lists(st.tuples(st.integers(0, 8), st.integers(1, 10)), max_size=8), st.integers(0, 10))
