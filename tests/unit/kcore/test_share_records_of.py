@@ -176,3 +176,21 @@ def test_a_batch_not_made_by_decode_columnar_is_refused():
         share_records_of(None, ShareConsumerRecord, "t", 0, [(0, 0, 1)])       # type: ignore[arg-type]
     with pytest.raises(TypeError):
         share_records_of(b"\x00", ShareConsumerRecord, "t", 0, [(0, 0, 1)])    # type: ignore[arg-type]
+
+
+def test_a_failure_part_way_leaves_nothing_half_made():
+    """The list of records is filled in place: an error after some records were made (here
+    a batch list altered under the decode) raises, and the records made so far are freed."""
+    data = answer([(0, 1, [0, 1, 2]), (3, 1, [0, 1, 2])])
+    batch = decode_columnar(data)
+    good = batch.batches[1]
+    batch.batches[1] = "not a BatchInfo"
+    with pytest.raises(TypeError):
+        share_records_of(batch, ShareConsumerRecord, "orders", 3, [(0, 5, 1)])
+    gc.collect()
+    batch.batches[1] = good
+    out, held, gaps = share_records_of(batch, ShareConsumerRecord, "orders", 3, [(0, 5, 1)])
+    assert [r.offset for r in out] == list(range(6)) and held == [(0, 5)] and gaps == []
+    with pytest.raises(TypeError, match="delivery count"):     # checked before any record is made
+        share_records_of(batch, ShareConsumerRecord, "orders", 3, [(0, 1, 1), (2, 5, "1")])
+
