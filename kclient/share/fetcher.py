@@ -216,6 +216,8 @@ class ShareFetcher:
         """Pop the waiting acknowledgements that go to ``node_id`` (renew: only RENEW ones /
         none of them; None: all)."""
         out: dict[TopicPartition, PendingAcks] = {}
+        if renew is False and not self._renew_waiting:
+            renew = None        # no RENEW waits: every acknowledgement is a non-RENEW one
         for tp, acks in list(self._acks.items()):
             source = self._acquired_from.get(tp)
             if source is None or source[0] != node_id:
