@@ -24,7 +24,7 @@
 
 #define KC_REC_MAX_FIELDS 32          /* field count of the largest record type */
 #define KC_REC_FREELIST_MAX 32768     /* freed instances kept per item count (~4 MiB of records) */
-#define KC_REC_HEADERS 8              /* the headers slot of a 13-field consumer record */
+#define KC_REC_HEADERS 8              /* the headers slot of a consumer (13 items) or share (14) record */
 
 #if PY_VERSION_HEX < 0x030E0000 && !defined(Py_GIL_DISABLED) && !defined(Py_TRACE_REFS) \
     && !defined(Py_REF_DEBUG)
@@ -130,7 +130,9 @@ static void kc_rec_dealloc(PyObject* op)
     }
 #endif
 #if KC_REC_FREELIST
-    if (n == 13) {
+    /* a share record (kcore.sharerecords) is a consumer record's 13 items and the delivery
+       count: its headers are at the same slot */
+    if (n == 13 || n == 14) {
         PyObject* h = PyTuple_GET_ITEM(op, KC_REC_HEADERS);
         if (h != NULL && kc_hdr_keep(h))
             PyTuple_SET_ITEM(op, KC_REC_HEADERS, NULL);

@@ -12,6 +12,7 @@ per record. ``acquired_rows`` picks the rows of a columnar decode that lie in th
 ranges, so records are made only for those (an answer may hold batches other members hold).
 """
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
+from cpython.list cimport PyList_New, PyList_SET_ITEM
 from cpython.object cimport PyObject, PyTypeObject
 from cpython.ref cimport Py_INCREF
 from cpython.tuple cimport PyTuple_GET_SIZE, PyTuple_Check
@@ -25,6 +26,7 @@ cdef extern from "Python.h":
     PyObject* PyTuple_GET_ITEM(object p, Py_ssize_t pos)
     void PyTuple_SET_ITEM(object p, Py_ssize_t pos, PyObject* o)
     void PyObject_GC_UnTrack(object op)
+    void PyObject_GC_Track(object op)
     int PyObject_IS_GC(object op)
 
 cdef extern from *:
@@ -237,13 +239,13 @@ def share_records_of(ColumnarBatch batch not None, record_cls, topic, int partit
                      bint gc_untrack=True):
     """See sharerecords.pyi."""
     cdef Py_buffer view
-    cdef Py_ssize_t n, i = 0, r_i, nr, lo = 0, bend = 0, dlen
+    cdef Py_ssize_t n, i = 0, r_i, nr, lo = 0, bend = 0, dlen, total = 0, filled = 0
     cdef Columns col
     cdef intptr_t base
     cdef int64_t first, last, prev_last = 0, off, expect, ts, last_ts = 0, hsize
     cdef Run run = Run(0, 0, False)
     cdef BatchInfo b
-    cdef list batches, out = [], held = [], gaps = []
+    cdef list batches, out, held = [], gaps = []
     cdef object count, rec, hl, ts_obj = None, epoch = None
     cdef object part = partition        # one int object for every record
     cdef PyTypeObject* tp
@@ -263,7 +265,23 @@ def share_records_of(ColumnarBatch batch not None, record_cls, topic, int partit
     for i in range(1, n):
         if col.offs[i] <= col.offs[i - 1]:
             raise ValueError(f"offsets are not in ascending order at row {i}")
+    # The rows inside the ranges, counted first (the ranges are checked here, before any
+    # record is made): the list of records is made at its size and filled in place, where
+    # appending grew it some seventy times for an answer of 9,000 records.
     i = 0
+    for r_i in range(nr):
+        _range_at(ranges, r_i, &first, &last, &prev_last, True)
+        while i < n and col.offs[i] < first:
+            i += 1
+        while i < n and col.offs[i] <= last:
+            total += 1
+            i += 1
+    # While slots are still NULL the list is kept out of the cyclic GC; a slot not reached
+    # when something raises stays NULL, which the list's dealloc skips.
+    out = PyList_New(total)
+    PyObject_GC_UnTrack(out)
+    i = 0
+    prev_last = 0
     PyObject_GetBuffer(batch._data, &view, PyBUF_SIMPLE)
     try:
         base = <intptr_t>view.buf
@@ -291,7 +309,9 @@ def share_records_of(ColumnarBatch batch not None, record_cls, topic, int partit
                                        <const char*>(base + col.vp[i]), col.vl[i],
                                        NULL if hl is None else <PyObject*>hl, hsize, untrack,
                                        count)
-                out.append(rec)
+                Py_INCREF(rec)                      # the list's reference (SET_ITEM steals one)
+                PyList_SET_ITEM(out, filled, rec)
+                filled += 1
                 _run_add(&run, held, off)
                 expect = off + 1
                 i += 1
@@ -299,5 +319,6 @@ def share_records_of(ColumnarBatch batch not None, record_cls, topic, int partit
                 _add_run(gaps, expect, last)
     finally:
         PyBuffer_Release(&view)
+    PyObject_GC_Track(out)
     _run_close(&run, held)
     return out, held, gaps

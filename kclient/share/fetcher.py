@@ -44,6 +44,7 @@ SHARE_FETCH = int(ApiKey.SHARE_FETCH)
 SHARE_ACKNOWLEDGE = int(ApiKey.SHARE_ACKNOWLEDGE)
 BATCH_OPTIMIZED, RECORD_LIMIT = 0, 1
 _SESSION_ERRORS = (Errors.ShareSessionNotFoundError, Errors.InvalidShareSessionEpochError)
+_RENEW = int(AcknowledgeType.RENEW)
 
 
 @dataclass(frozen=True)
@@ -109,22 +110,24 @@ class ShareFetcher:
         self._acquired_from: dict[TopicPartition, tuple[int, int]] = {}
         self._acquired: list[Acquired] = []
         self._results: list[AckResult] = []
+        #: False only when no RENEW waits in ``_acks`` (set by every RENEW put, cleared by the
+        #: RENEW pass that found none left), so each poll's RENEW pass costs nothing without one.
+        self._renew_waiting = False
         self.acquisition_lock_timeout_ms: int | None = None
 
     # ------------------------------------------------------------------ application side
     def acknowledge(self, tp: TopicPartition, offset: int, kind: int) -> None:
-        with self.lock:
-            acks = self._acks.get(tp)
-            if acks is None:
-                acks = self._acks[tp] = PendingAcks()
-            acks.put(offset, offset, int(kind))
+        self.acknowledge_range(tp, offset, offset, kind)
 
     def acknowledge_range(self, tp: TopicPartition, first: int, last: int, kind: int) -> None:
+        kind = int(kind)
         with self.lock:
             acks = self._acks.get(tp)
             if acks is None:
                 acks = self._acks[tp] = PendingAcks()
-            acks.put(first, last, int(kind))
+            acks.put(first, last, kind)
+            if kind == _RENEW:
+                self._renew_waiting = True
 
     def pending_acknowledgements(self) -> int:
         with self.lock:
@@ -213,6 +216,8 @@ class ShareFetcher:
         """Pop the waiting acknowledgements that go to ``node_id`` (renew: only RENEW ones /
         none of them; None: all)."""
         out: dict[TopicPartition, PendingAcks] = {}
+        if renew is False and not self._renew_waiting:
+            renew = None        # no RENEW waits: every acknowledgement is a non-RENEW one
         for tp, acks in list(self._acks.items()):
             source = self._acquired_from.get(tp)
             if source is None or source[0] != node_id:
@@ -327,8 +332,10 @@ class ShareFetcher:
         """ShareAcknowledge to every broker with waiting acknowledgements and no request in
         flight (a broker with one gets them piggy-backed on its next ShareFetch, or here
         once it is answered)."""
-        futures = []
+        futures: list[RequestFuture] = []
         with self.lock:
+            if only_renew and not self._renew_waiting:
+                return futures
             self._fail_stale_acks()
             nodes = {source[0] for tp in self._acks if (source := self._acquired_from.get(tp)) is not None}
             for node_id in nodes:
@@ -340,6 +347,8 @@ class ShareFetcher:
                 acks = self._take_acks_for(node_id, renew=True if only_renew else None)
                 if acks:
                     futures.append(self._send_acknowledge(node_id, session.plan_acknowledge(), acks))
+            if only_renew:
+                self._renew_waiting = any(_RENEW in a.kinds() for a in self._acks.values())
         return futures
 
     def _send_acknowledge(self, node_id: int, epoch: int, acks: dict[TopicPartition, PendingAcks]

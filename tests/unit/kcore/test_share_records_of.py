@@ -81,6 +81,36 @@ def test_records_are_untracked_by_the_gc_unless_asked():
     gc.collect()
 
 
+def test_empty_headers_lists_are_reused_only_when_nobody_can_tell():
+    """A freed share record's empty headers list goes to the next record (as a consumer
+    record's does) only if it is exactly as made and nothing else refers to it."""
+    data = encode_batch([(d, 1, None, b"v", []) for d in range(200)], base_offset=0, last_offset_delta=199)
+
+    def poll(untrack=True):
+        return of(data, [(0, 199, 1)], gc_untrack=untrack)[0]
+
+    recs = poll()
+    kept = recs[0].headers                     # referred to by the application
+    grown = recs[1].headers
+    grown.append(("h", b"1"))                  # changed by the application
+    emptied = recs[2].headers
+    emptied.append(("h", b"2"))
+    emptied.clear()                            # grown, then emptied again
+    del recs
+    for _ in range(3):
+        again = poll()
+        lists = [r.headers for r in again]
+        assert len({id(h) for h in lists}) == 200 and all(h == [] for h in lists)
+        assert not any(h is kept or h is grown or h is emptied for h in lists)
+        assert not any(gc.is_tracked(h) for h in lists)
+        assert [(r.offset, r.delivery_count) for r in again] == [(o, 1) for o in range(200)]
+        lists[5].append(("x", None))           # the next poll must not see this one again
+        del again, lists
+    assert kept == [] and grown == [("h", b"1")] and emptied == []
+    tracked = poll(untrack=False)
+    assert all(gc.is_tracked(r.headers) and r.headers == [] for r in tracked)
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 3), st.sets(st.integers(0, 6), min_size=1, max_size=5)), max_size=8),
        st.lists(st.tuples(st.integers(0, 8), st.integers(1, 10)), max_size=8), st.integers(0, 10))
@@ -146,3 +176,21 @@ def test_a_batch_not_made_by_decode_columnar_is_refused():
         share_records_of(None, ShareConsumerRecord, "t", 0, [(0, 0, 1)])       # type: ignore[arg-type]
     with pytest.raises(TypeError):
         share_records_of(b"\x00", ShareConsumerRecord, "t", 0, [(0, 0, 1)])    # type: ignore[arg-type]
+
+
+def test_a_failure_part_way_leaves_nothing_half_made():
+    """The list of records is filled in place: an error after some records were made (here
+    a batch list altered under the decode) raises, and the records made so far are freed."""
+    data = answer([(0, 1, [0, 1, 2]), (3, 1, [0, 1, 2])])
+    batch = decode_columnar(data)
+    good = batch.batches[1]
+    batch.batches[1] = "not a BatchInfo"
+    with pytest.raises(TypeError):
+        share_records_of(batch, ShareConsumerRecord, "orders", 3, [(0, 5, 1)])
+    gc.collect()
+    batch.batches[1] = good
+    out, held, gaps = share_records_of(batch, ShareConsumerRecord, "orders", 3, [(0, 5, 1)])
+    assert [r.offset for r in out] == list(range(6)) and held == [(0, 5)] and gaps == []
+    with pytest.raises(TypeError, match="delivery count"):     # checked before any record is made
+        share_records_of(batch, ShareConsumerRecord, "orders", 3, [(0, 1, 1), (2, 5, "1")])
+

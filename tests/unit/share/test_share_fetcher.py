@@ -160,6 +160,32 @@ def test_partition_error_asks_for_metadata(env):
     assert client.metadata.updates == before + 1 and fetcher.take_records() == []
 
 
+def test_the_renew_pass_sends_renews_only_and_nothing_without_one(env):
+    """``send_acknowledgements(only_renew=True)`` (every poll) sends nothing when no RENEW
+    waits; a RENEW waiting behind a request in flight goes out with a later pass."""
+    client, fetcher = env
+    fetcher.send_fetches({TP0})
+    client.sent[-1][3].complete(fetch_answer([part(0, records_bytes(0, 4), [(0, 3, 1)])]))
+    fetcher.take_records()
+    fetcher.acknowledge_range(TP0, 0, 1, AcknowledgeType.ACCEPT)
+    sent = len(client.sent)
+    assert fetcher.send_acknowledgements(only_renew=True) == [] and len(client.sent) == sent
+    assert fetcher.pending_acknowledgements() == 2          # the ACCEPTs wait for the next request
+    fetcher.send_fetches({TP0})                             # in flight: the RENEW must wait
+    fetch = client.sent[-1][3]
+    fetcher.acknowledge(TP0, 2, AcknowledgeType.RENEW)
+    assert fetcher.send_acknowledgements(only_renew=True) == []
+    fetch.complete(fetch_answer([]))
+    [f] = fetcher.send_acknowledgements(only_renew=True)
+    body = client.sent[-1][2]
+    assert body["is_renew_ack"] and body["topics"][0]["partitions"][0]["acknowledgement_batches"] == [
+        {"first_offset": 2, "last_offset": 2, "acknowledge_types": [4]}]
+    f.complete({"throttle_time_ms": 0, "error_code": 0, "error_message": None,
+                "acquisition_lock_timeout_ms": 0, "responses": [], "node_endpoints": []})
+    sent = len(client.sent)
+    assert fetcher.send_acknowledgements(only_renew=True) == [] and len(client.sent) == sent
+
+
 def test_share_acknowledge_carries_renew_and_close_uses_epoch_minus_one(env):
     client, fetcher = env
     fetcher.send_fetches({TP0})
