@@ -247,3 +247,15 @@ def pytest_xdist_make_scheduler(config, log):
     from scheduling import make_scheduler
 
     return make_scheduler(config, log)
+
+
+@pytest.fixture(scope="session")
+def spark_session():
+    """One local SparkSession for the Spark test files of a worker (the scheduler runs them on
+    one worker: tests/support/scheduling.py): starting Spark's JVM and its Python workers is
+    most of what a session costs."""
+    pytest.importorskip("pyspark")
+    from kclient.spark import local_session
+    session = local_session("local[2]", "kclient-tests")
+    yield session
+    session.stop()

@@ -351,6 +351,8 @@ class KafkaShareConsumer:
             entry = self._buffer.popleft()
             runs: list[tuple[int, int]] | None = None
             if isinstance(entry, Acquired):
+                if self._voided(entry):
+                    continue
                 tp = entry.partition
                 records, runs = self._fetcher.held_records_of(entry)
             elif isinstance(entry, ShareColumnarRecords):
@@ -380,6 +382,16 @@ class KafkaShareConsumer:
         self._metrics["records-consumed-total"] += count
         return out
 
+    def _voided(self, entry: Acquired) -> bool:
+        """Records acquired through a leader or a session that is gone are not handed out: the
+        broker delivers them again, to this member or another (ShareFetcher.voided)."""
+        reason = self._fetcher.voided(entry)
+        if reason is None:
+            return False
+        log.info("share group %s: %d acquired offsets of %s not handed out: %s", self.config.group_id,
+                 sum(last - first + 1 for first, last, _ in entry.ranges), entry.partition, reason)
+        return True
+
     def _drain_columnar(self, limit: int) -> dict[TopicPartition, ShareColumnarRecords]:
         """As ``_drain_buffer``, in columns (deserializers do not apply: the columns hold bytes)."""
         out: dict[TopicPartition, ShareColumnarRecords] = {}
@@ -387,6 +399,8 @@ class KafkaShareConsumer:
         while self._buffer and (count < limit or not out):
             entry = self._buffer.popleft()
             if isinstance(entry, Acquired):
+                if self._voided(entry):
+                    continue
                 batch = self._fetcher.columnar_of(entry)
             elif isinstance(entry, ShareColumnarRecords):
                 batch = entry

@@ -69,10 +69,12 @@ class AckResult:
 @dataclass(frozen=True)
 class Acquired:
     """Records a ShareFetch answer acquired for this member, not decoded yet: the partition's
-    record bytes and the acquired ranges (first offset, last offset, delivery count)."""
+    record bytes and the acquired ranges (first offset, last offset, delivery count), and the
+    broker and session generation they were acquired through (None: not known)."""
     partition: TopicPartition
     records: Any
     ranges: tuple[tuple[int, int, int], ...]
+    source: tuple[int, int] | None = None
 
 
 def _share_records_unordered(records: list[ConsumerRecord], ranges: tuple[tuple[int, int, int], ...]
@@ -235,6 +237,31 @@ class ShareFetcher:
                 del self._acks[tp]
         return out
 
+    def voided(self, acquired: Acquired) -> Errors.KafkaError | None:
+        """Why records acquired but not handed out yet are no longer this member's (None while
+        they are): the partition's leader is another broker now, or the session they came
+        through was reset. Either way the broker made them available again (a new leader loads
+        no acquisition, a closed session releases its own), so they go to a member again with
+        their delivery count; handed out here they would be worked on twice, and their
+        acknowledgement could not reach them."""
+        if acquired.source is None:
+            return None
+        node_id, generation = acquired.source
+        with self.lock:
+            return self._stale(acquired.partition, node_id, generation)
+
+    def _stale(self, tp: TopicPartition, node_id: int, generation: int) -> Errors.KafkaError | None:
+        leader = self._client.metadata.cluster.leader_for(tp)
+        if leader is not None and leader.node_id != node_id:
+            return Errors.NotLeaderOrFollowerError(
+                f"the leader of {tp.topic}-{tp.partition} moved from node {node_id} to node {leader.node_id}; "
+                "the records acquired from the old leader are delivered again")
+        if self._session(node_id).generation != generation:
+            return Errors.InvalidShareSessionEpochError(
+                f"the share session with node {node_id} was reset since the records of "
+                f"{tp.topic}-{tp.partition} were acquired; they come back to the group")
+        return None
+
     def _fail_stale_acks(self) -> None:
         """Fail, without sending them, the waiting acknowledgements that can no longer reach
         the records they are for (the Java client does the same): the partition's leader is now
@@ -245,23 +272,12 @@ class ShareFetcher:
         records available again."""
         if not self._acks:
             return
-        cluster = self._client.metadata.cluster
         for tp in list(self._acks):
             source = self._acquired_from.get(tp)
             if source is None:
                 continue
-            node_id, generation = source
-            leader = cluster.leader_for(tp)
-            err: Errors.KafkaError
-            if leader is not None and leader.node_id != node_id:
-                err = Errors.NotLeaderOrFollowerError(
-                    f"the leader of {tp.topic}-{tp.partition} moved from node {node_id} to node {leader.node_id}; "
-                    "the records acquired from the old leader are delivered again")
-            elif self._session(node_id).generation != generation:
-                err = Errors.InvalidShareSessionEpochError(
-                    f"the share session with node {node_id} was reset since the records of "
-                    f"{tp.topic}-{tp.partition} were acquired; they come back to the group")
-            else:
+            err = self._stale(tp, *source)
+            if err is None:
                 continue
             log.debug("share group %s: acknowledgements of %s not sent: %s", self.group_id, tp, err)
             self._report(tp, self._acks.pop(tp), err)
@@ -452,10 +468,10 @@ class ShareFetcher:
         ranges = p.get("acquired_records") or ()
         if not ranges:
             return
-        self._acquired_from[tp] = (node_id, self._session(node_id).generation)
+        source = self._acquired_from[tp] = (node_id, self._session(node_id).generation)
         self._acquired.append(Acquired(tp, p.get("records"),
                                        tuple((r["first_offset"], r["last_offset"], r["delivery_count"])
-                                             for r in ranges)))
+                                             for r in ranges), source))
 
     def _on_acknowledge(self, future: RequestFuture, node_id: int, acks: dict, epoch: int, outcome: Any) -> None:
         with self.lock:

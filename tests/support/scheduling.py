@@ -26,7 +26,7 @@ SHARED_BROKER_GROUPS: dict[str, tuple[str, ...]] = {
         "tests/integration/testing/test_harness_kafka.py",
         "tests/integration/testing/test_share_chaos.py",
     ),
-    # Not a broker: the SparkSession of tests/integration/spark/conftest.py (one JVM start).
+    # Not a broker: the SparkSession of tests/conftest.py (one JVM start).
     "spark_session": (
         "tests/integration/spark/test_spark_datasource.py",
         "tests/integration/spark/test_spark_read.py",

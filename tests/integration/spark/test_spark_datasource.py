@@ -213,7 +213,7 @@ def test_stream_reader_available_now_stops_at_the_offsets_of_its_start():
 # ------------------------------------------------------------------ Spark, real brokers
 @pytest.fixture
 def spark(spark_session):
-    """The worker's SparkSession (conftest.py), shared with the other Spark test files."""
+    """The worker's SparkSession (tests/conftest.py), shared with the other Spark test files."""
     return spark_session
 
 

@@ -262,7 +262,7 @@ def test_forked_child_never_uses_the_parents_client(broker, create_topic, topic_
 # ------------------------------------------------------------------ Spark
 @pytest.fixture
 def spark(spark_session):
-    """The worker's SparkSession (conftest.py), shared with the other Spark test files."""
+    """The worker's SparkSession (tests/conftest.py), shared with the other Spark test files."""
     return spark_session
 
 

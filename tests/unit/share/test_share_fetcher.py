@@ -8,7 +8,7 @@ from kclient import errors as Errors
 from kclient.network.metadata import Node
 from kclient.protocol import ApiKey
 from kclient.share.acknowledgements import GAP, AcknowledgeType, acknowledgement_batches
-from kclient.share.fetcher import RECORD_LIMIT, ShareFetchConfig, ShareFetcher
+from kclient.share.fetcher import Acquired, RECORD_LIMIT, ShareFetchConfig, ShareFetcher
 from kclient.share.records import ShareConsumerRecord
 from kclient.share.session import FINAL_EPOCH, ShareSession, next_epoch
 from kclient.structs import ConsumerRecord, TopicPartition
@@ -301,6 +301,39 @@ def test_acknowledgements_through_a_reset_session_fail_and_the_new_session_opens
     assert node == 1 and body["share_session_epoch"] == 0
     assert body["topics"][0]["partitions"] == [{"partition_index": 0, "acknowledgement_batches": []}]
     assert fetcher.pending_acknowledgements() == 0
+
+
+def _acquired_not_taken(client, fetcher):
+    fetcher.send_fetches({TP0})
+    client.sent[-1][3].complete(fetch_answer([part(0, records_bytes(0, 2), [(0, 1, 1)])]))
+    [acquired] = fetcher.take_acquired()
+    return acquired
+
+
+def test_records_acquired_from_a_leader_that_moved_are_void(env):
+    """Acquired, not handed out yet, when the metadata names another leader: the new leader
+    has them available again, so they are not this member's any more."""
+    client, fetcher = env
+    client.metadata.cluster = cluster = MovingCluster()
+    acquired = _acquired_not_taken(client, fetcher)
+    assert acquired.source == (1, 0) and fetcher.voided(acquired) is None
+    cluster.leaders[TP0] = Node(2, "127.0.0.1", 9093)
+    assert isinstance(fetcher.voided(acquired), Errors.NotLeaderOrFollowerError)
+    assert fetcher.voided(Acquired(TP0, acquired.records, acquired.ranges)) is None    # source unknown
+
+
+def test_records_acquired_through_a_session_since_reset_are_void(env):
+    client, fetcher = env
+    client.metadata.cluster = MovingCluster()
+    acquired = _acquired_not_taken(client, fetcher)
+    fetcher.send_fetches({TP0})
+    client.sent[-1][3].raise_(Errors.KafkaConnectionError("connection to node 1 reset"))
+    assert isinstance(fetcher.voided(acquired), Errors.InvalidShareSessionEpochError)
+    # what the new session acquires is this member's
+    fetcher.send_fetches({TP0})
+    client.sent[-1][3].complete(fetch_answer([part(0, records_bytes(0, 2), [(0, 1, 2)])]))
+    [again] = fetcher.take_acquired()
+    assert again.source == (1, 1) and fetcher.voided(again) is None
 
 
 def test_no_share_fetch_to_a_node_in_reconnect_backoff(env):

@@ -100,3 +100,16 @@ def test_a_pending_wakeup_does_not_cut_close_short():
     c.wakeup()
     c.close(200)
     assert c._closed and c._client.wakeup_disabled_count == 0
+
+
+def test_records_whose_acquisition_was_voided_are_not_handed_out(make):
+    """A poll hands out no record acquired through a session that was reset since (or from a
+    leader that moved): the broker delivers them again, so handing them out would have them
+    worked on twice. Nothing is remembered for them, so nothing is acknowledged."""
+    c = make("implicit", [Acquired(TP, answer(0, 3), ((0, 2, 1),), (1, 0)),
+                          Acquired(TP, answer(3, 2), ((3, 4, 1),), (1, 1))])
+    c._fetcher._session(1).reset("connection to node 1 reset")          # generation 0 -> 1
+    assert c.poll(0) == {}                                            # the voided answer
+    assert [r.offset for r in c.poll(0)[TP]] == [3, 4]
+    c._accept_last_poll()
+    assert wire(c) == {TP: [{"first_offset": 3, "last_offset": 4, "acknowledge_types": [1]}]}
