@@ -17,6 +17,8 @@ from kclient.consumer.fetch_buffer import CompletedFetch
 from kclient.consumer.kafka_consumer import KafkaConsumer
 from kclient.structs import TopicPartition
 
+from fake_coordinator import RecordingCoordinator
+
 TOPIC = "t"
 PARTITIONS = 2
 ANSWER = 500            # records per buffered answer
@@ -30,34 +32,6 @@ def _answers(partition_records: int, value_size: int) -> list[tuple[int, bytes]]
                 for i in range(ANSWER)]
         out.append((off, R.encode_batch(rows, base_offset=off)))
     return out
-
-
-class Coordinator:
-    """Stands in for the group coordinator: records the clock at each consumer poll's
-    coordinator work (heartbeat check, auto-commit) and asks for nothing else."""
-
-    def __init__(self, clock: FakeClock):
-        self.clock = clock
-        self.polled_at: list[int] = []
-
-    def record_poll(self, now_ms: int) -> None:
-        pass
-
-    def poll(self, timeout_ms) -> bool:
-        self.polled_at.append(self.clock.now_ms())
-        return True
-
-    def time_to_next_poll(self, now_ms: int) -> int:
-        return 2**31 - 1
-
-    def rejoin_needed_or_pending(self) -> bool:
-        return False
-
-    def refresh_committed_offsets_if_needed(self, timeout_ms) -> bool:
-        return True
-
-    def close(self, timeout_ms, autocommit) -> None:
-        pass
 
 
 def buffered_consumer(clock: FakeClock, max_poll_records: int = 10, value_size: int = 0):
@@ -78,7 +52,7 @@ def buffered_consumer(clock: FakeClock, max_poll_records: int = 10, value_size: 
             pipe = buffer.pipe(tp)
             frame = buffer.new_frame(len(raw))
             buffer.add(CompletedFetch(tp, off, pipe.epoch, subs.assignment_id, memoryview(raw), None, frame), pipe)
-    coordinator = Coordinator(clock)
+    coordinator = RecordingCoordinator(clock)
     consumer._coordinator = coordinator
     chunks: list[int] = []
     poll = consumer._poll

@@ -21,6 +21,8 @@ from kclient.consumer.metrics import ConsumerMetrics
 from kclient.subscription.state import FetchPosition, SubscriptionState
 from kclient.structs import TopicPartition
 
+from fake_coordinator import RecordingCoordinator
+
 TOPIC = "t"
 TP0, TP1 = TopicPartition(TOPIC, 0), TopicPartition(TOPIC, 1)
 
@@ -57,34 +59,6 @@ class CountingClock(FakeClock):
         return super().now_ms()
 
 
-class Coordinator:
-    """Stands in for the group coordinator: records when the consumer's poll work ran."""
-
-    def __init__(self, clock: FakeClock):
-        self.clock = clock
-        self.recorded: list[int] = []
-        self.polled_at: list[int] = []
-
-    def record_poll(self, now_ms: int) -> None:
-        self.recorded.append(now_ms)
-
-    def poll(self, timeout_ms) -> bool:
-        self.polled_at.append(self.clock._now)
-        return True
-
-    def time_to_next_poll(self, now_ms: int) -> int:
-        return 2**31 - 1
-
-    def rejoin_needed_or_pending(self) -> bool:
-        return False
-
-    def refresh_committed_offsets_if_needed(self, timeout_ms) -> bool:
-        return True
-
-    def close(self, timeout_ms, autocommit) -> None:
-        pass
-
-
 def buffered_consumer(clock: FakeClock, per_partition: int = 100, max_poll_records: int = 10):
     consumer = KafkaConsumer(bootstrap_servers="127.0.0.1:9", api_version=(3, 0), enable_auto_commit=False,
                              max_poll_records=max_poll_records, clock=clock)
@@ -105,7 +79,7 @@ def buffered_consumer(clock: FakeClock, per_partition: int = 100, max_poll_recor
         buffer.add(CompletedFetch(tp, 0, pipe.epoch, subs.assignment_id, memoryview(raw), None,
                                   buffer.new_frame(len(raw))), pipe)
     subs.record_fetched_offsets([(tp, per_partition + 50, -1, 0) for tp in tps])
-    coordinator = Coordinator(clock)
+    coordinator = RecordingCoordinator(clock)
     consumer._coordinator = coordinator
     return consumer, coordinator
 

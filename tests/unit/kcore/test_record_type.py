@@ -19,6 +19,8 @@ import pytest
 from kclient.structs import ConsumerRecord
 from kcore import records as R
 
+from headers_reuse import assert_headers_lists_reused_only_when_untouched
+
 FIELDS = ["topic", "partition", "leader_epoch", "offset", "timestamp", "timestamp_type",
           "key", "value", "headers", "checksum",
           "serialized_key_size", "serialized_value_size", "serialized_header_size"]
@@ -189,25 +191,6 @@ def test_empty_headers_lists_are_reused_only_when_nobody_can_tell():
     def poll(untrack=True):
         return consumer_records(cb, ConsumerRecord, "t", 0, 0, 200, gc_untrack=untrack)
 
-    recs = poll()
-    kept = recs[0].headers                     # referred to by the application
-    grown = recs[1].headers
-    grown.append(("h", b"1"))                  # changed by the application
-    emptied = recs[2].headers
-    emptied.append(("h", b"2"))
-    emptied.clear()                            # grown, then emptied again
-    del recs
-    for _ in range(3):
-        again = poll()
-        lists = [r.headers for r in again]
-        assert len({id(h) for h in lists}) == 200 and all(h == [] for h in lists)
-        assert not any(h is kept or h is grown or h is emptied for h in lists)
-        assert not any(gc.is_tracked(h) for h in lists)
-        lists[5].append(("x", None))           # the next poll must not see this one again
-        del again, lists
-    assert kept == [] and grown == [("h", b"1")] and emptied == []
-    tracked = poll(untrack=False)
-    assert all(gc.is_tracked(r.headers) and r.headers == [] for r in tracked)
-    del tracked
+    assert_headers_lists_reused_only_when_untouched(poll)
     R.record_freelist_clear()                  # frees the kept lists too
     assert all(r.headers == [] for r in poll())
