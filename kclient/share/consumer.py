@@ -109,7 +109,7 @@ class KafkaShareConsumer:
                                              request_timeout_ms=c.request_timeout_ms, rack_id=c.client_rack,
                                              clock=clock)
         self._fetcher = ShareFetcher(self._client, c.group_id, lambda: self._coordinator.membership.member_id,
-                                     c.fetch)
+                                     c.fetch, clock=clock)
         self._key_deserializer = as_deserializer(c.key_deserializer)
         self._value_deserializer = as_deserializer(c.value_deserializer)
         self._loop: HeartbeatDriver | None = None

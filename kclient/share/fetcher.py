@@ -27,6 +27,7 @@ from kcore.records import consumer_records, decode_columnar
 from kcore.sharerecords import share_records_of
 
 from kclient import errors as Errors
+from kclient.clock import SYSTEM_CLOCK, Clock
 from kclient.network.future import RequestFuture
 from kclient.protocol import ApiKey
 from kclient.consumer.columnar import ColumnarChunk
@@ -70,11 +71,13 @@ class AckResult:
 class Acquired:
     """Records a ShareFetch answer acquired for this member, not decoded yet: the partition's
     record bytes and the acquired ranges (first offset, last offset, delivery count), and the
-    broker and session generation they were acquired through (None: not known)."""
+    broker and session generation they were acquired through, and when their acquisition lock
+    ends at the latest by this client's clock (None: not known)."""
     partition: TopicPartition
     records: Any
     ranges: tuple[tuple[int, int, int], ...]
     source: tuple[int, int] | None = None
+    lock_deadline_ms: int | None = None
 
 
 def _share_records_unordered(records: list[ConsumerRecord], ranges: tuple[tuple[int, int, int], ...]
@@ -97,8 +100,9 @@ def _error(code: int, message: str | None = None) -> Errors.KafkaError:
 
 class ShareFetcher:
     def __init__(self, client: Any, group_id: str, member_id: Callable[[], str],
-                 config: ShareFetchConfig | None = None):
+                 config: ShareFetchConfig | None = None, clock: Clock = SYSTEM_CLOCK):
         self._client = client
+        self._clock = clock
         self.group_id = group_id
         self._member_id = member_id
         self.config = config or ShareFetchConfig()
@@ -239,11 +243,17 @@ class ShareFetcher:
 
     def voided(self, acquired: Acquired) -> Errors.KafkaError | None:
         """Why records acquired but not handed out yet are no longer this member's (None while
-        they are): the partition's leader is another broker now, or the session they came
-        through was reset. Either way the broker made them available again (a new leader loads
-        no acquisition, a closed session releases its own), so they go to a member again with
-        their delivery count; handed out here they would be worked on twice, and their
-        acknowledgement could not reach them."""
+        they are): their acquisition lock ran out (the application did not poll in time), the
+        partition's leader is another broker now, or the session they came through was reset.
+        In each case the broker made them available again (a lock that ran out releases them,
+        a new leader loads no acquisition, a closed session releases its own), so they go to a
+        member again with their delivery count; handed out here they would be worked on twice."""
+        deadline = acquired.lock_deadline_ms
+        if deadline is not None and self._clock.now_ms() >= deadline:
+            tp = acquired.partition
+            return Errors.InvalidRecordStateError(
+                f"the acquisition lock of records of {tp.topic}-{tp.partition} ran out before a poll took "
+                f"them (acquisition lock {self.acquisition_lock_timeout_ms} ms); they come back to the group")
         if acquired.source is None:
             return None
         node_id, generation = acquired.source
@@ -340,9 +350,12 @@ class ShareFetcher:
             log.debug("share group %s: ShareFetch to node %d epoch %d: fetch %s, add %s, forget %s, acks %s",
                       self.group_id, node_id, epoch, sorted(map(tuple, wanted)), sorted(keys[k] for k in added),
                       sorted(forgotten, key=str), {str(tp): len(a) for tp, a in acks.items()})
+        # The broker starts the locks of what it acquires after this: their end by this
+        # client's clock is at most the lock's length after the send.
+        sent_ms = self._clock.now_ms()
         future = self._client.send(node_id, SHARE_FETCH, body)
         self._in_flight[node_id] = future
-        future.add_both(self._on_fetch, future, node_id, acks)
+        future.add_both(self._on_fetch, future, node_id, acks, sent_ms)
 
     def send_acknowledgements(self, *, only_renew: bool = False) -> list[RequestFuture]:
         """ShareAcknowledge to every broker with waiting acknowledgements and no request in
@@ -427,7 +440,7 @@ class ShareFetcher:
             return None
         return session, resp
 
-    def _on_fetch(self, future: RequestFuture, node_id: int, acks: dict, outcome: Any) -> None:
+    def _on_fetch(self, future: RequestFuture, node_id: int, acks: dict, sent_ms: int, outcome: Any) -> None:
         with self.lock:
             answer = self._answer(future, node_id, acks, outcome, "ShareFetch")
             if answer is None:
@@ -435,8 +448,10 @@ class ShareFetcher:
             session, resp = answer
             session.answered()
             lock_ms = resp.get("acquisition_lock_timeout_ms")
+            deadline = None
             if lock_ms and lock_ms > 0:
                 self.acquisition_lock_timeout_ms = lock_ms
+                deadline = sent_ms + lock_ms
             answered_acks: set[TopicPartition] = set()
             cluster = self._client.metadata.cluster
             for topic in resp.get("responses", ()):
@@ -460,18 +475,18 @@ class ShareFetcher:
                         log.debug("share group %s: node %d: %s acquired %s", self.group_id, node_id, tp,
                                   [(r["first_offset"], r["last_offset"], r["delivery_count"])
                                    for r in p.get("acquired_records") or ()])
-                    self._take_acquired(node_id, tp, p)
+                    self._take_acquired(node_id, tp, p, deadline)
             for tp in set(acks) - answered_acks:      # the broker said nothing: they went through
                 self._report(tp, acks[tp], None)
 
-    def _take_acquired(self, node_id: int, tp: TopicPartition, p: dict) -> None:
+    def _take_acquired(self, node_id: int, tp: TopicPartition, p: dict, lock_deadline_ms: int | None) -> None:
         ranges = p.get("acquired_records") or ()
         if not ranges:
             return
         source = self._acquired_from[tp] = (node_id, self._session(node_id).generation)
         self._acquired.append(Acquired(tp, p.get("records"),
                                        tuple((r["first_offset"], r["last_offset"], r["delivery_count"])
-                                             for r in ranges), source))
+                                             for r in ranges), source, lock_deadline_ms))
 
     def _on_acknowledge(self, future: RequestFuture, node_id: int, acks: dict, epoch: int, outcome: Any) -> None:
         with self.lock:

@@ -336,6 +336,27 @@ def test_records_acquired_through_a_session_since_reset_are_void(env):
     assert again.source == (1, 1) and fetcher.voided(again) is None
 
 
+def test_records_whose_acquisition_lock_ran_out_before_a_poll_took_them_are_void():
+    """The lock starts at the broker after the ShareFetch left: by this client's clock it ends
+    at the latest its length after the send. Records still waiting for a poll then are the
+    broker's again (it delivers them again, to any member), so they are void."""
+    from kclient.clock import FakeClock
+    clock = FakeClock(1_000)
+    client = FakeClient()
+    client.metadata.cluster = MovingCluster()
+    fetcher = ShareFetcher(client, "g", lambda: "member-1", ShareFetchConfig(), clock=clock)
+    fetcher.send_fetches({TP0})
+    clock.advance(300)                      # the answer comes 300 ms after the send
+    client.sent[-1][3].complete(fetch_answer([part(0, records_bytes(0, 2), [(0, 1, 1)])], lock=2000))
+    [acquired] = fetcher.take_acquired()
+    assert acquired.lock_deadline_ms == 3_000 and fetcher.voided(acquired) is None
+    clock.advance(1_699)
+    assert fetcher.voided(acquired) is None
+    clock.advance(1)
+    err = fetcher.voided(acquired)
+    assert isinstance(err, Errors.InvalidRecordStateError) and "2000 ms" in str(err)
+
+
 def test_no_share_fetch_to_a_node_in_reconnect_backoff(env):
     """A leader just killed: until the metadata names the new leader (the controller moves
     leadership after the broker's session times out, seconds), each fetch to it fails at once;
