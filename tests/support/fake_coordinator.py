@@ -17,9 +17,9 @@ class RecordingCoordinator:
         self.recorded.append(now_ms)
 
     def poll(self, timeout_ms) -> bool:
-        # The clock's field, not now_ms(): a test counting the consumer's clock reads counts
-        # only the consumer's.
-        self.polled_at.append(self.clock._now)
+        # FakeClock's own reading, past any override that counts reads: a test counting the
+        # consumer's clock reads counts only the consumer's.
+        self.polled_at.append(FakeClock.now_ms(self.clock))
         return True
 
     def time_to_next_poll(self, now_ms: int) -> int:

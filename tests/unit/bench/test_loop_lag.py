@@ -4,16 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import importlib.util
 import time
 from types import SimpleNamespace
 
-from repo_paths import REPO
-
-# bench/ is a directory of the checkout, not an installed package: load the module by path.
-_spec = importlib.util.spec_from_file_location("bench_loop_lag", REPO / "bench" / "drivers" / "_loop_lag.py")
-loop_lag = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(loop_lag)
+from bench.drivers import _loop_lag as loop_lag
 
 
 def sample(hold) -> dict:
