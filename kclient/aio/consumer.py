@@ -48,9 +48,11 @@ log = logging.getLogger(__name__)
 _SLICE_MS = 100
 #: Records getmany() hands out at most when neither max_records nor max_poll_records caps
 #: them (aiokafka: everything prefetched). The application processes a batch without
-#: yielding, so its size is the event loop's latency: at about 1 µs per record, 2,000 keep it
-#: near 2 ms, where a whole prefetch (10 MiB per partition) kept the loop 300 ms.
-_HANDOUT_RECORDS = 2000
+#: yielding, so its size is the event loop's latency: making and reading 1,000 small records
+#: takes about 0.3 ms, and a loop that is held for that long still answers within 10 ms when
+#: a busy machine slows the thread tenfold for a moment (a whole prefetch, 10 MiB per
+#: partition, kept the loop 300 ms).
+_HANDOUT_RECORDS = 1000
 #: Records one worker poll brings at most for getone()/getmany() (those beyond the hand-out
 #: wait in the loop's buffer, and the next call takes them without a thread switch). They
 #: come as columns; where records are made on the worker (deserializers, interceptors),
