@@ -332,8 +332,11 @@ def _prepare(driver: str) -> None:
     if driver == "confluent":
         import confluent_kafka  # noqa: F401
     else:
+        import encodings.idna  # noqa: F401   (the codec a host name's lookup loads on first use)
         import kclient.share.consumer  # noqa: F401
         import kclient.protocol  # noqa: F401
+        import kcore.groupcodec  # noqa: F401   (loaded by the member's join)
+        import kcore.pacemaker  # noqa: F401
 
 
 def main(argv: list[str]) -> int:
