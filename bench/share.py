@@ -17,6 +17,9 @@ previous one's records). The window opens when the members are told to start (th
 consumers then) and closes when the members together reported N records. Reported: records/s
 after the first poll's records arrived (joining the group excluded), the seconds to the first record,
 and CPU per record (user + system time of every member process, all threads, JVM included).
+Before the measured reads the raw ShareFetch loop reads the topic once, unmeasured, with the
+largest member count (``--no-warmup`` leaves it out): a fresh broker loads its coordinators and
+compiles its share-fetch path during its first read, which the first client measured paid for.
 Without ``--bootstrap`` a one-node Apache Kafka broker is started on this machine (the ``test``
 profile of kclient.testing.KafkaCluster unless ``--broker-profile`` says otherwise) and shares its
 cores with the members: figures compare within a run. The broker's CPU per record (its
@@ -242,6 +245,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="with --bootstrap: the process id of a broker on this machine, to report its CPU")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per run (default 600)")
     parser.add_argument("--out", default=None, help="also write the results as JSON to this file")
+    parser.add_argument("--no-warmup", action="store_true",
+                        help="measure from the broker's first read on (by default the raw ShareFetch loop reads "
+                             "the topic once, unmeasured, first)")
     parser.add_argument("--stats", action="store_true",
                         help="also count each member's share requests (ShareFetch, ShareAcknowledge, records "
                              "per fetch answer, acknowledgement batches) and print them per run")
@@ -272,6 +278,15 @@ def main(argv: list[str] | None = None) -> int:
             admin.create_topics([NewTopic(topic, PARTITIONS, 1)])
         log(f"producing {args.records:,} records to {topic}")
         produce(bootstrap, topic, Config(PARTITIONS, RECORD_SIZE, "none", args.records))
+        if not args.no_warmup:
+            # A fresh broker loads its group and share coordinators and compiles its share-fetch
+            # path during the first read: without this, the first client measured pays for it.
+            members = max(member_counts)
+            log(f"warm-up (not measured): raw-sharefetch, {members} member(s)")
+            try:
+                run_one("raw-sharefetch", members, bootstrap, topic, args.records, args.timeout)
+            except RuntimeError as exc:
+                log(f"  the warm-up failed: {exc}")
         results = []
         for members in member_counts:
             for d in drivers:
@@ -297,7 +312,8 @@ def main(argv: list[str] | None = None) -> int:
             results = run_all(kafka.bootstrap)
     load = os.getloadavg()
     print(f"python -m bench share: {args.records:,} records x {RECORD_SIZE} B, {PARTITIONS} partitions, "
-          f"implicit acknowledgement, max.poll.records 10000; broker: {where}")
+          f"implicit acknowledgement, max.poll.records 10000; broker: {where}"
+          + ("" if args.no_warmup else "; after an unmeasured warm-up read (raw ShareFetch)"))
     print(f"machine: {os.cpu_count()} cores, load average {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} "
           "(1 / 5 / 15 min) at the end")
     print(f"{'client':<32} {'members':>7} {'records/s':>11} {'CPU µs/record':>14} {'first record s':>15} "
