@@ -17,9 +17,10 @@ previous one's records). The window opens when the members are told to start (th
 consumers then) and closes when the members together reported N records. Reported: records/s
 after the first poll's records arrived (joining the group excluded), the seconds to the first record,
 and CPU per record (user + system time of every member process, all threads, JVM included).
-Before the measured reads the raw ShareFetch loop reads the topic once, unmeasured, with the
-largest member count (``--no-warmup`` leaves it out): a fresh broker loads its coordinators and
-compiles its share-fetch path during its first read, which the first client measured paid for.
+Before the measured reads the raw ShareFetch loop reads the topic, unmeasured, with the largest
+member count, as many times as make 1,000,000 records (``--no-warmup`` leaves it out): a fresh
+broker loads its coordinators and compiles its share-fetch path during its first reads, which
+the first client measured paid for.
 Without ``--bootstrap`` a one-node Apache Kafka broker is started on this machine (the ``test``
 profile of kclient.testing.KafkaCluster unless ``--broker-profile`` says otherwise) and shares its
 cores with the members: figures compare within a run. The broker's CPU per record (its
@@ -48,6 +49,8 @@ LABELS = {"raw-sharefetch": "raw ShareFetch (ceiling)", "kclient-records": "kcli
           "confluent": "confluent-kafka ShareConsumer"}
 PARTITIONS = 8
 RECORD_SIZE = 100
+#: Records the unmeasured warm-up reads at least (whole reads of the topic).
+WARMUP_RECORDS = 1_000_000
 JAVA_SOURCE = Path(__file__).resolve().parent / "java" / "JavaShareConsumerBench.java"
 
 
@@ -247,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=None, help="also write the results as JSON to this file")
     parser.add_argument("--no-warmup", action="store_true",
                         help="measure from the broker's first read on (by default the raw ShareFetch loop reads "
-                             "the topic once, unmeasured, first)")
+                             "the topic, unmeasured, first: 1,000,000 records or more)")
     parser.add_argument("--stats", action="store_true",
                         help="also count each member's share requests (ShareFetch, ShareAcknowledge, records "
                              "per fetch answer, acknowledgement batches) and print them per run")
@@ -282,9 +285,11 @@ def main(argv: list[str] | None = None) -> int:
             # A fresh broker loads its group and share coordinators and compiles its share-fetch
             # path during the first read: without this, the first client measured pays for it.
             members = max(member_counts)
-            log(f"warm-up (not measured): raw-sharefetch, {members} member(s)")
+            rounds = -(-WARMUP_RECORDS // args.records)
+            log(f"warm-up (not measured): raw-sharefetch, {members} member(s), {rounds} read(s)")
             try:
-                run_one("raw-sharefetch", members, bootstrap, topic, args.records, args.timeout)
+                for _ in range(rounds):
+                    run_one("raw-sharefetch", members, bootstrap, topic, args.records, args.timeout)
             except RuntimeError as exc:
                 log(f"  the warm-up failed: {exc}")
         results = []
