@@ -17,8 +17,16 @@ previous one's records). The window opens when the members are told to start (th
 consumers then) and closes when the members together reported N records. Reported: records/s
 after the first poll's records arrived (joining the group excluded), the seconds to the first record,
 and CPU per record (user + system time of every member process, all threads, JVM included).
-Without ``--bootstrap`` a one-node Apache Kafka broker is started on this machine and shares
-its cores with the members: figures compare within a run.
+Before the measured reads the raw ShareFetch loop reads the topic, unmeasured, with the largest
+member count, as many times as make 1,000,000 records (``--no-warmup`` leaves it out): a fresh
+broker loads its coordinators and compiles its share-fetch path during its first reads, which
+the first client measured paid for.
+Without ``--bootstrap`` a one-node Apache Kafka broker is started on this machine (the ``test``
+profile of kclient.testing.KafkaCluster unless ``--broker-profile`` says otherwise) and shares its
+cores with the members: figures compare within a run. The broker's CPU per record (its
+process's user + system time over the same window) is reported too when the broker's process is
+known (started here, or ``--broker-pid``); ``--stats`` adds each client's requests: ShareFetch and
+ShareAcknowledge per second, records per fetch answer, acknowledgement batches per request.
 """
 from __future__ import annotations
 
@@ -28,6 +36,7 @@ import os
 import selectors
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -40,6 +49,8 @@ LABELS = {"raw-sharefetch": "raw ShareFetch (ceiling)", "kclient-records": "kcli
           "confluent": "confluent-kafka ShareConsumer"}
 PARTITIONS = 8
 RECORD_SIZE = 100
+#: Records the unmeasured warm-up reads at least (whole reads of the topic).
+WARMUP_RECORDS = 1_000_000
 JAVA_SOURCE = Path(__file__).resolve().parent / "java" / "JavaShareConsumerBench.java"
 
 
@@ -110,7 +121,29 @@ class _Member:
             return 0.0
 
 
-def run_one(driver: str, members: int, bootstrap: str, topic: str, records: int, timeout_s: float) -> dict:
+def _process_cpu(pid: int | None) -> float | None:
+    """User + system seconds of process ``pid`` (all threads), or None."""
+    if pid is None:
+        return None
+    try:
+        t = psutil.Process(pid).cpu_times()
+    except psutil.Error:
+        return None
+    return t.user + t.system
+
+
+def _member_stats(where: str, driver: str) -> dict[str, int]:
+    """The request counts the members of ``driver`` wrote into ``where`` (summed), then removed."""
+    total: dict[str, int] = {}
+    for path in Path(where).glob(f"{driver}-*.json"):
+        for k, v in json.loads(path.read_text()).items():
+            total[k] = total.get(k, 0) + v
+        path.unlink()
+    return total
+
+
+def run_one(driver: str, members: int, bootstrap: str, topic: str, records: int, timeout_s: float,
+            broker_pid: int | None = None, stats_dir: str | None = None) -> dict:
     from kclient.admin import KafkaAdminClient
     group = f"bench-share-{driver}-{members}-{uuid.uuid4().hex[:8]}"
     with KafkaAdminClient(bootstrap_servers=bootstrap) as admin:
@@ -120,6 +153,8 @@ def run_one(driver: str, members: int, bootstrap: str, topic: str, records: int,
             if time.monotonic() > deadline:
                 raise RuntimeError(f"group config of {group} did not apply")
             time.sleep(0.05)   # a check interval, not a wait for the condition
+    if stats_dir:
+        _member_stats(stats_dir, driver)     # leftovers of a failed run
     procs = [_Member(_member_command(driver, bootstrap, topic, group)) for _ in range(members)]
     sel = selectors.DefaultSelector()
     for m in procs:
@@ -134,6 +169,7 @@ def run_one(driver: str, members: int, bootstrap: str, topic: str, records: int,
                     if line == "READY":
                         ready += 1
         cpu0 = sum(m.cpu() for m in procs)
+        broker0 = _process_cpu(broker_pid)
         start = time.perf_counter()
         for m in procs:
             m.tell("GO")
@@ -154,6 +190,7 @@ def run_one(driver: str, members: int, bootstrap: str, topic: str, records: int,
                         raise RuntimeError(f"a member failed: {rest}")
         end = time.perf_counter()
         cpu = sum(m.cpu() for m in procs) - cpu0
+        broker1 = _process_cpu(broker_pid)
     finally:
         for m in procs:
             m.tell("STOP")
@@ -165,9 +202,35 @@ def run_one(driver: str, members: int, bootstrap: str, topic: str, records: int,
                 m.proc.wait()
         sel.close()
     assert first is not None
-    return {"driver": driver, "members": members, "records": total, "wall_s": end - start,
-            "first_record_s": first - start, "steady_s": end - first, "first_batch": first_batch, "cpu_s": cpu,
-            "per_member": [m.count for m in procs]}
+    out = {"driver": driver, "members": members, "records": total, "wall_s": end - start,
+           "first_record_s": first - start, "steady_s": end - first, "first_batch": first_batch, "cpu_s": cpu,
+           "per_member": [m.count for m in procs]}
+    if broker0 is not None and broker1 is not None:
+        out["broker_cpu_s"] = broker1 - broker0
+    if stats_dir:
+        out["requests"] = _member_stats(stats_dir, driver)
+    return out
+
+
+def _describe_requests(r: dict) -> str:
+    """Requests per second and what they carried, from the members' counts (whole run, close included)."""
+    q = r["requests"]
+    secs = r["wall_s"]
+    fetches, acks = q.get("share_fetch", 0), q.get("share_acknowledge", 0)
+    answers = q.get("fetch_answers", 0)
+    ahead = q.get("share_fetch_ahead", 0)
+    parts = [f"ShareFetch {fetches / secs:,.0f}/s ({ahead:,} of {fetches:,} sent ahead: "
+             f"{q.get('ahead_answers_empty', 0):,} empty, {q.get('ahead_records', 0) / max(ahead, 1):,.0f} records "
+             "per answer)",
+             f"ShareAcknowledge {acks / secs:,.0f}/s",
+             f"{q.get('acquired_records', 0) / max(answers, 1):,.0f} records per fetch answer "
+             f"({q.get('fetch_answers_empty', 0):,} of {answers:,} empty; "
+             f"{q.get('acquired_ranges', 0) / max(answers, 1):.1f} ranges)",
+             f"{q.get('ack_batches', 0) / max(fetches + acks, 1):.1f} acknowledgement batches per request "
+             f"({q.get('ack_batches', 0) / max(q.get('ack_partitions', 0), 1):.2f} per partition)"]
+    if q.get("polls"):
+        parts.append(f"{q['polls']:,} polls ({q.get('polls_empty', 0):,} empty)")
+    return "; ".join(parts)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -177,8 +240,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--drivers", default=",".join(DRIVERS), help=f"comma list of {DRIVERS}")
     parser.add_argument("--bootstrap", default=None, help="an existing cluster with share groups (default: "
                                                          "start Apache Kafka)")
+    parser.add_argument("--broker-profile", default="test", choices=("throughput", "test"),
+                        help="JVM settings of the broker started here (kclient.testing.KafkaCluster's profiles; "
+                             "default test: C1 only, starts fast; throughput: full JIT and a 1 GB heap, whose compiling "
+                             "makes the broker cost more CPU per record than test for its first millions of records)")
+    parser.add_argument("--broker-pid", type=int, default=None,
+                        help="with --bootstrap: the process id of a broker on this machine, to report its CPU")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per run (default 600)")
     parser.add_argument("--out", default=None, help="also write the results as JSON to this file")
+    parser.add_argument("--no-warmup", action="store_true",
+                        help="measure from the broker's first read on (by default the raw ShareFetch loop reads "
+                             "the topic, unmeasured, first: 1,000,000 records or more)")
+    parser.add_argument("--stats", action="store_true",
+                        help="also count each member's share requests (ShareFetch, ShareAcknowledge, records "
+                             "per fetch answer, acknowledgement batches) and print them per run")
     args = parser.parse_args(argv)
     drivers = [d for d in args.drivers.split(",") if d]
     unknown = set(drivers) - set(DRIVERS)
@@ -192,6 +267,12 @@ def main(argv: list[str] | None = None) -> int:
     for d, why in skipped.items():
         log(f"skipping {d}: {why}")
 
+    stats_dir = tempfile.mkdtemp(prefix="bench-share-stats-") if args.stats else None
+    if stats_dir:
+        from bench.share_members import STATS_DIR_ENV
+        os.environ[STATS_DIR_ENV] = stats_dir      # the members inherit it
+    broker_pid: int | None = args.broker_pid
+
     def run_all(bootstrap: str) -> list[dict]:
         from bench.runner import Config, produce
         from kclient.admin import KafkaAdminClient, NewTopic
@@ -200,6 +281,17 @@ def main(argv: list[str] | None = None) -> int:
             admin.create_topics([NewTopic(topic, PARTITIONS, 1)])
         log(f"producing {args.records:,} records to {topic}")
         produce(bootstrap, topic, Config(PARTITIONS, RECORD_SIZE, "none", args.records))
+        if not args.no_warmup:
+            # A fresh broker loads its group and share coordinators and compiles its share-fetch
+            # path during the first read: without this, the first client measured pays for it.
+            members = max(member_counts)
+            rounds = -(-WARMUP_RECORDS // args.records)
+            log(f"warm-up (not measured): raw-sharefetch, {members} member(s), {rounds} read(s)")
+            try:
+                for _ in range(rounds):
+                    run_one("raw-sharefetch", members, bootstrap, topic, args.records, args.timeout)
+            except RuntimeError as exc:
+                log(f"  the warm-up failed: {exc}")
         results = []
         for members in member_counts:
             for d in drivers:
@@ -207,7 +299,8 @@ def main(argv: list[str] | None = None) -> int:
                     continue
                 log(f"{d}, {members} member(s)")
                 try:
-                    results.append(run_one(d, members, bootstrap, topic, args.records, args.timeout))
+                    results.append(run_one(d, members, bootstrap, topic, args.records, args.timeout,
+                                           broker_pid, stats_dir))
                 except RuntimeError as exc:
                     log(f"  {d} failed: {exc}")
                     results.append({"driver": d, "members": members, "error": str(exc)})
@@ -218,15 +311,18 @@ def main(argv: list[str] | None = None) -> int:
         results = run_all(args.bootstrap)
     else:
         from kclient.testing import KafkaCluster
-        with KafkaCluster() as kafka:
-            where = f"Apache Kafka {kafka.version}, one node on this machine"
+        with KafkaCluster(profile=args.broker_profile) as kafka:
+            where = f"Apache Kafka {kafka.version}, one node on this machine (profile {args.broker_profile})"
+            broker_pid = kafka.pid
             results = run_all(kafka.bootstrap)
     load = os.getloadavg()
     print(f"python -m bench share: {args.records:,} records x {RECORD_SIZE} B, {PARTITIONS} partitions, "
-          f"implicit acknowledgement, max.poll.records 10000; broker: {where}")
+          f"implicit acknowledgement, max.poll.records 10000; broker: {where}"
+          + ("" if args.no_warmup else "; after an unmeasured warm-up read (raw ShareFetch)"))
     print(f"machine: {os.cpu_count()} cores, load average {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} "
           "(1 / 5 / 15 min) at the end")
-    print(f"{'client':<32} {'members':>7} {'records/s':>11} {'CPU µs/record':>14} {'first record s':>15}")
+    print(f"{'client':<32} {'members':>7} {'records/s':>11} {'CPU µs/record':>14} {'first record s':>15} "
+          f"{'broker CPU µs/record':>21}")
     for r in results:
         label = LABELS[r["driver"]]
         if "error" in r:
@@ -234,10 +330,14 @@ def main(argv: list[str] | None = None) -> int:
             continue
         # records after the first poll's, over the time after it arrived (joining excluded)
         rate = (r["records"] - r["first_batch"]) / r["steady_s"] if r["steady_s"] > 0 else float("inf")
+        broker = f"{r['broker_cpu_s'] / r['records'] * 1e6:.2f}" if "broker_cpu_s" in r else "-"
         print(f"{label:<32} {r['members']:>7} {rate:>11,.0f} {r['cpu_s'] / r['records'] * 1e6:>14.2f} "
-              f"{r['first_record_s']:>15.2f}")
+              f"{r['first_record_s']:>15.2f} {broker:>21}")
     for d, why in skipped.items():
         print(f"{LABELS[d]:<32} skipped: {why}")
+    for r in results:
+        if r.get("requests"):
+            print(f"{LABELS[r['driver']]}, {r['members']} member(s): " + _describe_requests(r))
     if args.out:
         Path(args.out).write_text(json.dumps({"records": args.records, "broker": where, "results": results,
                                               "skipped": skipped}, indent=2))

@@ -49,14 +49,87 @@ def _watch_stdin(stop: threading.Event) -> None:
     os._exit(2)
 
 
+# ---------------------------------------------------------------------- request counts
+#: Set by ``--stats DIR`` of bench/share.py: each member writes its request counts there on exit.
+STATS_DIR_ENV = "KCLIENT_BENCH_SHARE_STATS"
+STATS: dict[str, int] = {"share_fetch": 0, "share_fetch_ahead": 0, "share_acknowledge": 0,
+                         "fetch_answers": 0, "fetch_answers_empty": 0, "acquired_records": 0,
+                         "acquired_ranges": 0, "ahead_answers_empty": 0, "ahead_records": 0,
+                         "ack_partitions": 0, "ack_batches": 0, "polls": 0,
+                         "polls_empty": 0}
+
+
+def _count_ack_batches(body: dict) -> None:
+    for t in body.get("topics") or ():
+        for p in t["partitions"]:
+            batches = p.get("acknowledgement_batches") or ()
+            if batches:
+                STATS["ack_partitions"] += 1
+                STATS["ack_batches"] += len(batches)
+
+
+def _count_answer(resp: dict, ahead: bool = False) -> None:
+    records = ranges = 0
+    for t in resp.get("responses") or ():
+        for p in t["partitions"]:
+            for r in p.get("acquired_records") or ():
+                ranges += 1
+                records += r["last_offset"] - r["first_offset"] + 1
+    STATS["fetch_answers"] += 1
+    STATS["fetch_answers_empty"] += records == 0
+    STATS["acquired_records"] += records
+    STATS["acquired_ranges"] += ranges
+    if ahead:
+        STATS["ahead_answers_empty"] += records == 0
+        STATS["ahead_records"] += records
+
+
+def _instrument_kclient(consumer: Any) -> None:
+    """Count the share requests a kclient member sends and what the fetches bring back (the
+    consumer's network client's ``send``, wrapped); only when asked, so a plain run times the
+    client as it is."""
+    if not os.environ.get(STATS_DIR_ENV):
+        return
+    from kclient.protocol import ApiKey
+    fetch, ack = int(ApiKey.SHARE_FETCH), int(ApiKey.SHARE_ACKNOWLEDGE)
+    client = consumer._client
+    send = client.send
+
+    def counting_send(node: Any, api_key: int, body: Any, **kw: Any) -> Any:
+        future = send(node, api_key, body, **kw)
+        if api_key == fetch:
+            STATS["share_fetch"] += 1
+            ahead = body.get("max_wait_ms") == 0
+            STATS["share_fetch_ahead"] += ahead
+            _count_ack_batches(body)
+            future.on_success(lambda resp: _count_answer(resp, ahead))
+        elif api_key == ack:
+            STATS["share_acknowledge"] += 1
+            _count_ack_batches(body)
+        return future
+
+    client.send = counting_send
+
+
+def _write_stats(driver: str) -> None:
+    where = os.environ.get(STATS_DIR_ENV)
+    if where and driver != "confluent":     # its requests are not counted
+        import json
+        with open(os.path.join(where, f"{driver}-{os.getpid()}.json"), "w") as f:
+            json.dump(STATS, f)
+
+
 # ---------------------------------------------------------------------- the clients
 def kclient_records(bootstrap: str, topic: str, partitions: int, group: str, stop: threading.Event) -> None:
     from kclient.share.consumer import KafkaShareConsumer
     with KafkaShareConsumer(topic, bootstrap_servers=bootstrap, group_id=group,
                             max_poll_records=MAX_POLL_RECORDS) as consumer:
+        _instrument_kclient(consumer)
         while not stop.is_set():
             polled = consumer.poll(100)
+            STATS["polls"] += 1
             if not polled:
+                STATS["polls_empty"] += 1
                 continue
             n = 0
             for tp, records in polled.items():
@@ -73,10 +146,13 @@ def kclient_columnar(bootstrap: str, topic: str, partitions: int, group: str, st
     from kclient.share.consumer import KafkaShareConsumer
     with KafkaShareConsumer(topic, bootstrap_servers=bootstrap, group_id=group,
                             max_poll_records=MAX_POLL_RECORDS) as consumer:
+        _instrument_kclient(consumer)
         poll = consumer.poll_columnar  # type: ignore[attr-defined]
         while not stop.is_set():
             polled = poll(timeout_ms=100)
             n = sum(len(cols) for cols in polled.values()) if polled else 0
+            STATS["polls"] += 1
+            STATS["polls_empty"] += not n
             if n:
                 _say(f"B {n}")
 
@@ -195,6 +271,8 @@ def raw_sharefetch(bootstrap: str, topic: str, partitions: int, group: str, stop
                         for f, last in acks.get(p, ())]} for p in sorted(listed)]}] if listed else [],
                 "forgotten_topics_data": [{"topic_id": topic_id, "partitions": forgotten}] if forgotten else []}
         s["parts"] = wanted
+        STATS["share_fetch"] += 1
+        _count_ack_batches(body)
         conns[leader].send(fetch_key, fetch_v, body)
         return True
 
@@ -219,6 +297,7 @@ def raw_sharefetch(bootstrap: str, topic: str, partitions: int, group: str, stop
                     if resp["error_code"]:
                         _say(f"E ShareFetch error {resp['error_code']}: {resp.get('error_message')}")
                         return
+                    _count_answer(resp)
                     s = sessions[leader]
                     s["epoch"] = 1 if s["epoch"] == 2**31 - 1 else s["epoch"] + 1
                     n = 0
@@ -253,8 +332,11 @@ def _prepare(driver: str) -> None:
     if driver == "confluent":
         import confluent_kafka  # noqa: F401
     else:
+        import encodings.idna  # noqa: F401   (the codec a host name's lookup loads on first use)
         import kclient.share.consumer  # noqa: F401
         import kclient.protocol  # noqa: F401
+        import kcore.groupcodec  # noqa: F401   (loaded by the member's join)
+        import kcore.pacemaker  # noqa: F401
 
 
 def main(argv: list[str]) -> int:
@@ -270,6 +352,7 @@ def main(argv: list[str]) -> int:
     except Exception as exc:
         _say(f"E {type(exc).__name__}: {exc}".replace("\n", " "))
         return 1
+    _write_stats(driver)
     return 0
 
 

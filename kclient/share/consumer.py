@@ -81,6 +81,8 @@ def _one_thread(method: _F) -> _F:
     return guarded  # type: ignore[return-value]
 #: Longest single network wait inside poll(), so heartbeat and fetch answers are taken promptly.
 _POLL_SLICE_MS = 100
+#: The most fetches ahead skipped in a row after fetched-ahead answers that brought (almost) nothing.
+_AHEAD_SKIP_MAX = 64
 #: Longest wait of subscribe() for a broker's ApiVersions (whether it serves share groups).
 _SUBSCRIBE_CHECK_MS = 10000
 
@@ -118,6 +120,11 @@ class KafkaShareConsumer:
         #: When the current poll began, and when the last poll took its records (clock ms).
         self._poll_started_ms = 0
         self._took_ms: int | None = None
+        #: Records in hand when the last fetch ahead left; fetches ahead still to skip, and how
+        #: many the next futile one makes skip.
+        self._ahead_held = 0
+        self._ahead_skip = 0
+        self._ahead_backoff = 0
         self._buffer: deque[_Buffered] = deque()
         #: Records of the last poll, by partition and offset, not acknowledged yet.
         self._unacknowledged: dict[TopicPartition, dict[int, ShareConsumerRecord]] = {}
@@ -300,7 +307,22 @@ class KafkaShareConsumer:
         acknowledgements only leave with the next request. The records it brings are acquired
         for this member, locked to it until a poll hands them out or ``close()`` releases them;
         the acknowledgements already made travel with it. Never in the record_limit acquire
-        mode, whose point is that the member holds no more than ``max.poll.records``."""
+        mode, whose point is that the member holds no more than ``max.poll.records``.
+
+        When the records in hand fill the partitions' in-flight limits anyway (several members
+        sharing the limits, or a limit below ``max.poll.records``), the broker acquires little
+        or nothing for a fetch sent ahead: one request more per poll, at the broker's cost and
+        the member's, for no records. So a fetched-ahead answer that brought less than a
+        quarter of the records in hand when it left makes the next fetches ahead be skipped:
+        1, then 2, 4, ... up to ``_AHEAD_SKIP_MAX`` after each further such answer, and none
+        again after one that brought records."""
+        got = self._fetcher.take_ahead_yield()
+        if got is not None:
+            if 4 * got < self._ahead_held:
+                self._ahead_backoff = min(2 * self._ahead_backoff or 1, _AHEAD_SKIP_MAX)
+                self._ahead_skip = self._ahead_backoff
+            else:
+                self._ahead_backoff = 0
         buffer = self._buffer
         if not buffer:
             return
@@ -315,6 +337,10 @@ class KafkaShareConsumer:
             held += _size_of(buffer[k])
             if held >= limit:
                 return
+        if self._ahead_skip:
+            self._ahead_skip -= 1
+            return
+        self._ahead_held = held + _size_of(buffer[-1])
         # Not parked at the broker (max wait 0): when the records in hand fill a partition's
         # in-flight limit, nothing can be acquired until their acknowledgements arrive, and
         # those leave only with the next request. The poll's records must reach the
@@ -322,7 +348,7 @@ class KafkaShareConsumer:
         # poll, which fetches again.
         try:
             self._fetcher.send_acknowledgements(only_renew=True)
-            if self._fetcher.send_fetches(self._coordinator.assignment(), max_wait_ms=0):
+            if self._fetcher.send_fetches(self._coordinator.assignment(), ahead=True):
                 self._client.poll_no_wakeup(0)      # out onto the wire now
         except Errors.KafkaError as exc:
             log.debug("share group %s: fetching ahead failed (the next poll fetches again): %r",

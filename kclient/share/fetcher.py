@@ -46,6 +46,9 @@ SHARE_ACKNOWLEDGE = int(ApiKey.SHARE_ACKNOWLEDGE)
 BATCH_OPTIMIZED, RECORD_LIMIT = 0, 1
 _SESSION_ERRORS = (Errors.ShareSessionNotFoundError, Errors.InvalidShareSessionEpochError)
 _RENEW = int(AcknowledgeType.RENEW)
+#: The longest a fetch sent ahead with acknowledgements waits at the broker for the room they
+#: free (the broker's state write takes milliseconds; ShareFetcher._max_wait_ms).
+_AHEAD_ACK_WAIT_MS = 100
 
 
 @dataclass(frozen=True)
@@ -120,6 +123,10 @@ class ShareFetcher:
         #: RENEW pass that found none left), so each poll's RENEW pass costs nothing without one.
         self._renew_waiting = False
         self.acquisition_lock_timeout_ms: int | None = None
+        #: Offsets the answers to fetches sent ahead (``send_fetches(ahead=True)``) acquired
+        #: since ``take_ahead_yield`` last looked, and whether any such answer came.
+        self._ahead_yield = 0
+        self._ahead_answered = False
 
     # ------------------------------------------------------------------ application side
     def acknowledge(self, tp: TopicPartition, offset: int, kind: int) -> None:
@@ -302,10 +309,11 @@ class ShareFetcher:
                 {"partition_index": tp.partition, "acknowledgement_batches": batches})
         return [{"topic_id": tid, "partitions": ps} for tid, ps in by_topic.items()]
 
-    def send_fetches(self, assignment: set[TopicPartition], *, max_wait_ms: int | None = None) -> int:
+    def send_fetches(self, assignment: set[TopicPartition], *, ahead: bool = False) -> int:
         """One ShareFetch to every leader of ``assignment`` without a request in flight (and
-        to brokers whose session holds partitions no longer assigned, to forget them);
-        ``max_wait_ms`` instead of fetch.max.wait.ms (0: the broker answers at once)."""
+        to brokers whose session holds partitions no longer assigned, to forget them). A fetch
+        sent ahead (``ahead``) asks the broker to answer at once (no fetch.max.wait.ms), and
+        what its answer acquires is counted for ``take_ahead_yield``."""
         cluster = self._client.metadata.cluster
         by_node: dict[int, set[TopicPartition]] = {}
         for tp in assignment:
@@ -323,11 +331,32 @@ class ShareFetcher:
                 # not in a loop of requests that fail at once until the metadata names another
                 if self.in_flight(node_id) or self._client.is_unavailable(node_id):
                     continue
-                self._send_fetch(node_id, by_node.get(node_id, set()), max_wait_ms)
+                self._send_fetch(node_id, by_node.get(node_id, set()), ahead)
                 sent += 1
         return sent
 
-    def _send_fetch(self, node_id: int, wanted: set[TopicPartition], max_wait_ms: int | None = None) -> None:
+    def _max_wait_ms(self, ahead: bool, acknowledging: bool) -> int:
+        """How long the broker may hold a ShareFetch for records. A fetch sent ahead: at once
+        without acknowledgements (the records in hand may fill every partition's in-flight
+        limit, and nothing frees them before the next request); with some, a moment, since
+        the broker frees the acknowledged records' locks only once it has written their state,
+        just after it took the request: answered at once, the fetch would find no room yet.
+        Not the whole fetch.max.wait.ms: the acknowledgements of the records in hand, and
+        close(), wait for its answer."""
+        if not ahead:
+            return self.config.max_wait_ms
+        return min(self.config.max_wait_ms, _AHEAD_ACK_WAIT_MS) if acknowledging else 0
+
+    def take_ahead_yield(self) -> int | None:
+        """The offsets acquired by the answers to fetches sent ahead since the last call, or
+        None when no such answer came meanwhile."""
+        with self.lock:
+            if not self._ahead_answered:
+                return None
+            n, self._ahead_yield, self._ahead_answered = self._ahead_yield, 0, False
+            return n
+
+    def _send_fetch(self, node_id: int, wanted: set[TopicPartition], ahead: bool = False) -> None:
         session = self._session(node_id)
         keys = {(self._topic_id(tp.topic), tp.partition): tp for tp in wanted}
         epoch, added, forgotten = session.plan(keys)
@@ -340,7 +369,7 @@ class ShareFetcher:
             forgotten_by_topic.setdefault(tid, []).append(p)
         c = self.config
         body = {"group_id": self.group_id, "member_id": self._member_id(), "share_session_epoch": epoch,
-                "max_wait_ms": c.max_wait_ms if max_wait_ms is None else max_wait_ms,
+                "max_wait_ms": self._max_wait_ms(ahead, bool(acks)),
                 "min_bytes": c.min_bytes, "max_bytes": c.max_bytes,
                 "max_records": c.max_records, "batch_size": c.batch_size,
                 "share_acquire_mode": c.acquire_mode, "is_renew_ack": False,
@@ -355,7 +384,7 @@ class ShareFetcher:
         sent_ms = self._clock.now_ms()
         future = self._client.send(node_id, SHARE_FETCH, body)
         self._in_flight[node_id] = future
-        future.add_both(self._on_fetch, future, node_id, acks, sent_ms)
+        future.add_both(self._on_fetch, future, node_id, acks, sent_ms, ahead)
 
     def send_acknowledgements(self, *, only_renew: bool = False) -> list[RequestFuture]:
         """ShareAcknowledge to every broker with waiting acknowledgements and no request in
@@ -440,7 +469,8 @@ class ShareFetcher:
             return None
         return session, resp
 
-    def _on_fetch(self, future: RequestFuture, node_id: int, acks: dict, sent_ms: int, outcome: Any) -> None:
+    def _on_fetch(self, future: RequestFuture, node_id: int, acks: dict, sent_ms: int, ahead: bool,
+                  outcome: Any) -> None:
         with self.lock:
             answer = self._answer(future, node_id, acks, outcome, "ShareFetch")
             if answer is None:
@@ -453,6 +483,7 @@ class ShareFetcher:
                 self.acquisition_lock_timeout_ms = lock_ms
                 deadline = sent_ms + lock_ms
             answered_acks: set[TopicPartition] = set()
+            acquired = 0
             cluster = self._client.metadata.cluster
             for topic in resp.get("responses", ()):
                 name = cluster.topic_name(topic["topic_id"])
@@ -475,18 +506,22 @@ class ShareFetcher:
                         log.debug("share group %s: node %d: %s acquired %s", self.group_id, node_id, tp,
                                   [(r["first_offset"], r["last_offset"], r["delivery_count"])
                                    for r in p.get("acquired_records") or ()])
-                    self._take_acquired(node_id, tp, p, deadline)
+                    acquired += self._take_acquired(node_id, tp, p, deadline)
             for tp in set(acks) - answered_acks:      # the broker said nothing: they went through
                 self._report(tp, acks[tp], None)
+            if ahead:
+                self._ahead_yield += acquired
+                self._ahead_answered = True
 
-    def _take_acquired(self, node_id: int, tp: TopicPartition, p: dict, lock_deadline_ms: int | None) -> None:
+    def _take_acquired(self, node_id: int, tp: TopicPartition, p: dict, lock_deadline_ms: int | None) -> int:
+        """Keep what a partition's answer acquired; the number of offsets acquired."""
         ranges = p.get("acquired_records") or ()
         if not ranges:
-            return
+            return 0
         source = self._acquired_from[tp] = (node_id, self._session(node_id).generation)
-        self._acquired.append(Acquired(tp, p.get("records"),
-                                       tuple((r["first_offset"], r["last_offset"], r["delivery_count"])
-                                             for r in ranges), source, lock_deadline_ms))
+        got = tuple((r["first_offset"], r["last_offset"], r["delivery_count"]) for r in ranges)
+        self._acquired.append(Acquired(tp, p.get("records"), got, source, lock_deadline_ms))
+        return sum(last - first + 1 for first, last, _ in got)
 
     def _on_acknowledge(self, future: RequestFuture, node_id: int, acks: dict, epoch: int, outcome: Any) -> None:
         with self.lock:

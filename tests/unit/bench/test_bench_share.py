@@ -26,3 +26,26 @@ def test_members_spot_check_the_sequence_number():
     assert _bad(3, 5, SEQ.pack(5 * 8 + 3) + b"x", 8) is None
     assert "expected 43" in _bad(3, 5, SEQ.pack(1) + b"x", 8)
     assert "no sequence number" in _bad(3, 5, None, 8)
+
+
+def test_request_counts_of_a_member_and_their_summary(tmp_path, monkeypatch):
+    from bench import share_members
+    monkeypatch.setattr(share_members, "STATS", dict.fromkeys(share_members.STATS, 0))
+    share_members._count_ack_batches({"topics": [{"partitions": [
+        {"acknowledgement_batches": [{"first_offset": 0, "last_offset": 9}, {"first_offset": 12, "last_offset": 20}]},
+        {"acknowledgement_batches": []}]}]})
+    share_members._count_answer({"responses": [{"partitions": [
+        {"acquired_records": [{"first_offset": 0, "last_offset": 99}]}, {"acquired_records": []}]}]}, ahead=True)
+    share_members._count_answer({"responses": []})
+    s = share_members.STATS
+    assert (s["ack_partitions"], s["ack_batches"]) == (1, 2)
+    assert (s["fetch_answers"], s["fetch_answers_empty"], s["acquired_records"], s["acquired_ranges"]) == (2, 1, 100, 1)
+    assert (s["ahead_answers_empty"], s["ahead_records"]) == (0, 100)
+    monkeypatch.setenv(share_members.STATS_DIR_ENV, str(tmp_path))
+    share_members._write_stats("kclient-records")
+    share_members._write_stats("confluent")            # its requests are not counted: no file
+    counts = share._member_stats(str(tmp_path), "kclient-records")
+    assert counts["acquired_records"] == 100 and not list(tmp_path.iterdir())
+    line = share._describe_requests({"requests": dict(counts, share_fetch=2, share_fetch_ahead=1), "wall_s": 2.0})
+    assert "ShareFetch 1/s (1 of 2 sent ahead: 0 empty, 100 records per answer)" in line
+    assert "50 records per fetch answer (1 of 2 empty" in line

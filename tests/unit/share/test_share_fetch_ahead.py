@@ -150,3 +150,63 @@ def test_an_error_while_fetching_ahead_is_left_to_the_next_poll(make):
     fake.clock.advance(100)
     assert c.poll(0) == {}
     assert len(fetches(fake)) == 3 and acks_of(fetches(fake)[-1]) == [(3, 4, [1])]
+
+
+def test_a_fetch_ahead_with_acknowledgements_waits_a_moment_for_the_room_they_free(make):
+    """The broker frees acknowledged records' locks only once it has written their state:
+    answered at once, a fetch carrying acknowledgements would find no room for the records
+    they free. It waits a moment for them, not the whole fetch.max.wait.ms."""
+    c, fake = make()
+    slow_start(c, fake, c.poll)
+    assert [r.offset for r in c.poll(0)[TP]] == [3, 4]
+    assert fetches(fake)[-1]["max_wait_ms"] == 0          # nothing acknowledged in it
+    fake.clock.advance(100)
+    answered(fake, 5, 2)
+    assert [r.offset for r in c.poll(0)[TP]] == [5, 6]
+    ahead = fetches(fake)[-1]
+    assert acks_of(ahead) == [(3, 4, [1])] and ahead["max_wait_ms"] == 100
+    # never longer than fetch.max.wait.ms
+    c2, fake2 = make(fetch_max_wait_ms=40)
+    slow_start(c2, fake2, c2.poll)
+    assert [r.offset for r in c2.poll(0)[TP]] == [3, 4]
+    fake2.clock.advance(100)
+    answered(fake2, 5, 2)
+    c2.poll(0)
+    assert acks_of(fetches(fake2)[-1]) == [(3, 4, [1])] and fetches(fake2)[-1]["max_wait_ms"] == 40
+
+
+def test_fetches_ahead_that_bring_nothing_are_skipped_more_and_more(make):
+    """While the records in hand fill the partitions' in-flight limits, a fetch sent ahead
+    brings (almost) nothing: after such an answer the next 1, then 2, 4, ... fetches ahead are
+    skipped (those polls fetch after taking their records); an answer with records ends it."""
+    c, fake = make()
+    slow_start(c, fake, c.poll)
+    base = 3
+
+    def round_trip(ahead_brings: int) -> bool:
+        """One poll of a slow application: takes what is held, answers the fetch it sent (if
+        it sent one ahead) with ``ahead_brings`` records; whether it fetched ahead."""
+        nonlocal base
+        sent = len(fetches(fake))
+        got = c.poll(0)
+        if not got:        # nothing held: this poll fetched; its answer comes at the next one
+            answered(fake, base, 4, waited_ms=5)
+            base += 4
+            return False
+        ahead = len(fetches(fake)) > sent
+        if ahead:
+            answered(fake, base, ahead_brings) if ahead_brings else fake.sent[-1][3].complete(
+                fetch_answer([part(0)]))
+            base += ahead_brings
+        fake.clock.advance(100)
+        return ahead
+
+    pattern = [round_trip(0) for _ in range(21)]
+    # each empty answer to a fetch ahead doubles the fetches ahead skipped after it: skipping
+    # k of them takes 2k polls (one fetching, one taking the records) and the poll after them
+    aheads = [k for k, a in enumerate(pattern) if a]
+    assert [b - a for a, b in zip(aheads, aheads[1:])] == [4, 6, 10], pattern
+    # a fetch ahead with records brings them back to every poll that takes the last ones
+    while not round_trip(4):
+        pass
+    assert all(round_trip(4) for _ in range(4))
