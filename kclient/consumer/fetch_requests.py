@@ -35,6 +35,7 @@ from kclient.consumer.fetch_config import FetchConfig
 from kclient.consumer.fetch_session import FetchPartition, FetchSessionHandler
 from kclient.subscription.state import SubscriptionState
 from kclient.network.metadata import Node
+from kclient.network.network_client import SCANNED_FETCH
 from kclient.protocol import ApiKey
 from kclient.structs import TopicPartition
 
@@ -97,6 +98,12 @@ class FetchRequests:
         self._slots_used: dict[int, int] = {}
         self._isolation = config.isolation
         self._read_committed = self._isolation == 1
+        if not self._read_committed:
+            # Receive threads check and scan each answer's batches as they arrive (read_committed
+            # answers need their aborted transactions: they are decoded on this thread).
+            scan_fetches = getattr(client, "scan_fetches", None)
+            if scan_fetches is not None:
+                scan_fetches(config.check_crcs)
         self._retry_backoff_ms = config.retry_backoff_ms
         self._rack = config.client_rack
         self._read_replica_ttl_ms = config.metadata_max_age_ms
@@ -405,6 +412,7 @@ class FetchRequests:
                 if pipe is not None:
                     pipe.backoff_until = now + self._retry_backoff_ms
             return
+        scanned = result.pop(SCANNED_FETCH, None)
         code = result.get("error_code", 0)
         stats = self._stats
         if stats is not None:
@@ -488,7 +496,8 @@ class FetchRequests:
                 aborted = p.get("aborted_transactions") if read_committed else None
                 if read_committed and aborted is None:
                     aborted = ()
-                buffer.add(CompletedFetch(tp, fetch_offset, epoch, assignment_id, raw, aborted, frame), pipe)
+                buffer.add(CompletedFetch(tp, fetch_offset, epoch, assignment_id, raw, aborted, frame,
+                                          None if scanned is None else scanned.records_for(raw)), pipe)
                 # Where the next fetch starts: after the last complete batch (cheap header walk).
                 pipe.next_fetch_offset, last_epoch = peek_next_offset(raw, fetch_offset)
                 if last_epoch >= 0:
