@@ -37,6 +37,9 @@ class ScannedFetch:
         """Whether the whole structure was parsed."""
     def __len__(self) -> int:
         """Partitions with a records field found so far."""
+    @property
+    def array_bytes(self) -> int:
+        """Bytes of the position arrays the scan holds (not yet handed out)."""
     def records_for(self, view: memoryview | bytes | None) -> ScannedRecords | None:
         """The scan of the partition whose records field ``view`` is (a slice of this frame,
         as the protocol decoder cut it), once; None if none matches."""

@@ -496,6 +496,21 @@ cdef class ScannedFetch:
     def __len__(self):
         return self.scan.nblobs if self.scan != NULL else 0
 
+    @property
+    def array_bytes(self):
+        """Bytes of the position arrays the scan holds (not yet handed out): memory that
+        lives as long as the buffered answer, as the frame's own bytes do."""
+        cdef Py_ssize_t i, total = 0
+        cdef RecCols* c
+        if self.scan == NULL:
+            return 0
+        for i in range(self.scan.nblobs):
+            c = &self.scan.blobs[i].cols
+            # offset, timestamp, key and value positions: 8 bytes each; lengths and header
+            # starts 4; the timestamp type 1; per header 24
+            total += c.cap * 45 + 4 + c.caph * 24
+        return total
+
     def records_for(self, view):
         """The ScannedRecords of ``view`` (a partition's records field, as the protocol
         decoder sliced it from this frame), or None if it was not scanned (or was taken)."""

@@ -491,8 +491,10 @@ class FetchRequests:
                     continue
                 if frame is None:
                     whole = raw.obj if isinstance(raw, memoryview) else raw
-                    # nbytes: the frame's size whatever buffer type the view is over
-                    frame = buffer.new_frame(memoryview(whole).nbytes)
+                    # nbytes: the frame's size whatever buffer type the view is over; the
+                    # receive thread's position arrays live as long and count too
+                    frame = buffer.new_frame(memoryview(whole).nbytes
+                                             + (0 if scanned is None else scanned.array_bytes))
                 aborted = p.get("aborted_transactions") if read_committed else None
                 if read_committed and aborted is None:
                     aborted = ()
