@@ -6,9 +6,10 @@ position arrays, kcore.records.decode_columnar) was the consumer thread's larges
 record after the record objects, and it ran long after the bytes had arrived, when they had
 left the cache of the core that received them. A connection's receive thread
 (kcore.receive_loop) feeds each Fetch response it receives to a FetchScan as its bytes come
-in: the response's structure is parsed as far as the bytes go, and each record batch is
-checked (CRC32C) and scanned (kcore.scan.scan_v2) as soon as it is complete, without the GIL,
-while it is still in that core's cache and in parallel with the application.
+in: the response's structure is parsed as far as the bytes go, and (when the owner asks for
+it) each record batch is checked (CRC32C) and scanned (kcore.scan.scan_v2) as soon as it is
+complete, without the GIL, while it is still in that core's cache and in parallel with the
+application. Batches not scanned there are scanned by whoever decodes the partition.
 
 Only what a plain decode would turn into the same arrays is scanned: complete, uncompressed
 v2 data batches. Anything else in a partition's records (a compressed, control or legacy

@@ -49,6 +49,7 @@ cdef class ReceiveLoop:
     cdef int32_t _exp_corr[_EXPECT]  # announced Fetch responses: correlation id, version, CRC check
     cdef int _exp_version[_EXPECT]
     cdef bint _exp_crcs[_EXPECT]
+    cdef bint _exp_batches[_EXPECT]
     cdef int _nexp
     # loop-thread state (touched only by run(), or by the owner once run() returned)
     cdef char* _buf
@@ -61,6 +62,7 @@ cdef class ReceiveLoop:
     cdef Py_ssize_t _uncounted      # bytes read, added to _received at the next lock (_push, the loop's top, or run())
     cdef FetchScan* _scan           # the large frame's scan, if it is an announced Fetch response
     cdef bint _scan_looked          # the large frame's correlation id was looked up
+    cdef bint _scan_batches         # ... and its batches are scanned here as they arrive
     # owner state
     cdef dict _scanned              # correlation id -> kcore.fetchscan.ScannedFetch, until taken
 

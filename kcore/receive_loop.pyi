@@ -44,9 +44,10 @@ class ReceiveLoop:
     def take(self) -> list[bytes | Frame]:
         """The frames completed so far, in order (maybe none); raises the loop's end once
         every frame was taken."""
-    def expect_fetch(self, correlation_id: int, version: int, check_crcs: bool) -> None:
+    def expect_fetch(self, correlation_id: int, version: int, check_crcs: bool, batches: bool = True) -> None:
         """Scan the response to this Fetch (sent after this call) as it arrives, if it is a
-        large frame (kcore.fetchscan); at most 16 wait, the oldest is forgotten."""
+        large frame (kcore.fetchscan): its structure, and with ``batches`` its record
+        batches; at most 16 wait, the oldest is forgotten."""
     def take_scanned(self, correlation_id: int) -> ScannedFetch | None:
         """That response's scan once its frame was taken, or None; handed out once."""
     def stop(self) -> None:

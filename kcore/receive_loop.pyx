@@ -294,6 +294,7 @@ cdef class ReceiveLoop:
                 self._cur_fill = avail
                 self._start = self._end
                 self._scan_looked = False
+                self._scan_batches = False
                 self._scan_lookup()
                 break
             else:
@@ -316,10 +317,12 @@ cdef class ReceiveLoop:
             for i in range(self._nexp):
                 if self._exp_corr[i] == corr:
                     self._scan = fetchscan_new(self._exp_version[i], self._exp_crcs[i])
+                    self._scan_batches = self._scan != NULL and self._exp_batches[i]
                     self._nexp -= 1
                     memmove(&self._exp_corr[i], &self._exp_corr[i + 1], (self._nexp - i) * sizeof(int32_t))
                     memmove(&self._exp_version[i], &self._exp_version[i + 1], (self._nexp - i) * sizeof(int))
                     memmove(&self._exp_crcs[i], &self._exp_crcs[i + 1], (self._nexp - i) * sizeof(bint))
+                    memmove(&self._exp_batches[i], &self._exp_batches[i + 1], (self._nexp - i) * sizeof(bint))
                     break
             pthread_mutex_unlock(&self._mu)
 
@@ -352,7 +355,7 @@ cdef class ReceiveLoop:
             if got == TP_AGAIN:
                 # Nothing to read: scan the batches of the Fetch response being received
                 # (a slice at a time, so that receiving, which the broker waits for, comes first).
-                if (self._scan != NULL and self._cur != NULL
+                if (self._scan_batches and self._cur != NULL
                         and fetchscan_feed(self._scan, <const uint8_t*>self._cur, self._cur_fill,
                                            self._cur_len, SCAN_SLICE) > 0):
                     continue
@@ -381,7 +384,7 @@ cdef class ReceiveLoop:
             if self._cur != NULL:
                 self._cur_fill += got
                 self._scan_lookup()
-                if self._scan != NULL and self._cur_fill < self._cur_len:
+                if self._scan_batches and self._cur_fill < self._cur_len:
                     fetchscan_feed(self._scan, <const uint8_t*>self._cur, self._cur_fill,
                                    self._cur_len, SCAN_SLICE)
                 if self._cur_fill == self._cur_len:
@@ -396,6 +399,7 @@ cdef class ReceiveLoop:
                                        self._cur_len, 0)
                     n.scan = self._scan
                     self._scan = NULL
+                    self._scan_batches = False
                     first = last = n
                     self._cur = NULL
             else:
@@ -503,8 +507,10 @@ cdef class ReceiveLoop:
             del kept[next(iter(kept))]
         kept[corr] = scanned
 
-    def expect_fetch(self, int32_t correlation_id, int version, bint check_crcs):
-        """Scan the response to this Fetch (sent after this call) as it arrives. Of more
+    def expect_fetch(self, int32_t correlation_id, int version, bint check_crcs, bint batches=True):
+        """Scan the response to this Fetch (sent after this call) as it arrives: its
+        structure, and, with ``batches``, its record batches (a slice after each read, and
+        while the socket has nothing), leaving the rest to whoever decodes them. Of more
         than 16 announced and not yet arrived, the oldest is forgotten (its response is
         then decoded on the consumer's thread as any other)."""
         self._check_process()
@@ -514,9 +520,11 @@ cdef class ReceiveLoop:
             memmove(&self._exp_corr[0], &self._exp_corr[1], self._nexp * sizeof(int32_t))
             memmove(&self._exp_version[0], &self._exp_version[1], self._nexp * sizeof(int))
             memmove(&self._exp_crcs[0], &self._exp_crcs[1], self._nexp * sizeof(bint))
+            memmove(&self._exp_batches[0], &self._exp_batches[1], self._nexp * sizeof(bint))
         self._exp_corr[self._nexp] = correlation_id
         self._exp_version[self._nexp] = version
         self._exp_crcs[self._nexp] = check_crcs
+        self._exp_batches[self._nexp] = batches
         self._nexp += 1
         pthread_mutex_unlock(&self._mu)
 

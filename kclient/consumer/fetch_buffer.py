@@ -108,6 +108,8 @@ class FetchBuffer:
         self.completed: collections.deque[CompletedFetch] = collections.deque()
         self.next_in_line: CompletedFetch | None = None
         self._assignment_id = subscriptions.assignment_id
+        #: The last drain made records one by one (poll(), iteration), not columns.
+        self.per_record = False
 
     def pipe(self, tp: TopicPartition) -> PartitionPipe:
         pipe = self.pipes.get(tp)

@@ -82,6 +82,7 @@ class FetchCollector:
                        ) -> tuple[int, int]:
         """Fills drained/ends/sets; returns (records taken, bytes of the record sets finished)."""
         buffer = self._buffer
+        buffer.per_record = True
         next_fetch = buffer.next_fetch
         cluster = self._metadata.cluster
         taken = consumed_bytes = 0
@@ -153,6 +154,7 @@ class FetchCollector:
     def _drain_columnar(self, remaining: int, drained: dict, ends: dict, sets: list) -> int:
         consumed_bytes = 0
         buffer = self._buffer
+        buffer.per_record = False
         next_fetch = buffer.next_fetch
         cluster = self._metadata.cluster
         while remaining > 0:

@@ -110,8 +110,10 @@ class NetworkClient:
         # overlap with the application's work between polls.
         self._receive_thread = net.receive_thread
         # Fetch responses on such connections are scanned as they arrive (kcore.fetchscan)
-        # once the consumer asks for it (scan_fetches): None, or whether CRCs are checked.
+        # once the consumer asks for it (scan_fetches): None, or whether CRCs are checked;
+        # and whether their batches are scanned there too, or only their structure.
         self._fetch_scan_crcs: bool | None = None
+        self._fetch_scan_batches = False
         # Sockets of such connections registered with the selector (for writing, while bytes
         # wait to go out): kept here, since asking the selector about a socket it does not
         # have builds a KeyError from the socket's repr, on every request sent.
@@ -452,11 +454,14 @@ class NetworkClient:
             pass  # closed
 
     # ------------------------------------------------------------------ sending
-    def scan_fetches(self, check_crcs: bool) -> None:
-        """Have receive threads check and scan the record batches of Fetch responses while
-        they arrive; the response dict of such a Fetch carries the scan under
-        ``SCANNED_FETCH`` (kcore.fetchscan.ScannedFetch), for kcore.records.decode_columnar."""
+    def scan_fetches(self, check_crcs: bool, batches: bool) -> None:
+        """Have receive threads parse Fetch responses while they arrive and, with
+        ``batches``, check and scan their record batches there too; the response dict of such
+        a Fetch carries the scan under ``SCANNED_FETCH`` (kcore.fetchscan.ScannedFetch), for
+        kcore.records.decode_columnar, which scans what is left. Applies to Fetches sent
+        from now on."""
         self._fetch_scan_crcs = bool(check_crcs)
+        self._fetch_scan_batches = bool(batches)
 
     def _next_correlation_id(self) -> int:
         cid = self._correlation_id
@@ -521,7 +526,7 @@ class NetworkClient:
             request.timeout_ms = self.request_timeout_ms
         self._in_flight.add(conn.node_id, corr, request, now_ms, request.timeout_ms)
         if request.api_key == FETCH_KEY and self._fetch_scan_crcs is not None:
-            conn.expect_fetch(corr, version, self._fetch_scan_crcs)
+            conn.expect_fetch(corr, version, self._fetch_scan_crcs, self._fetch_scan_batches)
         conn.enqueue(frame)
         if self.stats is not None:
             self._count_sent(conn.node_id, len(frame), now_ms)

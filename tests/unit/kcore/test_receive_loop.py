@@ -435,13 +435,13 @@ def _fetch_frame(corr: int, version: int = 12, batches: int = 40) -> tuple[bytes
     return encode_response(1, version, corr, body), blobs
 
 
-def _check_scan(response: dict, scanned) -> None:
+def _check_scan(response: dict, scanned, states=("done", "scanning")) -> None:
     """Each partition of the decoded ``response`` from the scan equals its decode."""
     from kcore.records import decode_columnar
     assert scanned is not None and scanned.complete
     for p in response["responses"][0]["partitions"]:
         sr = scanned.records_for(p["records"])
-        assert sr is not None and sr.state in ("done", "scanning")
+        assert sr is not None and sr.state in states
         want, got = decode_columnar(p["records"]), decode_columnar(p["records"], scanned=sr)
         assert got.num_records == want.num_records == 4000
         assert bytes(got.offsets) == bytes(want.offsets) and bytes(got.value_offsets) == bytes(want.value_offsets)
@@ -458,6 +458,17 @@ def test_an_announced_fetch_response_is_scanned_as_it_arrives(running):
     from kclient.protocol import decode_response
     _check_scan(decode_response(1, 12, frame), r.loop.take_scanned(77))
     assert r.loop.take_scanned(77) is None           # handed out once
+
+
+def test_a_response_announced_for_its_structure_only_leaves_its_batches_to_the_decode(running):
+    r = running()
+    stream, _blobs = _fetch_frame(corr=78)
+    r.loop.expect_fetch(78, 12, True, False)
+    for i in range(0, len(stream), 30_000):
+        r.peer.sendall(stream[i:i + 30_000])
+    (frame,) = r.take_until(1)
+    from kclient.protocol import decode_response
+    _check_scan(decode_response(1, 12, frame), r.loop.take_scanned(78), states=("scanning",))
 
 
 def test_an_unannounced_response_and_a_forgotten_announcement_are_not_scanned(running):
@@ -484,10 +495,11 @@ def test_a_loop_closed_with_a_scan_in_progress_frees_it(running):
     # fixture teardown stops the loop mid-frame and closes it: the scan is freed with it
 
 
-def test_the_network_client_hands_fetch_scans_to_the_response(client_pair):
+@pytest.mark.parametrize("batches", [True, False])
+def test_the_network_client_hands_fetch_scans_to_the_response(client_pair, batches):
     client, peer, conn = client_pair
     from kclient.network.network_client import SCANNED_FETCH, ClientRequest
-    client.scan_fetches(True)
+    client.scan_fetches(True, batches)
     got: list = []
     client.send(ClientRequest(1, 1, {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 20,
                                      "isolation_level": 0, "session_id": 0, "session_epoch": -1, "topics": [],
