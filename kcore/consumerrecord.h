@@ -100,8 +100,13 @@ static inline PyObject* kc_payload(const char* p, Py_ssize_t len, PyObject* view
         Py_INCREF(Py_None);
         return Py_None;
     }
-    if (views == NULL)
+    if (views == NULL) {
+#if KC_OBJ_REUSE
+        if ((o = kc_bytes_take(p, len)) != NULL)
+            return o;
+#endif
         return PyBytes_FromStringAndSize(p, len);
+    }
     o = kc_view_slice(views, p - vbase, len);
     if (o != NULL && untrack_views)
         PyObject_GC_UnTrack(o);
@@ -149,6 +154,9 @@ static inline PyObject* kc_record_new(
     Py_INCREF(topic); PyTuple_SET_ITEM(t, 0, topic);
     Py_INCREF(partition); PyTuple_SET_ITEM(t, 1, partition);
     Py_INCREF(epoch); PyTuple_SET_ITEM(t, 2, epoch);
+#if KC_OBJ_REUSE
+    if (offset <= KC_SMALL_MAX || (o = kc_long_take(offset)) == NULL)
+#endif
     if ((o = kc_int(offset)) == NULL) goto fail;
     PyTuple_SET_ITEM(t, 3, o);
     Py_INCREF(ts); PyTuple_SET_ITEM(t, 4, ts);

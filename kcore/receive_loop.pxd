@@ -1,12 +1,15 @@
 # cython: language_level=3
 """C-level interface of kcore.receive_loop: a connection's frames received on a thread of
 its own (see receive_loop.pyx)."""
-from libc.stdint cimport int64_t
+from libc.stdint cimport int32_t, int64_t
+from kcore.fetchscan cimport FetchScan
 from kcore.posixsys cimport pthread_mutex_t
 from kcore.transport cimport tp_conn
 
 cdef enum:
     _STASH = 2          # pooled blocks waiting for the loop's next large frames
+    _EXPECT = 16        # Fetch responses announced for scanning (expect_fetch), at most
+    SCAN_SLICE = 262144 # bytes of batches scanned between two looks at the socket
 
 
 # One received frame, queued for the owner.
@@ -15,6 +18,7 @@ cdef struct FrameNode:
     Py_ssize_t length
     size_t cap          # bytes allocated at ptr
     bint large          # handed out as a Frame (else copied into bytes)
+    FetchScan* scan     # its record batches, scanned as it arrived (a Fetch response), or NULL
     FrameNode* next
 
 
@@ -42,6 +46,11 @@ cdef class ReceiveLoop:
     cdef void* _stash_ptr[_STASH]
     cdef size_t _stash_size[_STASH]
     cdef int _nstash
+    cdef int32_t _exp_corr[_EXPECT]  # announced Fetch responses: correlation id, version, CRC check
+    cdef int _exp_version[_EXPECT]
+    cdef bint _exp_crcs[_EXPECT]
+    cdef bint _exp_batches[_EXPECT]
+    cdef int _nexp
     # loop-thread state (touched only by run(), or by the owner once run() returned)
     cdef char* _buf
     cdef Py_ssize_t _start
@@ -51,6 +60,11 @@ cdef class ReceiveLoop:
     cdef Py_ssize_t _cur_fill
     cdef size_t _cur_cap
     cdef Py_ssize_t _uncounted      # bytes read, added to _received at the next lock (_push, the loop's top, or run())
+    cdef FetchScan* _scan           # the large frame's scan, if it is an announced Fetch response
+    cdef bint _scan_looked          # the large frame's correlation id was looked up
+    cdef bint _scan_batches         # ... and its batches are scanned here as they arrive
+    # owner state
+    cdef dict _scanned              # correlation id -> kcore.fetchscan.ScannedFetch, until taken
 
     cdef void _release(self) noexcept
     cdef void _wake_owner(self) noexcept nogil
@@ -59,6 +73,8 @@ cdef class ReceiveLoop:
     cdef char* _block(self, Py_ssize_t length, size_t* cap) noexcept nogil
     cdef FrameNode* _node(self, char* ptr, Py_ssize_t length, size_t cap, bint large) noexcept nogil
     cdef int _split(self, FrameNode** first, FrameNode** last) noexcept nogil
+    cdef void _scan_lookup(self) noexcept nogil
     cdef void _loop(self) noexcept nogil
     cdef int _check_process(self) except -1
+    cdef _keep_scanned(self, int32_t corr, object scanned)
     cdef object _end_error(self, int kind, int64_t a, int64_t b)

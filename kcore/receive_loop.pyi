@@ -11,6 +11,7 @@ socket error, KafkaConnectionError("... stopped") after ``stop()``. Stop, join t
 """
 from __future__ import annotations
 
+from kcore.fetchscan import ScannedFetch
 from kcore.frames import Frame
 
 STASH_BLOCKS: int
@@ -43,6 +44,12 @@ class ReceiveLoop:
     def take(self) -> list[bytes | Frame]:
         """The frames completed so far, in order (maybe none); raises the loop's end once
         every frame was taken."""
+    def expect_fetch(self, correlation_id: int, version: int, check_crcs: bool, batches: bool = True) -> None:
+        """Scan the response to this Fetch (sent after this call) as it arrives, if it is a
+        large frame (kcore.fetchscan): its structure, and with ``batches`` its record
+        batches; at most 16 wait, the oldest is forgotten."""
+    def take_scanned(self, correlation_id: int) -> ScannedFetch | None:
+        """That response's scan once its frame was taken, or None; handed out once."""
     def stop(self) -> None:
         """Make run() return soon; idempotent."""
     def close(self) -> None:

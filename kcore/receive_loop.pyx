@@ -23,6 +23,12 @@ Protocol with the owner (the network client, on its own thread):
 Large frames are received into blocks of kcore.pool handed to the loop by ``take()`` (the
 blocks of frames already released), so a steady stream of responses reuses memory instead of
 faulting in fresh pages on the receiving thread.
+
+Fetch responses announced with ``expect_fetch(correlation_id, version, check_crcs)`` (before
+the request is sent) are scanned as they arrive when they are large frames: kcore.fetchscan
+checks and scans each record batch as soon as it is complete, on this thread and while its
+bytes are in this core's cache; ``take_scanned(correlation_id)`` then hands the result over
+(a kcore.fetchscan.ScannedFetch), once the frame itself was taken.
 """
 cimport cython
 from cpython.bytes cimport PyBytes_FromStringAndSize
@@ -30,6 +36,7 @@ from libc.stdint cimport int32_t, int64_t, uint8_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy, memmove
 
+from kcore.fetchscan cimport FetchScan, fetchscan_feed, fetchscan_free, fetchscan_new, scanned_fetch
 from kcore.frames cimport check_receive_sizes, frame_over
 from kcore.pool cimport pool_block_fits, pool_give, pool_size_class, pool_take_pooled
 from posix.unistd cimport getpid
@@ -69,6 +76,7 @@ cdef class ReceiveLoop:
 
     def __cinit__(self, int fd, Py_ssize_t max_frame_bytes=104857600, Py_ssize_t buffer_size=65536):
         self._wake[0] = self._wake[1] = self._stop[0] = self._stop[1] = -1
+        self._scanned = {}
         if fd < 0:
             raise ValueError(f"fd must be a file descriptor, got {fd}")
         check_receive_sizes(max_frame_bytes, buffer_size)
@@ -101,9 +109,12 @@ cdef class ReceiveLoop:
         while self._head != NULL:
             n = self._head
             self._head = n.next
+            fetchscan_free(n.scan)
             free(n.ptr)
             free(n)
         self._tail = NULL
+        fetchscan_free(self._scan)
+        self._scan = NULL
         for i in range(self._nstash):
             free(self._stash_ptr[i])
         self._nstash = 0
@@ -237,6 +248,7 @@ cdef class ReceiveLoop:
         n.length = length
         n.cap = cap
         n.large = large
+        n.scan = NULL
         n.next = NULL
         return n
 
@@ -281,12 +293,38 @@ cdef class ReceiveLoop:
                 self._cur_len = length
                 self._cur_fill = avail
                 self._start = self._end
+                self._scan_looked = False
+                self._scan_batches = False
+                self._scan_lookup()
                 break
             else:
                 break
         if self._start == self._end:
             self._start = self._end = 0
         return 0
+
+    cdef void _scan_lookup(self) noexcept nogil:
+        """Whether the large frame being received answers an announced Fetch: its
+        correlation id is looked up once its first four bytes are there."""
+        cdef int32_t corr
+        cdef int i
+        if not self._scan_looked:
+            if self._cur_fill < 4:
+                return
+            self._scan_looked = True
+            corr = <int32_t>load_be32(<const uint8_t*>self._cur)
+            pthread_mutex_lock(&self._mu)
+            for i in range(self._nexp):
+                if self._exp_corr[i] == corr:
+                    self._scan = fetchscan_new(self._exp_version[i], self._exp_crcs[i])
+                    self._scan_batches = self._scan != NULL and self._exp_batches[i]
+                    self._nexp -= 1
+                    memmove(&self._exp_corr[i], &self._exp_corr[i + 1], (self._nexp - i) * sizeof(int32_t))
+                    memmove(&self._exp_version[i], &self._exp_version[i + 1], (self._nexp - i) * sizeof(int))
+                    memmove(&self._exp_crcs[i], &self._exp_crcs[i + 1], (self._nexp - i) * sizeof(bint))
+                    memmove(&self._exp_batches[i], &self._exp_batches[i + 1], (self._nexp - i) * sizeof(bint))
+                    break
+            pthread_mutex_unlock(&self._mu)
 
     cdef void _loop(self) noexcept nogil:
         cdef Py_ssize_t want, got
@@ -315,6 +353,12 @@ cdef class ReceiveLoop:
                 want = self.buffer_size - self._end
                 got = tp_recv(&self._conn, self._buf + self._end, want)
             if got == TP_AGAIN:
+                # Nothing to read: scan the batches of the Fetch response being received
+                # (a slice at a time, so that receiving, which the broker waits for, comes first).
+                if (self._scan_batches and self._cur != NULL
+                        and fetchscan_feed(self._scan, <const uint8_t*>self._cur, self._cur_fill,
+                                           self._cur_len, SCAN_SLICE) > 0):
+                    continue
                 rc = tp_wait(&self._conn, False, self._stop[0], -1)
                 if rc == TP_WOKEN:
                     return
@@ -339,11 +383,23 @@ cdef class ReceiveLoop:
             self._uncounted = got
             if self._cur != NULL:
                 self._cur_fill += got
+                self._scan_lookup()
+                if self._scan_batches and self._cur_fill < self._cur_len:
+                    fetchscan_feed(self._scan, <const uint8_t*>self._cur, self._cur_fill,
+                                   self._cur_len, SCAN_SLICE)
                 if self._cur_fill == self._cur_len:
                     n = self._node(self._cur, self._cur_len, self._cur_cap, True)
                     if n == NULL:
                         self._fail(E_NOMEM, self._cur_len, 0)
                         return
+                    if self._scan != NULL:
+                        # The rest of the structure only: the frame goes to the owner now,
+                        # the batches not yet scanned are scanned when they are decoded.
+                        fetchscan_feed(self._scan, <const uint8_t*>self._cur, self._cur_len,
+                                       self._cur_len, 0)
+                    n.scan = self._scan
+                    self._scan = NULL
+                    self._scan_batches = False
                     first = last = n
                     self._cur = NULL
             else:
@@ -368,6 +424,7 @@ cdef class ReceiveLoop:
         cdef bint ended
         cdef void* blk
         cdef void* old
+        cdef FetchScan* scan
         cdef size_t got, old_size = 0
         if self._wake[0] < 0:
             raise RuntimeError("the receive loop was closed")
@@ -390,12 +447,19 @@ cdef class ReceiveLoop:
                 n = chain
                 chain = n.next
                 if n.large:
+                    scan = n.scan
+                    n.scan = NULL
                     try:
                         frame = frame_over(n.ptr, n.length, n.cap)   # owns the block, even if it raises
                     except BaseException:
+                        fetchscan_free(scan)
                         free(n)
                         raise
                     frames.append(frame)
+                    if scan != NULL:
+                        # Owns the scan, even if it raises.
+                        self._keep_scanned(<int32_t>load_be32(<const uint8_t*>n.ptr),
+                                           scanned_fetch(scan, <const uint8_t*>n.ptr, n.length))
                     # A block for the loop's next frame of this size, if the pool has one.
                     # A full stash gives its oldest block back: blocks of sizes no longer
                     # received must not keep newer ones out.
@@ -426,6 +490,7 @@ cdef class ReceiveLoop:
             while chain != NULL:        # only after an exception: free what was not handed out
                 n = chain
                 chain = n.next
+                fetchscan_free(n.scan)
                 free(n.ptr)
                 free(n)
         if kind != E_NONE or ended:
@@ -434,6 +499,39 @@ cdef class ReceiveLoop:
                 return frames
             raise self._end_error(kind, a, b)
         return frames
+
+    cdef _keep_scanned(self, int32_t corr, object scanned):
+        cdef dict kept = self._scanned
+        # Bounded: a response whose request was given up is never asked for.
+        while len(kept) >= _EXPECT:
+            del kept[next(iter(kept))]
+        kept[corr] = scanned
+
+    def expect_fetch(self, int32_t correlation_id, int version, bint check_crcs, bint batches=True):
+        """Scan the response to this Fetch (sent after this call) as it arrives: its
+        structure, and, with ``batches``, its record batches (a slice after each read, and
+        while the socket has nothing), leaving the rest to whoever decodes them. Of more
+        than 16 announced and not yet arrived, the oldest is forgotten (its response is
+        then decoded on the consumer's thread as any other)."""
+        self._check_process()
+        pthread_mutex_lock(&self._mu)
+        if self._nexp == _EXPECT:
+            self._nexp -= 1
+            memmove(&self._exp_corr[0], &self._exp_corr[1], self._nexp * sizeof(int32_t))
+            memmove(&self._exp_version[0], &self._exp_version[1], self._nexp * sizeof(int))
+            memmove(&self._exp_crcs[0], &self._exp_crcs[1], self._nexp * sizeof(bint))
+            memmove(&self._exp_batches[0], &self._exp_batches[1], self._nexp * sizeof(bint))
+        self._exp_corr[self._nexp] = correlation_id
+        self._exp_version[self._nexp] = version
+        self._exp_crcs[self._nexp] = check_crcs
+        self._exp_batches[self._nexp] = batches
+        self._nexp += 1
+        pthread_mutex_unlock(&self._mu)
+
+    def take_scanned(self, int32_t correlation_id):
+        """The scan of the response with this correlation id (a kcore.fetchscan.ScannedFetch),
+        once its frame was taken; None if it was not scanned. Handed out once."""
+        return self._scanned.pop(correlation_id, None)
 
     cdef object _end_error(self, int kind, int64_t a, int64_t b):
         if kind == E_EOF:

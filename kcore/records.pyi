@@ -35,6 +35,7 @@ from kcore.builder import RecordBatchBuilder as RecordBatchBuilder
 from kcore.builder import control_record as control_record
 from kcore.builder import encode_batch as encode_batch
 from kcore.columnar import ColumnarBatch as ColumnarBatch
+from kcore.fetchscan import ScannedRecords
 from kcore.crc import CRC32C_HARDWARE as CRC32C_HARDWARE
 from kcore.crc import crc32_ieee as crc32_ieee
 from kcore.crc import crc32c as crc32c
@@ -267,9 +268,12 @@ def decode_columnar(
     skip_control: bool = True,
     fetch_offset: int = -1,
     aborted_transactions: Iterable[AbortedTransaction] | None = None,
+    scanned: ScannedRecords | None = None,
 ) -> ColumnarBatch:
     """Decode one partition's fetched bytes into a ColumnarBatch (same options as
-    decode_records; control records are skipped by default here)."""
+    decode_records; control records are skipped by default here). ``scanned``: a receive
+    thread's scan of these same bytes (kcore.fetchscan), from which the arrays are made
+    without decoding again when it can stand in for the decode (it is used up either way)."""
 
 
 def consumer_records(

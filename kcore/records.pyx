@@ -46,6 +46,7 @@ from kcore.consumerrecord cimport (KC_CONSUMER_FIELDS, kc_gc_untrack, kc_is_asci
 from kcore.compression cimport (GrowBuf, growbuf_reserve, growbuf_free, growbuf_shrink,
                                 decompression_limit, decompress_append)
 from kcore.crc cimport crc32c_update
+from kcore.fetchscan cimport BLOB_DONE, BLOB_SCANNING, BLOB_TAKEN, ScannedRecords, blobscan_step
 from kcore.layout cimport (ENTRY_BASE_OFFSET, ENTRY_LENGTH, ENTRY_MAGIC, LOG_OVERHEAD,
                            V2_PARTITION_LEADER_EPOCH, V2_CRC, V2_ATTRIBUTES,
                            V2_LAST_OFFSET_DELTA, V2_BASE_TIMESTAMP, V2_MAX_TIMESTAMP,
@@ -57,7 +58,7 @@ from kcore.layout cimport (ENTRY_BASE_OFFSET, ENTRY_LENGTH, ENTRY_MAGIC, LOG_OVE
 from kcore.layout cimport TIMESTAMP_NONE as C_TIMESTAMP_NONE, CONTROL_ABORT as C_CONTROL_ABORT
 from kcore.pool cimport CArray, carray
 from kcore.scan cimport (E_OK, E_CORRUPT, E_LENGTH, E_VARINT, E_NOMEM, E_CRC, E_CODEC,
-                         ScanErr, RecCols, V2Ctx, LegacyMsg, add_wrap, cols_prereserve,
+                         ScanErr, RecCols, V2Ctx, LegacyMsg, add_wrap, cols_prereserve, cols_reserve,
                          cols_release, scan_v2, control_type_of, parse_legacy, legacy_crc_ok,
                          store_one, scan_legacy_inner)
 from kcore.wire cimport load_be16, load_be32, load_be64
@@ -204,6 +205,29 @@ cdef class DecodeResult:
         return (f"DecodeResult(records={len(self.records)}, batches={len(self.batches)}, "
                 f"next_offset={self.next_offset}, "
                 f"partial_trailing_bytes={self.partial_trailing_bytes})")
+
+
+cdef void v2_batch_info(BatchInfo b, const uint8_t* p) noexcept:
+    """Fill b's fields from the v2 batch header at p (position, size and rows are the caller's)."""
+    cdef int attrs = load_be16(p + V2_ATTRIBUTES)
+    b.base_offset = <int64_t>load_be64(p + ENTRY_BASE_OFFSET)
+    b.last_offset = add_wrap(b.base_offset, <int32_t>load_be32(p + V2_LAST_OFFSET_DELTA))
+    b.partition_leader_epoch = <int32_t>load_be32(p + V2_PARTITION_LEADER_EPOCH)
+    b.magic = 2
+    b.crc = load_be32(p + V2_CRC)
+    b.attributes = attrs
+    b.codec = attrs & ATTR_CODEC_MASK
+    b.timestamp_type = (attrs & ATTR_TIMESTAMP_TYPE) != 0
+    b.is_transactional = (attrs & ATTR_TRANSACTIONAL) != 0
+    b.is_control = (attrs & ATTR_CONTROL) != 0
+    b.first_timestamp = <int64_t>load_be64(p + V2_BASE_TIMESTAMP)
+    b.max_timestamp = <int64_t>load_be64(p + V2_MAX_TIMESTAMP)
+    if attrs & ATTR_DELETE_HORIZON:
+        b.delete_horizon_ms = b.first_timestamp
+    b.producer_id = <int64_t>load_be64(p + V2_PRODUCER_ID)
+    b.producer_epoch = <int16_t>load_be16(p + V2_PRODUCER_EPOCH)
+    b.base_sequence = <int32_t>load_be32(p + V2_BASE_SEQUENCE)
+    b.record_count = <int32_t>load_be32(p + V2_RECORD_COUNT)
 
 
 # ============================================================================ the decoder
@@ -440,29 +464,11 @@ cdef class _Decoder:
             raise UnsupportedCodecError(
                 f"batch at byte {pos}, base offset {base_offset}: unknown compression codec "
                 f"id {codec}")
-        lod = <int32_t>load_be32(p + V2_LAST_OFFSET_DELTA)
         count = <int32_t>load_be32(p + V2_RECORD_COUNT)
-        pid = <int64_t>load_be64(p + V2_PRODUCER_ID)
-        last_offset = add_wrap(base_offset, lod)
         b = self.new_batch(pos, total)
-        b.base_offset = base_offset
-        b.last_offset = last_offset
-        b.partition_leader_epoch = <int32_t>load_be32(p + V2_PARTITION_LEADER_EPOCH)
-        b.magic = 2
-        b.crc = stored
-        b.attributes = attrs
-        b.codec = codec
-        b.timestamp_type = (attrs & ATTR_TIMESTAMP_TYPE) != 0
-        b.is_transactional = (attrs & ATTR_TRANSACTIONAL) != 0
-        b.is_control = (attrs & ATTR_CONTROL) != 0
-        b.first_timestamp = <int64_t>load_be64(p + V2_BASE_TIMESTAMP)
-        b.max_timestamp = <int64_t>load_be64(p + V2_MAX_TIMESTAMP)
-        if attrs & ATTR_DELETE_HORIZON:
-            b.delete_horizon_ms = b.first_timestamp
-        b.producer_id = pid
-        b.producer_epoch = <int16_t>load_be16(p + V2_PRODUCER_EPOCH)
-        b.base_sequence = <int32_t>load_be32(p + V2_BASE_SEQUENCE)
-        b.record_count = count
+        v2_batch_info(b, p)
+        pid = b.producer_id
+        last_offset = b.last_offset
         if count < 0:
             raise InvalidRecordLengthError(
                 f"batch at byte {pos}, base offset {base_offset}: negative record count "
@@ -1022,13 +1028,20 @@ cdef list header_list(intptr_t base, Py_ssize_t dlen, const int64_t* hkp, const 
 
 def decode_columnar(data, *, bint check_crcs=True, max_decompressed_bytes=None,
                     bint skip_control=True, int64_t fetch_offset=-1,
-                    aborted_transactions=None):
+                    aborted_transactions=None, ScannedRecords scanned=None):
     """Decode one partition's fetched bytes into contiguous arrays (see records.pyi)."""
-    cdef _Decoder d = _make_decoder(data, check_crcs, max_decompressed_bytes, skip_control,
-                                    fetch_offset, aborted_transactions, True)
-    cdef _ColumnarBatch cb = _ColumnarBatch.__new__(_ColumnarBatch)
-    cdef RecCols* c = &d.cols
+    cdef _Decoder d
+    cdef _ColumnarBatch cb
+    cdef RecCols* c
     cdef Py_ssize_t n, cap, caph
+    if scanned is not None:
+        cb = _from_scan(data, scanned, check_crcs, fetch_offset, aborted_transactions)
+        if cb is not None:
+            return cb
+    d = _make_decoder(data, check_crcs, max_decompressed_bytes, skip_control, fetch_offset,
+                      aborted_transactions, True)
+    cb = _ColumnarBatch.__new__(_ColumnarBatch)
+    c = &d.cols
     d.prepass()
     cols_prereserve(c, d.est_total)
     d.run()
@@ -1044,7 +1057,98 @@ def decode_columnar(data, *, bint check_crcs=True, max_decompressed_bytes=None,
     cb.partial_trailing_bytes = d.partial
     cb.incomplete_batch_size = d.incomplete
     cb.zero_copy = not d.owned
-    # Hand the arrays over: from here the ColumnarBatch owns them.
+    _hand_over(cb, c)
+    if d.owned:
+        growbuf_shrink(&d.scratch)
+        cb._data = carray(d.scratch.data, d.scratch.len, 1, b"B", d.scratch.cap)
+        d.scratch.data = NULL
+        d.scratch.len = d.scratch.cap = 0
+    else:
+        cb._data = memoryview(data).cast("B") if data is not None else memoryview(b"")
+    return cb
+
+
+cdef _ColumnarBatch _from_scan(object data, ScannedRecords sr, bint check_crcs, int64_t fetch_offset,
+                               object aborted_transactions):
+    """The ColumnarBatch decode_columnar would make of data, from the receive thread's scan of
+    the same bytes (kcore.fetchscan), or None when the scan cannot stand in for the decode:
+    not finished cleanly, of other bytes, without the CRC check asked for, for read_committed
+    (aborted transactions), or with records or batches before fetch_offset (which the decode
+    drops). The scan is used up either way."""
+    cdef Py_buffer view
+    cdef _ColumnarBatch cb
+    cdef RecCols* c = &sr.blob.cols
+    cdef BatchInfo b
+    cdef list batches
+    cdef Py_ssize_t pos, total, rows
+    cdef const uint8_t* p
+    cdef bint usable
+    if (check_crcs and not sr.check_crcs) or aborted_transactions is not None \
+            or sr.blob.state == BLOB_TAKEN:
+        cols_release(c)
+        sr.blob.state = BLOB_TAKEN
+        return None
+    PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+    try:
+        usable = <const uint8_t*>view.buf == sr.addr and view.len == sr.blob.length
+        if usable and sr.blob.state == BLOB_SCANNING:
+            # The batches that arrived last, which the receive thread left to us; arrays
+            # from the pool, sized from the first batch, if it scanned none.
+            if c.cap == 0 and sr.blob.length >= V2_HEADER_SIZE:
+                p = sr.addr
+                total = <Py_ssize_t><int32_t>load_be32(p + ENTRY_LENGTH) + LOG_OVERHEAD
+                rows = <int32_t>load_be32(p + V2_RECORD_COUNT)
+                if V2_HEADER_SIZE <= total <= sr.blob.length and 0 < rows <= total // MIN_RECORD_BYTES:
+                    cols_prereserve(c, <Py_ssize_t>((<double>sr.blob.length / total) * rows) + 16)
+            with nogil:
+                blobscan_step(&sr.blob, sr.addr, sr.blob.length, sr.check_crcs, PY_SSIZE_T_MAX)
+        if not usable or sr.blob.state != BLOB_DONE or sr.blob.min_offset < fetch_offset:
+            cols_release(c)
+            sr.blob.state = BLOB_TAKEN
+            return None
+        sr.blob.state = BLOB_TAKEN
+        # Batch metadata from the headers the scan checked (a few per partition).
+        batches = []
+        pos = rows = 0
+        while pos < sr.blob.pos:
+            p = <const uint8_t*>view.buf + pos
+            total = <Py_ssize_t><int32_t>load_be32(p + ENTRY_LENGTH) + LOG_OVERHEAD
+            b = BatchInfo.__new__(BatchInfo)
+            b.position = pos
+            b.size_in_bytes = total
+            b.control_type = -1
+            b.delete_horizon_ms = -1
+            v2_batch_info(b, p)
+            b.record_start = rows
+            rows += b.record_count
+            b.record_end = rows
+            batches.append(b)
+            pos += total
+    finally:
+        PyBuffer_Release(&view)
+    if rows != c.n:
+        raise AssertionError(f"kcore.records: scanned {c.n} records where the batches hold {rows}")
+    if c.cap == 0 and cols_reserve(c, 1) < 0:
+        raise MemoryError()
+    c.hdr_start[c.n] = <int32_t>c.nh
+    cb = _ColumnarBatch.__new__(_ColumnarBatch)
+    cb.num_records = c.n
+    cb.num_headers = c.nh
+    cb.batches = batches
+    cb.next_offset = sr.blob.next_offset
+    cb.bytes_consumed = sr.blob.pos
+    cb.partial_trailing_bytes = sr.blob.partial
+    cb.incomplete_batch_size = sr.blob.incomplete
+    cb.zero_copy = True
+    _hand_over(cb, c)
+    cb._data = memoryview(data).cast("B")
+    return cb
+
+
+cdef int _hand_over(_ColumnarBatch cb, RecCols* c) except -1:
+    """Give c's arrays to cb (from here the ColumnarBatch owns them)."""
+    cdef Py_ssize_t n = c.n
+    cdef Py_ssize_t cap, caph
     cap = c.cap
     caph = c.caph
     cb._offsets = carray(c.offset, n, 8, b"q", cap * 8); c.offset = NULL
@@ -1059,11 +1163,4 @@ def decode_columnar(data, *, bint check_crcs=True, max_decompressed_bytes=None,
     cb._hk_len = carray(c.hk_len, c.nh, 4, b"i", caph * 4); c.hk_len = NULL
     cb._hv_pos = carray(c.hv_pos, c.nh, 8, b"q", caph * 8); c.hv_pos = NULL
     cb._hv_len = carray(c.hv_len, c.nh, 4, b"i", caph * 4); c.hv_len = NULL
-    if d.owned:
-        growbuf_shrink(&d.scratch)
-        cb._data = carray(d.scratch.data, d.scratch.len, 1, b"B", d.scratch.cap)
-        d.scratch.data = NULL
-        d.scratch.len = d.scratch.cap = 0
-    else:
-        cb._data = memoryview(data).cast("B") if data is not None else memoryview(b"")
-    return cb
+    return 0

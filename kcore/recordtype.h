@@ -25,6 +25,8 @@
 #define KC_REC_MAX_FIELDS 32          /* field count of the largest record type */
 #define KC_REC_FREELIST_MAX 32768     /* freed instances kept per item count (~4 MiB of records) */
 #define KC_REC_HEADERS 8              /* the headers slot of a consumer (13 items) or share (14) record */
+#define KC_REC_OFFSET 3               /* ... its offset */
+#define KC_REC_VALUE_SLOT 7           /* ... its value */
 
 #if PY_VERSION_HEX < 0x030E0000 && !defined(Py_GIL_DISABLED) && !defined(Py_TRACE_REFS) \
     && !defined(Py_REF_DEBUG)
@@ -92,8 +94,135 @@ static inline PyObject* kc_hdr_take(void)
 {
     return kc_hdr_nfree > 0 ? kc_hdr_free[--kc_hdr_nfree] : NULL;
 }
+
+/* Values and offsets of freed records, kept for the next records. When a consumer record is
+ * freed and its value's bytes (or its offset's int) are referred to by nothing else
+ * (refcount 1), nobody can tell them from new objects: instead of being freed and allocated
+ * again for the next record, they are kept here and refilled in place (the bytes' content and
+ * cached hash, the int's digits). Bytes are kept for one size at a time (the size the last
+ * kept ones had: a topic's values are usually of one size), ints of one or two 30-bit digits
+ * (offsets below 2**60), up to KC_OBJ_FREELIST_MAX each and KC_BYTES_KEPT_MAX bytes of values. */
+#if PY_VERSION_HEX < 0x030C0000 && PyLong_SHIFT == 30
+#define KC_OBJ_REUSE 1
+#define KC_OBJ_FREELIST_MAX 16384
+#define KC_BYTES_KEPT_MAX (4 << 20)
+static PyObject** kc_bytes_free;
+static Py_ssize_t kc_bytes_nfree;
+static Py_ssize_t kc_bytes_cap;
+static Py_ssize_t kc_bytes_size = -1;      /* the size of the bytes kept */
+static PyObject** kc_long_free[3];         /* by digit count (1 or 2) */
+static Py_ssize_t kc_long_nfree[3];
+static Py_ssize_t kc_long_cap[3];
+
+static int kc_obj_room(PyObject*** list, Py_ssize_t* nfree, Py_ssize_t* cap, Py_ssize_t max)
+{
+    Py_ssize_t c;
+    PyObject** grown;
+    if (*nfree < *cap)
+        return 1;
+    if (*cap >= max)
+        return 0;
+    c = *cap ? *cap * 2 : 256;
+    if (c > max)
+        c = max;
+    grown = (PyObject**)PyMem_Realloc(*list, (size_t)c * sizeof(PyObject*));
+    if (grown == NULL)
+        return 0;
+    *list = grown;
+    *cap = c;
+    return 1;
+}
+
+/* Takes o (a reference) if it is a value that can be refilled; 0 otherwise (o untouched). */
+static int kc_bytes_keep(PyObject* o)
+{
+    Py_ssize_t n;
+    if (!PyBytes_CheckExact(o) || Py_REFCNT(o) != 1)
+        return 0;
+    n = Py_SIZE(o);
+    if (n < 2)
+        return 0;               /* the empty and one-byte bytes are the interpreter's, shared */
+    if (n != kc_bytes_size) {
+        if (kc_bytes_nfree > 0 || n > KC_BYTES_KEPT_MAX / 64)
+            return 0;
+        kc_bytes_size = n;
+    }
+    if (kc_bytes_nfree >= KC_BYTES_KEPT_MAX / n
+            || !kc_obj_room(&kc_bytes_free, &kc_bytes_nfree, &kc_bytes_cap, KC_OBJ_FREELIST_MAX))
+        return 0;
+    kc_bytes_free[kc_bytes_nfree++] = o;
+    return 1;
+}
+
+/* A new reference to bytes holding p[0:n], refilled from the free list, or NULL (no error set). */
+static inline PyObject* kc_bytes_take(const char* p, Py_ssize_t n)
+{
+    PyBytesObject* b;
+    if (n != kc_bytes_size || kc_bytes_nfree == 0)
+        return NULL;
+    b = (PyBytesObject*)kc_bytes_free[--kc_bytes_nfree];
+    memcpy(b->ob_sval, p, (size_t)n);      /* ob_sval[n] is the terminating NUL already */
+#if defined(__GNUC__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+#endif
+    b->ob_shash = -1;                       /* the hash of the old content is cached there */
+#if defined(__GNUC__)
+#pragma GCC diagnostic pop
+#endif
+    return (PyObject*)b;
+}
+
+/* Takes o (a reference) if it is an int that can be refilled; 0 otherwise (o untouched). */
+static int kc_long_keep(PyObject* o)
+{
+    Py_ssize_t d;
+    if (!PyLong_CheckExact(o) || Py_REFCNT(o) != 1)
+        return 0;
+    d = Py_SIZE(o);         /* the digit count; negative for negative ints */
+    if (d < 1 || d > 2 || !kc_obj_room(&kc_long_free[d], &kc_long_nfree[d], &kc_long_cap[d],
+                                       KC_OBJ_FREELIST_MAX))
+        return 0;
+    kc_long_free[d][kc_long_nfree[d]++] = o;
+    return 1;
+}
+
+/* A new reference to the int v (257 <= v < 2**60), refilled from the free list, or NULL. */
+static inline PyObject* kc_long_take(long long v)
+{
+    PyLongObject* o;
+    if (v < (1LL << 30)) {
+        if (kc_long_nfree[1] == 0)
+            return NULL;
+        o = (PyLongObject*)kc_long_free[1][--kc_long_nfree[1]];
+        o->ob_digit[0] = (digit)v;
+    } else if (v < (1LL << 60)) {
+        if (kc_long_nfree[2] == 0)
+            return NULL;
+        o = (PyLongObject*)kc_long_free[2][--kc_long_nfree[2]];
+        o->ob_digit[0] = (digit)(v & PyLong_MASK);
+        o->ob_digit[1] = (digit)(v >> PyLong_SHIFT);
+    } else
+        return NULL;
+    return (PyObject*)o;
+}
+
+static void kc_obj_freelists_clear(void)
+{
+    int d;
+    while (kc_bytes_nfree > 0)
+        Py_DECREF(kc_bytes_free[--kc_bytes_nfree]);
+    kc_bytes_size = -1;
+    for (d = 1; d <= 2; d++)
+        while (kc_long_nfree[d] > 0)
+            Py_DECREF(kc_long_free[d][--kc_long_nfree[d]]);
+}
+#else
+#define KC_OBJ_REUSE 0
+#endif
 #else
 #define KC_REC_FREELIST 0
+#define KC_OBJ_REUSE 0
 #endif
 
 /* Zero-copy consumer records (kcore.records.consumer_records(views=True)) hold their key and
@@ -136,6 +265,14 @@ static void kc_rec_dealloc(PyObject* op)
         PyObject* h = PyTuple_GET_ITEM(op, KC_REC_HEADERS);
         if (h != NULL && kc_hdr_keep(h))
             PyTuple_SET_ITEM(op, KC_REC_HEADERS, NULL);
+#if KC_OBJ_REUSE
+        h = PyTuple_GET_ITEM(op, KC_REC_OFFSET);
+        if (h != NULL && kc_long_keep(h))
+            PyTuple_SET_ITEM(op, KC_REC_OFFSET, NULL);
+        h = PyTuple_GET_ITEM(op, KC_REC_VALUE_SLOT);
+        if (h != NULL && kc_bytes_keep(h))
+            PyTuple_SET_ITEM(op, KC_REC_VALUE_SLOT, NULL);
+#endif
     }
 #endif
     for (i = n; --i >= 0; )
@@ -197,6 +334,9 @@ static void kc_rec_freelist_clear(void)
 {
 #if KC_REC_FREELIST
     int n;
+#if KC_OBJ_REUSE
+    kc_obj_freelists_clear();
+#endif
     while (kc_hdr_nfree > 0)
         Py_DECREF(kc_hdr_free[--kc_hdr_nfree]);
     for (n = 0; n <= KC_REC_MAX_FIELDS; n++)

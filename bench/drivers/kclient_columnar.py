@@ -10,6 +10,8 @@ measurement window (pyarrow is imported only then).
 """
 from __future__ import annotations
 
+import os
+
 from bench.drivers._common import PEER_FETCH_SETTINGS
 
 LABEL = "kclient (columnar)"
@@ -25,7 +27,10 @@ def version() -> str:
 
 
 def prepare() -> None:
-    """Import everything the consumer loads (before the measurement window)."""
+    """Import everything the consumer loads (before the measurement window). numpy gets one
+    thread: the driver only sums arrays, and OpenBLAS's pool of threads, started at import,
+    spins for about 0.1 s of CPU, the last part of it inside the measurement window."""
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     import numpy  # noqa: F401
     import kclient.consumer.columnar, kclient.consumer.kafka_consumer, kclient.group.consumer_coordinator, kclient.consumer.fetcher  # noqa: F401,E401
     import kclient.protocol  # noqa: F401

@@ -39,10 +39,10 @@ class CompletedFetch:
 
     __slots__ = ("tp", "fetch_offset", "epoch", "assignment_id", "raw", "aborted", "frame",
                  "columnar", "error", "pos", "next_offset", "last_offset", "last_epoch",
-                 "drained", "size")
+                 "drained", "size", "scanned")
 
     def __init__(self, tp: TopicPartition, fetch_offset: int, epoch: int, assignment_id: int,
-                 raw, aborted, frame: ResponseFrame):
+                 raw, aborted, frame: ResponseFrame, scanned=None):
         self.tp = tp
         self.fetch_offset = fetch_offset
         self.epoch = epoch
@@ -50,6 +50,9 @@ class CompletedFetch:
         self.raw = raw                  # memoryview into the response frame
         self.aborted = aborted          # aborted transactions (read_committed) or None
         self.frame = frame              # the response frame raw is a view into
+        # kcore.fetchscan.ScannedRecords: raw's batches as the receive thread checked and
+        # scanned them (decode_columnar makes the columns from it), or None.
+        self.scanned = scanned
         self.columnar: ColumnarChunk | None = None  # decoded columns (both paths drain them)
         self.error: BaseException | None = None  # raised from poll() when drained
         self.pos = 0                    # next row to hand out
@@ -105,6 +108,8 @@ class FetchBuffer:
         self.completed: collections.deque[CompletedFetch] = collections.deque()
         self.next_in_line: CompletedFetch | None = None
         self._assignment_id = subscriptions.assignment_id
+        #: The last drain made records one by one (poll(), iteration), not columns.
+        self.per_record = False
 
     def pipe(self, tp: TopicPartition) -> PartitionPipe:
         pipe = self.pipes.get(tp)
@@ -141,6 +146,7 @@ class FetchBuffer:
         cf.drained = True
         cf.raw = None
         cf.columnar = None
+        cf.scanned = None
         pipe = self.pipes.get(cf.tp)
         if pipe is not None and pipe.epoch == cf.epoch and pipe.buffered > 0:
             pipe.buffered -= 1

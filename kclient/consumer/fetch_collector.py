@@ -2,7 +2,9 @@
 
 Decoding is lazy: an answer is decoded (kcore.records) only when the application drains
 that partition, into columns (validated, CRCs checked, no object per record) that both
-``fetched_records`` and ``fetched_columnar`` drain. The per-record path builds the
+``fetched_records`` and ``fetched_columnar`` drain. An answer that came through a receive
+thread was already checked and scanned there as it arrived (kcore.fetchscan): its columns
+are then made from that scan, without decoding again. The per-record path builds the
 ConsumerRecords of each poll from those columns as it hands them out, so a record is made
 just before the application reads it. Answers are drained in arrival order; within one
 poll, ``max.poll.records`` is taken from the oldest answer first, then the next.
@@ -80,6 +82,7 @@ class FetchCollector:
                        ) -> tuple[int, int]:
         """Fills drained/ends/sets; returns (records taken, bytes of the record sets finished)."""
         buffer = self._buffer
+        buffer.per_record = True
         next_fetch = buffer.next_fetch
         cluster = self._metadata.cluster
         taken = consumed_bytes = 0
@@ -151,6 +154,7 @@ class FetchCollector:
     def _drain_columnar(self, remaining: int, drained: dict, ends: dict, sets: list) -> int:
         consumed_bytes = 0
         buffer = self._buffer
+        buffer.per_record = False
         next_fetch = buffer.next_fetch
         cluster = self._metadata.cluster
         while remaining > 0:
@@ -202,8 +206,9 @@ class FetchCollector:
 
     def _init_columnar(self, cf: CompletedFetch) -> None:
         start = cf.fetch_offset if cf.last_offset < 0 else cf.last_offset + 1
+        scanned, cf.scanned = cf.scanned, None
         res = decode_columnar(cf.raw, check_crcs=self._check_crcs, skip_control=True,
-                              fetch_offset=start, aborted_transactions=cf.aborted)
+                              fetch_offset=start, aborted_transactions=cf.aborted, scanned=scanned)
         cf.columnar = ColumnarChunk(res)
         cf.pos = 0
         if res.next_offset > cf.next_offset:

@@ -35,6 +35,7 @@ from kclient.consumer.fetch_config import FetchConfig
 from kclient.consumer.fetch_session import FetchPartition, FetchSessionHandler
 from kclient.subscription.state import SubscriptionState
 from kclient.network.metadata import Node
+from kclient.network.network_client import SCANNED_FETCH
 from kclient.protocol import ApiKey
 from kclient.structs import TopicPartition
 
@@ -97,6 +98,12 @@ class FetchRequests:
         self._slots_used: dict[int, int] = {}
         self._isolation = config.isolation
         self._read_committed = self._isolation == 1
+        # Receive threads parse each answer as it arrives (read_committed answers need their
+        # aborted transactions: they are decoded on this thread), and scan its batches there
+        # while the application makes records one by one (see send_fetches).
+        self._check_crcs = config.check_crcs
+        self._scan_fetches = None if self._read_committed else getattr(client, "scan_fetches", None)
+        self._scan_batches: bool | None = None
         self._retry_backoff_ms = config.retry_backoff_ms
         self._rack = config.client_rack
         self._read_replica_ttl_ms = config.metadata_max_age_ms
@@ -139,6 +146,13 @@ class FetchRequests:
         self.sends_blocked = False
         self._check_assignment()
         buffer = self._buffer
+        if self._scan_fetches is not None and buffer.per_record != self._scan_batches:
+            # Batches are scanned on the receive thread while this thread is busy making
+            # records; for columns this thread scans them itself, between answers: scanning
+            # on the receive thread during the transfer delayed its reads, and the broker
+            # with them (poll_columnar a third slower, measured on loopback).
+            self._scan_batches = buffer.per_record
+            self._scan_fetches(self._check_crcs, buffer.per_record)
         if buffer.buffered_bytes > buffer.limit:
             return 0
         subs = self._subscriptions
@@ -405,6 +419,7 @@ class FetchRequests:
                 if pipe is not None:
                     pipe.backoff_until = now + self._retry_backoff_ms
             return
+        scanned = result.pop(SCANNED_FETCH, None)
         code = result.get("error_code", 0)
         stats = self._stats
         if stats is not None:
@@ -483,12 +498,15 @@ class FetchRequests:
                     continue
                 if frame is None:
                     whole = raw.obj if isinstance(raw, memoryview) else raw
-                    # nbytes: the frame's size whatever buffer type the view is over
-                    frame = buffer.new_frame(memoryview(whole).nbytes)
+                    # nbytes: the frame's size whatever buffer type the view is over; the
+                    # receive thread's position arrays live as long and count too
+                    frame = buffer.new_frame(memoryview(whole).nbytes
+                                             + (0 if scanned is None else scanned.array_bytes))
                 aborted = p.get("aborted_transactions") if read_committed else None
                 if read_committed and aborted is None:
                     aborted = ()
-                buffer.add(CompletedFetch(tp, fetch_offset, epoch, assignment_id, raw, aborted, frame), pipe)
+                buffer.add(CompletedFetch(tp, fetch_offset, epoch, assignment_id, raw, aborted, frame,
+                                          None if scanned is None else scanned.records_for(raw)), pipe)
                 # Where the next fetch starts: after the last complete batch (cheap header walk).
                 pipe.next_fetch_offset, last_epoch = peek_next_offset(raw, fetch_offset)
                 if last_epoch >= 0:

@@ -311,6 +311,17 @@ class BrokerConnection:
         self._loop_finalizer = weakref.finalize(self, loop.stop)
         return loop.wake_fd
 
+    def expect_fetch(self, correlation_id: int, version: int, check_crcs: bool, batches: bool) -> None:
+        """The response to this Fetch (about to be sent) is scanned by the receive thread as
+        it arrives, if this connection has one (kcore.receive_loop.ReceiveLoop.expect_fetch)."""
+        if self._loop is not None:
+            self._loop.expect_fetch(correlation_id, version, check_crcs, batches)
+
+    def take_scanned(self, correlation_id: int):
+        """The receive thread's scan of the response with this correlation id (taken with its
+        frame), or None."""
+        return self._loop.take_scanned(correlation_id) if self._loop is not None else None
+
     @property
     def receive_fd(self) -> int:
         """The receive loop's wake fd, or -1 while this connection reads its socket itself."""

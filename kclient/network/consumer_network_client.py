@@ -116,6 +116,10 @@ class ConsumerNetworkClient:
         self._polling = 0                        # > 0 while a poll may be blocked in select
         self._closed = False
 
+    def scan_fetches(self, check_crcs: bool, batches: bool) -> None:
+        """See NetworkClient.scan_fetches."""
+        self.client.scan_fetches(check_crcs, batches)
+
     # ------------------------------------------------------------------ sending
     def send(self, node: Node | int, api_key: int, body: Any, *, version: int | None = None,
              timeout_ms: int | None = None, max_version: int | None = None) -> RequestFutureCompletionHandler:

@@ -32,11 +32,15 @@ from kclient.network.metadata import Metadata, Node
 from kclient.network.network_config import NetworkClientConfig
 from kclient.protocol import ApiKey
 
-__all__ = ["NetworkClient", "ClientRequest", "API_VERSIONS_KEY", "METADATA_KEY"]
+__all__ = ["NetworkClient", "ClientRequest", "API_VERSIONS_KEY", "METADATA_KEY", "SCANNED_FETCH"]
 
 log = logging.getLogger(__name__)
 
 METADATA_KEY = int(ApiKey.METADATA)
+FETCH_KEY = int(ApiKey.FETCH)
+#: The key of a Fetch response dict under which its receive thread's scan comes (not a
+#: protocol field): see NetworkClient.scan_fetches.
+SCANNED_FETCH = "_scanned"
 MAX_SELECT_MS = 3_600_000          # one select() call never sleeps longer than this
 NO_DEADLINE = 2**62
 # close() waits at most this long (or request.timeout.ms if shorter) for the terminating KIP-714 push.
@@ -105,6 +109,11 @@ class NetworkClient:
         # (kcore.receive_loop): the kernel's receive work and the wait for each receive window
         # overlap with the application's work between polls.
         self._receive_thread = net.receive_thread
+        # Fetch responses on such connections are scanned as they arrive (kcore.fetchscan)
+        # once the consumer asks for it (scan_fetches): None, or whether CRCs are checked;
+        # and whether their batches are scanned there too, or only their structure.
+        self._fetch_scan_crcs: bool | None = None
+        self._fetch_scan_batches = False
         # Sockets of such connections registered with the selector (for writing, while bytes
         # wait to go out): kept here, since asking the selector about a socket it does not
         # have builds a KeyError from the socket's repr, on every request sent.
@@ -445,6 +454,15 @@ class NetworkClient:
             pass  # closed
 
     # ------------------------------------------------------------------ sending
+    def scan_fetches(self, check_crcs: bool, batches: bool) -> None:
+        """Have receive threads parse Fetch responses while they arrive and, with
+        ``batches``, check and scan their record batches there too; the response dict of such
+        a Fetch carries the scan under ``SCANNED_FETCH`` (kcore.fetchscan.ScannedFetch), for
+        kcore.records.decode_columnar, which scans what is left. Applies to Fetches sent
+        from now on."""
+        self._fetch_scan_crcs = bool(check_crcs)
+        self._fetch_scan_batches = bool(batches)
+
     def _next_correlation_id(self) -> int:
         cid = self._correlation_id
         self._correlation_id = 0 if cid >= 0x7FFFFFFF else cid + 1
@@ -507,6 +525,8 @@ class NetworkClient:
         if request.timeout_ms is None:
             request.timeout_ms = self.request_timeout_ms
         self._in_flight.add(conn.node_id, corr, request, now_ms, request.timeout_ms)
+        if request.api_key == FETCH_KEY and self._fetch_scan_crcs is not None:
+            conn.expect_fetch(corr, version, self._fetch_scan_crcs, self._fetch_scan_batches)
         conn.enqueue(frame)
         if self.stats is not None:
             self._count_sent(conn.node_id, len(frame), now_ms)
@@ -915,6 +935,7 @@ class NetworkClient:
             stats.record_node(conn.node_id, "response-size", len(frame) + 4, now_ms)
             stats.record_node(conn.node_id, "request-latency", max(now_ms - req.send_ms, 0), now_ms)
             stats.record("network-io", 1, now_ms)
+        scanned = conn.take_scanned(corr) if req.api_key == FETCH_KEY else None
         try:
             response = protocol.decode_response(req.api_key, req.api_version, frame)
         except Exception as exc:
@@ -924,6 +945,8 @@ class NetworkClient:
             log.warning("cannot decode response to %r from node %d: %s", req, conn.node_id, exc)
             self._finish(req, None, exc, now_ms)
             return
+        if scanned is not None and isinstance(response, dict):
+            response[SCANNED_FETCH] = scanned
         if isinstance(response, dict) and response.get("error_code") == _REBOOTSTRAP_REQUIRED:
             self._rebootstrap_required = True       # KIP-1102: acted on at the next poll
         throttle = response.get("throttle_time_ms") if isinstance(response, dict) else None

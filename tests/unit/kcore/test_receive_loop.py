@@ -417,3 +417,98 @@ def test_a_full_stash_gives_its_oldest_block_back_for_a_newer_size(running):
     oldest_small, newest = r.loop.stashed
     assert small <= oldest_small < large <= newest
     del big
+
+
+# --------------------------------------------------------------------------- Fetch scans
+def _fetch_frame(corr: int, version: int = 12, batches: int = 40) -> tuple[bytes, list[bytes]]:
+    """A size-prefixed Fetch response (two partitions of 100-record batches) and the records
+    bytes of each partition."""
+    from kclient.protocol import encode_response
+    from kcore.records import encode_batch
+    blobs = [b"".join(encode_batch([(None, 1_700_000_000_000 + i, None, b"v" * 90, []) for i in range(100)],
+                                   base_offset=p * 1000 + 100 * b) for b in range(batches))
+             for p in range(2)]
+    body = {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": [{"topic": "t", "partitions": [
+        {"partition_index": p, "error_code": 0, "high_watermark": 10_000, "last_stable_offset": 10_000,
+         "log_start_offset": 0, "aborted_transactions": None, "preferred_read_replica": -1, "records": blob}
+        for p, blob in enumerate(blobs)]}]}
+    return encode_response(1, version, corr, body), blobs
+
+
+def _check_scan(response: dict, scanned, states=("done", "scanning")) -> None:
+    """Each partition of the decoded ``response`` from the scan equals its decode."""
+    from kcore.records import decode_columnar
+    assert scanned is not None and scanned.complete
+    for p in response["responses"][0]["partitions"]:
+        sr = scanned.records_for(p["records"])
+        assert sr is not None and sr.state in states
+        want, got = decode_columnar(p["records"]), decode_columnar(p["records"], scanned=sr)
+        assert got.num_records == want.num_records == 4000
+        assert bytes(got.offsets) == bytes(want.offsets) and bytes(got.value_offsets) == bytes(want.value_offsets)
+
+
+def test_an_announced_fetch_response_is_scanned_as_it_arrives(running):
+    r = running()
+    stream, _blobs = _fetch_frame(corr=77)
+    r.loop.expect_fetch(77, 12, True)
+    for i in range(0, len(stream), 30_000):        # arrivals cutting batches and fields
+        r.peer.sendall(stream[i:i + 30_000])
+    (frame,) = r.take_until(1)
+    assert type(frame) is Frame and bytes(frame) == stream[4:]
+    from kclient.protocol import decode_response
+    _check_scan(decode_response(1, 12, frame), r.loop.take_scanned(77))
+    assert r.loop.take_scanned(77) is None           # handed out once
+
+
+def test_a_response_announced_for_its_structure_only_leaves_its_batches_to_the_decode(running):
+    r = running()
+    stream, _blobs = _fetch_frame(corr=78)
+    r.loop.expect_fetch(78, 12, True, False)
+    for i in range(0, len(stream), 30_000):
+        r.peer.sendall(stream[i:i + 30_000])
+    (frame,) = r.take_until(1)
+    from kclient.protocol import decode_response
+    _check_scan(decode_response(1, 12, frame), r.loop.take_scanned(78), states=("scanning",))
+
+
+def test_an_unannounced_response_and_a_forgotten_announcement_are_not_scanned(running):
+    r = running()
+    for corr in range(100, 117):                     # one more than the loop keeps: 100 goes
+        r.loop.expect_fetch(corr, 12, True)
+    for corr in (5, 100, 116):
+        stream, _ = _fetch_frame(corr=corr, batches=5)
+        r.peer.sendall(stream)
+    frames = r.take_until(3)
+    assert r.loop.take_scanned(5) is None and r.loop.take_scanned(100) is None
+    _scan = r.loop.take_scanned(116)
+    from kclient.protocol import decode_response
+    assert _scan is not None and len(_scan) == 2
+    assert decode_response(1, 12, frames[2])["responses"][0]["partitions"][0]["records"] is not None
+
+
+def test_a_loop_closed_with_a_scan_in_progress_frees_it(running):
+    r = running()
+    stream, _ = _fetch_frame(corr=9)
+    r.loop.expect_fetch(9, 12, True)
+    r.peer.sendall(stream[:len(stream) // 2])
+    _wait(lambda: r.loop.received_bytes >= len(stream) // 2, "half the response")
+    # fixture teardown stops the loop mid-frame and closes it: the scan is freed with it
+
+
+@pytest.mark.parametrize("batches", [True, False])
+def test_the_network_client_hands_fetch_scans_to_the_response(client_pair, batches):
+    client, peer, conn = client_pair
+    from kclient.network.network_client import SCANNED_FETCH, ClientRequest
+    client.scan_fetches(True, batches)
+    got: list = []
+    client.send(ClientRequest(1, 1, {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 20,
+                                     "isolation_level": 0, "session_id": 0, "session_epoch": -1, "topics": [],
+                                     "forgotten_topics_data": [], "rack_id": ""},
+                              lambda resp, err: got.append((resp, err)), api_version=12))
+    _api, version, corr, _cid, _body = peer.read_request()
+    stream, _ = _fetch_frame(corr=corr, version=version)
+    peer.send_raw(stream)
+    _wait(lambda: client.poll(100) is not None and got, "the response")
+    resp, err = got[0]
+    assert err is None
+    _check_scan(resp, resp.pop(SCANNED_FETCH))

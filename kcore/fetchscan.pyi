@@ -1,0 +1,53 @@
+"""The record batches of a Fetch response, checked and scanned while it arrives (compiled).
+
+A connection's receive thread (kcore.receive_loop) feeds each announced Fetch response to a
+scan as its bytes come in: the response's structure is parsed as far as the bytes go, and
+each complete, uncompressed v2 data batch is CRC-checked and validated into position arrays
+without the GIL, while its bytes are still in the receiving core's cache.
+kcore.records.decode_columnar(data, scanned=...) then makes the partition's ColumnarBatch from
+that scan (scanning, without the GIL, any batches left) instead of decoding again; anything
+else (compressed, control or legacy batches, a bad CRC, a malformed record) is left to the
+ordinary decode, which raises what it always raised.
+"""
+from __future__ import annotations
+
+BLOB_STATES: dict[int, str]
+"""A partition's scan states by number: scanning, done, fallback, taken."""
+
+
+class ScannedRecords:
+    """One partition's records as the receive thread scanned them."""
+
+    @property
+    def state(self) -> str:
+        """'done', 'scanning' (batches left, scanned by decode_columnar) or 'fallback'."""
+    @property
+    def num_records(self) -> int:
+        """Records scanned so far."""
+    @property
+    def scanned_bytes(self) -> int:
+        """Bytes of the batches scanned so far."""
+
+
+class ScannedFetch:
+    """The scan of one received Fetch response frame."""
+
+    @property
+    def complete(self) -> bool:
+        """Whether the whole structure was parsed."""
+    def __len__(self) -> int:
+        """Partitions with a records field found so far."""
+    @property
+    def array_bytes(self) -> int:
+        """Bytes of the position arrays the scan holds (not yet handed out)."""
+    def records_for(self, view: memoryview | bytes | None) -> ScannedRecords | None:
+        """The scan of the partition whose records field ``view`` is (a slice of this frame,
+        as the protocol decoder cut it), once; None if none matches."""
+
+
+def scan_fetch_response(frame: bytes | bytearray | memoryview, version: int, check_crcs: bool = True,
+                        chunk: int = 0, budget: int = -1) -> ScannedFetch:
+    """Scan a whole Fetch response frame (without its size prefix) as a receive thread does:
+    ``chunk`` bytes at a time (0: at once), up to ``budget`` bytes of batches after each
+    (-1: all, 0: none), the rest of the structure at the end. ValueError for a version
+    outside 4-18. The frame must outlive the result, unchanged."""
