@@ -191,6 +191,38 @@ def test_stream_reader_new_partitions_start_at_earliest_and_lost_ones_follow_fai
         reader.partitions({"a": {"0": 0}}, {"a": {"0": 0, "2": 30}})
 
 
+class _CountingLookups(_Lookups):
+    def __init__(self, earliest, latest):
+        super().__init__(earliest, latest)
+        self.listed = 0
+
+    def partitions(self):
+        self.listed += 1
+        return super().partitions()
+
+
+def test_stream_reader_resolves_its_start_once_and_lists_partitions_once_per_micro_batch():
+    from pyspark.sql.streaming.datasource import ReadAllAvailable
+    lookups = _CountingLookups({A0: 0, A1: 0}, {A0: 50, A1: 20})
+    reader = _stream_reader(lookups)                      # startingOffsets: latest, the streaming default
+    start = reader.initialOffset()
+    assert start == {"a": {"0": 50, "1": 20}} and lookups.listed == 1
+    lookups.latest_offsets.update({A0: 60, A1: 25})       # produced after the query started
+    # Spark asks again before it plans the first micro-batch: the start does not move
+    assert reader.initialOffset() == start and lookups.listed == 1
+    end = reader.latestOffset(start, ReadAllAvailable())
+    assert end == {"a": {"0": 60, "1": 25}} and lookups.listed == 2
+    ranges = [(r.partition, r.from_offset, r.until_offset) for p in reader.partitions(start, end) for r in p.ranges]
+    assert ranges == [(0, 50, 60), (1, 20, 25)] and lookups.listed == 2
+    # each micro-batch asks the cluster for the partitions again: one added is read
+    lookups.latest_offsets[A2], lookups.earliest_offsets[A2] = 7, 0
+    assert reader.latestOffset(end, ReadAllAvailable()) == {"a": {"0": 60, "1": 25, "2": 7}}
+    assert lookups.listed == 3
+    available_now = _stream_reader(_CountingLookups({A0: 0}, {A0: 40}), startingOffsets="earliest")
+    available_now.prepareForTriggerAvailableNow()
+    assert available_now.initialOffset() == {"a": {"0": 0}} and available_now._lookups.listed == 1
+
+
 def test_stream_reader_available_now_stops_at_the_offsets_of_its_start():
     from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
     lookups = _Lookups({A0: 0}, {A0: 40})
