@@ -369,6 +369,61 @@ def test_streaming_query_restarted_while_producing_writes_every_record_once(spar
     assert all(0 < om.offset <= produced["n"] for om in committed.values())
 
 
+def test_a_query_from_latest_on_a_busy_topic_reads_on_from_where_it_started(spark, kafka, create_topic, topic_name,
+                                                                             tmp_path):
+    """Spark asks for the initial offset again when it plans the first micro-batch; "latest"
+    resolved anew while records arrive was past that micro-batch's end (a data-loss error)."""
+    create_topic(kafka, topic_name, 2)
+    stop = threading.Event()
+
+    def keep_producing():
+        p = KafkaProducer({"bootstrap.servers": kafka.bootstrap, "linger.ms": 1})
+        try:
+            i = 0
+            while not stop.wait(0.002):
+                p.send(topic_name, value=b"%d" % i, partition=i % 2)
+                i += 1
+        finally:
+            p.close()
+
+    offsets: list[tuple[int, int]] = []
+    batches: list[int] = []
+
+    def write(df, batch_id):
+        offsets.extend((r.partition, r.offset) for r in df.select("partition", "offset").collect())
+        batches.append(batch_id)
+
+    producer = threading.Thread(target=keep_producing, daemon=True)
+    producer.start()
+    query = None
+    try:
+        _wait_for(lambda: sum(_end_offsets(kafka.bootstrap, topic_name)) > 0, 30, "records")
+        query = (spark.readStream.format("kclient").option("kafka.bootstrap.servers", kafka.bootstrap)
+                 .option("subscribe", topic_name).load()
+                 .writeStream.foreachBatch(write).option("checkpointLocation", str(tmp_path / "checkpoint"))
+                 .trigger(processingTime="200 milliseconds").start())
+        _wait_for(lambda: len(batches) >= 2 or query.exception() is not None, 90, "two micro-batches")
+        assert query.exception() is None
+    finally:
+        if query is not None:
+            query.stop()
+        stop.set()
+        producer.join(30)
+    by_partition: dict[int, list[int]] = {}
+    for part, off in sorted(offsets):
+        by_partition.setdefault(part, []).append(off)
+    assert sum(map(len, by_partition.values())) > 0
+    for part, offs in by_partition.items():
+        assert offs == list(range(offs[0], offs[0] + len(offs))), f"partition {part}: a gap or a record read twice"
+
+
+def _end_offsets(bootstrap: str, topic: str) -> list[int]:
+    from kclient.admin import KafkaAdminClient, OffsetSpec
+    with KafkaAdminClient({"bootstrap.servers": bootstrap}) as admin:
+        found = admin.list_offsets({TopicPartition(topic, p): OffsetSpec.latest() for p in range(2)})
+    return [info.offset for info in found.values()]
+
+
 def test_max_offsets_per_trigger_is_honoured_by_available_now(spark, kafka, create_topic, topic_name, tmp_path):
     create_topic(kafka, topic_name, 3)
     p = KafkaProducer({"bootstrap.servers": kafka.bootstrap, "linger.ms": 5})
