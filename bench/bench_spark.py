@@ -36,6 +36,7 @@ fresh checkpoint per run, so query start-up is in the time):
 
 and, for reference, the driver alone reading the same ranges with kclient (no Spark):
   direct-arrow    kclient.spark.arrow_batches in one process
+kclient's modules are compiled to bytecode first where it is missing (see _compile_kclient).
 Each case runs --repeat times after a warm-up job; the best time is reported, and for the
 micro-batch cases where that run's time went (start-up before the first trigger, the
 triggers' jobs, Spark's own per-trigger work). Figures drift on shared machines: compare the
