@@ -14,7 +14,6 @@ import logging
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from kclient.spark.planning import SourceOptions, parse_options
-from kclient.spark.reader import _chunks, as_offset_range
 
 __all__ = ["kafka_schema", "kafka_arrow_schema", "arrow_batches", "arrow_reader", "to_spark_batch",
            "RANGE_COLUMNS"]
@@ -96,6 +95,9 @@ def to_spark_batch(chunk: Any, n: int, include_headers: bool):
 
 def arrow_batches(offset_range: Any, options: Mapping[str, Any] | SourceOptions) -> Iterator:
     """pyarrow RecordBatches holding one planned range's records, in offset order."""
+    # Imported here: the driver-side processes that plan (and import this module through the
+    # data source) never read.
+    from kclient.spark.reader import _chunks, as_offset_range
     rng = as_offset_range(offset_range)
     opts = parse_options(options)
     for chunk, n in _chunks(rng, opts, columnar=True):

@@ -161,21 +161,23 @@ def group_offset_ranges(ranges: Iterable[OffsetRange], max_partitions: int | Non
 
 # ------------------------------------------------------------------ planning (driver)
 class _Planner:
-    """Offset lookups against the cluster for one planning call."""
+    """Offset lookups against the cluster for one planning call (or one streaming query):
+    metadata and ListOffsets through kclient.spark.lookups, which imports the consumer's
+    network layer only; a consumer is made only for the end-offset probe."""
 
     def __init__(self, opts: SourceOptions):
-        from kclient.consumer.kafka_consumer import KafkaConsumer
+        from kclient.spark.lookups import ClusterLookups
         self.opts = opts
-        params = opts.client_params()
-        # This consumer fetches only to probe end offsets: answers at the end of a partition
-        # should not wait long for data.
-        params["fetch.max.wait.ms"] = min(ConsumerConfig(params)["fetch.max.wait.ms"], _PROBE_WAIT_MS)
-        self.consumer = KafkaConsumer(params)
-        self._read_committed = str(self.consumer.config["isolation.level"]) == "read_committed"
+        self.lookups = ClusterLookups(opts.client_params())
+        self._probe: Any = None     # the consumer of the end-offset probe, made on first use
         self._listed = False        # partitions() ran before: the metadata cache may be stale
 
     def close(self) -> None:
-        self.consumer.close(autocommit=False)
+        try:
+            if self._probe is not None:
+                self._probe.close(autocommit=False)
+        finally:
+            self.lookups.close()
 
     def retrying(self, what: str, fn: Callable[[], Any]) -> Any:
         """fn() with fetchOffset.numRetries retries on retriable errors."""
@@ -194,7 +196,7 @@ class _Planner:
     # -- partitions
     def partitions(self) -> list[TopicPartition]:
         opts = self.opts
-        c = self.consumer
+        c = self.lookups
         if opts.strategy == "assign":
             missing = []
             for topic in sorted({tp.topic for tp in opts.assigned}):
@@ -211,7 +213,7 @@ class _Planner:
                 # answers from the metadata cache (stale for up to metadata.max.age.ms): ask the
                 # cluster again so that partitions added since the last micro-batch are read now
                 # (Spark's own source describes the topics on every call too).
-                self.retrying("metadata refresh", self._refresh_metadata)
+                self.retrying("metadata refresh", c.refresh)
         else:
             pattern = opts.pattern
             assert pattern is not None  # parse_options() sets it for the subscribePattern strategy
@@ -229,26 +231,17 @@ class _Planner:
         self._listed = True
         return out
 
-    def _refresh_metadata(self) -> None:
-        """A metadata update for the topics this planner's consumer already looked up, sent
-        at once: Spark calls the stream reader's initialOffset, latestOffset and partitions in
-        quick succession when a query starts, and each refresh waited out retry.backoff.ms
-        after the previous one before it was even sent."""
-        c = self.consumer
-        if not c._client.await_metadata_update(int(c.config["request.timeout.ms"]), immediate=True):
-            raise Errors.KafkaTimeoutError("no metadata update for the subscribed topics in time")
-
     # -- offsets
     def earliest(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
         if not tps:
             return {}
-        return self.retrying("earliest offsets", lambda: self.consumer.beginning_offsets(tps))
+        return self.retrying("earliest offsets", lambda: self.lookups.earliest(tps))
 
     def latest(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
         if not tps:
             return {}
-        listed = self.retrying("latest offsets", lambda: self.consumer.end_offsets(tps))
-        if self.opts.end_offset_probe and not self._read_committed:
+        listed = self.retrying("latest offsets", lambda: self.lookups.latest(tps))
+        if self.opts.end_offset_probe and not self.lookups.read_committed:
             probed = self._probe_high_watermarks(listed)
             for tp, hw in probed.items():
                 if hw > listed.get(tp, -1):
@@ -257,12 +250,22 @@ class _Planner:
                     listed[tp] = hw
         return listed
 
+    def _probe_consumer(self):
+        if self._probe is None:
+            from kclient.consumer.kafka_consumer import KafkaConsumer
+            params = self.opts.client_params()
+            # This consumer fetches only to probe end offsets: answers at the end of a partition
+            # should not wait long for data.
+            params["fetch.max.wait.ms"] = min(ConsumerConfig(params)["fetch.max.wait.ms"], _PROBE_WAIT_MS)
+            self._probe = KafkaConsumer(params)
+        return self._probe
+
     def _probe_high_watermarks(self, listed: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
         """High watermarks from fetch answers at the listed end offsets (see the module doc)."""
-        c = self.consumer
         tps = sorted(tp for tp, off in listed.items() if off >= 0)
         if not tps:
             return {}
+        c = self._probe_consumer()
         c.assign(tps)
         for tp in tps:
             c.seek(tp, listed[tp])
@@ -285,8 +288,7 @@ class _Planner:
     def by_timestamp(self, query: dict[TopicPartition, int]) -> dict[TopicPartition, int | None]:
         if not query:
             return {}
-        found = self.retrying("offsets by timestamp", lambda: self.consumer.offsets_for_times(query))
-        return {tp: (None if v is None else v.offset) for tp, v in found.items()}
+        return self.retrying("offsets by timestamp", lambda: self.lookups.offsets_for_times(query))
 
     def committed(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
         from kclient.admin import KafkaAdminClient

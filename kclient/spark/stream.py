@@ -2,8 +2,9 @@
 
 Spark keeps one reader for a query in a long-lived Python process on the driver and calls:
 
-- ``initialOffset()`` once, for a query without a checkpoint: ``startingOffsets`` (default
-  "latest"), ``startingTimestamp`` or ``startingOffsetsByTimestamp`` resolved now.
+- ``initialOffset()`` for a query without a checkpoint: ``startingOffsets`` (default
+  "latest"), ``startingTimestamp`` or ``startingOffsetsByTimestamp`` resolved at the first
+  call; Spark calls it again before it plans the first micro-batch, and gets the same answer.
 - ``latestOffset(start, limit)`` before every micro-batch: the partitions' latest offsets,
   capped by the read limit (``ReadMaxRows`` from ``maxOffsetsPerTrigger``, split across
   partitions in proportion to their backlog; ``ReadAllAvailable`` when the trigger says to
@@ -61,6 +62,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._committer: Any = None
         self._target: PartitionOffsets | None = None    # Trigger.AvailableNow's end
         self._latest: PartitionOffsets = {}
+        self._initial: dict | None = None   # initialOffset()'s answer (Spark asks for it more than once)
+        self._listed: list | None = None    # the partitions the last cluster lookup found
 
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
@@ -73,6 +76,13 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._lookups = _Planner(self.opts)
         return self._lookups
 
+    def _partitions(self, fresh: bool) -> list:
+        """The partitions to read: asked of the cluster when ``fresh`` (once per micro-batch:
+        partitions may have been added), else the last answer of this query if there is one."""
+        if fresh or self._listed is None:
+            self._listed = self._planner().partitions()
+        return self._listed
+
     def _fail_or_warn(self, message: str) -> None:
         if self.opts.fail_on_data_loss:
             raise Errors.DataLossError(message + "; set failOnDataLoss to false to go on without it")
@@ -80,11 +90,16 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     # -- offsets
     def initialOffset(self) -> dict:
-        planner = self._planner()
-        tps = planner.partitions()
-        start = _resolve_side(planner, self.opts, tps, "starting", {}) if tps else {}
-        log.info("streaming query starts at %s", to_json_offsets(start))
-        return to_json_offsets(start)
+        # Resolved once per query, as Spark's own source does: Spark asks again before it
+        # plans the first micro-batch, and "latest" (the default) resolved a second time
+        # would be another offset than the one that micro-batch's end was computed from.
+        if self._initial is None:
+            planner = self._planner()
+            tps = self._partitions(fresh=False)
+            start = _resolve_side(planner, self.opts, tps, "starting", {}) if tps else {}
+            log.info("streaming query starts at %s", to_json_offsets(start))
+            self._initial = to_json_offsets(start)
+        return {topic: dict(parts) for topic, parts in self._initial.items()}
 
     def getDefaultReadLimit(self) -> ReadLimit:
         if self.opts.max_offsets_per_trigger is not None:
@@ -93,13 +108,13 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def prepareForTriggerAvailableNow(self) -> None:
         planner = self._planner()
-        self._target = planner.latest(planner.partitions())
+        self._target = planner.latest(self._partitions(fresh=True))
         log.info("Trigger.AvailableNow: reading up to %s", to_json_offsets(self._target))
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         planner = self._planner()
         begin = from_json_offsets(start)
-        tps = planner.partitions()
+        tps = self._partitions(fresh=True)
         latest = planner.latest(tps)
         self._latest = dict(latest)
         gone = sorted(set(begin) - set(latest))

@@ -191,6 +191,38 @@ def test_stream_reader_new_partitions_start_at_earliest_and_lost_ones_follow_fai
         reader.partitions({"a": {"0": 0}}, {"a": {"0": 0, "2": 30}})
 
 
+class _CountingLookups(_Lookups):
+    def __init__(self, earliest, latest):
+        super().__init__(earliest, latest)
+        self.listed = 0
+
+    def partitions(self):
+        self.listed += 1
+        return super().partitions()
+
+
+def test_stream_reader_resolves_its_start_once_and_lists_partitions_once_per_micro_batch():
+    from pyspark.sql.streaming.datasource import ReadAllAvailable
+    lookups = _CountingLookups({A0: 0, A1: 0}, {A0: 50, A1: 20})
+    reader = _stream_reader(lookups)                      # startingOffsets: latest, the streaming default
+    start = reader.initialOffset()
+    assert start == {"a": {"0": 50, "1": 20}} and lookups.listed == 1
+    lookups.latest_offsets.update({A0: 60, A1: 25})       # produced after the query started
+    # Spark asks again before it plans the first micro-batch: the start does not move
+    assert reader.initialOffset() == start and lookups.listed == 1
+    end = reader.latestOffset(start, ReadAllAvailable())
+    assert end == {"a": {"0": 60, "1": 25}} and lookups.listed == 2
+    ranges = [(r.partition, r.from_offset, r.until_offset) for p in reader.partitions(start, end) for r in p.ranges]
+    assert ranges == [(0, 50, 60), (1, 20, 25)] and lookups.listed == 2
+    # each micro-batch asks the cluster for the partitions again: one added is read
+    lookups.latest_offsets[A2], lookups.earliest_offsets[A2] = 7, 0
+    assert reader.latestOffset(end, ReadAllAvailable()) == {"a": {"0": 60, "1": 25, "2": 7}}
+    assert lookups.listed == 3
+    available_now = _stream_reader(_CountingLookups({A0: 0}, {A0: 40}), startingOffsets="earliest")
+    available_now.prepareForTriggerAvailableNow()
+    assert available_now.initialOffset() == {"a": {"0": 0}} and available_now._lookups.listed == 1
+
+
 def test_stream_reader_available_now_stops_at_the_offsets_of_its_start():
     from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
     lookups = _Lookups({A0: 0}, {A0: 40})
@@ -335,6 +367,61 @@ def test_streaming_query_restarted_while_producing_writes_every_record_once(spar
         committed = admin.list_consumer_group_offsets(group_id)
     assert sorted(tp.partition for tp in committed) == [0, 1, 2]
     assert all(0 < om.offset <= produced["n"] for om in committed.values())
+
+
+def test_a_query_from_latest_on_a_busy_topic_reads_on_from_where_it_started(spark, kafka, create_topic, topic_name,
+                                                                             tmp_path):
+    """Spark asks for the initial offset again when it plans the first micro-batch; "latest"
+    resolved anew while records arrive was past that micro-batch's end (a data-loss error)."""
+    create_topic(kafka, topic_name, 2)
+    stop = threading.Event()
+
+    def keep_producing():
+        p = KafkaProducer({"bootstrap.servers": kafka.bootstrap, "linger.ms": 1})
+        try:
+            i = 0
+            while not stop.wait(0.002):
+                p.send(topic_name, value=b"%d" % i, partition=i % 2)
+                i += 1
+        finally:
+            p.close()
+
+    offsets: list[tuple[int, int]] = []
+    batches: list[int] = []
+
+    def write(df, batch_id):
+        offsets.extend((r.partition, r.offset) for r in df.select("partition", "offset").collect())
+        batches.append(batch_id)
+
+    producer = threading.Thread(target=keep_producing, daemon=True)
+    producer.start()
+    query = None
+    try:
+        _wait_for(lambda: sum(_end_offsets(kafka.bootstrap, topic_name)) > 0, 30, "records")
+        query = (spark.readStream.format("kclient").option("kafka.bootstrap.servers", kafka.bootstrap)
+                 .option("subscribe", topic_name).load()
+                 .writeStream.foreachBatch(write).option("checkpointLocation", str(tmp_path / "checkpoint"))
+                 .trigger(processingTime="200 milliseconds").start())
+        _wait_for(lambda: len(batches) >= 2 or query.exception() is not None, 90, "two micro-batches")
+        assert query.exception() is None
+    finally:
+        if query is not None:
+            query.stop()
+        stop.set()
+        producer.join(30)
+    by_partition: dict[int, list[int]] = {}
+    for part, off in sorted(offsets):
+        by_partition.setdefault(part, []).append(off)
+    assert sum(map(len, by_partition.values())) > 0
+    for part, offs in by_partition.items():
+        assert offs == list(range(offs[0], offs[0] + len(offs))), f"partition {part}: a gap or a record read twice"
+
+
+def _end_offsets(bootstrap: str, topic: str) -> list[int]:
+    from kclient.admin import KafkaAdminClient, OffsetSpec
+    with KafkaAdminClient({"bootstrap.servers": bootstrap}) as admin:
+        found = admin.list_offsets({TopicPartition(topic, p): OffsetSpec.latest() for p in range(2)})
+    return [info.offset for info in found.values()]
 
 
 def test_max_offsets_per_trigger_is_honoured_by_available_now(spark, kafka, create_topic, topic_name, tmp_path):

@@ -389,10 +389,9 @@ def test_a_planner_refresh_is_not_held_back_by_retry_backoff(mock_cluster, creat
     try:
         expected = [TopicPartition(topic_name, 0), TopicPartition(topic_name, 1)]
         assert planner.partitions() == expected
-        metadata = planner.consumer._client.metadata
         for _ in range(3):
-            version = metadata.update_version
+            version = planner.lookups.metadata_version
             assert planner.partitions() == expected
-            assert metadata.update_version > version          # asked the cluster again, at once
+            assert planner.lookups.metadata_version > version          # asked the cluster again, at once
     finally:
         planner.close()
