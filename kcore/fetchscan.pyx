@@ -41,7 +41,7 @@ __all__ = ["ScannedFetch", "ScannedRecords", "scan_fetch_response", "BLOB_STATES
 
 BLOB_STATES = {BLOB_SCANNING: "scanning", BLOB_DONE: "done", BLOB_FALLBACK: "fallback", BLOB_TAKEN: "taken"}
 
-# Fetch versions whose layout is known here (kclient's range) and the first flexible one.
+# The Fetch versions whose layout is known here (the client asks for no others) and the first flexible one.
 cdef enum:
     FETCH_MIN_VERSION = 4
     FETCH_MAX_VERSION = 18
