@@ -46,6 +46,7 @@ READERS = {
     "admin.py": "the admin client's facade",
     "parallel/driver.py": "checks the KafkaConsumer it is given (group.id, enable.auto.commit)",
     "spark/planning.py": "builds the driver's consumer from the source's options",
+    "spark/lookups.py": "builds the driver's network client and offset lookups from the source's options",
     "spark/reader.py": "builds the executors' consumers from the source's options",
 }
 
