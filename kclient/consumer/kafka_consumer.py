@@ -917,18 +917,7 @@ class KafkaConsumer:
         """Partition ids of a topic (None if it does not exist)."""
         self._acquire_open()
         try:
-            cluster = self._metadata.cluster
-            parts = cluster.partitions_for_topic(topic)
-            if parts is None:
-                self._metadata.add_topics(topic)
-                deadline = self._clock.now_ms() + self._request_timeout_ms
-                while True:
-                    self._client.await_metadata_update(max(deadline - self._clock.now_ms(), 0))
-                    cluster = self._metadata.cluster
-                    parts = cluster.partitions_for_topic(topic)
-                    if parts is not None or topic in cluster.topic_errors or self._clock.now_ms() >= deadline:
-                        break
-            return None if parts is None else {p.partition for p in parts}
+            return self._client.topic_partitions(topic, self._request_timeout_ms)
         finally:
             self._release()
 

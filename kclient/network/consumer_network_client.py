@@ -454,6 +454,24 @@ class ConsumerNetworkClient:
         version = self.metadata.request_immediate_update() if immediate else self.metadata.request_update()
         return self._poll_until(lambda: self.metadata.update_version > version, timeout_ms)
 
+    def topic_partitions(self, topic: str, timeout_ms: int) -> set[int] | None:
+        """The topic's partition ids from the metadata this client has, asking the cluster
+        (up to ``timeout_ms``) for a topic it has not looked up yet; None if the topic does not
+        exist or no answer named it in time."""
+        metadata = self.metadata
+        parts = metadata.cluster.partitions_for_topic(topic)
+        if parts is None:
+            metadata.add_topics(topic)
+            clock = self._clock
+            deadline = clock.now_ms() + timeout_ms
+            while True:
+                self.await_metadata_update(max(deadline - clock.now_ms(), 0))
+                cluster = metadata.cluster
+                parts = cluster.partitions_for_topic(topic)
+                if parts is not None or topic in cluster.topic_errors or clock.now_ms() >= deadline:
+                    break
+        return None if parts is None else {p.partition for p in parts}
+
     def _poll_until(self, done: Callable[[], bool], timeout_ms: int | None) -> bool:
         """Poll (delayed tasks left for the caller's own poll) until ``done()`` or the
         timeout; returns ``done()``."""

@@ -53,17 +53,7 @@ class ClusterLookups:
     def partitions_for_topic(self, topic: str) -> set[int] | None:
         """The topic's partition ids (None if it does not exist), from the metadata this client
         has, asking the cluster for a topic it has not looked up yet."""
-        parts = self._metadata.cluster.partitions_for_topic(topic)
-        if parts is None:
-            self._metadata.add_topics(topic)
-            deadline = self._now() + self.request_timeout_ms
-            while True:
-                self._client.await_metadata_update(max(deadline - self._now(), 0))
-                cluster = self._metadata.cluster
-                parts = cluster.partitions_for_topic(topic)
-                if parts is not None or topic in cluster.topic_errors or self._now() >= deadline:
-                    break
-        return None if parts is None else {p.partition for p in parts}
+        return self._client.topic_partitions(topic, self.request_timeout_ms)
 
     def topics(self) -> set[str]:
         """Every topic the cluster shows this client."""
@@ -108,6 +98,3 @@ class ClusterLookups:
     # -- lifecycle
     def close(self) -> None:
         self._client.close()
-
-    def _now(self) -> int:
-        return self._client.client.clock.now_ms()
