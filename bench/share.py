@@ -275,6 +275,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-warmup", action="store_true",
                         help="measure from the broker's first read on (by default the raw ShareFetch loop reads "
                              "the topic, unmeasured, first: 1,000,000 records or more)")
+    parser.add_argument("--topic", default=None,
+                        help="with --bootstrap: read this topic, written by an earlier run (8 partitions, --records "
+                             "records), instead of writing a new one: A/B runs then read the same producer batches, "
+                             "whose sizes, which vary from one write to the next, set the records a share fetch "
+                             "acquires")
     parser.add_argument("--stats", action="store_true",
                         help="also count each member's share requests (ShareFetch, ShareAcknowledge, records "
                              "per fetch answer, acknowledgement batches) and print them per run")
@@ -285,6 +290,8 @@ def main(argv: list[str] | None = None) -> int:
         member_counts = [int(n) for n in args.members.split(",") if n]
     except ValueError:
         parser.error(f"--members takes numbers, as in 1,4; got {args.members!r}")
+    if args.topic and not args.bootstrap:
+        parser.error("--topic needs --bootstrap (a broker started here holds no topic yet)")
     if unknown or args.records < 1 or not member_counts or min(member_counts) < 1:
         parser.error(f"--drivers from {DRIVERS} (got {sorted(unknown)}), --records and --members >= 1")
     skipped = {d: why for d in drivers if (why := unavailable(d))}
@@ -300,11 +307,14 @@ def main(argv: list[str] | None = None) -> int:
     def run_all(bootstrap: str) -> list[dict]:
         from bench.runner import Config, produce
         from kclient.admin import KafkaAdminClient, NewTopic
-        topic = f"bench-share-{uuid.uuid4().hex[:8]}"
-        with KafkaAdminClient(bootstrap_servers=bootstrap) as admin:
-            admin.create_topics([NewTopic(topic, PARTITIONS, 1)])
-        log(f"producing {args.records:,} records to {topic}")
-        produce(bootstrap, topic, Config(PARTITIONS, RECORD_SIZE, "none", args.records))
+        if args.topic:
+            topic = args.topic
+        else:
+            topic = f"bench-share-{uuid.uuid4().hex[:8]}"
+            with KafkaAdminClient(bootstrap_servers=bootstrap) as admin:
+                admin.create_topics([NewTopic(topic, PARTITIONS, 1)])
+            log(f"producing {args.records:,} records to {topic}")
+            produce(bootstrap, topic, Config(PARTITIONS, RECORD_SIZE, "none", args.records))
         if not args.no_warmup:
             # A fresh broker loads its group and share coordinators and compiles its share-fetch
             # path during the first read: without this, the first client measured pays for it.

@@ -77,3 +77,9 @@ def test_confluent_members_count_their_share_requests_from_librdkafka_statistics
     assert (counts["share_fetch"], counts["share_acknowledge"]) == (7, 1)
     line = share._describe_requests({"requests": counts, "wall_s": 1.0, "records": 7000})
     assert line == "ShareFetch 7/s, ShareAcknowledge 1/s (1.000 and 0.143 per 1,000 records)"
+
+
+def test_an_existing_topic_needs_an_existing_cluster():
+    with pytest.raises(SystemExit) as exc:
+        share.main(["--topic", "t"])
+    assert exc.value.code == 2
