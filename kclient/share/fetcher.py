@@ -49,9 +49,6 @@ _RENEW = int(AcknowledgeType.RENEW)
 #: The longest a fetch sent ahead with acknowledgements waits at the broker for the room they
 #: free (the broker's state write takes milliseconds; ShareFetcher._max_wait_ms).
 _AHEAD_ACK_WAIT_MS = 100
-#: Fetches that send their acknowledgements ahead of themselves once a fetch carrying them came
-#: back starved (ShareFetcher._acknowledge_first); then one carries them again, to look.
-_ACK_FIRST_FETCHES = 16
 
 
 @dataclass(frozen=True)
@@ -130,8 +127,6 @@ class ShareFetcher:
         #: since ``take_ahead_yield`` last looked, and whether any such answer came.
         self._ahead_yield = 0
         self._ahead_answered = False
-        #: Per broker: fetches still to send after their acknowledgements' own ShareAcknowledge.
-        self._ack_first: dict[int, int] = {}
         #: Requests sent and what the fetches acquired, for metrics() (the Java client's names
         #: where it has one).
         self.counts = {"fetch-total": 0, "acknowledge-request-total": 0, "fetch-answers-total": 0,
@@ -340,48 +335,9 @@ class ShareFetcher:
                 # not in a loop of requests that fail at once until the metadata names another
                 if self.in_flight(node_id) or self._client.is_unavailable(node_id):
                     continue
-                if not ahead and self._acknowledge_first(node_id):
-                    continue
                 self._send_fetch(node_id, by_node.get(node_id, set()), ahead)
                 sent += 1
         return sent
-
-    def _acknowledge_first(self, node_id: int) -> bool:
-        """Send the node's waiting acknowledgements in a ShareAcknowledge of their own, and the
-        fetch once it is answered, while fetches carrying them come back starved: True when it
-        did (under the lock).
-
-        A partition holds at most ``share.partition.max.record.locks`` records in flight (2000
-        by default), and the broker frees the room of acknowledged records only once it wrote
-        their state, which it does after taking the request that carried them. So a fetch that
-        carries a partition's acknowledgements acquires nothing from that partition when it
-        holds its limit in flight, and, with records elsewhere, is answered with those at once:
-        a member of two partitions then gets one partition's records a fetch, alternately.
-        The broker answers a ShareAcknowledge after the write, so the fetch after it finds the
-        room of every partition acknowledged: twice the records a fetch there, for the broker's
-        work of one request without a log read, and the member's of one more round trip.
-        ``_on_fetch`` sees the starving (``_note_starved``); every ``_ACK_FIRST_FETCHES``-th
-        fetch carries its acknowledgements again to see whether it still happens."""
-        left = self._ack_first.get(node_id, 0)
-        if not left:
-            return False
-        session = self.sessions.get(node_id)
-        if session is None or not session.is_open:
-            return False
-        acks = self._take_acks_for(node_id)
-        if not acks:
-            return False
-        self._ack_first[node_id] = left - 1
-        self._send_acknowledge(node_id, session.plan_acknowledge(), acks)
-        return True
-
-    def _note_starved(self, node_id: int, acks: dict[TopicPartition, PendingAcks], filled: set[TopicPartition],
-                      acquired: int) -> None:
-        """After a fetch sent with acknowledgements and not ahead: when it brought records, fewer
-        than it asked for, and none from a partition it acknowledged, the next fetches to the
-        node send their acknowledgements first (``_acknowledge_first``)."""
-        if 0 < acquired < self.config.max_records and any(tp not in filled for tp in acks):
-            self._ack_first[node_id] = _ACK_FIRST_FETCHES
 
     def _max_wait_ms(self, ahead: bool, acknowledging: bool) -> int:
         """How long the broker may hold a ShareFetch for records. A fetch sent ahead: at once
@@ -533,7 +489,6 @@ class ShareFetcher:
                 self.acquisition_lock_timeout_ms = lock_ms
                 deadline = sent_ms + lock_ms
             answered_acks: set[TopicPartition] = set()
-            filled: set[TopicPartition] = set()
             acquired = 0
             cluster = self._client.metadata.cluster
             for topic in resp.get("responses", ()):
@@ -557,10 +512,7 @@ class ShareFetcher:
                         log.debug("share group %s: node %d: %s acquired %s", self.group_id, node_id, tp,
                                   [(r["first_offset"], r["last_offset"], r["delivery_count"])
                                    for r in p.get("acquired_records") or ()])
-                    got = self._take_acquired(node_id, tp, p, deadline)
-                    if got:
-                        filled.add(tp)
-                        acquired += got
+                    acquired += self._take_acquired(node_id, tp, p, deadline)
             for tp in set(acks) - answered_acks:      # the broker said nothing: they went through
                 self._report(tp, acks[tp], None)
             self.counts["fetch-answers-total"] += 1
@@ -568,8 +520,6 @@ class ShareFetcher:
             if ahead:
                 self._ahead_yield += acquired
                 self._ahead_answered = True
-            elif acks:
-                self._note_starved(node_id, acks, filled, acquired)
 
     def _take_acquired(self, node_id: int, tp: TopicPartition, p: dict, lock_deadline_ms: int | None) -> int:
         """Keep what a partition's answer acquired; the number of offsets acquired."""

@@ -371,70 +371,17 @@ def test_no_share_fetch_to_a_node_in_reconnect_backoff(env):
     assert fetcher.send_fetches({TP0}) == 1 and client.sent[-1][2]["share_session_epoch"] == 0
 
 
-def _ack_answer(partitions=()):
-    return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "acquisition_lock_timeout_ms": 15000,
-            "responses": [{"topic_id": TID, "partitions": list(partitions)}] if partitions else [],
-            "node_endpoints": []}
 
-
-def _acks_in(body):
-    return {p["partition_index"]: [(b["first_offset"], b["last_offset"], b["acknowledge_types"])
-                                   for b in p["acknowledgement_batches"]]
-            for t in body["topics"] for p in t["partitions"] if p["acknowledgement_batches"]}
-
-
-def test_acknowledgements_go_ahead_of_the_fetch_while_fetches_carrying_them_come_back_starved(env, monkeypatch):
-    """A fetch carrying a partition's acknowledgements gets nothing from that partition while it
-    holds its in-flight limit (the broker frees the room after writing their state): when such a
-    fetch brought records from elsewhere, short of max_records, the next fetches send their
-    acknowledgements first, in a ShareAcknowledge, and go out once it is answered, carrying none;
-    every so many fetches one carries them again, and starts this over only if it starves again."""
-    import kclient.share.fetcher as fetcher_module
-    monkeypatch.setattr(fetcher_module, "_ACK_FIRST_FETCHES", 2)
+def test_requests_and_the_records_their_answers_acquired_are_counted(env):
     client, fetcher = env
-    sent_apis = lambda: [api for _, api, _, _ in client.sent]      # noqa: E731
-    FETCH, ACK = int(ApiKey.SHARE_FETCH), int(ApiKey.SHARE_ACKNOWLEDGE)
-
-    def round_(tp, base, n, *, starved_partner=None):
-        """The last fetch is answered with n records of tp; a starved partner: in the answer, empty."""
-        parts = [part(tp.partition, records_bytes(base, n), [(base, base + n - 1, 1)])]
-        if starved_partner is not None:
-            parts.append(part(starved_partner.partition, None, []))
-        client.sent[-1][3].complete(fetch_answer(parts))
-        [(got, recs)] = fetcher.take_records()
-        fetcher.acknowledge_range(got, base, base + n - 1, AcknowledgeType.ACCEPT)
-
     fetcher.send_fetches({TP0, TP1})
-    round_(TP0, 0, 10)                          # no acknowledgements carried: nothing to go by
+    client.sent[-1][3].complete(fetch_answer([part(0, records_bytes(0, 10), [(0, 9, 1)]), part(1, None, [])]))
+    [(tp, _)] = fetcher.take_records()
+    fetcher.acknowledge_range(tp, 0, 9, AcknowledgeType.ACCEPT)
+    [f] = fetcher.send_acknowledgements()
+    f.complete({"throttle_time_ms": 0, "error_code": 0, "error_message": None,
+                "acquisition_lock_timeout_ms": 0, "responses": [], "node_endpoints": []})
     fetcher.send_fetches({TP0, TP1})
-    assert sent_apis() == [FETCH, FETCH] and _acks_in(client.sent[-1][2]) == {0: [(0, 9, [1])]}
-    round_(TP1, 0, 10, starved_partner=TP0)     # TP0's acknowledgements carried, nothing from TP0
-    assert fetcher.send_fetches({TP0, TP1}) == 0
-    node, api, body, ack = client.sent[-1]
-    assert api == ACK and _acks_in(body) == {1: [(0, 9, [1])]} and not body["is_renew_ack"]
-    assert body["share_session_epoch"] == 2
-    assert fetcher.send_fetches({TP0, TP1}) == 0       # one request in flight: the fetch waits
-    ack.complete(_ack_answer())
-    assert [(r.partition, sorted(r.offsets), r.error) for r in fetcher.take_results()] == [
-        (TP0, list(range(10)), None), (TP1, list(range(10)), None)]     # the fetch's, the ShareAcknowledge's
-    assert fetcher.send_fetches({TP0, TP1}) == 1
-    assert client.sent[-1][1] == FETCH and _acks_in(client.sent[-1][2]) == {}
-    assert client.sent[-1][2]["share_session_epoch"] == 3
-    # both partitions' records in one answer now
-    client.sent[-1][3].complete(fetch_answer([part(0, records_bytes(10, 5), [(10, 14, 1)]),
-                                              part(1, records_bytes(10, 5), [(10, 14, 1)])]))
-    for tp, recs in fetcher.take_records():
-        fetcher.acknowledge_range(tp, recs[0].offset, recs[-1].offset, AcknowledgeType.ACCEPT)
-    fetcher.send_fetches({TP0, TP1})
-    assert client.sent[-1][1] == ACK and _acks_in(client.sent[-1][2]) == {0: [(10, 14, [1])], 1: [(10, 14, [1])]}
-    client.sent[-1][3].complete(_ack_answer())
-    fetcher.send_fetches({TP0, TP1})
-    round_(TP0, 15, 3)
-    # the second fetch after the switch was the last: the next one carries them again, to look
-    fetcher.send_fetches({TP0, TP1})
-    assert client.sent[-1][1] == FETCH and _acks_in(client.sent[-1][2]) == {0: [(15, 17, [1])]}
-    round_(TP1, 15, 50, starved_partner=TP0)    # max_records (50) reached: not starved by the limit
-    fetcher.send_fetches({TP0, TP1})
-    assert client.sent[-1][1] == FETCH and _acks_in(client.sent[-1][2]) == {1: [(15, 64, [1])]}
-    assert fetcher.counts["fetch-total"] == 6 and fetcher.counts["acknowledge-request-total"] == 2
-    assert fetcher.counts["records-acquired-total"] == 10 + 10 + 10 + 3 + 50
+    client.sent[-1][3].complete(fetch_answer([part(0, records_bytes(10, 3), [(10, 12, 1)])]))
+    assert fetcher.counts == {"fetch-total": 2, "acknowledge-request-total": 1, "fetch-answers-total": 2,
+                              "records-acquired-total": 13}
