@@ -26,7 +26,10 @@ profile of kclient.testing.KafkaCluster unless ``--broker-profile`` says otherwi
 cores with the members: figures compare within a run. The broker's CPU per record (its
 process's user + system time over the same window) is reported too when the broker's process is
 known (started here, or ``--broker-pid``); ``--stats`` adds each client's requests: ShareFetch and
-ShareAcknowledge per second, records per fetch answer, acknowledgement batches per request.
+ShareAcknowledge per second and per 1,000 records (confluent-kafka's from librdkafka's
+statistics), and for kclient records per fetch answer and acknowledgement batches per request;
+and the client's and the broker's CPU per record from the moment every member had records on
+(the joins left out, which a short run's per-record figures otherwise carry).
 """
 from __future__ import annotations
 
@@ -174,6 +177,10 @@ def run_one(driver: str, members: int, bootstrap: str, topic: str, records: int,
         for m in procs:
             m.tell("GO")
         total, first, first_batch = 0, None, 0
+        # when every member has had records: the CPU from then on is the per-record cost
+        # without the joins' (under --stats)
+        started = 0
+        mark: tuple[int, float, float | None] | None = None
         while total < records:
             if time.perf_counter() - start > timeout_s:
                 raise RuntimeError(f"{total:,} of {records:,} records within {timeout_s:.0f} s")
@@ -182,10 +189,13 @@ def run_one(driver: str, members: int, bootstrap: str, topic: str, records: int,
                 for line in m.lines():
                     kind, _, rest = line.partition(" ")
                     if kind == "B":
+                        started += not m.count
                         m.count += int(rest)
                         total += int(rest)
                         if first is None:
                             first, first_batch = time.perf_counter(), int(rest)
+                        if stats_dir and mark is None and started == members:
+                            mark = (total, sum(p.cpu() for p in procs), _process_cpu(broker_pid))
                     elif kind in ("X", "E"):
                         raise RuntimeError(f"a member failed: {rest}")
         end = time.perf_counter()
@@ -209,27 +219,41 @@ def run_one(driver: str, members: int, bootstrap: str, topic: str, records: int,
         out["broker_cpu_s"] = broker1 - broker0
     if stats_dir:
         out["requests"] = _member_stats(stats_dir, driver)
+        if mark is not None and total > mark[0]:
+            steady: dict[str, float] = {"records": total - mark[0], "cpu_s": cpu + cpu0 - mark[1]}
+            if mark[2] is not None and broker1 is not None:
+                steady["broker_cpu_s"] = broker1 - mark[2]
+            out["steady"] = steady
     return out
 
 
 def _describe_requests(r: dict) -> str:
-    """Requests per second and what they carried, from the members' counts (whole run, close included)."""
+    """Requests per second and what they carried, from the members' counts (whole run, close
+    included; confluent-kafka's from its statistics: its requests only)."""
     q = r["requests"]
     secs = r["wall_s"]
     fetches, acks = q.get("share_fetch", 0), q.get("share_acknowledge", 0)
+    per_k = 1000 / max(r["records"], 1)
+    parts = [f"ShareFetch {fetches / secs:,.0f}/s, ShareAcknowledge {acks / secs:,.0f}/s "
+             f"({fetches * per_k:.3f} and {acks * per_k:.3f} per 1,000 records)"]
     answers = q.get("fetch_answers", 0)
-    ahead = q.get("share_fetch_ahead", 0)
-    parts = [f"ShareFetch {fetches / secs:,.0f}/s ({ahead:,} of {fetches:,} sent ahead: "
-             f"{q.get('ahead_answers_empty', 0):,} empty, {q.get('ahead_records', 0) / max(ahead, 1):,.0f} records "
-             "per answer)",
-             f"ShareAcknowledge {acks / secs:,.0f}/s",
-             f"{q.get('acquired_records', 0) / max(answers, 1):,.0f} records per fetch answer "
-             f"({q.get('fetch_answers_empty', 0):,} of {answers:,} empty; "
-             f"{q.get('acquired_ranges', 0) / max(answers, 1):.1f} ranges)",
-             f"{q.get('ack_batches', 0) / max(fetches + acks, 1):.1f} acknowledgement batches per request "
-             f"({q.get('ack_batches', 0) / max(q.get('ack_partitions', 0), 1):.2f} per partition)"]
+    if answers:
+        ahead = q.get("share_fetch_ahead", 0)
+        parts += [f"{ahead:,} of {fetches:,} fetches sent ahead ({q.get('ahead_answers_empty', 0):,} empty, "
+                  f"{q.get('ahead_records', 0) / max(ahead, 1):,.0f} records per answer)",
+                  f"{q.get('acquired_records', 0) / answers:,.0f} records per fetch answer "
+                  f"({q.get('fetch_answers_empty', 0):,} of {answers:,} empty; "
+                  f"{q.get('acquired_ranges', 0) / answers:.1f} ranges)",
+                  f"{q.get('ack_batches', 0) / max(fetches + acks, 1):.1f} acknowledgement batches per request "
+                  f"({q.get('ack_batches', 0) / max(q.get('ack_partitions', 0), 1):.2f} per partition)"]
     if q.get("polls"):
         parts.append(f"{q['polls']:,} polls ({q.get('polls_empty', 0):,} empty)")
+    steady = r.get("steady")
+    if steady:
+        n = steady["records"]
+        broker = f", broker {steady['broker_cpu_s'] / n * 1e6:.2f}" if "broker_cpu_s" in steady else ""
+        parts.append(f"once every member had records ({n:,} records): CPU µs/record client "
+                     f"{steady['cpu_s'] / n * 1e6:.2f}{broker}")
     return "; ".join(parts)
 
 
@@ -251,6 +275,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-warmup", action="store_true",
                         help="measure from the broker's first read on (by default the raw ShareFetch loop reads "
                              "the topic, unmeasured, first: 1,000,000 records or more)")
+    parser.add_argument("--topic", default=None,
+                        help="with --bootstrap: read this topic, written by an earlier run (8 partitions, --records "
+                             "records), instead of writing a new one: A/B runs then read the same producer batches, "
+                             "whose sizes, which vary from one write to the next, set the records a share fetch "
+                             "acquires")
     parser.add_argument("--stats", action="store_true",
                         help="also count each member's share requests (ShareFetch, ShareAcknowledge, records "
                              "per fetch answer, acknowledgement batches) and print them per run")
@@ -261,6 +290,8 @@ def main(argv: list[str] | None = None) -> int:
         member_counts = [int(n) for n in args.members.split(",") if n]
     except ValueError:
         parser.error(f"--members takes numbers, as in 1,4; got {args.members!r}")
+    if args.topic and not args.bootstrap:
+        parser.error("--topic needs --bootstrap (a broker started here holds no topic yet)")
     if unknown or args.records < 1 or not member_counts or min(member_counts) < 1:
         parser.error(f"--drivers from {DRIVERS} (got {sorted(unknown)}), --records and --members >= 1")
     skipped = {d: why for d in drivers if (why := unavailable(d))}
@@ -276,11 +307,14 @@ def main(argv: list[str] | None = None) -> int:
     def run_all(bootstrap: str) -> list[dict]:
         from bench.runner import Config, produce
         from kclient.admin import KafkaAdminClient, NewTopic
-        topic = f"bench-share-{uuid.uuid4().hex[:8]}"
-        with KafkaAdminClient(bootstrap_servers=bootstrap) as admin:
-            admin.create_topics([NewTopic(topic, PARTITIONS, 1)])
-        log(f"producing {args.records:,} records to {topic}")
-        produce(bootstrap, topic, Config(PARTITIONS, RECORD_SIZE, "none", args.records))
+        if args.topic:
+            topic = args.topic
+        else:
+            topic = f"bench-share-{uuid.uuid4().hex[:8]}"
+            with KafkaAdminClient(bootstrap_servers=bootstrap) as admin:
+                admin.create_topics([NewTopic(topic, PARTITIONS, 1)])
+            log(f"producing {args.records:,} records to {topic}")
+            produce(bootstrap, topic, Config(PARTITIONS, RECORD_SIZE, "none", args.records))
         if not args.no_warmup:
             # A fresh broker loads its group and share coordinators and compiles its share-fetch
             # path during the first read: without this, the first client measured pays for it.

@@ -113,7 +113,7 @@ def _instrument_kclient(consumer: Any) -> None:
 
 def _write_stats(driver: str) -> None:
     where = os.environ.get(STATS_DIR_ENV)
-    if where and driver != "confluent":     # its requests are not counted
+    if where:
         import json
         with open(os.path.join(where, f"{driver}-{os.getpid()}.json"), "w") as f:
             json.dump(STATS, f)
@@ -159,13 +159,20 @@ def kclient_columnar(bootstrap: str, topic: str, partitions: int, group: str, st
 
 def confluent(bootstrap: str, topic: str, partitions: int, group: str, stop: threading.Event) -> None:
     from confluent_kafka import ShareConsumer
-    consumer = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group,
-                              "max.poll.records": str(MAX_POLL_RECORDS), "log_level": 3})
+    settings: dict[str, Any] = {"bootstrap.servers": bootstrap, "group.id": group,
+                                "max.poll.records": str(MAX_POLL_RECORDS), "log_level": 3}
+    # its share requests, from librdkafka's statistics (only when asked: they cost a little)
+    seen: list[str] = []
+    if os.environ.get(STATS_DIR_ENV):
+        settings.update({"statistics.interval.ms": 100, "stats_cb": seen.append})
+    consumer = ShareConsumer(settings)
     try:
         consumer.subscribe([topic])
         while not stop.is_set():
             messages = consumer.poll(0.1)
+            STATS["polls"] += 1
             if not messages:
+                STATS["polls_empty"] += 1
                 continue
             last: dict[int, Any] = {}
             for m in messages:
@@ -179,8 +186,25 @@ def confluent(bootstrap: str, topic: str, partitions: int, group: str, stop: thr
                     _say(f"X {bad}")
                     return
             _say(f"B {len(messages)}")
+        if settings.get("stats_cb"):
+            _confluent_requests(consumer, seen)
     finally:
         consumer.close()
+
+
+def _confluent_requests(consumer: Any, seen: list[str]) -> None:
+    """Waits for the statistics after the run's last request (the next interval's; the polls
+    meanwhile may send a fetch or two more) and counts the share requests it names."""
+    import json
+    had, deadline = len(seen), time.monotonic() + 1.0
+    while len(seen) == had and time.monotonic() < deadline:
+        consumer.poll(0.05)
+    if not seen:
+        return
+    for broker in json.loads(seen[-1])["brokers"].values():
+        req = broker.get("req", {})
+        STATS["share_fetch"] += req.get("ShareFetch", 0)
+        STATS["share_acknowledge"] += req.get("ShareAcknowledge", 0)
 
 
 def raw_sharefetch(bootstrap: str, topic: str, partitions: int, group: str, stop: threading.Event) -> None:

@@ -637,8 +637,17 @@ class KafkaShareConsumer:
         self._client.wakeup()
 
     def metrics(self) -> dict[str, Any]:
-        return dict(self._metrics, **{"member-epoch": self._coordinator.membership.member_epoch,
-                                     "assigned-partitions": len(self._coordinator.assignment())})
+        """Counters since the consumer was made: records handed out, acknowledgements sent and
+        failed, polls; ShareFetch requests (``fetch-total``) and ShareAcknowledge requests
+        (``acknowledge-request-total``) sent, and the records a fetch answer acquired on average
+        (``records-per-request-avg``); the member epoch and the partitions assigned now."""
+        counts = self._fetcher.counts
+        answers = counts["fetch-answers-total"]
+        return dict(self._metrics, **{
+            "fetch-total": counts["fetch-total"], "acknowledge-request-total": counts["acknowledge-request-total"],
+            "records-per-request-avg": counts["records-acquired-total"] / answers if answers else 0.0,
+            "member-epoch": self._coordinator.membership.member_epoch,
+            "assigned-partitions": len(self._coordinator.assignment())})
 
     def _check_open(self) -> None:
         if self._closed:

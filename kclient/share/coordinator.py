@@ -64,6 +64,9 @@ class ShareCoordinator:
         self._lock = self.channel.lock
         self._cond = self.channel.cond
         self.membership = ShareMembership(group_id=group_id, rack_id=rack_id)
+        #: The last assignment() made, with the assignment version and the metadata it was
+        #: made from: every poll asks for it two or three times, and it changes rarely.
+        self._assigned: tuple[int, Any, frozenset[TopicPartition]] | None = None
         # The pacemaker's timing. The session bound is the broker's (group.share.session.timeout.ms),
         # unknown here: a silent coordinator is given up after request.timeout.ms.
         self.heartbeat = Heartbeat(max(request_timeout_ms, self.membership.heartbeat_interval_ms + 1),
@@ -128,21 +131,33 @@ class ShareCoordinator:
     def topics(self) -> list[str]:
         return list(self._topics)
 
-    def assignment(self) -> set[TopicPartition]:
+    def assignment(self) -> frozenset[TopicPartition]:
         """The assigned partitions whose topic ids the metadata can name (the others are
-        named after the next metadata update)."""
-        with self._lock:
-            assignment = dict(self.membership.assignment)
+        named after the next metadata update). The same object until the assignment or the
+        metadata changes (ShareFetcher.send_fetches goes by that too)."""
         md = self._client.metadata
         cluster = md.cluster
+        with self._lock:
+            version = self.membership.assignment_version
+            made = self._assigned
+            if made is not None and made[0] == version and made[1] is cluster:
+                return made[2]
+            assignment = dict(self.membership.assignment)
         out: set[TopicPartition] = set()
+        named = True
         for tid, parts in assignment.items():
             name = cluster.topic_name(tid)
             if name is None:
                 md.request_update()
+                named = False
                 continue
             out.update(TopicPartition(name, p) for p in parts)
-        return out
+        result = frozenset(out)
+        if named:       # kept only when complete: a name still missing is asked for again
+            with self._lock:
+                if self.membership.assignment_version == version:
+                    self._assigned = (version, cluster, result)
+        return result
 
     def raise_if_fatal(self) -> None:
         err = self.membership.fatal_error

@@ -21,7 +21,7 @@ import logging
 import threading
 from array import array
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import AbstractSet, Any, Callable
 
 from kcore.records import consumer_records, decode_columnar
 from kcore.sharerecords import share_records_of
@@ -127,6 +127,13 @@ class ShareFetcher:
         #: since ``take_ahead_yield`` last looked, and whether any such answer came.
         self._ahead_yield = 0
         self._ahead_answered = False
+        #: The last assignment send_fetches was given, the metadata it read, and the partitions
+        #: each leader gets asked for, by session key: made again only when either changes.
+        self._plan: tuple[AbstractSet[TopicPartition], Any, dict[int, dict[Any, TopicPartition]]] | None = None
+        #: Requests sent and what the fetches acquired, for metrics() (the Java client's names
+        #: where it has one).
+        self.counts = {"fetch-total": 0, "acknowledge-request-total": 0, "fetch-answers-total": 0,
+                       "records-acquired-total": 0}
 
     # ------------------------------------------------------------------ application side
     def acknowledge(self, tp: TopicPartition, offset: int, kind: int) -> None:
@@ -309,19 +316,17 @@ class ShareFetcher:
                 {"partition_index": tp.partition, "acknowledgement_batches": batches})
         return [{"topic_id": tid, "partitions": ps} for tid, ps in by_topic.items()]
 
-    def send_fetches(self, assignment: set[TopicPartition], *, ahead: bool = False) -> int:
+    def send_fetches(self, assignment: AbstractSet[TopicPartition], *, ahead: bool = False) -> int:
         """One ShareFetch to every leader of ``assignment`` without a request in flight (and
         to brokers whose session holds partitions no longer assigned, to forget them). A fetch
         sent ahead (``ahead``) asks the broker to answer at once (no fetch.max.wait.ms), and
         what its answer acquires is counted for ``take_ahead_yield``."""
         cluster = self._client.metadata.cluster
-        by_node: dict[int, set[TopicPartition]] = {}
-        for tp in assignment:
-            leader = cluster.leader_for(tp)
-            if leader is None or self._topic_id(tp.topic) is None:
-                self._client.metadata.request_update()
-                continue
-            by_node.setdefault(leader.node_id, set()).add(tp)
+        plan = self._plan
+        if plan is not None and plan[0] is assignment and plan[1] is cluster:
+            by_node = plan[2]
+        else:
+            by_node = self._leaders_of(assignment, cluster)
         sent = 0
         with self.lock:
             self._fail_stale_acks()
@@ -331,9 +336,28 @@ class ShareFetcher:
                 # not in a loop of requests that fail at once until the metadata names another
                 if self.in_flight(node_id) or self._client.is_unavailable(node_id):
                     continue
-                self._send_fetch(node_id, by_node.get(node_id, set()), ahead)
+                self._send_fetch(node_id, by_node.get(node_id, {}), ahead)
                 sent += 1
         return sent
+
+    def _leaders_of(self, assignment: AbstractSet[TopicPartition], cluster: Any
+                    ) -> dict[int, dict[Any, TopicPartition]]:
+        """The partitions of ``assignment`` by leader, each under its session key (topic id,
+        partition); kept for the next calls when every partition has a leader and a topic id
+        (an assignment and a metadata that stay the same objects while unchanged: every poll
+        fetches, and the lookups cost more than the fetch's other work)."""
+        by_node: dict[int, dict[Any, TopicPartition]] = {}
+        complete = True
+        for tp in assignment:
+            leader = cluster.leader_for(tp)
+            topic_id = cluster.topic_id(tp.topic)
+            if leader is None or topic_id is None:
+                self._client.metadata.request_update()
+                complete = False
+                continue
+            by_node.setdefault(leader.node_id, {})[(topic_id, tp.partition)] = tp
+        self._plan = (assignment, cluster, by_node) if complete else None
+        return by_node
 
     def _max_wait_ms(self, ahead: bool, acknowledging: bool) -> int:
         """How long the broker may hold a ShareFetch for records. A fetch sent ahead: at once
@@ -356,9 +380,9 @@ class ShareFetcher:
             n, self._ahead_yield, self._ahead_answered = self._ahead_yield, 0, False
             return n
 
-    def _send_fetch(self, node_id: int, wanted: set[TopicPartition], ahead: bool = False) -> None:
+    def _send_fetch(self, node_id: int, keys: dict[Any, TopicPartition], ahead: bool = False) -> None:
+        """A ShareFetch to ``node_id`` for the partitions ``keys`` names by session key."""
         session = self._session(node_id)
-        keys = {(self._topic_id(tp.topic), tp.partition): tp for tp in wanted}
         epoch, added, forgotten = session.plan(keys)
         acks = self._take_acks_for(node_id, renew=False)
         parts: dict[TopicPartition, list[dict]] = {keys[k]: [] for k in added}
@@ -377,12 +401,13 @@ class ShareFetcher:
                 "forgotten_topics_data": [{"topic_id": t, "partitions": ps} for t, ps in forgotten_by_topic.items()]}
         if log.isEnabledFor(logging.DEBUG):
             log.debug("share group %s: ShareFetch to node %d epoch %d: fetch %s, add %s, forget %s, acks %s",
-                      self.group_id, node_id, epoch, sorted(map(tuple, wanted)), sorted(keys[k] for k in added),
+                      self.group_id, node_id, epoch, sorted(map(tuple, keys.values())), sorted(keys[k] for k in added),
                       sorted(forgotten, key=str), {str(tp): len(a) for tp, a in acks.items()})
         # The broker starts the locks of what it acquires after this: their end by this
         # client's clock is at most the lock's length after the send.
         sent_ms = self._clock.now_ms()
         future = self._client.send(node_id, SHARE_FETCH, body)
+        self.counts["fetch-total"] += 1
         self._in_flight[node_id] = future
         future.add_both(self._on_fetch, future, node_id, acks, sent_ms, ahead)
 
@@ -419,6 +444,7 @@ class ShareFetcher:
             log.debug("share group %s: ShareAcknowledge to node %d epoch %d: acks %s", self.group_id, node_id,
                       epoch, {str(tp): len(a) for tp, a in acks.items()})
         future = self._client.send(node_id, SHARE_ACKNOWLEDGE, body)
+        self.counts["acknowledge-request-total"] += 1
         self._in_flight[node_id] = future
         future.add_both(self._on_acknowledge, future, node_id, acks, epoch)
         return future
@@ -509,6 +535,8 @@ class ShareFetcher:
                     acquired += self._take_acquired(node_id, tp, p, deadline)
             for tp in set(acks) - answered_acks:      # the broker said nothing: they went through
                 self._report(tp, acks[tp], None)
+            self.counts["fetch-answers-total"] += 1
+            self.counts["records-acquired-total"] += acquired
             if ahead:
                 self._ahead_yield += acquired
                 self._ahead_answered = True

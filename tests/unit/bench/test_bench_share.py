@@ -43,9 +43,43 @@ def test_request_counts_of_a_member_and_their_summary(tmp_path, monkeypatch):
     assert (s["ahead_answers_empty"], s["ahead_records"]) == (0, 100)
     monkeypatch.setenv(share_members.STATS_DIR_ENV, str(tmp_path))
     share_members._write_stats("kclient-records")
-    share_members._write_stats("confluent")            # its requests are not counted: no file
     counts = share._member_stats(str(tmp_path), "kclient-records")
     assert counts["acquired_records"] == 100 and not list(tmp_path.iterdir())
-    line = share._describe_requests({"requests": dict(counts, share_fetch=2, share_fetch_ahead=1), "wall_s": 2.0})
-    assert "ShareFetch 1/s (1 of 2 sent ahead: 0 empty, 100 records per answer)" in line
+    line = share._describe_requests({"requests": dict(counts, share_fetch=2, share_fetch_ahead=1), "wall_s": 2.0,
+                                     "records": 1000, "steady": {"records": 500, "cpu_s": 0.001,
+                                                                 "broker_cpu_s": 0.0005}})
+    assert "ShareFetch 1/s, ShareAcknowledge 0/s (2.000 and 0.000 per 1,000 records)" in line
+    assert "1 of 2 fetches sent ahead (0 empty, 100 records per answer)" in line
     assert "50 records per fetch answer (1 of 2 empty" in line
+    assert "once every member had records (500 records): CPU µs/record client 2.00, broker 1.00" in line
+
+
+def test_confluent_members_count_their_share_requests_from_librdkafka_statistics(tmp_path, monkeypatch):
+    import json
+
+    from bench import share_members
+    monkeypatch.setattr(share_members, "STATS", dict.fromkeys(share_members.STATS, 0))
+
+    class Polled:
+        def __init__(self, seen):
+            self.seen = seen
+
+        def poll(self, timeout):
+            self.seen.append(json.dumps({"brokers": {
+                "a:1/1": {"req": {"ShareFetch": 7, "ShareAcknowledge": 1, "Metadata": 3}},
+                "GroupCoordinator": {"req": {"ShareGroupHeartbeat": 4}}}}))
+
+    seen: list[str] = []
+    share_members._confluent_requests(Polled(seen), seen)
+    monkeypatch.setenv(share_members.STATS_DIR_ENV, str(tmp_path))
+    share_members._write_stats("confluent")
+    counts = share._member_stats(str(tmp_path), "confluent")
+    assert (counts["share_fetch"], counts["share_acknowledge"]) == (7, 1)
+    line = share._describe_requests({"requests": counts, "wall_s": 1.0, "records": 7000})
+    assert line == "ShareFetch 7/s, ShareAcknowledge 1/s (1.000 and 0.143 per 1,000 records)"
+
+
+def test_an_existing_topic_needs_an_existing_cluster():
+    with pytest.raises(SystemExit) as exc:
+        share.main(["--topic", "t"])
+    assert exc.value.code == 2

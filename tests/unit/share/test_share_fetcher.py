@@ -369,3 +369,44 @@ def test_no_share_fetch_to_a_node_in_reconnect_backoff(env):
     assert fetcher.send_fetches({TP0}) == 0 and len(client.sent) == sent
     client.unavailable.clear()
     assert fetcher.send_fetches({TP0}) == 1 and client.sent[-1][2]["share_session_epoch"] == 0
+
+
+
+def test_requests_and_the_records_their_answers_acquired_are_counted(env):
+    client, fetcher = env
+    fetcher.send_fetches({TP0, TP1})
+    client.sent[-1][3].complete(fetch_answer([part(0, records_bytes(0, 10), [(0, 9, 1)]), part(1, None, [])]))
+    [(tp, _)] = fetcher.take_records()
+    fetcher.acknowledge_range(tp, 0, 9, AcknowledgeType.ACCEPT)
+    [f] = fetcher.send_acknowledgements()
+    f.complete({"throttle_time_ms": 0, "error_code": 0, "error_message": None,
+                "acquisition_lock_timeout_ms": 0, "responses": [], "node_endpoints": []})
+    fetcher.send_fetches({TP0, TP1})
+    client.sent[-1][3].complete(fetch_answer([part(0, records_bytes(10, 3), [(10, 12, 1)])]))
+    assert fetcher.counts == {"fetch-total": 2, "acknowledge-request-total": 1, "fetch-answers-total": 2,
+                              "records-acquired-total": 13}
+
+
+def test_fetches_follow_a_leader_that_moved_when_the_metadata_changes(env):
+    """The partitions by leader are kept while the assignment and the metadata stay the same
+    objects, and looked up again when either changes."""
+    client, fetcher = env
+    assignment = frozenset({TP0, TP1})
+    fetcher.send_fetches(assignment)
+    client.sent[-1][3].complete(fetch_answer([]))
+    fetcher.send_fetches(assignment)
+    assert [n for n, *_ in client.sent] == [1, 1]
+    client.sent[-1][3].complete(fetch_answer([]))
+    moved = Node(2, "127.0.0.1", 9093)
+
+    class Moved(FakeCluster):
+        def leader_for(self, tp):
+            return moved if tp == TP1 else LEADER
+
+    client.metadata.cluster = Moved()           # a metadata update: TP1 is led by node 2 now
+    fetcher.send_fetches(assignment)
+    by_node = {n: b for n, _, b, _ in client.sent[2:]}
+    assert sorted(by_node) == [1, 2]
+    assert by_node[1]["forgotten_topics_data"] == [{"topic_id": TID, "partitions": [1]}]
+    assert [p["partition_index"] for p in by_node[2]["topics"][0]["partitions"]] == [1]
+    assert by_node[2]["share_session_epoch"] == 0

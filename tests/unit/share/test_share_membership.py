@@ -216,6 +216,24 @@ def test_unknown_topic_id_asks_for_metadata(env):
     assert client.metadata.updates == 1
 
 
+def test_assignment_is_made_again_only_when_it_or_the_metadata_changed(env):
+    clock, client, coord = env
+    coord.heartbeat_tick(clock.now_ms())
+    client.sent[-1][3].complete(answer(1, interval=1000, assignment={T1: {0}, T2: {3}}))
+    first = coord.assignment()
+    assert first == {TopicPartition("orders", 0)} and client.metadata.updates == 1
+    # a topic the metadata cannot name yet: asked for again at every call, nothing kept
+    assert coord.assignment() == first and coord.assignment() is not first and client.metadata.updates == 3
+    client.metadata.cluster = FakeCluster({T1: "orders", T2: "payments"})     # a metadata update
+    named = coord.assignment()
+    assert named == {TopicPartition("orders", 0), TopicPartition("payments", 3)}
+    assert coord.assignment() is named and client.metadata.updates == 3        # kept
+    clock.advance(1000)
+    coord.heartbeat_tick(clock.now_ms())
+    client.sent[-1][3].complete(answer(1, interval=1000, assignment={T2: {3}}))
+    assert coord.assignment() == {TopicPartition("payments", 3)}               # a new assignment
+
+
 def test_fenced_member_rejoins_on_the_next_tick_with_epoch_zero(env):
     clock, client, coord = env
     coord.heartbeat_tick(clock.now_ms())

@@ -62,6 +62,9 @@ def test_implicit_mode_accepts_the_previous_poll_as_runs_of_offsets(make):
                             {"first_offset": 15, "last_offset": 19, "acknowledge_types": [1]}]}
     assert c._fetcher._acks[TP].singles == {14: 0} and len(c._fetcher._acks[TP].runs) == 2
     assert c.metrics()["records-consumed-total"] == 11
+    c._fetcher.counts.update({"fetch-total": 3, "fetch-answers-total": 2, "records-acquired-total": 15})
+    assert {k: c.metrics()[k] for k in ("fetch-total", "acknowledge-request-total", "records-per-request-avg")} == {
+        "fetch-total": 3, "acknowledge-request-total": 0, "records-per-request-avg": 7.5}
     with pytest.raises(Errors.IllegalStateError):
         c.acknowledge(recs[0])
 
