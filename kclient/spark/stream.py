@@ -156,12 +156,25 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     self._fail_or_warn(f"new partition {tp.topic}-{tp.partition} starts at offset {earliest[tp]}, "
                                        f"not 0: records 0 to {earliest[tp] - 1} were deleted before they were read")
                 begin[tp] = earliest[tp]
+        # Spark starts a micro-batch that never committed from initialOffset() again. After a
+        # restart this process resolved startingOffsets anew, and "latest" may now lie past the
+        # end that micro-batch was planned to (its offset log entry): where it started then is
+        # not known here (a Python source gets no checkpoint to keep it in).
+        restarted_first = self._initial is not None and start == self._initial
         ranges = []
         for tp in sorted(until):
             lo, hi = begin[tp], until[tp]
             if hi < lo:
-                self._fail_or_warn(f"{tp.topic}-{tp.partition}: the offset went back from {lo} to {hi} (the topic "
-                                   f"may have been deleted and recreated); skipping it in this micro-batch")
+                if restarted_first:
+                    self._fail_or_warn(
+                        f"{tp.topic}-{tp.partition}: the query restarted before its first micro-batch committed, and "
+                        f"startingOffsets resolved again to offset {lo}, past that micro-batch's planned end {hi}: "
+                        f"the records it was planned to read before offset {hi} cannot be found again (start with "
+                        f"explicit startingOffsets or \"earliest\" for a query that may restart before its first "
+                        f"commit); skipping the partition in this micro-batch, the next one reads on from {hi}")
+                else:
+                    self._fail_or_warn(f"{tp.topic}-{tp.partition}: the offset went back from {lo} to {hi} (the "
+                                       f"topic may have been deleted and recreated); skipping it in this micro-batch")
                 continue
             ranges.append(OffsetRange(tp.topic, tp.partition, lo, hi))
         planned = split_offset_ranges(ranges, self.opts.min_partitions, self.opts.max_records_per_partition)

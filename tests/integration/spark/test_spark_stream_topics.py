@@ -163,3 +163,42 @@ def test_records_deleted_past_the_checkpoint_are_skipped_with_a_warning_without_
                                 (1, 5, b"p1-5"), (1, 6, b"p1-6")]
     finally:
         reader.stop()
+
+
+@pytest.mark.parametrize("fail_on_data_loss", [True, False])
+def test_a_query_restarted_before_its_first_commit_names_the_restart(broker, create_topic, topic_name, caplog,
+                                                                     fail_on_data_loss):
+    """startingOffsets "latest": the first micro-batch is planned (Spark logs its end), the query
+    stops before it commits, records arrive, and the restarted query's initialOffset() is later
+    than that end. Spark re-runs the first micro-batch from there: the reader says what happened
+    instead of calling it a recreated topic, and without failOnDataLoss reads on from the end."""
+    create_topic(broker, topic_name, 1)
+    _produce(broker.bootstrap, topic_name, {0: range(3)})
+    extra = {"startingOffsets": "latest", "failOnDataLoss": str(fail_on_data_loss).lower()}
+    first = _reader(broker.bootstrap, topic_name, **extra)
+    try:
+        assert _sizes(first.initialOffset(), topic_name) == {0: 3}
+        _produce(broker.bootstrap, topic_name, {0: range(3, 5)})
+        planned_end = first.latestOffset(first.initialOffset(), ReadAllAvailable())
+        assert _sizes(planned_end, topic_name) == {0: 5}
+    finally:
+        first.stop()                      # stopped before the micro-batch ran or committed
+    _produce(broker.bootstrap, topic_name, {0: range(5, 9)})
+    restarted = _reader(broker.bootstrap, topic_name, **extra)
+    try:
+        start = restarted.initialOffset()
+        assert _sizes(start, topic_name) == {0: 9}
+        if fail_on_data_loss:
+            with pytest.raises(Errors.DataLossError, match=rf"{re.escape(topic_name)}-0: the query restarted before "
+                                                           r"its first micro-batch committed") as info:
+                restarted.partitions(start, planned_end)
+            assert "offset 9, past that micro-batch's planned end 5" in str(info.value)
+            return
+        with caplog.at_level(logging.WARNING, logger="kclient.spark"):
+            assert restarted.partitions(start, planned_end) == []
+        assert any("restarted before its first micro-batch committed" in r.getMessage() for r in caplog.records)
+        # the next micro-batch starts at the planned end and reads everything after it
+        _, rows = _micro_batch(restarted, planned_end)
+        assert [(p, o) for p, o, _ in rows] == [(0, o) for o in range(5, 9)]
+    finally:
+        restarted.stop()
