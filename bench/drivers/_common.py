@@ -100,6 +100,15 @@ def peak_rss_bytes() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * (1 if sys.platform == "darwin" else 1024)
 
 
+def fetch_figures(consumer) -> dict:
+    """kclient's Fetch answers over a run, from its own metrics, read after the measurement
+    window: how many there were, their mean size and mean round trip, to set beside the raw
+    loop's responses (fewer, larger answers cost the broker less per record)."""
+    m = consumer.metrics().get("consumer-fetch-manager-metrics", {})
+    return {"fetches": int(m.get("fetch-total", 0)), "fetch_size_avg": int(m.get("fetch-size-avg", 0)),
+            "fetch_latency_avg_ms": round(float(m.get("fetch-latency-avg", 0.0)), 2)}
+
+
 class InvalidRun(Exception):
     """The driver saw wrong data (bad sequence number, too many records, an error)."""
 

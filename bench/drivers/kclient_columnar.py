@@ -40,7 +40,7 @@ def prepare() -> None:
 def consume(job, tally, base: dict | None = None) -> dict:
     import numpy as np
 
-    from bench.drivers._common import InvalidRun
+    from bench.drivers._common import InvalidRun, fetch_figures
     from kclient.consumer.kafka_consumer import KafkaConsumer
     from kclient.structs import TopicPartition
 
@@ -82,9 +82,10 @@ def consume(job, tally, base: dict | None = None) -> dict:
             if add(n, nbytes):
                 tally.after_window.append(lambda polled=polled: _check_last(tally, polled))
                 break
+        figures = fetch_figures(consumer)
     finally:
         consumer.close(autocommit=False)
-    return {"max_records": MAX_RECORDS, **settings}
+    return {"max_records": MAX_RECORDS, **settings, **figures}
 
 
 def _check_last(tally, polled) -> None:

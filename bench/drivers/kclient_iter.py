@@ -17,6 +17,7 @@ CHUNK = 4096
 
 
 def consume(job, tally, base: dict | None = None) -> dict:
+    from bench.drivers._common import fetch_figures
     from kclient.consumer.kafka_consumer import KafkaConsumer
     from kclient.structs import TopicPartition
     settings = {"consumer_timeout_ms": 500, **(base or {}), **job.extra.get("kclient", {})}
@@ -52,9 +53,10 @@ def consume(job, tally, base: dict | None = None) -> dict:
                 left -= n
                 if add(n, nbytes):
                     break
+        figures = fetch_figures(consumer)
     finally:
         consumer.close(autocommit=False)
-    return {"consumer_timeout_ms": settings["consumer_timeout_ms"], **(base or {})}
+    return {"consumer_timeout_ms": settings["consumer_timeout_ms"], **(base or {}), **figures}
 
 
 class ZeroCopy:
