@@ -107,12 +107,15 @@ def kafka_jars(version: str | None = None) -> list[Path]:
                         f"kafka-{version}")
 
 
-def class_archive(java: str, classpath: str) -> Path:
+def class_archive(java: str, classpath: str) -> Path | None:
     """Where the test profile's JVMs keep their class-data archive (CDS): the classes a broker's
     storage tool loaded, which later JVMs of the same Java runtime and classpath map from it
     instead of loading and verifying them from the jars again (a second or so of each start).
     One file per Java runtime and classpath, next to the jars; a JVM that finds it does not
-    match (another build of Java) ignores it."""
+    match (another build of Java) ignores it. None for a classpath with a directory on it (a
+    compiled helper's classes): the JVM archives classes from jars only and refuses to start."""
+    if not all(entry.endswith(".jar") for entry in classpath.split(os.pathsep)):
+        return None
     real = os.path.realpath(java)
     key = hashlib.sha256(f"{real}:{os.stat(real).st_mtime_ns}:{classpath}".encode()).hexdigest()[:16]
     return Path(classpath.split(os.pathsep)[-1]).parent / f"classes-{key}.jsa"
