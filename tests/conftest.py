@@ -249,6 +249,12 @@ def pytest_xdist_make_scheduler(config, log):
     return make_scheduler(config, log)
 
 
+#: The test driver JVM's start-up settings: the C1 compiler only (the JIT's second tier costs
+#: start-up CPU that small test jobs never win back) and the serial collector, as the broker
+#: harness runs its JVMs. The queries, sources and Python workers are Spark's as configured.
+SPARK_TEST_DRIVER = {"spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"}
+
+
 @pytest.fixture(scope="session")
 def spark_session():
     """One local SparkSession for the Spark test files of a worker (the scheduler runs them on
@@ -256,6 +262,6 @@ def spark_session():
     most of what a session costs."""
     pytest.importorskip("pyspark")
     from kclient.spark import local_session
-    session = local_session("local[2]", "kclient-tests")
+    session = local_session("local[2]", "kclient-tests", conf=SPARK_TEST_DRIVER)
     yield session
     session.stop()

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import atexit
 import base64
+import hashlib
 import logging
 import os
 import shutil
@@ -104,6 +105,20 @@ def kafka_jars(version: str | None = None) -> list[Path]:
     return resolve_jars([f"org.apache.kafka:kafka_2.13:{version}",
                          f"org.apache.logging.log4j:log4j-slf4j-impl:{_LOG4J_VERSION}"],
                         f"kafka-{version}")
+
+
+def class_archive(java: str, classpath: str) -> Path | None:
+    """Where the test profile's JVMs keep their class-data archive (CDS): the classes a broker's
+    storage tool loaded, which later JVMs of the same Java runtime and classpath map from it
+    instead of loading and verifying them from the jars again (a second or so of each start).
+    One file per Java runtime and classpath, next to the jars; a JVM that finds it does not
+    match (another build of Java) ignores it. None for a classpath with a directory on it (a
+    compiled helper's classes): the JVM archives classes from jars only and refuses to start."""
+    if not all(entry.endswith(".jar") for entry in classpath.split(os.pathsep)):
+        return None
+    real = os.path.realpath(java)
+    key = hashlib.sha256(f"{real}:{os.stat(real).st_mtime_ns}:{classpath}".encode()).hexdigest()[:16]
+    return Path(classpath.split(os.pathsep)[-1]).parent / f"classes-{key}.jsa"
 
 
 def _check_port_free(host: str, port: int) -> None:
@@ -218,6 +233,7 @@ class KafkaCluster(ClusterBase):
         self._keep = bool(os.environ.get("KCLIENT_BROKER_LOG_DIR"))
         self._java: str | None = None
         self._classpath: str | None = None
+        self._archive: Path | None = None        # class_archive(), for the test profile
 
     # ------------------------------------------------------------------ addresses
     @property
@@ -310,6 +326,7 @@ class KafkaCluster(ClusterBase):
         self._classpath = os.pathsep.join(str(j) for j in jars)
         if self.client_telemetry:
             self._classpath = os.pathsep.join([str(compile_helper("TelemetryRecorder", jars)), self._classpath])
+        self._archive = class_archive(self._java, self._classpath)
         reaper.reap()
         self._root = Path(tempfile.mkdtemp(prefix="kclient-kafka-", dir=reaper.state_dir()))
         if self.security:
@@ -534,10 +551,15 @@ class KafkaCluster(ClusterBase):
         (node.dir / "log4j2.properties").write_text(_LOG4J2.format(level=self.log_level))
         return path
 
-    def _java_cmd(self, node: _Node, main: str, *args: str) -> list[str]:
+    def _java_cmd(self, node: _Node, main: str, *args: str, archive_to: Path | None = None) -> list[str]:
+        """``archive_to``: the JVM writes the classes it loaded there as it exits (CDS)."""
         assert self._java is not None and self._classpath is not None  # both found by start()
         # The broker fetches the OIDC listener's JWKS only from URLs allowed here.
         allowed = [f"-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls={self.oidc.jwks_url}"] if self.oidc else []
+        if archive_to is not None:
+            allowed.append(f"-XX:ArchiveClassesAtExit={archive_to}")
+        elif self.profile == "test" and self._archive is not None and self._archive.exists():
+            allowed.append(f"-XX:SharedArchiveFile={self._archive}")
         return [self._java, *_PROFILES[self.profile], *allowed, "-Djava.awt.headless=true",
                 f"-Dlog4j2.configurationFile={node.dir / 'log4j2.properties'}",
                 f"-Dkafka.logs.dir={node.dir / 'logs'}",
@@ -545,11 +567,19 @@ class KafkaCluster(ClusterBase):
 
     def _format_all(self) -> None:
         """Format every node's storage; the JVM starts in parallel (each takes ~1-2 s)."""
+        # The first test cluster on a machine (per Java runtime and classpath) has its first
+        # node's storage tool write the class-data archive the later JVMs start from.
+        archive = self._archive if self.profile == "test" else None
+        archive_tmp = None
+        if archive is not None and not archive.exists():
+            archive_tmp = archive.with_name(f"{archive.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}")
+
         def fmt(node: _Node) -> None:
             config = self._write_config(node)
             # "=": about one random id in 64 starts with "-", which argparse4j would take for a flag.
             cmd = self._java_cmd(node, "kafka.tools.StorageTool", "format", f"--cluster-id={self.cluster_id}",
-                                 "-c", str(config), "--ignore-formatted")
+                                 "-c", str(config), "--ignore-formatted",
+                                 archive_to=archive_tmp if node is self.nodes[0] else None)
             if self.security:   # SCRAM users live in the metadata log: created at format time
                 user, password = SCRAM_USER
                 for mechanism in SCRAM_MECHANISMS:
@@ -560,9 +590,15 @@ class KafkaCluster(ClusterBase):
                 raise BrokerStartError(f"formatting KRaft storage for node {node.node_id} failed "
                                        f"(exit {done.returncode}):\n{(done.stdout + done.stderr)[-3000:]}")
 
-        with ThreadPoolExecutor(max_workers=len(self.nodes)) as pool:
-            for result in [pool.submit(fmt, n) for n in self.nodes]:
-                result.result()
+        try:
+            with ThreadPoolExecutor(max_workers=len(self.nodes)) as pool:
+                for result in [pool.submit(fmt, n) for n in self.nodes]:
+                    result.result()
+            if archive is not None and archive_tmp is not None and archive_tmp.exists():
+                os.replace(archive_tmp, archive)   # whole or not at all, for concurrent starts
+        finally:
+            if archive_tmp is not None:
+                archive_tmp.unlink(missing_ok=True)
 
     def _spawn(self, node: _Node) -> None:
         config = self._write_config(node)

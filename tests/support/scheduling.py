@@ -9,9 +9,9 @@ last and one worker ran them alone while the other had finished. Here:
   on one worker each, so each worker does not start its own copy of those brokers (three JVMs
   each, and half a minute of start-up); so do the files that read through one SparkSession.
 
-The weights are rough seconds of one file on an idle 2-core machine; refresh them from a run
-with ``--junitxml`` when files grow. A file not listed is short and keeps xdist's order after
-the listed ones.
+The weights are rough seconds of a file in a two-worker run on 2 cores (its tests' times in
+``--junitxml``; a group's are its files' summed); refresh them when files grow or shrink. A
+file not listed is short and keeps xdist's order after the listed ones.
 """
 from __future__ import annotations
 
@@ -40,27 +40,34 @@ SHARED_BROKER_GROUPS: dict[str, tuple[str, ...]] = {
     ),
 }
 
-#: Rough seconds per file (or group) on an idle 2-core machine, for the longest ones.
+#: Rough seconds per file (or group) in a two-worker run, for the files of 10 s or more.
 WEIGHTS: dict[str, float] = {
-    "kafka3": 220,
-    "tests/package/test_wheel.py": 120,
-    "tests/integration/cli/test_first_hour.py": 85,
-    "secure_kafka": 85,
-    "spark_session": 80,
-    "tests/integration/spark/test_spark_readme_snippet.py": 70,
-    "tests/integration/network/test_oidc.py": 50,
-    "tests/integration/group/test_group_protocols.py": 40,
-    "tests/integration/testing/test_harness_reap.py": 30,
-    "tests/integration/network/test_rebootstrap_on_kafka.py": 25,
-    "tests/integration/share/test_share_consumer.py": 20,
-    "tests/integration/cli/test_console.py": 18,
-    "tests/integration/group/test_pacemaker_membership.py": 18,
-    "tests/unit/config/test_settings_structure.py": 15,
-    "tests/unit/consumer/test_zero_copy_records.py": 15,
-    "tests/unit/kcore/test_records_fuzz.py": 15,
-    "tests/integration/share/test_share_interop.py": 15,
-    "tests/integration/telemetry/test_metrics_push.py": 14,
-    "tests/integration/consumer/test_metrics_vs_java.py": 14,
+    "kafka3": 170,
+    "secure_kafka": 110,
+    "tests/package/test_wheel.py": 100,
+    "spark_session": 65,
+    "tests/integration/group/test_group_protocols.py": 47,
+    "tests/integration/network/test_oidc.py": 46,
+    "tests/integration/spark/test_spark_readme_snippet.py": 38,
+    "tests/integration/share/test_share_consumer.py": 33,
+    "tests/integration/group/test_pacemaker_membership.py": 28,
+    "tests/integration/consumer/test_kafka_python_examples.py": 24,
+    "tests/integration/cli/test_first_hour.py": 23,
+    "tests/integration/share/test_share_group_configs_on_kafka.py": 23,
+    "tests/unit/kcore/test_messages_roundtrip.py": 23,
+    "tests/integration/consumer/test_consumer.py": 19,
+    "tests/integration/parallel/test_parallel_consumer.py": 17,
+    "tests/integration/consumer/test_consumer_iteration.py": 16,
+    "tests/integration/group/test_coordinator_faults.py": 15,
+    "tests/integration/group/test_coordinator.py": 15,
+    "tests/unit/kcore/test_pacemaker_tls_sasl.py": 13,
+    "tests/unit/kcore/test_pacemaker.py": 13,
+    "tests/integration/cli/test_verifiable_parity.py": 13,
+    "tests/integration/consumer/test_consumer_faults.py": 13,
+    "tests/integration/telemetry/test_metrics_push.py": 11,
+    "tests/unit/kcore/test_queues.py": 11,
+    "tests/integration/group/test_group_fencing.py": 11,
+    "tests/integration/network/test_short_sasl_sessions.py": 11,
 }
 
 _GROUP_OF = {path: group for group, paths in SHARED_BROKER_GROUPS.items() for path in paths}

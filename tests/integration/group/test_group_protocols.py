@@ -194,12 +194,16 @@ def test_members_recover_when_the_mock_stalls_for_longer_than_a_session(mock_fau
     failed with one member empty for a minute.)"""
     mock_faults.group_initial_rebalance_delay_ms(500)
     members = Members(mock_faults, group_id, "classic")
+    # Half of MOCK_REQUEST_TIMEOUTS: the newcomer's JoinGroup, held on the connection the mock
+    # leaves blocked, times out 10 s after it was sent rather than 15 s (both well past the
+    # stall, so the members still recover only through the timeout and a new connection).
+    timeouts = {"request_timeout_ms": 5000, "max_poll_interval_ms": 5000}
     try:
         create_topic(mock_faults, topic_name, 6)
-        first = [members.add([topic_name]) for _ in range(2)]
+        first = [members.add([topic_name], **timeouts) for _ in range(2)]
         members.wait(lambda: split(first, parts(topic_name, 6)), 60, "two members to split 6 partitions")
         joins = sum(1 for r in mock_faults.get_requests() if r.api_key == JOIN_GROUP)
-        members.add([topic_name])
+        members.add([topic_name], **timeouts)
         # Stop the mock once it holds the newcomer's JoinGroup (its connection is blocked then).
         members.wait(lambda: sum(1 for r in mock_faults.get_requests() if r.api_key == JOIN_GROUP) > joins,
                      30, "the newcomer's JoinGroup")

@@ -400,9 +400,12 @@ class _Bounded:
 
 
 def _member_across_expiries(cluster, style: str) -> None:
-    """A group member and a producer in one naming style for 3.2 token lifetimes: every
+    """A group member and a producer in one naming style for 2.5 token lifetimes: every
     connection re-authenticates with a fresh token (KIP-368) before its session ends; no error,
-    no rejoin, every record read and committed."""
+    no rejoin, every record read and committed. Each client fetches its third token at 1.6-1.7
+    lifetimes and re-authenticates a second time by about 1.8: 2.5 leaves the asserted counts
+    most of a lifetime of margin, and a client that does not re-authenticate has its session
+    ended by the broker after one lifetime."""
     settings = styles(cluster.oidc.token_url)[style]
     events: list = []
 
@@ -427,7 +430,7 @@ def _member_across_expiries(cluster, style: str) -> None:
         generation = consumer._coordinator.generation()
         sent: list[bytes] = []
         seen: list[bytes] = []
-        end = time.monotonic() + 3.2 * LIFETIME_S
+        end = time.monotonic() + 2.5 * LIFETIME_S
         while time.monotonic() < end:
             value = f"{style}-{len(sent)}".encode()
             producer.send("oidc", value, partition=0)
@@ -492,7 +495,7 @@ def _idle_clients_across_expiries(cluster) -> None:
 @pytest.fixture(scope="module")
 def token_expiry_window(oidc_kafka):
     """The runs that must outlast several token lifetimes run at the same time, in one window
-    of 3.2 lifetimes rather than one after another; each test below checks its own run."""
+    of 2.5 lifetimes rather than one after another; each test below checks its own run."""
     return run_at_once({"java-jaas": lambda: _member_across_expiries(oidc_kafka, "java-jaas"),
                         "librdkafka": lambda: _member_across_expiries(oidc_kafka, "librdkafka"),
                         "pacemaker": lambda: _pacemaker_across_expiries(oidc_kafka),
@@ -502,7 +505,7 @@ def token_expiry_window(oidc_kafka):
 
 @pytest.mark.parametrize("style", ["java-jaas", "librdkafka"])
 def test_a_group_member_reads_and_commits_across_token_expiries(token_expiry_window, style):
-    """10 s tokens for 32 s: every connection re-authenticates with a fresh token (KIP-368)
+    """10 s tokens for 25 s: every connection re-authenticates with a fresh token (KIP-368)
     before its session ends; no error, no rejoin, every record read and committed. No kclient
     warning while any of the window's runs was going on."""
     token_expiry_window.check(style)

@@ -139,7 +139,7 @@ def test_list_share_group_offsets_matches_kafkas_share_group_command(kafka, crea
             TopicPartition(topic_name, 1)) and o[TopicPartition(topic_name, 1)].lag == 4 and o, 10)
         assert ours
     out = subprocess.run(
-        [find_java(), "-Xmx256m", "-cp", _tools_classpath(), SHARE_GROUP_COMMAND, "--bootstrap-server",
+        [find_java(), "-Xmx256m", "-XX:TieredStopAtLevel=1", "-cp", _tools_classpath(), SHARE_GROUP_COMMAND, "--bootstrap-server",
          kafka.bootstrap, "--describe", "--offsets", "--group", group_id],
         capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr

@@ -36,7 +36,7 @@ def test_kclient_and_the_java_console_share_consumer_share_one_group(kafka, crea
             assert not ours.poll(200)
         assert ours.acquisition_lock_timeout_ms() is not None
         java = subprocess.Popen(
-            [find_java(), "-Xmx256m", "-cp", _tools_classpath(), CONSOLE_SHARE_CONSUMER,
+            [find_java(), "-Xmx256m", "-XX:TieredStopAtLevel=1", "-cp", _tools_classpath(), CONSOLE_SHARE_CONSUMER,
              "--bootstrap-server", kafka.bootstrap, "--topic", topic_name, "--group", group_id],
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         reader = threading.Thread(target=lambda: java_lines.extend(line.strip() for line in java.stdout),

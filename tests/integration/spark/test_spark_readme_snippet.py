@@ -59,7 +59,10 @@ SCRIPT = """\
 import json
 from pyspark.sql import SparkSession
 
-spark = SparkSession.builder.master("local[2]").appName("readme-snippet").getOrCreate()
+spark = (SparkSession.builder.master("local[2]").appName("readme-snippet")
+         .config("spark.ui.enabled", "false")
+         .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+         .getOrCreate())
 try:
 {snippet}
     rows = df.select("partition", "offset", "key", "value").collect()
