@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     assert coordinator is not None  # a group member
 
     def generation() -> int:
-        return coordinator.group_metadata().generation_id
+        return coordinator.committer.group_metadata().generation_id
 
     class Listener(ConsumerRebalanceListener):
         def on_partitions_revoked(self, revoked):
