@@ -115,20 +115,63 @@ cdef class TlsContext:
         return f"TlsContext(check_hostname={bool(self.check_hostname)})"
 
 
-cdef int _add_cas(X509_STORE* store, bytes pem) except -1:
-    """Add every certificate of pem to store; how many."""
-    cdef BIO* bio = BIO_new_mem_buf(<const char*>pem, <int>len(pem))
-    cdef X509* cert
-    cdef int n = 0
+cdef BIO* _mem_bio(bytes data) except NULL:
+    cdef BIO* bio = BIO_new_mem_buf(<const char*>data, <int>len(data))
     if bio == NULL:
         raise MemoryError()
+    return bio
+
+
+# What to do with each object read from PEM text: 1 if it was taken, 0 if OpenSSL refused it
+# (the object is freed either way); n counts the objects before it.
+ctypedef void* (*_pem_reader)(BIO* bio) noexcept
+ctypedef int (*_pem_taker)(void* target, void* obj, int n) noexcept
+
+
+cdef void* _read_cert(BIO* bio) noexcept:
+    return PEM_read_bio_X509(bio, NULL, NULL, NULL)
+
+
+cdef void* _read_crl(BIO* bio) noexcept:
+    return PEM_read_bio_X509_CRL(bio, NULL, NULL, NULL)
+
+
+cdef int _trust_cert(void* store, void* cert, int n) noexcept:
+    X509_STORE_add_cert(<X509_STORE*>store, <X509*>cert)    # a duplicate is not an error worth failing for
+    X509_free(<X509*>cert)
+    return 1
+
+
+cdef int _trust_crl(void* store, void* crl, int n) noexcept:
+    X509_STORE_add_crl(<X509_STORE*>store, <X509_CRL*>crl)
+    X509_CRL_free(<X509_CRL*>crl)
+    return 1
+
+
+cdef int _use_chain_cert(void* ctx, void* cert, int n) noexcept:
+    """The first certificate is the client's own, the others its chain."""
+    cdef int ok
+    if n == 0:
+        ok = SSL_CTX_use_certificate(<SSL_CTX*>ctx, <X509*>cert) == 1
+    else:
+        ok = SSL_CTX_add1_chain_cert(<SSL_CTX*>ctx, <X509*>cert) == 1
+    X509_free(<X509*>cert)
+    return ok
+
+
+cdef int _read_pem(bytes pem, _pem_reader read, _pem_taker take, void* target, str refused) except -1:
+    """Hand every object of pem, in order, to take; how many. TlsConfigurationError(refused)
+    when one is refused."""
+    cdef BIO* bio = _mem_bio(pem)
+    cdef void* obj
+    cdef int n = 0
     try:
         while True:
-            cert = PEM_read_bio_X509(bio, NULL, NULL, NULL)
-            if cert == NULL:
+            obj = read(bio)
+            if obj == NULL:
                 break
-            X509_STORE_add_cert(store, cert)     # a duplicate is not an error worth failing for
-            X509_free(cert)
+            if not take(target, obj, n):
+                raise TlsConfigurationError(_ssl_error(refused))
             n += 1
     finally:
         BIO_free(bio)
@@ -136,27 +179,15 @@ cdef int _add_cas(X509_STORE* store, bytes pem) except -1:
     return n
 
 
+cdef int _add_cas(X509_STORE* store, bytes pem) except -1:
+    """Add every certificate of pem to store; how many."""
+    return _read_pem(pem, _read_cert, _trust_cert, store, "")
+
+
 cdef int _add_crls(X509_STORE* store, bytes path) except -1:
-    cdef X509_CRL* crl
-    cdef BIO* bio
-    cdef int n = 0
     with open(path, "rb") as f:
         data = f.read()
-    bio = BIO_new_mem_buf(<const char*>data, <int>len(data))
-    if bio == NULL:
-        raise MemoryError()
-    try:
-        while True:
-            crl = PEM_read_bio_X509_CRL(bio, NULL, NULL, NULL)
-            if crl == NULL:
-                break
-            X509_STORE_add_crl(store, crl)
-            X509_CRL_free(crl)
-            n += 1
-    finally:
-        BIO_free(bio)
-        ERR_clear_error()
-    if n == 0:
+    if _read_pem(data, _read_crl, _trust_crl, store, "") == 0:
         raise TlsConfigurationError(f"the revocation list {path.decode(errors='replace')!r} holds no PEM CRL")
     X509_STORE_set_flags(store, X509_V_FLAG_CRL_CHECK)     # the leaf, as VERIFY_CRL_CHECK_LEAF
     return 0
@@ -164,33 +195,11 @@ cdef int _add_crls(X509_STORE* store, bytes path) except -1:
 
 cdef int _use_identity(SSL_CTX* ctx, bytes chain, bytes key, bytes password) except -1:
     """The client certificate (first of chain), its chain, and key (decrypted with password)."""
-    cdef BIO* bio = BIO_new_mem_buf(<const char*>chain, <int>len(chain))
-    cdef X509* cert
+    cdef BIO* bio
     cdef EVP_PKEY* pkey
-    cdef int n = 0
-    if bio == NULL:
-        raise MemoryError()
-    try:
-        while True:
-            cert = PEM_read_bio_X509(bio, NULL, NULL, NULL)
-            if cert == NULL:
-                break
-            if n == 0:
-                ok = SSL_CTX_use_certificate(ctx, cert) == 1
-            else:
-                ok = SSL_CTX_add1_chain_cert(ctx, cert) == 1
-            X509_free(cert)
-            if not ok:
-                raise TlsConfigurationError(_ssl_error("the client certificate cannot be used"))
-            n += 1
-    finally:
-        BIO_free(bio)
-    ERR_clear_error()
-    if n == 0:
+    if _read_pem(chain, _read_cert, _use_chain_cert, ctx, "the client certificate cannot be used") == 0:
         raise TlsConfigurationError("the client certificate text holds no PEM certificate")
-    bio = BIO_new_mem_buf(<const char*>key, <int>len(key))
-    if bio == NULL:
-        raise MemoryError()
+    bio = _mem_bio(key)
     try:
         # NULL callback, password as the user data: OpenSSL uses it as the passphrase.
         pkey = PEM_read_bio_PrivateKey(bio, NULL, NULL, <void*>(<const char*>password) if password else <void*>b"")

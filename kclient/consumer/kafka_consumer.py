@@ -438,7 +438,7 @@ class KafkaConsumer:
             return True
         coordinator = self._coordinator
         if coordinator is not None and subs.initializing_partitions():
-            if not coordinator.refresh_committed_offsets_if_needed(max(deadline - self._clock.now_ms(), 0)):
+            if not coordinator.committer.refresh_committed_offsets_if_needed(max(deadline - self._clock.now_ms(), 0)):
                 return False
         subs.reset_initializing_positions()
         self._offsets.reset_positions_if_needed()
@@ -816,7 +816,7 @@ class KafkaConsumer:
             timeout = self._default_api_timeout_ms if timeout_ms is None else _check_timeout(timeout_ms)
             started = time.monotonic_ns()
             try:
-                coordinator.commit_offsets_sync(offsets, timeout)
+                coordinator.committer.commit_offsets_sync(offsets, timeout)
             finally:
                 self._stats.record("commit-sync-ns", time.monotonic_ns() - started, self._clock.now_ms())
         finally:
@@ -834,7 +834,7 @@ class KafkaConsumer:
             offsets = self._subscriptions.all_consumed() if offsets is None else self._offsets_arg(offsets)
             if callback is None:
                 callback = self.config["default.offset.commit.callback"]
-            future = coordinator.commit_offsets_async(offsets, callback)
+            future = coordinator.committer.commit_offsets_async(offsets, callback)
             self._client.transmit_sends()
             return future
         finally:
@@ -863,7 +863,7 @@ class KafkaConsumer:
             timeout = self._default_api_timeout_ms if timeout_ms is None else _check_timeout(timeout_ms)
             started = time.monotonic_ns()
             try:
-                om = coordinator.fetch_committed_offsets([tp], timeout).get(tp)
+                om = coordinator.committer.fetch_committed_offsets([tp], timeout).get(tp)
             finally:
                 self._stats.record("committed-ns", time.monotonic_ns() - started, self._clock.now_ms())
             if om is None:

@@ -24,7 +24,7 @@ Offsets (commits, committed offsets, auto-commit) are the ``OffsetCommitter``'s
 from __future__ import annotations
 
 import logging
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable
 
 from kclient import errors as Errors
 from kclient.clock import SYSTEM_CLOCK, Clock
@@ -34,14 +34,12 @@ from kclient.group.classic_embedded_protocol import (
     serialize_subscription,
 )
 from kclient.group.commit_manager import (
-    CommitCallback, CommitGeneration, CommitObserver, ConsumerGroupMetadata, OffsetCommitter,
+    CommitGeneration, CommitObserver, ConsumerGroupMetadata, OffsetCommitter,
 )
 from kclient.group.coordinator import NO_GENERATION, AbstractCoordinator, MemberState
 from kclient.group.group_config import ConsumerCoordinatorConfig, GroupRebalanceConfig
 from kclient.group.subscription_metadata import SubscriptionMetadata
 from kclient.group.timer import Timer
-from kclient.network.future import RequestFuture
-from kclient.structs import OffsetAndMetadata, TopicPartition
 from kclient.subscription.listener import call_rebalance_listener
 from kclient.subscription.state import SubscriptionState
 
@@ -336,7 +334,7 @@ class ConsumerCoordinator(AbstractCoordinator):
                 now = self._clock.now_ms()
                 self.stats.record(f"partition-{what}", now - started, now)
 
-    # ------------------------------------------------------------------ offsets (kclient.group.commit_manager)
+    # ------------------------------------------------------------------ CommitMember (kclient.group.commit_manager)
     def stable_commit_generation(self) -> CommitGeneration | None:
         generation = self.generation_if_stable()
         return None if generation is None else CommitGeneration(generation.generation_id, generation.member_id)
@@ -345,30 +343,7 @@ class ConsumerCoordinator(AbstractCoordinator):
         g = self._generation
         return CommitGeneration(g.generation_id, g.member_id)
 
-    def refresh_committed_offsets_if_needed(self, timeout_ms: int | None) -> bool:
-        """Positions of INITIALIZING partitions from their committed offsets; False on timeout."""
-        return self.committer.refresh_committed_offsets_if_needed(timeout_ms)
-
-    def fetch_committed_offsets(self, partitions: Iterable[TopicPartition], timeout_ms: int | None
-                                ) -> dict[TopicPartition, OffsetAndMetadata | None]:
-        """Committed offsets (None: nothing committed). KafkaTimeoutError if not done in time."""
-        return self.committer.fetch_committed_offsets(partitions, timeout_ms)
-
-    def commit_offsets_sync(self, offsets: Mapping[TopicPartition, OffsetAndMetadata],
-                            timeout_ms: int | None) -> None:
-        """Commit and wait; retriable errors are retried until ``timeout_ms``."""
-        self.committer.commit_offsets_sync(offsets, timeout_ms)
-
-    def commit_offsets_async(self, offsets: Mapping[TopicPartition, OffsetAndMetadata],
-                             callback: CommitCallback | None = None) -> RequestFuture:
-        """Send a commit without waiting; ``callback(offsets, exc_or_None)`` runs in a later
-        poll()/commit call."""
-        return self.committer.commit_offsets_async(offsets, callback)
-
-    # ------------------------------------------------------------------ misc
-    def group_metadata(self) -> ConsumerGroupMetadata:
-        return self.committer.group_metadata()
-
+    # ------------------------------------------------------------------ close
     def close(self, timeout_ms: int | None = None, autocommit: bool = True) -> None:
         """Final auto-commit, wait for async commits, leave the group, stop the heartbeat driver."""
         if self._closed:

@@ -28,14 +28,14 @@ offsets (``OffsetCommitter``: commits, auto-commit, the committed-offset lookup)
 from __future__ import annotations
 
 import logging
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from kcore.timers import Heartbeat
 
 from kclient import errors as Errors
 from kclient.clock import SYSTEM_CLOCK, Clock
 from kclient.group.commit_manager import (
-    CommitCallback, CommitGeneration, CommitObserver, ConsumerGroupMetadata, OffsetCommitter,
+    CommitGeneration, CommitObserver, OffsetCommitter,
 )
 from kclient.group.consumer_heartbeat_loop import NETWORK_WAIT_MAX_MS, ConsumerHeartbeatLoop
 from kclient.group.consumer_membership import HEARTBEATING, ConsumerMembership, MemberState as CState
@@ -48,7 +48,7 @@ from kclient.group.timer import Timer
 from kclient.network.future import RequestFuture
 from kclient.network.metadata import Node
 from kclient.protocol import ApiKey
-from kclient.structs import OffsetAndMetadata, TopicPartition
+from kclient.structs import TopicPartition
 from kclient.subscription.listener import call_rebalance_listener
 from kclient.subscription.state import SubscriptionState
 
@@ -475,30 +475,6 @@ class ConsumerGroupCoordinator:
             self._leave_future = future
         self.channel.poll_network_nowait(0)
         return future
-
-    # ------------------------------------------------------------------ offsets (kclient.group.commit_manager)
-    def refresh_committed_offsets_if_needed(self, timeout_ms: int | None) -> bool:
-        """Positions of INITIALIZING partitions from their committed offsets; False on timeout."""
-        return self.committer.refresh_committed_offsets_if_needed(timeout_ms)
-
-    def fetch_committed_offsets(self, partitions: Iterable[TopicPartition], timeout_ms: int | None
-                                ) -> dict[TopicPartition, OffsetAndMetadata | None]:
-        """Committed offsets (None: nothing committed). KafkaTimeoutError if not done in time."""
-        return self.committer.fetch_committed_offsets(partitions, timeout_ms)
-
-    def commit_offsets_sync(self, offsets: Mapping[TopicPartition, OffsetAndMetadata],
-                            timeout_ms: int | None) -> None:
-        """Commit and wait; retriable errors are retried until ``timeout_ms``."""
-        self.committer.commit_offsets_sync(offsets, timeout_ms)
-
-    def commit_offsets_async(self, offsets: Mapping[TopicPartition, OffsetAndMetadata],
-                             callback: CommitCallback | None = None) -> RequestFuture:
-        """Send a commit without waiting; ``callback(offsets, exc_or_None)`` runs in a later
-        poll()/commit call."""
-        return self.committer.commit_offsets_async(offsets, callback)
-
-    def group_metadata(self) -> ConsumerGroupMetadata:
-        return self.committer.group_metadata()
 
     # ------------------------------------------------------------------ close
     def close(self, timeout_ms: int | None = None, autocommit: bool = True) -> None:

@@ -31,7 +31,9 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from kclient import errors as Errors
+from kclient.group.heartbeat_answer import (
+    answer_error, answered_assignment, fences_member, is_fatal, take_member_fields,
+)
 
 __all__ = ["MemberState", "ConsumerMembership", "LEAVE_EPOCH", "STATIC_LEAVE_EPOCH", "JOIN_EPOCH"]
 
@@ -40,8 +42,6 @@ log = logging.getLogger(__name__)
 JOIN_EPOCH = 0
 LEAVE_EPOCH = -1          # a dynamic member leaves: the broker reassigns its partitions now
 STATIC_LEAVE_EPOCH = -2   # a static member leaves temporarily: its partitions wait for it
-
-FENCED_MEMBER_EPOCH, UNKNOWN_MEMBER_ID = 110, 25
 
 
 class MemberState(enum.Enum):
@@ -148,33 +148,23 @@ class ConsumerMembership:
     # ------------------------------------------------------------------ answers
     def on_response(self, response: dict) -> BaseException | None:
         """Digest an answer; returns the error to act on (None: nothing to do)."""
-        code = response.get("error_code", 0)
         if self.state in (MemberState.UNSUBSCRIBED, MemberState.PREPARE_LEAVING, MemberState.LEAVING,
                           MemberState.FENCED, MemberState.FATAL):
             # An answer to a heartbeat sent before the member left or was fenced: acting on it
             # would resurrect an epoch the member has given up (its partitions are to be lost).
             return None
-        if code:
-            cls = Errors.error_class(code)
-            message = response.get("error_message")
-            err = cls(message) if message else cls()
-            if code in (FENCED_MEMBER_EPOCH, UNKNOWN_MEMBER_ID):
+        err = answer_error(response)
+        if err is not None:
+            if fences_member(err):
                 self.fenced(f"{type(err).__name__} at epoch {self.member_epoch}")
-            elif not getattr(err, "retriable", False) and not isinstance(
-                    err, (Errors.NotCoordinatorError, Errors.CoordinatorNotAvailableError)):
+            elif is_fatal(err):
                 self.fatal_error = err
                 self._to(MemberState.FATAL, repr(err))
             return err
-        if response.get("member_id"):
-            self.member_id = response["member_id"]
-        self.member_epoch = response["member_epoch"]
-        interval = response.get("heartbeat_interval_ms")
-        if interval and interval > 0:
-            self.heartbeat_interval_ms = interval
-        assignment = response.get("assignment")
-        if assignment is not None:
-            target = {tp["topic_id"]: frozenset(tp["partitions"]) for tp in assignment["topic_partitions"]}
-            self.target = {tid: ps for tid, ps in target.items() if ps}
+        take_member_fields(self, response)
+        target = answered_assignment(response)
+        if target is not None:
+            self.target = target
             self.target_epoch = self.member_epoch
             if self.target != self.owned or self.state is MemberState.JOINING:
                 self._to(MemberState.RECONCILING, f"new target at epoch {self.member_epoch}")

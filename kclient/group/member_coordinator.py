@@ -2,23 +2,24 @@
 
 ``ConsumerCoordinator`` (``group.protocol=classic``) and ``ConsumerGroupCoordinator``
 (``group.protocol=consumer``, KIP-848) both provide it; the consumer builds one of them once
-and talks to it only through these methods.
+and talks to it only through these methods, and commits through its ``committer`` (the
+``OffsetCommitter`` both protocols share).
 """
 from __future__ import annotations
 
-from typing import Iterable, Mapping, Protocol
+from typing import Protocol
 
 from kcore.timers import Heartbeat
 
-from kclient.group.commit_manager import CommitCallback, ConsumerGroupMetadata
+from kclient.group.commit_manager import OffsetCommitter
 from kclient.network.future import RequestFuture
-from kclient.structs import OffsetAndMetadata, TopicPartition
 
 __all__ = ["MemberCoordinator"]
 
 
 class MemberCoordinator(Protocol):
     heartbeat: Heartbeat
+    committer: OffsetCommitter
 
     def poll(self, timeout_ms: int | None) -> bool:
         """Coordinator work of one consumer poll; False if it could not finish in time."""
@@ -30,19 +31,6 @@ class MemberCoordinator(Protocol):
         """ms until poll() must run again for the coordinator (auto-commit, heartbeat)."""
 
     def rejoin_needed_or_pending(self) -> bool: ...
-
-    def refresh_committed_offsets_if_needed(self, timeout_ms: int | None) -> bool: ...
-
-    def fetch_committed_offsets(self, partitions: Iterable[TopicPartition], timeout_ms: int | None
-                                ) -> dict[TopicPartition, OffsetAndMetadata | None]: ...
-
-    def commit_offsets_sync(self, offsets: Mapping[TopicPartition, OffsetAndMetadata],
-                            timeout_ms: int | None) -> None: ...
-
-    def commit_offsets_async(self, offsets: Mapping[TopicPartition, OffsetAndMetadata],
-                             callback: CommitCallback | None = None) -> RequestFuture: ...
-
-    def group_metadata(self) -> ConsumerGroupMetadata: ...
 
     def on_leave_prepare(self) -> None:
         """Before leaving (unsubscribe, close): revoke the partitions owned."""

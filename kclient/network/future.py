@@ -197,19 +197,7 @@ class RequestFuture(Generic[T]):
         """Complete successfully. Completing a done future raises IllegalStateError."""
         if isinstance(value, BaseException):
             raise IllegalArgumentError("complete() takes a value; use raise_() for an exception")
-        with self._lock:
-            if self._state != _PENDING:
-                raise IllegalStateError(f"the future is already complete ({self._describe()})")
-            self._value = value
-            self._state = _SUCCEEDED
-            listeners, self._listeners = self._listeners, None
-            assert listeners is not None  # dropped only here, when the future leaves _PENDING
-            event = self._event
-        if event is not None:
-            event.set()
-        for listener in listeners:
-            self._fire(listener)
-        return self
+        return self._settle(_SUCCEEDED, value, None)
 
     def raise_(self, exc: BaseException | type[BaseException]) -> "RequestFuture[T]":
         """Complete with an exception (an instance, or a class instantiated without arguments)."""
@@ -217,11 +205,16 @@ class RequestFuture(Generic[T]):
             exc = exc()
         if not isinstance(exc, BaseException):
             raise IllegalArgumentError(f"raise_() takes an exception, got {exc!r}")
+        return self._settle(_FAILED, None, exc)
+
+    def _settle(self, state: int, value: T | None, exc: BaseException | None) -> "RequestFuture[T]":
+        """Leave _PENDING once (value or exception), wake waiters, then run the listeners."""
         with self._lock:
             if self._state != _PENDING:
                 raise IllegalStateError(f"the future is already complete ({self._describe()})")
+            self._value = value
             self._exception = exc
-            self._state = _FAILED
+            self._state = state
             listeners, self._listeners = self._listeners, None
             assert listeners is not None  # dropped only here, when the future leaves _PENDING
             event = self._event

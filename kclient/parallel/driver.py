@@ -157,27 +157,15 @@ class ParallelConsumer:
         (KeyboardInterrupt ends the run normally); then stop taking records, wait up to
         ``shutdown_timeout_ms`` for running handlers, commit, and return. Raises HandlerError
         after a handler failure under ``on_error="raise"`` (having committed what completed)."""
-        if not callable(handler):
-            raise TypeError(f"handler must be callable, got {handler!r}")
-        if stop is not None and not callable(getattr(stop, "is_set", None)):
-            raise TypeError(f"stop must be a threading.Event (or have is_set()), got {stop!r}")
-        with self._lock:
-            if self._state != _NEW:
-                raise Errors.IllegalStateError(f"a ParallelConsumer runs once (this one is {self._state})")
-            if self._consumer.subscription() is None and not self._consumer.assignment():
-                raise Errors.IllegalStateError(
-                    "the consumer is neither subscribed nor assigned any partitions: subscribe it "
-                    "(or call ParallelConsumer.subscribe) before run()")
-            self._state = _RUNNING
-            self._run_thread = threading.get_ident()
+        self._start_running(handler, stop)
         self._pool = WorkerPool(self._scheduler, handler, self._settings)
         self._pool.start()
         log.info("parallel consumer running: %d workers, ordering=%s", self._settings.max_workers,
                  self._settings.ordering)
-        next_commit = time.monotonic() + self._settings.commit_interval_ms / 1000.0
-        try:
-            while not (self._stop_requested.is_set() or (stop is not None and stop.is_set())
-                       or self._fatal is not None or self._scheduler.halted):
+
+        def loop() -> None:
+            next_commit = time.monotonic() + self._settings.commit_interval_ms / 1000.0
+            while not self._stopping(stop):
                 self._apply_completions()
                 if self._fatal is not None:
                     break
@@ -186,8 +174,34 @@ class ParallelConsumer:
                     self._commit(sync=False)
                     next_commit = now + self._settings.commit_interval_ms / 1000.0
                 self._poll_once()
+
+        self._run_then_shut_down(loop, "parallel consumer", "committing the completed records")
+
+    # ------------------------------------------------------------------ the run's frame (both flavours)
+    def _start_running(self, handler: Any, stop: Any) -> None:
+        """Check run()'s arguments, then go from new to running once."""
+        if not callable(handler):
+            raise TypeError(f"handler must be callable, got {handler!r}")
+        if stop is not None and not callable(getattr(stop, "is_set", None)):
+            raise TypeError(f"stop must be a threading.Event (or have is_set()), got {stop!r}")
+        with self._lock:
+            if self._state != _NEW:
+                raise Errors.IllegalStateError(f"a ParallelConsumer runs once (this one is {self._state})")
+            self._check_subscribed()
+            self._state = _RUNNING
+            self._run_thread = threading.get_ident()
+
+    def _stopping(self, stop: threading.Event | None) -> bool:
+        return (self._stop_requested.is_set() or (stop is not None and stop.is_set())
+                or self._fatal is not None or self._scheduler.halted)
+
+    def _run_then_shut_down(self, loop: Callable[[], None], name: str, after_failure: str) -> None:
+        """Run loop, then shut down: Ctrl-C ends the run normally, any other exception after the
+        shutdown; a handler failure that on_error answered with "raise" raises HandlerError."""
+        try:
+            loop()
         except KeyboardInterrupt:
-            log.info("interrupted: stopping the parallel consumer")
+            log.info("interrupted: stopping the %s", name)
         except BaseException:
             self._shutdown()
             raise
@@ -196,8 +210,24 @@ class ParallelConsumer:
             task, error = self._fatal
             r = task.record
             raise HandlerError(f"handler failed on {r.topic}-{r.partition} offset {r.offset} "
-                               f"({type(error).__name__}); stopped after committing the completed records",
+                               f"({type(error).__name__}); stopped after {after_failure}",
                                r.topic, r.partition, r.offset) from error
+
+    def _shut_down_finally(self, name: str) -> None:
+        """The end of every shutdown, whatever failed before it."""
+        with self._lock:
+            self._state = _CLOSED
+        self._finished.set()
+        assert self._pool is not None
+        self._pool.join(0.5 if self._scheduler.running == 0 else 0)
+        log.info("%s stopped", name)
+
+    def _check_subscribed(self) -> None:
+        """Raise if the consumer has nothing to read yet (each flavour asks its own consumer)."""
+        if self._consumer.subscription() is None and not self._consumer.assignment():
+            raise Errors.IllegalStateError(
+                "the consumer is neither subscribed nor assigned any partitions: subscribe it "
+                "(or call ParallelConsumer.subscribe) before run()")
 
     def _poll_once(self) -> None:
         self._apply_backpressure()
@@ -381,11 +411,7 @@ class ParallelConsumer:
                 log.warning("final commit impossible: %s", exc)
             self._resume_ours()
         finally:
-            with self._lock:
-                self._state = _CLOSED
-            self._finished.set()
-            pool.join(0.5 if scheduler.running == 0 else 0)
-            log.info("parallel consumer stopped")
+            self._shut_down_finally("parallel consumer")
 
     def _poll_paused(self, timeout_s: float) -> bool:
         """While handlers finish: poll with every partition paused, so the group keeps this

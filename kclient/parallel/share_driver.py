@@ -21,11 +21,11 @@ from collections.abc import Callable
 from typing import Any
 
 from kclient import errors as Errors
-from kclient.parallel.driver import _CLOSED, _NEW, _RUNNING, ParallelConsumer
+from kclient.parallel.driver import _NEW, ParallelConsumer
 from kclient.parallel.metrics import ShareParallelMetrics
 from kclient.parallel.scheduler import Outcome, Scheduler, Task
 from kclient.parallel.settings import DEFAULTS, Settings
-from kclient.parallel.workers import HandlerError, WorkerPool
+from kclient.parallel.workers import WorkerPool
 from kclient.share.acknowledgements import AcknowledgeType
 from kclient.share.consumer import KafkaShareConsumer
 
@@ -116,37 +116,21 @@ class ShareParallelConsumer(ParallelConsumer):
         then stop taking records, wait up to ``shutdown_timeout_ms`` for running handlers,
         release every record not handled, send the acknowledgements and return. Raises
         HandlerError after a failure that ``on_error`` answered with "raise"."""
-        if not callable(handler):
-            raise TypeError(f"handler must be callable, got {handler!r}")
-        if stop is not None and not callable(getattr(stop, "is_set", None)):
-            raise TypeError(f"stop must be a threading.Event (or have is_set()), got {stop!r}")
-        with self._lock:
-            if self._state != _NEW:
-                raise Errors.IllegalStateError(f"a ParallelConsumer runs once (this one is {self._state})")
-            if not self._share.subscription():
-                raise Errors.IllegalStateError(
-                    "the share consumer is not subscribed: subscribe it (or call ParallelConsumer.subscribe) "
-                    "before run()")
-            self._state = _RUNNING
-            self._run_thread = threading.get_ident()
+        self._start_running(handler, stop)
         self._pool = WorkerPool(self._scheduler, handler, self._settings, on_error=self._on_error,
                                 policies=SHARE_POLICIES)
         self._pool.start()
         log.info("parallel share consumer running: %d workers", self._settings.max_workers)
-
-        def stopping() -> bool:
-            return (self._stop_requested.is_set() or (stop is not None and stop.is_set())
-                    or self._fatal is not None or self._scheduler.halted)
-
         interval_s = self._settings.commit_interval_ms / 1000.0
-        try:
-            while not stopping():
+
+        def loop() -> None:
+            while not self._stopping(stop):
                 records = self._share.poll(self._settings.poll_timeout_ms)
                 if not records:
                     continue
                 self._submit(records)
                 next_send = time.monotonic() + interval_s
-                while self._outstanding and not stopping():
+                while self._outstanding and not self._stopping(stop):
                     self._scheduler.wait_idle(None, _WAIT_S)
                     self._apply_completions()
                     if self._outstanding and time.monotonic() >= next_send:
@@ -154,18 +138,14 @@ class ShareParallelConsumer(ParallelConsumer):
                         next_send = time.monotonic() + interval_s
                 if not self._outstanding:
                     self._share.commit_async()
-        except KeyboardInterrupt:
-            log.info("interrupted: stopping the parallel share consumer")
-        except BaseException:
-            self._shutdown()
-            raise
-        self._shutdown()
-        if self._fatal is not None:
-            task, error = self._fatal
-            r = task.record
-            raise HandlerError(f"handler failed on {r.topic}-{r.partition} offset {r.offset} "
-                               f"({type(error).__name__}); stopped after releasing the records not handled",
-                               r.topic, r.partition, r.offset) from error
+
+        self._run_then_shut_down(loop, "parallel share consumer", "releasing the records not handled")
+
+    def _check_subscribed(self) -> None:
+        if not self._share.subscription():
+            raise Errors.IllegalStateError(
+                "the share consumer is not subscribed: subscribe it (or call ParallelConsumer.subscribe) "
+                "before run()")
 
     def _submit(self, records: dict) -> None:
         tasks = []
@@ -230,11 +210,7 @@ class ShareParallelConsumer(ParallelConsumer):
             except Errors.KafkaError as exc:
                 log.warning("sending the last acknowledgements failed: %s", exc)
         finally:
-            with self._lock:
-                self._state = _CLOSED
-            self._finished.set()
-            pool.join(0.5 if scheduler.running == 0 else 0)
-            log.info("parallel share consumer stopped")
+            self._shut_down_finally("parallel share consumer")
 
     # ------------------------------------------------------------------ numbers
     def metrics(self) -> ShareParallelMetrics:  # type: ignore[override]

@@ -27,7 +27,9 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from kclient import errors as Errors
+from kclient.group.heartbeat_answer import (
+    answer_error, answered_assignment, fences_member, is_fatal, take_member_fields,
+)
 
 __all__ = ["ShareMemberState", "ShareMembership", "JOIN_EPOCH", "LEAVE_EPOCH"]
 
@@ -35,10 +37,6 @@ log = logging.getLogger(__name__)
 
 JOIN_EPOCH = 0
 LEAVE_EPOCH = -1
-
-FENCED_MEMBER_EPOCH, UNKNOWN_MEMBER_ID = 110, 25
-#: Errors after which the member finds its coordinator again and retries.
-_COORDINATOR_ERRORS = (Errors.NotCoordinatorError, Errors.CoordinatorNotAvailableError)
 
 
 class ShareMemberState(enum.Enum):
@@ -142,26 +140,17 @@ class ShareMembership:
             # An answer to a heartbeat sent before the member left or was fenced: acting on it
             # would bring back an epoch the member has given up.
             return None
-        code = response.get("error_code", 0)
-        if code:
-            cls = Errors.error_class(code)
-            message = response.get("error_message")
-            err = cls(message) if message else cls()
-            if code in (FENCED_MEMBER_EPOCH, UNKNOWN_MEMBER_ID):
+        err = answer_error(response)
+        if err is not None:
+            if fences_member(err):
                 self.fenced(f"{type(err).__name__} at epoch {self.member_epoch}")
-            elif not getattr(err, "retriable", False) and not isinstance(err, _COORDINATOR_ERRORS):
+            elif is_fatal(err):
                 self.fail(err)
             return err
-        if response.get("member_id"):
-            self.member_id = response["member_id"]
-        self.member_epoch = response["member_epoch"]
-        interval = response.get("heartbeat_interval_ms")
-        if interval and interval > 0:
-            self.heartbeat_interval_ms = interval
-        assignment = response.get("assignment")
+        take_member_fields(self, response)
+        assignment = answered_assignment(response)
         if assignment is not None:
-            target = {tp["topic_id"]: frozenset(tp["partitions"]) for tp in assignment["topic_partitions"]}
-            self._set_assignment({tid: ps for tid, ps in target.items() if ps})
+            self._set_assignment(assignment)
         if self.member_epoch > 0:
             self._to(ShareMemberState.STABLE, f"epoch {self.member_epoch}")
         return None

@@ -22,7 +22,7 @@ from __future__ import annotations
 import sys
 import time
 
-from kclient.testing.chaos_member_cli import emit, parse_member_args, record_value, stop_on_signals
+from kclient.testing.chaos_member_cli import emit, parse_member_args, poll_loop, record_value, stop_on_signals
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     assert coordinator is not None  # a group member
 
     def generation() -> int:
-        return coordinator.group_metadata().generation_id
+        return coordinator.committer.group_metadata().generation_id
 
     class Listener(ConsumerRebalanceListener):
         def on_partitions_revoked(self, revoked):
@@ -54,39 +54,27 @@ def main(argv: list[str] | None = None) -> int:
 
     stopping = stop_on_signals(consumer.wakeup)
     consumer.subscribe([args.topic], listener=Listener())
-    emit({"e": "start"})
-    try:
-        while not stopping:
-            try:
-                polled = consumer.poll(100)
-            except Errors.WakeupError:
-                break
-            except Errors.KafkaError as exc:
-                emit({"e": "error", "err": repr(exc)})
-                continue
-            if not polled:
-                continue
-            gen = generation()
-            emit({"e": "poll", "t": time.time(), "g": gen,
-                  "r": [[tp.partition, [[r.offset, record_value(r.value)] for r in recs]]
-                        for tp, recs in sorted(polled.items()) if recs]})
-            offsets = {tp: OffsetAndMetadata(recs[-1].offset + 1, "", recs[-1].leader_epoch)
-                       for tp, recs in polled.items() if recs}
-            listed = [[tp.partition, om.offset] for tp, om in sorted(offsets.items())]
-            try:
-                consumer.commit(offsets)
-            except Errors.WakeupError:
-                emit({"e": "commit", "t": time.time(), "g": gen, "o": listed, "ok": False, "err": "wakeup"})
-                break
-            except Errors.KafkaError as exc:
-                emit({"e": "commit", "t": time.time(), "g": gen, "o": listed, "ok": False, "err": repr(exc)})
-            else:
-                emit({"e": "commit", "t": time.time(), "g": gen, "o": listed, "ok": True, "err": None})
-    finally:
-        consumer.close()
-        emit({"e": "closed"})
-    return 0
 
+    def handle(polled: dict) -> bool:
+        gen = generation()
+        emit({"e": "poll", "t": time.time(), "g": gen,
+              "r": [[tp.partition, [[r.offset, record_value(r.value)] for r in recs]]
+                    for tp, recs in sorted(polled.items()) if recs]})
+        offsets = {tp: OffsetAndMetadata(recs[-1].offset + 1, "", recs[-1].leader_epoch)
+                   for tp, recs in polled.items() if recs}
+        listed = [[tp.partition, om.offset] for tp, om in sorted(offsets.items())]
+        try:
+            consumer.commit(offsets)
+        except Errors.WakeupError:
+            emit({"e": "commit", "t": time.time(), "g": gen, "o": listed, "ok": False, "err": "wakeup"})
+            return False
+        except Errors.KafkaError as exc:
+            emit({"e": "commit", "t": time.time(), "g": gen, "o": listed, "ok": False, "err": repr(exc)})
+        else:
+            emit({"e": "commit", "t": time.time(), "g": gen, "o": listed, "ok": True, "err": None})
+        return True
+
+    return poll_loop(consumer, stopping, handle)
 
 if __name__ == "__main__":
     sys.exit(main())

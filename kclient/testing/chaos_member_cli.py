@@ -1,6 +1,6 @@
 """What the chaos harness's member processes (kclient.testing.chaos_member,
 kclient.testing.share_chaos_member) have in common: their command line, logging, the JSON-lines
-events on standard output and a clean stop on SIGTERM or SIGINT."""
+events on standard output, the poll loop and a clean stop on SIGTERM or SIGINT."""
 from __future__ import annotations
 
 import argparse
@@ -10,7 +10,7 @@ import signal
 import sys
 from typing import Any, Callable
 
-__all__ = ["MemberArgs", "parse_member_args", "emit", "record_value", "stop_on_signals"]
+__all__ = ["MemberArgs", "parse_member_args", "emit", "record_value", "stop_on_signals", "poll_loop"]
 
 
 class MemberArgs(argparse.Namespace):
@@ -69,3 +69,27 @@ def stop_on_signals(wakeup: Callable[[], None]) -> list[bool]:
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     return stopping
+
+
+def poll_loop(consumer: Any, stopping: list[bool], handle: Callable[[dict], bool]) -> int:
+    """Emit "start", then poll until ``stopping`` (or a wakeup) and hand every poll that returned
+    records to ``handle`` (False: stop now); an error of poll() is emitted and the loop goes on.
+    The consumer is closed, and "closed" emitted, however the loop ends."""
+    from kclient import errors as Errors
+
+    emit({"e": "start"})
+    try:
+        while not stopping:
+            try:
+                polled = consumer.poll(100)
+            except Errors.WakeupError:
+                break
+            except Errors.KafkaError as exc:
+                emit({"e": "error", "err": repr(exc)})
+                continue
+            if polled and not handle(polled):
+                break
+    finally:
+        consumer.close()
+        emit({"e": "closed"})
+    return 0

@@ -29,7 +29,7 @@ import sys
 import time
 from typing import Any
 
-from kclient.testing.chaos_member_cli import emit, parse_member_args, record_value, stop_on_signals
+from kclient.testing.chaos_member_cli import emit, parse_member_args, poll_loop, record_value, stop_on_signals
 
 ACCEPT, RELEASE, REJECT = 1, 2, 3
 
@@ -65,44 +65,32 @@ def main(argv: list[str] | None = None) -> int:
     consumer = KafkaShareConsumer(**args.settings)
     stopping = stop_on_signals(consumer.wakeup)
     consumer.subscribe([args.topic])
-    emit({"e": "start"})
-    try:
-        while not stopping:
-            try:
-                polled = consumer.poll(100)
-            except Errors.WakeupError:
-                break
-            except Errors.KafkaError as exc:
-                emit({"e": "error", "err": repr(exc)})
-                continue
-            if not polled:
-                continue
-            emit({"e": "poll", "t": time.time(),
-                  "r": [[tp.partition, [[r.offset, record_value(r.value), r.delivery_count] for r in recs]]
-                        for tp, recs in sorted(polled.items()) if recs]})
-            acks = []
-            for tp, recs in polled.items():
-                for r in recs:
-                    kind = ack_type(record_value(r.value), r.delivery_count)
-                    consumer.acknowledge(r, type=AcknowledgeType(kind))
-                    acks.append([tp.partition, r.offset, kind])
-            emit({"e": "acking", "t": time.time(), "r": acks})
-            try:
-                results = consumer.commit_sync(10000)
-            except Errors.WakeupError:
-                emit({"e": "ack", "t": time.time(), "r": acks, "ok": [], "failed": []})
-                break
-            except Errors.KafkaError as exc:
-                emit({"e": "error", "err": repr(exc)})
-                emit({"e": "ack", "t": time.time(), "r": acks, "ok": [], "failed": []})
-                continue
-            ok, failed = _outcome(results, unanswered)
-            emit({"e": "ack", "t": time.time(), "r": acks, "ok": ok, "failed": failed})
-    finally:
-        consumer.close()
-        emit({"e": "closed"})
-    return 0
 
+    def handle(polled: dict) -> bool:
+        emit({"e": "poll", "t": time.time(),
+              "r": [[tp.partition, [[r.offset, record_value(r.value), r.delivery_count] for r in recs]]
+                    for tp, recs in sorted(polled.items()) if recs]})
+        acks = []
+        for tp, recs in polled.items():
+            for r in recs:
+                kind = ack_type(record_value(r.value), r.delivery_count)
+                consumer.acknowledge(r, type=AcknowledgeType(kind))
+                acks.append([tp.partition, r.offset, kind])
+        emit({"e": "acking", "t": time.time(), "r": acks})
+        try:
+            results = consumer.commit_sync(10000)
+        except Errors.WakeupError:
+            emit({"e": "ack", "t": time.time(), "r": acks, "ok": [], "failed": []})
+            return False
+        except Errors.KafkaError as exc:
+            emit({"e": "error", "err": repr(exc)})
+            emit({"e": "ack", "t": time.time(), "r": acks, "ok": [], "failed": []})
+            return True
+        ok, failed = _outcome(results, unanswered)
+        emit({"e": "ack", "t": time.time(), "r": acks, "ok": ok, "failed": failed})
+        return True
+
+    return poll_loop(consumer, stopping, handle)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -5,9 +5,15 @@ from __future__ import annotations
 from kclient.clock import FakeClock
 
 
+class _NothingCommitted:
+    def refresh_committed_offsets_if_needed(self, timeout_ms) -> bool:
+        return True
+
+
 class RecordingCoordinator:
     def __init__(self, clock: FakeClock):
         self.clock = clock
+        self.committer = _NothingCommitted()
         #: The times the consumer handed to record_poll() (the poll's own clock reading).
         self.recorded: list[int] = []
         #: The clock at each poll() of the coordinator (heartbeat check, auto-commit).
@@ -27,9 +33,6 @@ class RecordingCoordinator:
 
     def rejoin_needed_or_pending(self) -> bool:
         return False
-
-    def refresh_committed_offsets_if_needed(self, timeout_ms) -> bool:
-        return True
 
     def close(self, timeout_ms, autocommit) -> None:
         pass

@@ -99,7 +99,7 @@ class GroupMember:
         clock = self.client._clock
         self.coord.record_poll(clock.now_ms())
         if self.coord.poll(timeout_ms) and self.subs.initializing_partitions():
-            if self.coord.refresh_committed_offsets_if_needed(timeout_ms):
+            if self.coord.committer.refresh_committed_offsets_if_needed(timeout_ms):
                 self.subs.reset_initializing_positions()
         self.client.poll(min(timeout_ms, self.coord.time_to_next_poll(clock.now_ms())))
         with CHANGED:
@@ -300,7 +300,7 @@ def test_committed_offsets_survive_the_whole_group_restarting(broker, topic_name
         m.stall()                                       # commit from the test thread, loop parked
         offsets = {tp: OffsetAndMetadata(100 + 10 * tp.partition, f"note-{tp.partition}")
                    for tp in m.assigned()}
-        m.coord.commit_offsets_sync(offsets, 10_000)
+        m.coord.committer.commit_offsets_sync(offsets, 10_000)
     # Leader last: the order Tansu 0.6 gets wrong (it keeps a leader that leaves an otherwise
     # empty group as the leader of every later generation, so the restarted group never got an
     # assignment there); Apache Kafka starts the next generation afresh.
@@ -313,7 +313,7 @@ def test_committed_offsets_survive_the_whole_group_restarting(broker, topic_name
         for tp in m.assigned():
             assert m.subs.position(tp).offset == 100 + 10 * tp.partition
     second[0].stall()
-    got = second[0].coord.fetch_committed_offsets(all_parts, 10_000)
+    got = second[0].coord.committer.fetch_committed_offsets(all_parts, 10_000)
     # The metadata string round-trips on Apache Kafka (Tansu 0.6 drops it).
     assert {tp: (oam.offset, oam.metadata) for tp, oam in got.items()} == \
         {tp: (100 + 10 * tp.partition, f"note-{tp.partition}") for tp in all_parts}
@@ -358,7 +358,7 @@ def _commit_with_a_stale_generation(broker, topic_name, group_id, create_topic, 
     m.stall()
     wait_until(lambda: m.coord.state is MemberState.UNJOINED, 30, "the poll timeout to fire")
     with pytest.raises(Errors.CommitFailedError):
-        m.coord.commit_offsets_sync({TopicPartition(topic_name, 0): OffsetAndMetadata(1)}, 5000)
+        m.coord.committer.commit_offsets_sync({TopicPartition(topic_name, 0): OffsetAndMetadata(1)}, 5000)
 
 
 def _own_group_and_topic(broker, scenario, name: str) -> None:

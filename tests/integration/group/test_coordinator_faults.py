@@ -151,21 +151,21 @@ def test_offset_commit_errors_are_retried_and_rebalance_in_progress_fails_the_co
     m.stall()            # commits from this thread: the member's poll loop is parked meanwhile
     tp0 = TopicPartition(topic_name, 0)
     mock.push_request_errors(OFFSET_COMMIT, COORDINATOR_ERRORS)
-    m.coord.commit_offsets_sync({tp0: OffsetAndMetadata(42, "meta-42")}, 15_000)
-    got = m.coord.fetch_committed_offsets([tp0], 10_000)[tp0]
+    m.coord.committer.commit_offsets_sync({tp0: OffsetAndMetadata(42, "meta-42")}, 15_000)
+    got = m.coord.committer.fetch_committed_offsets([tp0], 10_000)[tp0]
     assert (got.offset, got.metadata) == (42, "meta-42")
 
     mock.push_request_errors(OFFSET_COMMIT, [REBALANCE_IN_PROGRESS])
     with pytest.raises(Errors.CommitFailedError):
-        m.coord.commit_offsets_sync({tp0: OffsetAndMetadata(43)}, 15_000)
+        m.coord.committer.commit_offsets_sync({tp0: OffsetAndMetadata(43)}, 15_000)
     assert m.coord.rejoin_needed_or_pending()
     generation, owned = m.coord.generation(), m.assigned()
     m.resume()
     wait_until(lambda: m.coord.generation().generation_id > generation.generation_id and m.stable(), 30,
                "the rejoin after the failed commit")
     m.stall()
-    m.coord.commit_offsets_sync({tp0: OffsetAndMetadata(44)}, 15_000)
-    assert m.coord.fetch_committed_offsets([tp0], 10_000)[tp0].offset == 44
+    m.coord.committer.commit_offsets_sync({tp0: OffsetAndMetadata(44)}, 15_000)
+    assert m.coord.committer.fetch_committed_offsets([tp0], 10_000)[tp0].offset == 44
     assert m.assigned() == owned
     assert_never_revoked(m)
 

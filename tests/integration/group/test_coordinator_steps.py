@@ -489,7 +489,7 @@ def test_static_member_sends_group_instance_id_everywhere(broker, make_stack):
     s.join()
     assert all(b["group_instance_id"] == "inst-1" for _, b in broker.bodies(JOIN_GROUP))
     assert broker.bodies(SYNC_GROUP)[0][1]["group_instance_id"] == "inst-1"
-    s.coord.commit_offsets_sync({tp("t", 0): OffsetAndMetadata(5)}, 5000)
+    s.coord.committer.commit_offsets_sync({tp("t", 0): OffsetAndMetadata(5)}, 5000)
     assert broker.bodies(OFFSET_COMMIT)[0][1]["group_instance_id"] == "inst-1"
     # static members do not leave on close: their session outlives a restart
     s.coord.close(2000)
@@ -628,7 +628,7 @@ def test_evicted_member_reports_partitions_lost_with_a_warning(broker, make_stac
     s.join()
     broker.errors[OFFSET_COMMIT].append(25)         # UNKNOWN_MEMBER_ID
     with caplog.at_level(logging.WARNING), pytest.raises(Errors.CommitFailedError):
-        s.coord.commit_offsets_sync({tp("t", 0): OffsetAndMetadata(1)}, 5000)
+        s.coord.committer.commit_offsets_sync({tp("t", 0): OffsetAndMetadata(1)}, 5000)
     assert s.coord.generation() == NO_GENERATION
     assert any("m-1" in r.getMessage() and "removed from the group" in r.getMessage() for r in caplog.records)
     caplog.clear()
@@ -662,7 +662,7 @@ def test_commit_from_inside_revocation_callback_is_allowed(broker, make_stack):
     holder = {}
 
     def commit(parts):
-        holder["s"].coord.commit_offsets_sync({p: OffsetAndMetadata(7) for p in parts}, 5000)
+        holder["s"].coord.committer.commit_offsets_sync({p: OffsetAndMetadata(7) for p in parts}, 5000)
 
     s = make_stack(listener=RecordingListener(on_revoke=commit))
     holder["s"] = s
@@ -736,14 +736,14 @@ def test_commit_sync_sends_generation_metadata_and_epoch_and_calls_interceptors(
     s = make_stack(interceptors=ConsumerInterceptors([ic]))
     s.join()
     offsets = {tp("t", 0): OffsetAndMetadata(10, "meta", 3), tp("t", 1): OffsetAndMetadata(20)}
-    s.coord.commit_offsets_sync(offsets, 5000)
+    s.coord.committer.commit_offsets_sync(offsets, 5000)
     (v, body), = broker.bodies(OFFSET_COMMIT)
     assert body["generation_id_or_member_epoch"] == 1 and body["member_id"] == "m-1"
     parts = {p["partition_index"]: p for p in body["topics"][0]["partitions"]}
     assert parts[0]["committed_offset"] == 10 and parts[0]["committed_metadata"] == "meta"
     assert parts[0]["committed_leader_epoch"] == 3 and parts[1]["committed_leader_epoch"] == -1
     assert ic.commits == [offsets]
-    got = s.coord.fetch_committed_offsets([tp("t", 0), tp("t", 1), tp("t", 2)], 5000)
+    got = s.coord.committer.fetch_committed_offsets([tp("t", 0), tp("t", 1), tp("t", 2)], 5000)
     assert got == {tp("t", 0): OffsetAndMetadata(10, "meta", 3), tp("t", 1): OffsetAndMetadata(20, "", -1),
                    tp("t", 2): None}
 
@@ -753,7 +753,7 @@ def test_commit_sync_retries_retriable_errors(broker, make_stack, code):
     s = make_stack()
     s.join()
     broker.errors[OFFSET_COMMIT].extend([code, code])
-    s.coord.commit_offsets_sync({tp("t", 0): OffsetAndMetadata(3)}, 5000)
+    s.coord.committer.commit_offsets_sync({tp("t", 0): OffsetAndMetadata(3)}, 5000)
     assert broker.count(OFFSET_COMMIT) == 3
     assert broker.commits[tp("t", 0)][0] == 3
 
@@ -763,7 +763,7 @@ def test_commit_sync_times_out_when_errors_persist(broker, make_stack):
     s.join()
     broker.errors[OFFSET_COMMIT].extend([14] * 1000)
     with pytest.raises(Errors.KafkaTimeoutError, match="CoordinatorLoadInProgress"):
-        s.coord.commit_offsets_sync({tp("t", 0): OffsetAndMetadata(3)}, 300)
+        s.coord.committer.commit_offsets_sync({tp("t", 0): OffsetAndMetadata(3)}, 300)
 
 
 @pytest.mark.parametrize("code", [25, 22, 27])     # UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS
@@ -772,7 +772,7 @@ def test_commit_fails_when_the_group_moved_on(broker, make_stack, code):
     s.join()
     broker.errors[OFFSET_COMMIT].append(code)
     with pytest.raises(Errors.CommitFailedError):
-        s.coord.commit_offsets_sync({tp("t", 0): OffsetAndMetadata(3)}, 5000)
+        s.coord.committer.commit_offsets_sync({tp("t", 0): OffsetAndMetadata(3)}, 5000)
     assert broker.count(OFFSET_COMMIT) == 1
     assert s.coord.rejoin_needed_or_pending()
     if code == 25:
@@ -786,7 +786,7 @@ def test_commit_after_generation_reset_fails_without_a_request(broker, make_stac
     s.join()
     s.coord.maybe_leave_group("test")
     with pytest.raises(Errors.CommitFailedError, match="no longer part"):
-        s.coord.commit_offsets_sync({tp("t", 0): OffsetAndMetadata(3)}, 5000)
+        s.coord.committer.commit_offsets_sync({tp("t", 0): OffsetAndMetadata(3)}, 5000)
     assert broker.count(OFFSET_COMMIT) == 0
 
 
@@ -795,7 +795,7 @@ def test_commit_async_callback_runs_on_next_poll(broker, make_stack):
     s = make_stack(interceptors=ConsumerInterceptors([ic]))
     s.join()
     results = []
-    s.coord.commit_offsets_async({tp("t", 0): OffsetAndMetadata(4)}, lambda o, e: results.append((o, e)))
+    s.coord.committer.commit_offsets_async({tp("t", 0): OffsetAndMetadata(4)}, lambda o, e: results.append((o, e)))
     broker.wait_count(OFFSET_COMMIT, 1)
     s.pump(lambda: s.coord.committer.has_completed_commits)
     assert results == []                                 # not on the network thread
@@ -803,7 +803,7 @@ def test_commit_async_callback_runs_on_next_poll(broker, make_stack):
     assert results == [({tp("t", 0): OffsetAndMetadata(4)}, None)]
     assert ic.commits == [{tp("t", 0): OffsetAndMetadata(4)}]
     broker.errors[OFFSET_COMMIT].append(15)
-    s.coord.commit_offsets_async({tp("t", 0): OffsetAndMetadata(5)}, lambda o, e: results.append((o, e)))
+    s.coord.committer.commit_offsets_async({tp("t", 0): OffsetAndMetadata(5)}, lambda o, e: results.append((o, e)))
     s.pump(lambda: s.coord.committer.has_completed_commits)
     s.coord.poll(0)
     assert isinstance(results[-1][1], Errors.RetriableCommitFailedError)
@@ -813,7 +813,7 @@ def test_commit_async_finds_the_coordinator_first(broker, make_stack):
     s = make_stack(topics=None)
     s.subs.assign_from_user([tp("t", 0)])
     results = []
-    s.coord.commit_offsets_async({tp("t", 0): OffsetAndMetadata(9)}, lambda o, e: results.append(e))
+    s.coord.committer.commit_offsets_async({tp("t", 0): OffsetAndMetadata(9)}, lambda o, e: results.append(e))
     s.pump(lambda: results or s.coord.committer.has_completed_commits)
     s.coord.poll(0)
     assert results == [None]
@@ -825,7 +825,7 @@ def test_refresh_committed_offsets_sets_positions_and_leaves_others(broker, make
     broker.commits[tp("t", 0)] = (42, "", 0)
     s = make_stack()
     s.join()
-    assert s.coord.refresh_committed_offsets_if_needed(5000)
+    assert s.coord.committer.refresh_committed_offsets_if_needed(5000)
     assert s.subs.position(tp("t", 0)).offset == 42
     assert s.subs.position(tp("t", 0)).offset_epoch == 0
     # Committed with its record's leader epoch: checked for truncation first (KIP-320).
@@ -837,7 +837,7 @@ def test_a_committed_offset_without_a_leader_epoch_is_fetched_from_at_once(broke
     broker.commits[tp("t", 0)] = (42, "", -1)
     s = make_stack()
     s.join()
-    assert s.coord.refresh_committed_offsets_if_needed(5000)
+    assert s.coord.committer.refresh_committed_offsets_if_needed(5000)
     assert s.subs.position(tp("t", 0)).offset == 42
     assert s.subs.fetch_state(tp("t", 0)) is FetchState.FETCHING
 
@@ -847,7 +847,7 @@ def test_offset_fetch_retries_load_in_progress(broker, make_stack):
     s = make_stack()
     s.join()
     broker.errors[OFFSET_FETCH].extend([14, 14])
-    assert s.coord.fetch_committed_offsets([tp("t", 1)], 5000) == {tp("t", 1): OffsetAndMetadata(8, "x", -1)}
+    assert s.coord.committer.fetch_committed_offsets([tp("t", 1)], 5000) == {tp("t", 1): OffsetAndMetadata(8, "x", -1)}
     assert broker.count(OFFSET_FETCH) == 3
 
 
@@ -856,7 +856,7 @@ def test_offset_fetch_authorization_error_raised(broker, make_stack):
     s.join()
     broker.errors[OFFSET_FETCH].append(30)
     with pytest.raises(Errors.GroupAuthorizationFailedError):
-        s.coord.fetch_committed_offsets([tp("t", 1)], 5000)
+        s.coord.committer.fetch_committed_offsets([tp("t", 1)], 5000)
 
 
 def test_no_group_id_commit_raises_and_poll_is_a_no_op(broker):
@@ -869,9 +869,9 @@ def test_no_group_id_commit_raises_and_poll_is_a_no_op(broker):
         coord = ConsumerCoordinator(client, subs, client.metadata, GroupRebalanceConfig.of(cfg),
                                     ConsumerCoordinatorConfig.of(cfg))
         assert coord.poll(0) is True
-        assert coord.refresh_committed_offsets_if_needed(0) is True
+        assert coord.committer.refresh_committed_offsets_if_needed(0) is True
         with pytest.raises(Errors.InvalidGroupIdError):
-            coord.commit_offsets_sync({tp("t", 0): OffsetAndMetadata(1)}, 100)
+            coord.committer.commit_offsets_sync({tp("t", 0): OffsetAndMetadata(1)}, 100)
         coord.close(100)
     finally:
         client.close()
@@ -904,7 +904,7 @@ def test_auto_commit_before_revocation_and_on_close(broker, make_stack):
     s.coord.request_rejoin("test")
     s.join()
     assert broker.commits[tp("t", 1)][0] == 5           # committed before the eager revocation
-    s.coord.refresh_committed_offsets_if_needed(5000)
+    s.coord.committer.refresh_committed_offsets_if_needed(5000)
     s.subs.seek(tp("t", 2), 6)
     s.coord.close(5000)
     assert broker.commits[tp("t", 2)][0] == 6
@@ -934,7 +934,7 @@ def test_time_to_next_poll_follows_heartbeat_and_auto_commit(broker, make_stack)
 def test_group_metadata(broker, make_stack):
     s = make_stack(group_instance_id="i")
     s.join()
-    md = s.coord.group_metadata()
+    md = s.coord.committer.group_metadata()
     assert (md.group_id, md.generation_id, md.member_id, md.group_instance_id) == ("g", 1, "m-1", "i")
 
 
