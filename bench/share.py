@@ -18,12 +18,16 @@ consumers then) and closes when the members together reported N records. Reporte
 after the first poll's records arrived (joining the group excluded), the seconds to the first record,
 and CPU per record (user + system time of every member process, all threads, JVM included).
 Before the measured reads the raw ShareFetch loop reads the topic, unmeasured, with the largest
-member count, as many times as make 1,000,000 records (``--no-warmup`` leaves it out): a fresh
-broker loads its coordinators and compiles its share-fetch path during its first reads, which
-the first client measured paid for.
-Without ``--bootstrap`` a one-node Apache Kafka broker is started on this machine (the ``test``
-profile of kclient.testing.KafkaCluster unless ``--broker-profile`` says otherwise) and shares its
-cores with the members: figures compare within a run. The broker's CPU per record (its
+member count, as many times as make 5,000,000 records (1,000,000 with ``--broker-profile test``;
+``--warmup-records`` sets it, ``--no-warmup`` leaves it out): a fresh broker loads its
+coordinators and compiles its share-fetch path during its first reads (the full JIT over its
+first few million records), which the first clients measured paid for.
+Without ``--bootstrap`` a one-node Apache Kafka broker is started on this machine, with the
+``throughput`` profile of kclient.testing.KafkaCluster (full JIT, 1 GB heap: as the consumer
+benchmark's broker and a production one run) unless ``--broker-profile test`` (C1 only, the test
+suite's) says otherwise, and shares its cores with the members: figures compare within a run.
+The C1-only broker spends more CPU per record, which on 2 cores caps the clients that need the
+least CPU of their own first. The broker's CPU per record (its
 process's user + system time over the same window) is reported too when the broker's process is
 known (started here, or ``--broker-pid``); ``--stats`` adds each client's requests: ShareFetch and
 ShareAcknowledge per second and per 1,000 records (confluent-kafka's from librdkafka's
@@ -52,8 +56,10 @@ LABELS = {"raw-sharefetch": "raw ShareFetch (ceiling)", "kclient-records": "kcli
           "confluent": "confluent-kafka ShareConsumer"}
 PARTITIONS = 8
 RECORD_SIZE = 100
-#: Records the unmeasured warm-up reads at least (whole reads of the topic).
-WARMUP_RECORDS = 1_000_000
+#: Records the unmeasured warm-up reads at least (whole reads of the topic): the throughput
+#: profile's broker compiles its share path over its first few million; the C1-only one sooner.
+WARMUP_RECORDS = 5_000_000
+WARMUP_RECORDS_TEST = 1_000_000
 JAVA_SOURCE = Path(__file__).resolve().parent / "java" / "JavaShareConsumerBench.java"
 
 
@@ -264,10 +270,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--drivers", default=",".join(DRIVERS), help=f"comma list of {DRIVERS}")
     parser.add_argument("--bootstrap", default=None, help="an existing cluster with share groups (default: "
                                                          "start Apache Kafka)")
-    parser.add_argument("--broker-profile", default="test", choices=("throughput", "test"),
+    parser.add_argument("--broker-profile", default="throughput", choices=("throughput", "test"),
                         help="JVM settings of the broker started here (kclient.testing.KafkaCluster's profiles; "
-                             "default test: C1 only, starts fast; throughput: full JIT and a 1 GB heap, whose compiling "
-                             "makes the broker cost more CPU per record than test for its first millions of records)")
+                             "default throughput: full JIT and a 1 GB heap, as the consumer benchmark's broker, whose "
+                             "compiling the warm-up covers; test: C1 only, starts fast, costs more CPU per record)")
     parser.add_argument("--broker-pid", type=int, default=None,
                         help="with --bootstrap: the process id of a broker on this machine, to report its CPU")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per run (default 600)")
@@ -275,6 +281,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-warmup", action="store_true",
                         help="measure from the broker's first read on (by default the raw ShareFetch loop reads "
                              "the topic, unmeasured, first: 1,000,000 records or more)")
+    parser.add_argument("--warmup-records", type=int, default=None,
+                        help="records the unmeasured warm-up reads at least (default 5,000,000, 1,000,000 with "
+                             "--broker-profile test: the full JIT compiles the share path over a few million)")
     parser.add_argument("--topic", default=None,
                         help="with --bootstrap: read this topic, written by an earlier run (8 partitions, --records "
                              "records), instead of writing a new one: A/B runs then read the same producer batches, "
@@ -319,7 +328,9 @@ def main(argv: list[str] | None = None) -> int:
             # A fresh broker loads its group and share coordinators and compiles its share-fetch
             # path during the first read: without this, the first client measured pays for it.
             members = max(member_counts)
-            rounds = -(-WARMUP_RECORDS // args.records)
+            warmup = args.warmup_records if args.warmup_records is not None else (
+                WARMUP_RECORDS_TEST if args.broker_profile == "test" else WARMUP_RECORDS)
+            rounds = -(-warmup // args.records)
             log(f"warm-up (not measured): raw-sharefetch, {members} member(s), {rounds} read(s)")
             try:
                 for _ in range(rounds):
