@@ -349,7 +349,9 @@ class KafkaShareConsumer:
         try:
             self._fetcher.send_acknowledgements(only_renew=True)
             if self._fetcher.send_fetches(self._coordinator.assignment(), ahead=True):
-                self._client.poll_no_wakeup(0)      # out onto the wire now
+                # out onto the wire now; the answer is read by the next poll's network poll
+                # (a whole network poll here would cost a poll's worth of bookkeeping more)
+                self._client.send_queued()
         except Errors.KafkaError as exc:
             log.debug("share group %s: fetching ahead failed (the next poll fetches again): %r",
                       self.config.group_id, exc)

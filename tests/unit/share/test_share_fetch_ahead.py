@@ -35,7 +35,7 @@ def make():
         fake.rtt_ms = 0
         c._fetcher._client = fake
         c._coordinator.assignment = lambda: {TP}             # type: ignore[method-assign]
-        c._client.poll_no_wakeup = lambda timeout_ms=0: None   # type: ignore[method-assign]
+        c._client.send_queued = lambda: None   # type: ignore[method-assign]
 
         def wait(timer):       # the network round of a poll: whatever the broker answered
             if fake.rtt_ms:     # the poll waits this long for the answer
