@@ -101,6 +101,20 @@ def test_a_slow_application_gets_the_next_records_fetched_ahead(make, columnar):
     assert poll(0) == {} and len(fetches(fake)) == 4
 
 
+def test_a_fetch_sent_ahead_is_handed_to_its_connection_without_a_network_poll(make):
+    # the next poll's network poll reads the answer: the poll returning records only hands
+    # the request to the connection (no select, no timeouts, no completions of its own)
+    c, fake = make()
+    slow_start(c, fake, c.poll)
+    handed: list[int] = []
+    polled: list[tuple] = []
+    c._client.send_queued = lambda: handed.append(len(fetches(fake)))   # type: ignore[method-assign]
+    c._client.poll = lambda *a, **kw: polled.append(a)                  # type: ignore[method-assign]
+    c._client.poll_no_wakeup = lambda *a, **kw: polled.append(a)        # type: ignore[method-assign]
+    assert [r.offset for r in c.poll(0)[TP]] == [3, 4]
+    assert handed == [3] and polled == []
+
+
 def test_a_fast_application_fetches_after_taking_its_records(make):
     c, fake = make()
     assert c.poll(0) == {}
