@@ -52,10 +52,6 @@ class ConnectionState(enum.Enum):
         return self in (ConnectionState.API_VERSIONS, ConnectionState.AUTHENTICATING, ConnectionState.READY)
 
 
-_SETTING_UP = frozenset({ConnectionState.CONNECTING, ConnectionState.TLS_HANDSHAKE, ConnectionState.API_VERSIONS,
-                         ConnectionState.AUTHENTICATING})
-
-
 class ExponentialBackoff:
     """base * 2**attempts, capped at ``max_ms``, with +/- ``jitter`` random spread so that
     many clients losing the same broker do not all come back in the same millisecond."""
@@ -189,7 +185,10 @@ class BrokerConnection:
 
     @property
     def is_connecting(self) -> bool:
-        return self.state in _SETTING_UP
+        # Two identity checks, not a set lookup: an Enum member hashes in Python, and every
+        # network poll asks this of each connection twice.
+        state = self.state
+        return state is not ConnectionState.READY and state is not ConnectionState.DISCONNECTED
 
     def can_connect(self, now_ms: int) -> bool:
         return (self.state is ConnectionState.DISCONNECTED

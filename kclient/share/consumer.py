@@ -349,7 +349,9 @@ class KafkaShareConsumer:
         try:
             self._fetcher.send_acknowledgements(only_renew=True)
             if self._fetcher.send_fetches(self._coordinator.assignment(), ahead=True):
-                self._client.poll_no_wakeup(0)      # out onto the wire now
+                # out onto the wire now; the answer is read by the next poll's network poll
+                # (a whole network poll here would cost a poll's worth of bookkeeping more)
+                self._client.send_queued()
         except Errors.KafkaError as exc:
             log.debug("share group %s: fetching ahead failed (the next poll fetches again): %r",
                       self.config.group_id, exc)
@@ -462,19 +464,24 @@ class KafkaShareConsumer:
     def _finish_previous_poll(self) -> None:
         """Implicit mode: accept what the previous poll returned. Explicit mode: refuse to go
         on while some of it is unacknowledged."""
-        pending = {tp: offs for tp, offs in self._unacknowledged.items() if offs}
-        ranges = {tp: held for tp, held in self._held_ranges.items() if held}
-        if (pending or ranges) and self.config.explicit_acknowledgement:
-            count = sum(len(o) for o in pending.values()) + sum(len(h) for h in ranges.values())
-            raise Errors.IllegalStateError(
-                f"{count} record(s) of the previous poll are not acknowledged; in explicit "
-                "acknowledgement mode acknowledge every record (acknowledge(record, type), or "
-                "acknowledge_batch / acknowledge_range after poll_columnar) before polling again")
+        if self.config.explicit_acknowledgement:
+            self._refuse_unacknowledged()
         self._accept_last_poll()
         self._forget_last_poll()
         for entry in reversed(self._renewed):   # renewed records come back first
             self._buffer.appendleft(entry)
         self._renewed = []
+
+    def _refuse_unacknowledged(self) -> None:
+        """Explicit mode: raise while some record of the previous poll is unacknowledged."""
+        pending = [offs for offs in self._unacknowledged.values() if offs]
+        ranges = [held for held in self._held_ranges.values() if held]
+        if pending or ranges:
+            count = sum(len(o) for o in pending) + sum(len(h) for h in ranges)
+            raise Errors.IllegalStateError(
+                f"{count} record(s) of the previous poll are not acknowledged; in explicit "
+                "acknowledgement mode acknowledge every record (acknowledge(record, type), or "
+                "acknowledge_batch / acknowledge_range after poll_columnar) before polling again")
 
     # ------------------------------------------------------------------ acknowledgements
     @_one_thread
@@ -599,11 +606,15 @@ class KafkaShareConsumer:
                 self._fetcher.acknowledge(tp, offset, AcknowledgeType.ACCEPT)
                 self._acknowledged.add((tp, offset))
         self._unacknowledged = {}
+        # what was acknowledged is remembered only where a second acknowledgement can come:
+        # explicit mode (in implicit mode acknowledging is refused whatever was polled)
+        explicit = self.config.explicit_acknowledgement
         for tp, held in self._held_ranges.items():
-            acked = self._acked_ranges.setdefault(tp, RangeSet())
+            acked = self._acked_ranges.setdefault(tp, RangeSet()) if explicit else None
             for first, last in held:
                 self._fetcher.acknowledge_range(tp, first, last, AcknowledgeType.ACCEPT)
-                acked.add(first, last)
+                if acked is not None:
+                    acked.add(first, last)
         self._held_ranges = {}
 
     def set_acknowledgement_commit_callback(self, callback: AcknowledgementCommitCallback | None) -> None:

@@ -511,6 +511,7 @@ class ShareFetcher:
             answered_acks: set[TopicPartition] = set()
             acquired = 0
             cluster = self._client.metadata.cluster
+            debug = log.isEnabledFor(logging.DEBUG)
             for topic in resp.get("responses", ()):
                 name = cluster.topic_name(topic["topic_id"])
                 for p in topic["partitions"]:
@@ -528,7 +529,7 @@ class ShareFetcher:
                         log.debug("share group %s: %s answered %r", self.group_id, tp, err)
                         self._client.metadata.request_update()
                         continue
-                    if log.isEnabledFor(logging.DEBUG):
+                    if debug:
                         log.debug("share group %s: node %d: %s acquired %s", self.group_id, node_id, tp,
                                   [(r["first_offset"], r["last_offset"], r["delivery_count"])
                                    for r in p.get("acquired_records") or ()])

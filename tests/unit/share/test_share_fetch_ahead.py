@@ -35,7 +35,7 @@ def make():
         fake.rtt_ms = 0
         c._fetcher._client = fake
         c._coordinator.assignment = lambda: {TP}             # type: ignore[method-assign]
-        c._client.poll_no_wakeup = lambda timeout_ms=0: None   # type: ignore[method-assign]
+        c._client.send_queued = lambda: None   # type: ignore[method-assign]
 
         def wait(timer):       # the network round of a poll: whatever the broker answered
             if fake.rtt_ms:     # the poll waits this long for the answer
@@ -99,6 +99,20 @@ def test_a_slow_application_gets_the_next_records_fetched_ahead(make, columnar):
     # a poll while that fetch is in flight waits for it; no second request to the broker
     fake.clock.advance(100)
     assert poll(0) == {} and len(fetches(fake)) == 4
+
+
+def test_a_fetch_sent_ahead_is_handed_to_its_connection_without_a_network_poll(make):
+    # the next poll's network poll reads the answer: the poll returning records only hands
+    # the request to the connection (no select, no timeouts, no completions of its own)
+    c, fake = make()
+    slow_start(c, fake, c.poll)
+    handed: list[int] = []
+    polled: list[tuple] = []
+    c._client.send_queued = lambda: handed.append(len(fetches(fake)))   # type: ignore[method-assign]
+    c._client.poll = lambda *a, **kw: polled.append(a)                  # type: ignore[method-assign]
+    c._client.poll_no_wakeup = lambda *a, **kw: polled.append(a)        # type: ignore[method-assign]
+    assert [r.offset for r in c.poll(0)[TP]] == [3, 4]
+    assert handed == [3] and polled == []
 
 
 def test_a_fast_application_fetches_after_taking_its_records(make):
