@@ -1,7 +1,11 @@
 """What every harness cluster (Tansu, mock, external) shares: errors, ports, topic checks."""
 from __future__ import annotations
 
+import os
+import random
 import socket
+import tempfile
+import time
 from typing import TYPE_CHECKING
 
 from kclient.errors import for_code
@@ -27,8 +31,64 @@ class FaultInjectionUnavailable(HarnessError):
     """The cluster cannot inject faults (only the librdkafka mock cluster can)."""
 
 
+#: Ports handed out stay reserved for other harness processes this long (seconds): enough for
+#: a broker to start and bind them; after it the port's own bind check decides.
+_RESERVATION_S = 300.0
+_RESERVED_SPAN = 12_000      # ports below the ephemeral range the harness picks from
+
+
+def _ephemeral_low() -> int | None:
+    """The first port of the range the OS picks outgoing connections' local ports (and bind(0)
+    ports) from, where it says (Linux); None elsewhere."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _reserve(port: int) -> bool:
+    """Claim ``port`` for this process against the other harness processes of this machine
+    (the two test workers): a file per port, created exclusively; an old one is stale."""
+    folder = os.path.join(tempfile.gettempdir(), f"kclient-ports-{os.getuid() if hasattr(os, 'getuid') else 0}")
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, str(port))
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    except FileExistsError:
+        try:
+            if time.time() - os.path.getmtime(path) < _RESERVATION_S:
+                return False
+            os.utime(path)               # stale: take it over
+            return True
+        except OSError:
+            return False
+    os.close(fd)
+    return True
+
+
+def _bindable(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    """A port that was free a moment ago; the caller retries if someone takes it meanwhile."""
+    """A free port for a test broker to listen on. Where the OS says which range it takes
+    outgoing connections' local ports from, the port comes from just below that range: a port
+    of the range itself, free a moment ago, could be given to any client's connection before
+    the broker (which binds it seconds later) does. Ports handed out are reserved for a while
+    against the other harness processes of the machine. Elsewhere: a port the OS picks."""
+    low = _ephemeral_low()
+    if low is not None and low - _RESERVED_SPAN >= 1024:
+        rng = random.SystemRandom()
+        for _ in range(200):
+            port = rng.randrange(low - _RESERVED_SPAN, low)
+            if _bindable(host, port) and _reserve(port):
+                return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
         return s.getsockname()[1]
