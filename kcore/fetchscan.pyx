@@ -158,27 +158,35 @@ cdef int _tagged(const uint8_t** pp, const uint8_t* avail, const uint8_t* total)
 
 
 # ---------------------------------------------------------------------------- structure
+cdef int _entries(FetchScan* s, const uint8_t* frame, const uint8_t* p, bint flexible,
+                  const uint8_t* avail, const uint8_t* total, uint32_t* left) noexcept nogil:
+    """The length of the array of topics or partitions at ``p`` into ``left`` (a null one, -1,
+    is not an answer a Fetch gives), and the scan's position past it."""
+    cdef int64_t count
+    cdef int rc = _array_len(&p, flexible, avail, total, &count)
+    if rc != R_OK:
+        return rc
+    if count < 0:
+        return R_BAD
+    left[0] = <uint32_t>count
+    s.pos = p - frame
+    return R_OK
+
+
 cdef int _header(FetchScan* s, const uint8_t* frame, const uint8_t* avail,
                  const uint8_t* total) noexcept nogil:
     """Response header and the fields before the topics; sets topics_left."""
     cdef const uint8_t* p = frame
     cdef bint flexible = s.version >= FETCH_FLEXIBLE
-    cdef int64_t count
     cdef int rc = _skip(&p, 4, avail, total)            # correlation id
     if rc == R_OK and flexible:
         rc = _tagged(&p, avail, total)
     if rc == R_OK:
         # throttle time; error code and session id from v7
         rc = _skip(&p, 4 + (6 if s.version >= 7 else 0), avail, total)
-    if rc == R_OK:
-        rc = _array_len(&p, flexible, avail, total, &count)
     if rc != R_OK:
         return rc
-    if count < 0:
-        return R_BAD
-    s.topics_left = <uint32_t>count
-    s.pos = p - frame
-    return R_OK
+    return _entries(s, frame, p, flexible, avail, total, &s.topics_left)
 
 
 cdef int _topic(FetchScan* s, const uint8_t* frame, const uint8_t* avail,
@@ -200,15 +208,9 @@ cdef int _topic(FetchScan* s, const uint8_t* frame, const uint8_t* avail,
             count = <int16_t>load_be16(p)
             p += 2
             rc = R_BAD if count < 0 else _skip(&p, count, avail, total)
-    if rc == R_OK:
-        rc = _array_len(&p, flexible, avail, total, &count)
     if rc != R_OK:
         return rc
-    if count < 0:
-        return R_BAD
-    s.parts_left = <uint32_t>count
-    s.pos = p - frame
-    return R_OK
+    return _entries(s, frame, p, flexible, avail, total, &s.parts_left)
 
 
 cdef int _partition(FetchScan* s, const uint8_t* frame, const uint8_t* avail,
