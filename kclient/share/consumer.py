@@ -575,7 +575,8 @@ class KafkaShareConsumer:
         self._check_open()
         if not self.config.explicit_acknowledgement:
             self._accept_last_poll()
-        timer = Timer(self._clock, self.config.request_timeout_ms if timeout_ms is None else timeout_ms)
+        limit_ms = self.config.request_timeout_ms if timeout_ms is None else timeout_ms
+        timer = Timer(self._clock, limit_ms)
         results: dict[TopicPartition, BaseException | None] = {}
         while True:
             self._fetcher.send_acknowledgements()
@@ -586,7 +587,13 @@ class KafkaShareConsumer:
                 break
             if timer.expired():
                 if self._fetcher.pending_acknowledgements():
-                    raise Errors.KafkaTimeoutError(f"commit_sync did not complete within {timeout_ms} ms")
+                    raise Errors.KafkaTimeoutError(f"commit_sync did not complete within {limit_ms} ms")
+                # sent, not answered: the outcome is unknown (the broker may have taken them);
+                # the answer, if one comes, goes to the commit callback
+                for tp in self._fetcher.acknowledgements_in_flight():
+                    if tp not in results:
+                        results[tp] = Errors.KafkaTimeoutError(
+                            f"no answer to the acknowledgements of {tp} within {limit_ms} ms")
                 break
             self._client.poll(min(timer.remaining_ms() or 0, _POLL_SLICE_MS))
         return results

@@ -60,6 +60,9 @@ class ShareFetchConfig:
     batch_size: int = 500
     acquire_mode: int = BATCH_OPTIMIZED
     check_crcs: bool = True
+    #: How long a leader that answered a partition error waits for its next ShareFetch, unless
+    #: the metadata changes first (retry.backoff.ms).
+    retry_backoff_ms: int = 100
 
 
 @dataclass(frozen=True)
@@ -112,6 +115,8 @@ class ShareFetcher:
         self.lock = threading.RLock()
         self.sessions: dict[int, ShareSession] = {}
         self._in_flight: dict[int, RequestFuture] = {}
+        #: The acknowledgements each request in flight carries.
+        self._acks_in_flight: dict[int, dict[TopicPartition, PendingAcks]] = {}
         #: Acknowledgements not sent yet.
         self._acks: dict[TopicPartition, PendingAcks] = {}
         #: Which broker each partition's records were acquired from, and through which generation
@@ -134,6 +139,11 @@ class ShareFetcher:
         #: where it has one).
         self.counts = {"fetch-total": 0, "acknowledge-request-total": 0, "fetch-answers-total": 0,
                        "records-acquired-total": 0}
+        #: Leaders whose last answer had a partition error (NOT_LEADER_OR_FOLLOWER after a leader
+        #: moved, ...): node -> (until when, the metadata then). Asked again once the metadata
+        #: changes or retry.backoff.ms has passed, not at every poll in the meantime (a poll
+        #: loop asked a restarted former leader hundreds of times a second).
+        self._backoff: dict[int, tuple[int, Any]] = {}
 
     # ------------------------------------------------------------------ application side
     def acknowledge(self, tp: TopicPartition, offset: int, kind: int) -> None:
@@ -217,6 +227,13 @@ class ShareFetcher:
         with self.lock:
             out, self._results = self._results, []
             return out
+
+    def acknowledgements_in_flight(self) -> set[TopicPartition]:
+        """The partitions whose acknowledgements (the application's, not only the gaps the
+        fetcher acknowledges itself) were sent and await the broker's answer."""
+        with self.lock:
+            return {tp for node_id, acks in self._acks_in_flight.items()
+                    if not self._in_flight[node_id].is_done for tp, a in acks.items() if a.offsets()}
 
     def in_flight(self, node_id: int | None = None) -> bool:
         with self.lock:
@@ -331,11 +348,18 @@ class ShareFetcher:
         with self.lock:
             self._fail_stale_acks()
             nodes = set(by_node) | {n for n, s in self.sessions.items() if s.partitions}
+            backoff = self._backoff
+            now = self._clock.now_ms() if backoff else 0
             for node_id in nodes:
                 # in reconnect backoff (a leader just killed): asked again once the backoff ends,
                 # not in a loop of requests that fail at once until the metadata names another
                 if self.in_flight(node_id) or self._client.is_unavailable(node_id):
                     continue
+                if backoff and node_id in backoff:
+                    until, seen = backoff[node_id]
+                    if now < until and seen is cluster:
+                        continue
+                    del backoff[node_id]
                 self._send_fetch(node_id, by_node.get(node_id, {}), ahead)
                 sent += 1
         return sent
@@ -409,6 +433,8 @@ class ShareFetcher:
         future = self._client.send(node_id, SHARE_FETCH, body)
         self.counts["fetch-total"] += 1
         self._in_flight[node_id] = future
+        if acks:
+            self._acks_in_flight[node_id] = acks
         future.add_both(self._on_fetch, future, node_id, acks, sent_ms, ahead)
 
     def send_acknowledgements(self, *, only_renew: bool = False) -> list[RequestFuture]:
@@ -446,6 +472,7 @@ class ShareFetcher:
         future = self._client.send(node_id, SHARE_ACKNOWLEDGE, body)
         self.counts["acknowledge-request-total"] += 1
         self._in_flight[node_id] = future
+        self._acks_in_flight[node_id] = acks
         future.add_both(self._on_acknowledge, future, node_id, acks, epoch)
         return future
 
@@ -479,6 +506,7 @@ class ShareFetcher:
         session is reset and the acknowledgements it carried fail with that error)."""
         if self._in_flight.get(node_id) is future:
             del self._in_flight[node_id]
+            self._acks_in_flight.pop(node_id, None)
         session = self._session(node_id)
         if future.failed():
             session.reset(f"{what} failed: {future.exception!r}")
@@ -528,6 +556,7 @@ class ShareFetcher:
                         err = _error(p["error_code"], p.get("error_message"))
                         log.debug("share group %s: %s answered %r", self.group_id, tp, err)
                         self._client.metadata.request_update()
+                        self._backoff[node_id] = (self._clock.now_ms() + self.config.retry_backoff_ms, cluster)
                         continue
                     if debug:
                         log.debug("share group %s: node %d: %s acquired %s", self.group_id, node_id, tp,

@@ -66,7 +66,7 @@ class ShareConsumerConfig:
         fetch = ShareFetchConfig(max_wait_ms=config["fetch.max.wait.ms"], min_bytes=config["fetch.min.bytes"],
                                  max_bytes=config["fetch.max.bytes"], max_records=max_records,
                                  batch_size=max_records, acquire_mode=_ACQUIRE_MODES[own["share.acquire.mode"]],
-                                 check_crcs=config["check.crcs"])
+                                 check_crcs=config["check.crcs"], retry_backoff_ms=config["retry.backoff.ms"])
         return cls(group_id=group_id, client_rack=config["client.rack"] or None,
                    retry_backoff_ms=config["retry.backoff.ms"], request_timeout_ms=config["request.timeout.ms"],
                    max_poll_records=max_records,

@@ -551,7 +551,7 @@ class Chaos:
         return result
 
     def _quiet(self, producer: _Producer) -> None:
-        cfg, cluster, result = self.config, self.cluster, self.result
+        cluster, result = self.cluster, self.result
         log.info("chaos: quiet period")
         for proxy in self.proxies.values():
             proxy.heal()
@@ -569,8 +569,7 @@ class Chaos:
         if producer.is_alive():
             log.error("chaos: the producer did not stop within 150 s")
 
-        if not self._wait(lambda: self._caught_up(producer), cfg.quiet_timeout_s,
-                          "every acknowledged record delivered", 0.5):
+        if not self._settle(producer):
             result.undelivered_at_deadline = dict(sorted(self._behind(producer).items()))
             log.error("chaos: undelivered records by partition %s; owners %s", result.undelivered_at_deadline,
                       dict(sorted(self.history.owner.items())))
@@ -584,6 +583,12 @@ class Chaos:
                 entry = f"{member.name} (exit {member.proc.returncode})"
                 if entry not in result.member_exits:
                     result.member_exits.append(entry)
+
+    def _settle(self, producer: _Producer) -> bool:
+        """The quiet period's wait: every acknowledged record delivered (or, for share groups,
+        in a final state) within ``quiet_timeout_s``."""
+        return self._wait(lambda: self._caught_up(producer), self.config.quiet_timeout_s,
+                          "every acknowledged record delivered", 0.5)
 
     def _check(self, producer: _Producer) -> None:
         result, history, topic = self.result, self.history, self.topic

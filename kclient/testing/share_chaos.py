@@ -24,12 +24,24 @@ broker's answer:
 * ``mismatched``, ``member_exits``, ``stuck_on_close``: as for consumer groups;
 * ``unclean_close``: a member told to stop (SIGTERM) that exited without its ``closed`` event
   (its close() raised: its share sessions may be left open).
+
+Records the broker holds (``broker_held``): Apache Kafka 4.4.0's share-partition leader can keep
+a record in limbo when the share coordinator it writes the record's acknowledgement to is
+SIGKILLed with that write in flight: the member gets no answer, and the record is neither
+confirmed (the start offset stays at it) nor delivered again, with any lock duration, until the
+partition's leadership moves, when the new leader reads the record's state from the share
+coordinator. When the quiet period finds every record still pending in that state for
+``HELD_S`` (an acknowledgement of unknown outcome, the start offset not past it), it restarts
+the leaders of their partitions with a controlled shutdown, and the checker then requires what
+it requires of every record: confirmed by the start offset, or delivered again and
+acknowledged. The partitions and counts are in the result, and logged.
 """
 from __future__ import annotations
 
 import logging
 import sys
 import threading
+import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,7 +50,7 @@ from kclient.testing.chaos import Chaos, ChaosConfig, ChaosResult, _Member, _Pro
 from kclient.testing.kafka import KafkaCluster
 from kclient.testing.share_chaos_member import ACCEPT, REJECT, RELEASE
 
-__all__ = ["ShareChaos", "ShareChaosResult", "SHARE_FAULT_KINDS", "LOCK_MS", "DELIVERY_LIMIT"]
+__all__ = ["ShareChaos", "ShareChaosResult", "SHARE_FAULT_KINDS", "LOCK_MS", "DELIVERY_LIMIT", "HELD_S"]
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +59,9 @@ SHARE_FAULT_KINDS = ("leader_kill", "member_kill")
 LOCK_MS = 5000
 #: share.delivery.count.limit (the broker's default): a record delivered this often is archived.
 DELIVERY_LIMIT = 5
+#: How long the quiet period waits on records the broker holds (three lock durations, each of
+#: which would have brought a merely locked record back) before moving their leaders.
+HELD_S = 3 * LOCK_MS / 1000
 
 
 @dataclass
@@ -64,6 +79,9 @@ class ShareChaosResult(ChaosResult):
     accepted_twice: list[tuple[int, int]] = field(default_factory=list)
     redelivered_after_final: list[tuple[int, int]] = field(default_factory=list)
     unclean_close: list[str] = field(default_factory=list)
+    #: Partition -> records the broker held after an acknowledgement of unknown outcome, whose
+    #: leader the quiet period restarted (see the module's doc).
+    broker_held: dict[int, int] = field(default_factory=dict)
 
     def criteria(self) -> dict[str, int]:
         return {"lost": len(self.lost), "accepted_twice": len(self.accepted_twice),
@@ -221,6 +239,47 @@ class ShareChaos(Chaos):
         self._read_start_offsets()
         offsets = self._start_offsets or {}
         return all(o < offsets.get(p, -1) for p, o in pending)
+
+    def _settle(self, producer: _Producer) -> bool:
+        """Chaos's wait, and a leader move for records the broker holds (see the module's doc)."""
+        deadline = time.monotonic() + self.config.quiet_timeout_s
+        what = "every acknowledged record in a final state"
+        if self._wait(lambda: self._caught_up(producer), min(HELD_S, self.config.quiet_timeout_s), what, 0.5):
+            return True
+        held = self._held_by_broker(producer)
+        if held:
+            result: ShareChaosResult = self.result  # type: ignore[assignment]
+            result.broker_held = {p: len(offsets) for p, offsets in sorted(held.items())}
+            for p, offsets in sorted(held.items()):
+                node = self.cluster.leader_of(self.topic, p)
+                log.warning("share chaos: partition %d: the broker holds %d record(s) from offset %d whose "
+                            "acknowledgement had no answer; restarting its leader, broker %d", p, len(offsets),
+                            min(offsets), node)
+                self.cluster.stop_broker(node, timeout=30)
+                self.cluster.start_broker(node)
+        return self._wait(lambda: self._caught_up(producer), max(0.0, deadline - time.monotonic()), what, 0.5)
+
+    def _held_by_broker(self, producer: _Producer) -> dict[int, list[int]]:
+        """The records still pending, by partition, when every one of them is held by the broker:
+        an ACCEPT or REJECT of unknown outcome, the broker's start offset not past it. Empty when
+        any pending record is otherwise (a record merely waiting would be a loss to report, not
+        something to move a leader for)."""
+        killed = self._killed()
+        with self.history.lock:
+            pending = [key for key in list(producer.acked) if not self._final_by_members(key)]
+            if not pending or not all(self._maybe_taken(key, killed) for key in pending):
+                return {}
+        try:
+            self._read_start_offsets()
+        except Exception as exc:    # a broker still starting: no verdict this time
+            log.warning("share chaos: could not read the group's start offsets: %r", exc)
+            return {}
+        offsets = self._start_offsets or {}
+        held: dict[int, list[int]] = defaultdict(list)
+        for p, o in pending:
+            if o >= offsets.get(p, -1):
+                held[p].append(o)
+        return dict(held)
 
     def _behind(self, producer: _Producer) -> Counter:
         killed = self._killed()

@@ -25,7 +25,8 @@ def test_share_members_under_leader_and_member_kills_lose_nothing(kafka3, tmp_pa
                "acknowledged": result.acknowledged, "deliveries": result.deliveries,
                "accepted": result.accepted, "rejected": result.rejected, "released": result.released,
                "undelivered": result.undelivered_at_deadline, "outcome_unknown": result.outcome_unknown,
-               "start_offsets": result.start_offsets, "logs": result.workdir, "explain": result.explain}
+               "start_offsets": result.start_offsets, "broker_held": result.broker_held, "logs": result.workdir,
+               "explain": result.explain}
     assert result.acknowledged > 500, details
     assert sum(result.faults.values()) >= 2, details
     assert result.criteria() == {"lost": 0, "accepted_twice": 0, "redelivered_after_final": 0, "mismatched": 0,

@@ -80,3 +80,28 @@ def test_the_quiet_period_asks_the_broker_only_for_records_of_unknown_outcome():
     assert not chaos._caught_up(producer) and reads == []     # offset 4 has no acknowledgement yet
     chaos.history.add("m0.0", {"e": "ack", "t": 2.2, "r": [[0, 4, ACCEPT]], "ok": [0], "failed": []})
     assert chaos._caught_up(producer) and reads == [1]
+
+
+def test_records_the_broker_holds_are_those_of_unknown_outcome_at_or_past_its_start_offset():
+    chaos = checker()
+    chaos._read_start_offsets = lambda: None
+    producer = SimpleNamespace(acked={(0, 4): 4, (0, 5): 5, (1, 9): 9})
+    for p, o in producer.acked:
+        deliver(chaos, "m0.0", p, o)
+    chaos.history.add("m0.0", {"e": "ack", "t": 2.1, "r": [[0, 4, ACCEPT], [0, 5, ACCEPT], [1, 9, ACCEPT]],
+                               "ok": [], "failed": []})
+    chaos._start_offsets = {0: 5, 1: 9}
+    assert chaos._held_by_broker(producer) == {0: [5], 1: [9]}    # offset 4: confirmed
+    chaos.history.add("m0.0", {"e": "ack", "t": 2.2, "r": [[1, 9, ACCEPT]], "ok": [1], "failed": []})
+    assert chaos._held_by_broker(producer) == {0: [5]}
+
+
+def test_no_leader_is_moved_while_a_record_is_pending_for_another_reason():
+    chaos = checker(start_offsets={0: 0})
+    chaos._read_start_offsets = lambda: None
+    producer = SimpleNamespace(acked={(0, 4): 4, (0, 5): 5})
+    deliver(chaos, "m0.0", 0, 4)
+    chaos.history.add("m0.0", {"e": "ack", "t": 2.1, "r": [[0, 4, ACCEPT]], "ok": [], "failed": []})
+    assert chaos._held_by_broker(producer) == {}      # offset 5 was never delivered: a loss to report
+    chaos.history.add("m0.0", {"e": "ack", "t": 2.2, "r": [[0, 5, ACCEPT]], "ok": [0], "failed": []})
+    assert chaos._held_by_broker(producer) == {0: [4]}

@@ -372,6 +372,43 @@ def test_no_share_fetch_to_a_node_in_reconnect_backoff(env):
 
 
 
+def test_a_leader_that_answered_a_partition_error_is_asked_again_after_the_backoff_or_new_metadata():
+    """A restarted former leader answers NOT_LEADER_OR_FOLLOWER at once until the metadata names
+    the new one: it is asked again after retry.backoff.ms, or as soon as the metadata changes,
+    not at every poll in between."""
+    from kclient.clock import FakeClock
+    clock = FakeClock(1_000)
+    client = FakeClient()
+    fetcher = ShareFetcher(client, "g", lambda: "member-1", ShareFetchConfig(retry_backoff_ms=100), clock=clock)
+    fetcher.send_fetches({TP0})
+    client.sent[-1][3].complete(fetch_answer([part(0, error=Errors.NotLeaderOrFollowerError.errno)]))
+    sent = len(client.sent)
+    assert fetcher.send_fetches({TP0}) == 0
+    clock.advance(99)
+    assert fetcher.send_fetches({TP0}) == 0 and len(client.sent) == sent
+    clock.advance(1)
+    assert fetcher.send_fetches({TP0}) == 1
+    client.sent[-1][3].complete(fetch_answer([part(0, error=Errors.NotLeaderOrFollowerError.errno)]))
+    assert fetcher.send_fetches({TP0}) == 0
+    client.metadata.cluster = FakeCluster()     # a metadata update: asked at once
+    assert fetcher.send_fetches({TP0}) == 1
+
+
+def test_acknowledgements_in_flight_name_the_partitions_sent_and_not_answered(env):
+    client, fetcher = env
+    fetcher.send_fetches({TP0, TP1})
+    client.sent[-1][3].complete(fetch_answer([part(0, records_bytes(0, 3), [(0, 2, 1)]),
+                                              part(1, records_bytes(0, 3), [(0, 2, 1)])]))
+    fetcher.take_records()
+    assert fetcher.acknowledgements_in_flight() == set()
+    fetcher.acknowledge_range(TP0, 0, 2, AcknowledgeType.ACCEPT)
+    [f] = fetcher.send_acknowledgements()
+    assert fetcher.acknowledgements_in_flight() == {TP0}      # TP1: nothing of the application's
+    f.complete({"throttle_time_ms": 0, "error_code": 0, "error_message": None,
+                "acquisition_lock_timeout_ms": 0, "responses": [], "node_endpoints": []})
+    assert fetcher.acknowledgements_in_flight() == set()
+
+
 def test_requests_and_the_records_their_answers_acquired_are_counted(env):
     client, fetcher = env
     fetcher.send_fetches({TP0, TP1})
