@@ -25,6 +25,7 @@ SHARED_BROKER_GROUPS: dict[str, tuple[str, ...]] = {
         "tests/integration/testing/test_chaos.py",
         "tests/integration/testing/test_harness_kafka.py",
         "tests/integration/testing/test_share_chaos.py",
+        "tests/integration/share/test_share_unanswered_on_kafka.py",
     ),
     # Not a broker: the SparkSession of tests/conftest.py (one JVM start).
     "spark_session": (
@@ -42,7 +43,7 @@ SHARED_BROKER_GROUPS: dict[str, tuple[str, ...]] = {
 
 #: Rough seconds per file (or group) in a two-worker run, for the files of 10 s or more.
 WEIGHTS: dict[str, float] = {
-    "kafka3": 170,
+    "kafka3": 175,
     "secure_kafka": 110,
     "tests/package/test_wheel.py": 100,
     "spark_session": 65,

@@ -153,7 +153,25 @@ def test_the_quickstart_flow_gets_its_first_record_within_seconds(broker, topic_
 
 
 # ---------------------------------------------------------------------- leaving at exit
-CHILD = textwrap.dedent("""\
+#: The children below print every thread's stack on SIGUSR1: a child that does not exit in
+#: time is sent it, so that the failure says where it hung.
+DUMP_ON_SIGUSR1 = "import faulthandler, signal; faulthandler.register(signal.SIGUSR1, all_threads=True)\n"
+
+
+def communicate_or_dump(child: subprocess.Popen, timeout: float) -> tuple[bytes, bytes]:
+    try:
+        return child.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        child.send_signal(signal.SIGUSR1)
+        try:
+            _, err = child.communicate(timeout=5)
+        except subprocess.TimeoutExpired as exc:
+            err = exc.stderr or b""
+        raise AssertionError(f"the child did not exit within {timeout} s; its threads and last words:\n"
+                             + err.decode(errors="replace")[-8000:]) from None
+
+
+CHILD = DUMP_ON_SIGUSR1 + textwrap.dedent("""\
     import sys
     from kclient import KafkaConsumer
     consumer = KafkaConsumer("{topic}", bootstrap_servers="{bootstrap}", group_id="{group}",
@@ -181,7 +199,7 @@ def test_a_consumer_left_open_leaves_its_group_at_exit(broker, create_topic, top
         assert child.stdout.readline() == b"GOT\n", child.stderr.read1()
         if how == "sigint":
             child.send_signal(signal.SIGINT)     # Ctrl-C in the loop: KeyboardInterrupt
-        _, err = child.communicate(timeout=60)
+        _, err = communicate_or_dump(child, 60)
     finally:
         if child.poll() is None:
             child.kill()
@@ -235,7 +253,7 @@ def test_close_during_a_pending_rebalance_returns_within_its_timeout(broker, cre
         admin.close()
 
 
-HELD_JOIN_CHILD = textwrap.dedent("""\
+HELD_JOIN_CHILD = DUMP_ON_SIGUSR1 + textwrap.dedent("""\
     import logging
     from kclient import KafkaConsumer
     logging.basicConfig(level=logging.DEBUG, format="%(name)s %(message)s")
@@ -264,7 +282,7 @@ def test_ctrl_c_while_the_broker_holds_the_first_join_exits_at_once(tansu, creat
             raise AssertionError("the child never sent its second JoinGroup")
         started = time.monotonic()
         child.send_signal(signal.SIGINT)
-        child.communicate(timeout=60)
+        communicate_or_dump(child, 60)
         elapsed = time.monotonic() - started
     finally:
         if child.poll() is None:
