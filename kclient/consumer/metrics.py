@@ -119,6 +119,9 @@ class ConsumerMetrics:
         # latter made at its first value), so a poll formats no scope strings.
         self._partition_stats: dict[tuple[str, int], list] = {}
         self._topic_stats: dict[str, tuple[WindowedStat, WindowedStat]] = {}   # records, bytes
+        # Per node id: its scope's request-size, response-size and request-latency statistics,
+        # so the per-request records format no scope strings.
+        self._node_stats: dict[int, tuple[WindowedStat, WindowedStat, WindowedStat]] = {}
 
     def _stat(self, key: tuple) -> WindowedStat:
         s = self._stats.get(key)
@@ -135,6 +138,54 @@ class ConsumerMetrics:
         with self._lock:
             self._stat(("", source)).record(value, now_ms)
             self._stat((f"node-id=node-{node_id}", source)).record(value, now_ms)
+
+    def _node(self, node_id: int) -> tuple[WindowedStat, WindowedStat, WindowedStat]:
+        stats = self._node_stats.get(node_id)
+        if stats is None:
+            scope = f"node-id=node-{node_id}"
+            stats = self._node_stats[node_id] = (self._stat((scope, "request-size")),
+                                                 self._stat((scope, "response-size")),
+                                                 self._stat((scope, "request-latency")))
+        return stats
+
+    # What the network client and the fetcher record per request, response and network poll,
+    # each under one lock (as record and record_node would, one call each).
+    def request_sent(self, node_id: int, size: int, now_ms: int) -> None:
+        """A request of ``size`` bytes went to the node: request-size (client and node), network-io."""
+        with self._lock:
+            stat = self._stat
+            stat(("", "request-size")).record(size, now_ms)
+            self._node(node_id)[0].record(size, now_ms)
+            stat(("", "network-io")).record(1, now_ms)
+
+    def response_received(self, node_id: int, size: int, latency_ms: int, now_ms: int) -> None:
+        """A response of ``size`` bytes came from the node, ``latency_ms`` after its request:
+        response-size and request-latency (client and node), network-io."""
+        with self._lock:
+            stat = self._stat
+            node = self._node(node_id)
+            stat(("", "response-size")).record(size, now_ms)
+            node[1].record(size, now_ms)
+            stat(("", "request-latency")).record(latency_ms, now_ms)
+            node[2].record(latency_ms, now_ms)
+            stat(("", "network-io")).record(1, now_ms)
+
+    def network_polled(self, select_wait_ns: int, io_ns: int, now_ms: int) -> None:
+        """One network poll: the ns its select() waited and its socket I/O took."""
+        with self._lock:
+            self._stat(("", "select-wait-ns")).record(select_wait_ns, now_ms)
+            self._stat(("", "io-ns")).record(io_ns, now_ms)
+
+    def fetch_answered(self, latency_ms: float, throttle_ms: float | None, size: int | None, now_ms: int) -> None:
+        """A Fetch answer (or failure) ``latency_ms`` after its request: fetch; with the
+        answer's throttle time, fetch-throttle; with the bytes of record data it returned
+        (an answer without errors), fetch-size."""
+        with self._lock:
+            self._stat(("", "fetch")).record(latency_ms, now_ms)
+            if throttle_ms is not None:
+                self._stat(("", "fetch-throttle")).record(throttle_ms, now_ms)
+            if size is not None:
+                self._stat(("", "fetch-size")).record(size, now_ms)
 
     def record_sets(self, sets: Iterable[tuple[str, int, int]], now_ms: int) -> None:
         """Record sets fully handed out: (topic, records, bytes) each."""
