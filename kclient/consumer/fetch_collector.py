@@ -84,7 +84,7 @@ class FetchCollector:
         buffer = self._buffer
         buffer.per_record = True
         next_fetch = buffer.next_fetch
-        cluster = self._metadata.cluster
+        leader_epoch = self._metadata.cluster.leader_epoch
         taken = consumed_bytes = 0
         while remaining > 0:
             cf = next_fetch()
@@ -96,7 +96,7 @@ class FetchCollector:
                     break
                 chunk = cf.columnar
                 assert chunk is not None  # _initialize() set it or raised
-            n_recs = chunk.num_records
+            n_recs = chunk.batch.num_records
             i = cf.pos
             j = min(i + remaining, n_recs)
             if j > i:
@@ -126,7 +126,12 @@ class FetchCollector:
                 sets.append((cf.tp.topic, n_recs, cf.size))
                 consumed_bytes += cf.size
                 buffer.release(cf)
-            self._advance(cf, ends, cluster)
+            # _advance, inlined (once per answer drained).
+            offset = max(cf.next_offset, cf.last_offset + 1) if cf.drained else cf.last_offset + 1
+            if offset >= 0:
+                epoch = cf.last_epoch
+                tp = cf.tp
+                ends[tp] = FetchPosition(offset, epoch if epoch >= 0 else None, leader_epoch(tp))
         return taken, consumed_bytes
 
     def fetched_columnar(self, max_records: int | None = None, update_offsets: bool = True,
