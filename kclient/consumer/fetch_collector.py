@@ -60,6 +60,12 @@ class FetchCollector:
         """Up to max_records buffered records as {tp: [ConsumerRecord, ...]}, and the position
         each partition has after them. Positions move only if update_offsets. ``now_ms``: the
         time the caller's poll read (the metrics' timestamp), read here if not given."""
+        buffer = self._buffer
+        if not buffer.completed and buffer.next_in_line is None:
+            # Nothing buffered (every poll that waits for an answer asks first): nothing to
+            # drain. An assignment change is applied by the next drain or send_fetches.
+            buffer.per_record = True
+            return {}, {}
         remaining = self._max_poll_records if max_records is None else max_records
         sets: list[tuple[str, int, int]] = []     # record sets handed out whole, for metrics
         drained: dict[TopicPartition, list] = {}
@@ -138,6 +144,10 @@ class FetchCollector:
                          now_ms: int | None = None,
                          ) -> tuple[dict[TopicPartition, ColumnarRecords], dict[TopicPartition, FetchPosition]]:
         """Like fetched_records, but {tp: ColumnarRecords} (rows of kcore ColumnarBatches)."""
+        buffer = self._buffer
+        if not buffer.completed and buffer.next_in_line is None:
+            buffer.per_record = False   # nothing buffered, as in fetched_records
+            return {}, {}
         remaining = self._max_poll_records if max_records is None else max_records
         consumed_bytes = 0
         sets: list[tuple[str, int, int]] = []     # record sets handed out whole, for metrics

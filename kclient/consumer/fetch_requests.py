@@ -141,7 +141,10 @@ class FetchRequests:
         """Send a Fetch to every leader that has fetchable partitions without a fetch in
         flight (and room in the prefetch buffer). Returns the number of requests sent."""
         self.sends_blocked = False
-        self._check_assignment()
+        subs = self._subscriptions
+        assignment_id = subs.assignment_id
+        if assignment_id != self._assignment_id:
+            self._check_assignment()
         buffer = self._buffer
         if self._scan_fetches is not None and buffer.per_record != self._scan_batches:
             # Batches are scanned on the receive thread while this thread is busy making
@@ -152,9 +155,7 @@ class FetchRequests:
             self._scan_fetches(self._check_crcs, buffer.per_record)
         if buffer.buffered_bytes > buffer.limit:
             return 0
-        subs = self._subscriptions
         cluster = self._metadata.cluster
-        assignment_id = subs.assignment_id
         node_busy = self._node_in_flight
         if cluster is not self._leaders_cluster or assignment_id != self._leaders_assignment_id:
             self._leaders_cluster = cluster
@@ -169,9 +170,13 @@ class FetchRequests:
             # Fast path: every leader of an assigned partition already has a fetch in
             # flight, so every partition would be skipped below.
             leaders = self._leaders
-            if (leaders is not None and not self._read_replicas
-                    and all(node_busy.get(n, 0) >= self._depth for n in leaders)):
-                return 0
+            if leaders is not None and not self._read_replicas:
+                depth = self._depth
+                for n in leaders:
+                    if node_busy.get(n, 0) < depth:
+                        break
+                else:
+                    return 0
         now = self._clock.now_ms()
         leader_map = self._leader_map
         pipes = buffer.pipes

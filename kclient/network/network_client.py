@@ -531,7 +531,8 @@ class NetworkClient:
         stats = self._stats
         if stats is not None:
             stats.request_sent(conn.node_id, len(frame), now_ms)
-        log.debug("sending %r to %s", request, conn.address)
+        if log.isEnabledFor(logging.DEBUG):     # conn.address is formatted on each read
+            log.debug("sending %r to %s", request, conn.address)
         self._write(conn, now_ms)
 
     def _count_sent(self, node_id: int, size: int, now_ms: int) -> None:
@@ -971,15 +972,16 @@ class NetworkClient:
                       throttle_ms, until - now_ms)
 
     def _handle_timeouts(self, now_ms: int) -> None:
+        idle_ms = self.connections_max_idle_ms
         for conn in list(self._conns.values()):
-            if conn.is_connecting and now_ms >= conn.setup_deadline_ms:
+            # Plain attribute tests before the state properties: every poll runs this loop.
+            if now_ms >= conn.setup_deadline_ms and conn.is_connecting:
                 what = {ConnectionState.CONNECTING: "connect", ConnectionState.TLS_HANDSHAKE: "TLS handshake",
                         ConnectionState.AUTHENTICATING: "SASL authentication"}.get(conn.state, "ApiVersions handshake")
                 self._close(conn, now_ms, Errors.KafkaConnectionError(
                     f"{what} to node {conn.node_id} ({conn.address}) timed out after "
                     f"{now_ms - conn.last_attempt_ms} ms"), setup_timed_out=True)
-            elif (conn.is_ready and self.connections_max_idle_ms >= 0
-                  and now_ms - conn.last_activity_ms > self.connections_max_idle_ms
+            elif (idle_ms >= 0 and now_ms - conn.last_activity_ms > idle_ms and conn.is_ready
                   and self._in_flight.count(conn.node_id) == 0):
                 log.debug("closing idle connection to node %d", conn.node_id)
                 self._close(conn, now_ms, None, failed=False)
