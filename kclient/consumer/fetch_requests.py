@@ -504,7 +504,8 @@ class FetchRequests:
                 if hw >= 0 or lso >= 0 or lstart >= 0:
                     reported.append((tp, hw, lso, lstart))
                 raw = p.get("records")
-                if raw is None or len(raw) == 0:
+                size = 0 if raw is None else len(raw)
+                if not size:
                     continue
                 if frame is None:
                     whole = raw.obj if isinstance(raw, memoryview) else raw
@@ -519,13 +520,14 @@ class FetchRequests:
                                           None if scanned is None else scanned.records_for(raw)), pipe)
                 # Where the next fetch starts: after the last complete batch (a walk of the
                 # batch headers, in kcore).
-                pipe.next_fetch_offset, last_epoch = next_fetch_offset(raw, fetch_offset)
+                nxt, last_epoch = next_fetch_offset(raw, fetch_offset)
+                pipe.next_fetch_offset = nxt
                 if last_epoch >= 0:
                     pipe.next_fetch_epoch = last_epoch
-                if pipe.next_fetch_offset == fetch_offset:
-                    self._warn_incomplete(tp, pipe, fetch_offset, len(raw))
+                if nxt == fetch_offset:
+                    self._warn_incomplete(tp, pipe, fetch_offset, size)
                 returned_data.append(tp)
-                fetched_bytes += len(raw)
+                fetched_bytes += size
         if fetched_bytes:
             self._metrics["bytes-fetched-total"] += fetched_bytes
         if reported or returned_data:

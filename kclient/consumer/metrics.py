@@ -36,18 +36,19 @@ class WindowedStat:
 
     def record(self, value: float, now_ms: int) -> None:
         ws = self._windows
-        if ws and now_ms - ws[-1][0] < self._window_ms:
-            # In the current window (most calls): nothing to roll. Windows that ended are
-            # dropped when the next one starts, and before every read.
-            w = ws[-1]
-        else:
+        # In the current window (most calls): nothing to roll. Windows that ended are
+        # dropped when the next one starts, and before every read.
+        if not ws or now_ms - ws[-1][0] >= self._window_ms:
             self._roll(now_ms)
-            w = ws[-1]
-        w[1] += 1
+        w = ws[-1]
+        n = w[1] + 1
+        w[1] = n
         w[2] += value
-        if w[1] == 1 or value > w[3]:
+        if n == 1:
+            w[3] = w[4] = value
+        elif value > w[3]:
             w[3] = value
-        if w[1] == 1 or value < w[4]:
+        elif value < w[4]:      # not both: the minimum is at most the maximum
             w[4] = value
         self.total_count += 1
         self.total_sum += value
