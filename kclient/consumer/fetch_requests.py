@@ -117,6 +117,7 @@ class FetchRequests:
         self._leaders_cluster = None
         self._leaders_assignment_id = -1
         self._all_topic_ids = False      # the cluster knows the id of every assigned topic
+        self._assigned_by_id: dict[Any, str] = {}   # {topic id: name} of the assigned topics
         self._metrics = metrics
         self._stats = stats              # kclient.consumer.metrics.ConsumerMetrics, or None
 
@@ -162,7 +163,9 @@ class FetchRequests:
             self._leaders_assignment_id = assignment_id
             self._assigned = frozenset(subs.assigned_partitions())
             self._leader_map, self._leaders = self._assigned_leaders(cluster, self._assigned)
-            self._all_topic_ids = all(cluster.topic_id(t) is not None for t in {tp.topic for tp in self._assigned})
+            ids = {t: cluster.topic_id(t) for t in {tp.topic for tp in self._assigned}}
+            self._all_topic_ids = all(tid is not None for tid in ids.values())
+            self._assigned_by_id = {tid: t for t, tid in ids.items() if tid is not None}
             # KIP-320: a partition whose leader epoch moved awaits validation of its position
             # (OffsetFetcher.validate_positions_if_needed) before it is fetched again.
             subs.maybe_validate_for_leader_epochs({tp: e for tp, (_, e) in self._leader_map.items()})
@@ -350,7 +353,7 @@ class FetchRequests:
             # instead of records if its log differs from ours before fetch_offset.
             wanted[tp] = _new_tuple(FetchPartition, (offset, leader_epoch, last_epoch, max_bytes))
         data = handler.build(wanted, version)
-        if by_topic and any(cluster.topic_id(tp.topic) is None for tp in data.forgotten):
+        if by_topic and data.forgotten and any(cluster.topic_id(tp.topic) is None for tp in data.forgotten):
             handler.handle_error()      # a forgotten topic without an id: start over, full
             data = handler.build(wanted, version)
         handler.version = version
@@ -371,8 +374,14 @@ class FetchRequests:
             forgotten.setdefault(tp.topic, []).append(tp.partition)
         by_id = {}
         if by_topic:
-            for topic in {tp.topic for tp in data.session} | set(forgotten):
-                by_id[cluster.topic_id(topic)] = topic
+            if not forgotten and self._all_topic_ids:
+                # Every partition fetched is assigned (cluster is the one the leaders came
+                # from): the names of the assigned topics' ids, worked out with the leaders.
+                # The answer names only topics of this request; this map is only read.
+                by_id = self._assigned_by_id
+            else:
+                for topic in {tp.topic for tp in data.session} | set(forgotten):
+                    by_id[cluster.topic_id(topic)] = topic
         body = {"replica_id": -1, "max_wait_ms": self._max_wait_ms, "min_bytes": self._min_bytes,
                 "max_bytes": self._request_max_bytes, "isolation_level": self._isolation,
                 "session_id": data.session_id, "session_epoch": data.session_epoch,
