@@ -21,6 +21,12 @@ from kclient.consumer.metric_table import COORDINATOR, TABLE, MetricDef
 
 __all__ = ["WindowedStat", "ConsumerMetrics", "collect"]
 
+# Keys of client-wide statistics recorded every fetch round.
+_REQUEST_SIZE, _RESPONSE_SIZE, _REQUEST_LATENCY, _NETWORK_IO = (
+    ("", "request-size"), ("", "response-size"), ("", "request-latency"), ("", "network-io"))
+_SELECT_WAIT, _IO = ("", "select-wait-ns"), ("", "io-ns")
+_FETCH, _FETCH_THROTTLE, _FETCH_SIZE = ("", "fetch"), ("", "fetch-throttle"), ("", "fetch-size")
+
 
 class WindowedStat:
     """Count, sum, max and min of recorded values over the last ``samples`` windows."""
@@ -150,43 +156,46 @@ class ConsumerMetrics:
         return stats
 
     # What the network client and the fetcher record per request, response and network poll,
-    # each under one lock (as record and record_node would, one call each).
+    # each under one lock (as record and record_node would, one call each). Statistics that
+    # exist are looked up without a call (``get(key) or stat(key)``): these run every round.
     def request_sent(self, node_id: int, size: int, now_ms: int) -> None:
         """A request of ``size`` bytes went to the node: request-size (client and node), network-io."""
         with self._lock:
-            stat = self._stat
-            stat(("", "request-size")).record(size, now_ms)
-            self._node(node_id)[0].record(size, now_ms)
-            stat(("", "network-io")).record(1, now_ms)
+            get, stat = self._stats.get, self._stat
+            (get(_REQUEST_SIZE) or stat(_REQUEST_SIZE)).record(size, now_ms)
+            (self._node_stats.get(node_id) or self._node(node_id))[0].record(size, now_ms)
+            (get(_NETWORK_IO) or stat(_NETWORK_IO)).record(1, now_ms)
 
     def response_received(self, node_id: int, size: int, latency_ms: int, now_ms: int) -> None:
         """A response of ``size`` bytes came from the node, ``latency_ms`` after its request:
         response-size and request-latency (client and node), network-io."""
         with self._lock:
-            stat = self._stat
-            node = self._node(node_id)
-            stat(("", "response-size")).record(size, now_ms)
+            get, stat = self._stats.get, self._stat
+            node = self._node_stats.get(node_id) or self._node(node_id)
+            (get(_RESPONSE_SIZE) or stat(_RESPONSE_SIZE)).record(size, now_ms)
             node[1].record(size, now_ms)
-            stat(("", "request-latency")).record(latency_ms, now_ms)
+            (get(_REQUEST_LATENCY) or stat(_REQUEST_LATENCY)).record(latency_ms, now_ms)
             node[2].record(latency_ms, now_ms)
-            stat(("", "network-io")).record(1, now_ms)
+            (get(_NETWORK_IO) or stat(_NETWORK_IO)).record(1, now_ms)
 
     def network_polled(self, select_wait_ns: int, io_ns: int, now_ms: int) -> None:
         """One network poll: the ns its select() waited and its socket I/O took."""
         with self._lock:
-            self._stat(("", "select-wait-ns")).record(select_wait_ns, now_ms)
-            self._stat(("", "io-ns")).record(io_ns, now_ms)
+            get, stat = self._stats.get, self._stat
+            (get(_SELECT_WAIT) or stat(_SELECT_WAIT)).record(select_wait_ns, now_ms)
+            (get(_IO) or stat(_IO)).record(io_ns, now_ms)
 
     def fetch_answered(self, latency_ms: float, throttle_ms: float | None, size: int | None, now_ms: int) -> None:
         """A Fetch answer (or failure) ``latency_ms`` after its request: fetch; with the
         answer's throttle time, fetch-throttle; with the bytes of record data it returned
         (an answer without errors), fetch-size."""
         with self._lock:
-            self._stat(("", "fetch")).record(latency_ms, now_ms)
+            get, stat = self._stats.get, self._stat
+            (get(_FETCH) or stat(_FETCH)).record(latency_ms, now_ms)
             if throttle_ms is not None:
-                self._stat(("", "fetch-throttle")).record(throttle_ms, now_ms)
+                (get(_FETCH_THROTTLE) or stat(_FETCH_THROTTLE)).record(throttle_ms, now_ms)
             if size is not None:
-                self._stat(("", "fetch-size")).record(size, now_ms)
+                (get(_FETCH_SIZE) or stat(_FETCH_SIZE)).record(size, now_ms)
 
     def record_sets(self, sets: Iterable[tuple[str, int, int]], now_ms: int) -> None:
         """Record sets fully handed out: (topic, records, bytes) each."""
