@@ -215,6 +215,8 @@ class FetchBuffer:
         nil = self.next_in_line
         if nil is not None and not nil.drained and subs.is_fetchable(nil.tp):
             return True
+        if not self.completed:
+            return False    # the usual answer after a drain: no generator made
         return any(subs.is_fetchable(cf.tp) for cf in self.completed)
 
     def next_fetch(self) -> CompletedFetch | None:
