@@ -51,3 +51,11 @@ def scan_fetch_response(frame: bytes | bytearray | memoryview, version: int, che
     ``chunk`` bytes at a time (0: at once), up to ``budget`` bytes of batches after each
     (-1: all, 0: none), the rest of the structure at the end. ValueError for a version
     outside 4-18. The frame must outlive the result, unchanged."""
+
+
+def next_fetch_offset(data: bytes | bytearray | memoryview, fetch_offset: int) -> tuple[int, int]:
+    """(offset after the last complete batch in a partition's records ``data``, that batch's
+    partition leader epoch or -1), from the entries' headers only (a legacy entry is one
+    message at its own offset, epoch -1); ``(fetch_offset, -1)`` if no complete entry ends
+    past ``fetch_offset``. The walk stops at an entry too short or running past the end, or
+    whose offsets would pass 2**63 - 1."""

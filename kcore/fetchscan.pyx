@@ -30,14 +30,14 @@ from libc.stdlib cimport calloc, free, realloc
 from libc.string cimport memset
 
 from kcore.crc cimport crc32c_update
-from kcore.layout cimport (ATTR_CODEC_MASK, ATTR_CONTROL, ATTR_TIMESTAMP_TYPE, ENTRY_LENGTH,
-                           ENTRY_MAGIC, LEGACY_MIN_SIZE, LOG_OVERHEAD, MIN_RECORD_BYTES, V2_ATTRIBUTES,
-                           V2_BASE_TIMESTAMP, V2_CRC, V2_HEADER_SIZE, V2_LAST_OFFSET_DELTA,
-                           V2_MAX_TIMESTAMP, V2_RECORD_COUNT)
+from kcore.layout cimport (ATTR_CODEC_MASK, ATTR_CONTROL, ATTR_TIMESTAMP_TYPE, ENTRY_BASE_OFFSET,
+                           ENTRY_LENGTH, ENTRY_MAGIC, LEGACY_MIN_SIZE, LOG_OVERHEAD, MIN_RECORD_BYTES,
+                           V2_ATTRIBUTES, V2_BASE_TIMESTAMP, V2_CRC, V2_HEADER_SIZE, V2_LAST_OFFSET_DELTA,
+                           V2_MAX_TIMESTAMP, V2_PARTITION_LEADER_EPOCH, V2_RECORD_COUNT)
 from kcore.scan cimport E_OK, RecCols, ScanErr, V2Ctx, add_wrap, cols_release, cols_reserve, scan_v2
 from kcore.wire cimport load_be16, load_be32, load_be64, read_uvarint32_ptr
 
-__all__ = ["ScannedFetch", "ScannedRecords", "scan_fetch_response", "BLOB_STATES"]
+__all__ = ["ScannedFetch", "ScannedRecords", "scan_fetch_response", "next_fetch_offset", "BLOB_STATES"]
 
 BLOB_STATES = {BLOB_SCANNING: "scanning", BLOB_DONE: "done", BLOB_FALLBACK: "fallback", BLOB_TAKEN: "taken"}
 
@@ -576,3 +576,46 @@ def scan_fetch_response(frame, int version, bint check_crcs=True, Py_ssize_t chu
         return scanned_fetch(s, <const uint8_t*>buf.buf, buf.len)
     finally:
         PyBuffer_Release(&buf)
+
+
+def next_fetch_offset(data, int64_t fetch_offset):
+    """(offset after the last complete batch in ``data``, that batch's partition leader epoch
+    or -1) from the entries' headers only: base offset, length, magic, and for v2 the leader
+    epoch and last offset delta; a legacy entry is one message at its own offset, epoch -1.
+    ``fetch_offset`` and -1 if no complete entry ends past ``fetch_offset``. The walk stops at
+    an entry too short to be one, one running past the end, or one whose last offset (or the
+    offset after it) would pass 2**63 - 1: none that a broker sends. Called for every
+    partition of every Fetch answer, where the walk in Python took microseconds."""
+    cdef Py_buffer buf
+    cdef const uint8_t* p
+    cdef Py_ssize_t n, pos = 0
+    cdef int64_t nxt = fetch_offset, base, last
+    cdef int64_t length
+    cdef int32_t delta, epoch = -1, batch_epoch
+    PyObject_GetBuffer(data, &buf, PyBUF_SIMPLE)
+    try:
+        p = <const uint8_t*>buf.buf
+        n = buf.len
+        while n - pos >= V2_LAST_OFFSET_DELTA + 4:
+            base = <int64_t>load_be64(p + pos + ENTRY_BASE_OFFSET)
+            length = <int32_t>load_be32(p + pos + ENTRY_LENGTH)
+            if length < LEGACY_MIN_SIZE or length > n - pos - LOG_OVERHEAD:
+                break
+            if p[pos + ENTRY_MAGIC] == 2:
+                delta = <int32_t>load_be32(p + pos + V2_LAST_OFFSET_DELTA)
+                if delta > 0 and base > INT64_MAX - delta:
+                    break
+                last = base + delta
+                batch_epoch = <int32_t>load_be32(p + pos + V2_PARTITION_LEADER_EPOCH)
+            else:
+                last = base
+                batch_epoch = -1
+            if last >= nxt:
+                if last == INT64_MAX:
+                    break
+                nxt = last + 1
+                epoch = batch_epoch
+            pos += LOG_OVERHEAD + length
+    finally:
+        PyBuffer_Release(&buf)
+    return nxt, epoch

@@ -206,13 +206,6 @@ class FetchBuffer:
                 and cf.assignment_id == self._subscriptions.assignment_id
                 and self._subscriptions.is_assigned(cf.tp))
 
-    def _is_current_unlocked(self, cf: CompletedFetch) -> bool:
-        """is_current without the assignment check (for callers that check fetchability,
-        which implies it)."""
-        pipe = self.pipes.get(cf.tp)
-        return (pipe is not None and pipe.epoch == cf.epoch
-                and cf.assignment_id == self._subscriptions.assignment_id)
-
     def has_completed_fetches(self) -> bool:
         return bool(self.completed) or (self.next_in_line is not None and not self.next_in_line.drained)
 
@@ -222,18 +215,26 @@ class FetchBuffer:
         nil = self.next_in_line
         if nil is not None and not nil.drained and subs.is_fetchable(nil.tp):
             return True
+        if not self.completed:
+            return False    # the usual answer after a drain: no generator made
         return any(subs.is_fetchable(cf.tp) for cf in self.completed)
 
     def next_fetch(self) -> CompletedFetch | None:
         """The answer to drain next: the one in progress, else the oldest current one whose
         partition is fetchable (paused partitions keep theirs for later). It stays
         ``next_in_line`` until released."""
-        self.check_assignment()
-        nil = self.next_in_line
         subs = self._subscriptions
+        aid = subs.assignment_id
+        if aid != self._assignment_id:
+            self.check_assignment()
+        nil = self.next_in_line
+        pipes = self.pipes
+        # An answer is handed out if it is current (its pipe's epoch, the assignment) and its
+        # partition fetchable, which implies assigned: one locked call in the usual case.
         if nil is not None and not nil.drained:
-            # Fetchable implies assigned: one locked call in the usual case.
-            if self._is_current_unlocked(nil) and subs.is_fetchable(nil.tp):
+            pipe = pipes.get(nil.tp)
+            if (pipe is not None and pipe.epoch == nil.epoch and nil.assignment_id == aid
+                    and subs.is_fetchable(nil.tp)):
                 return nil
             if not self.is_current(nil):
                 self.release(nil)
@@ -241,11 +242,15 @@ class FetchBuffer:
                 self.completed.appendleft(nil)
         self.next_in_line = None
         completed = self.completed
+        if not completed:
+            return None
         skipped = []
         found = None
         while completed:
             cf = completed.popleft()
-            if self._is_current_unlocked(cf) and subs.is_fetchable(cf.tp):
+            pipe = pipes.get(cf.tp)
+            if (pipe is not None and pipe.epoch == cf.epoch and cf.assignment_id == aid
+                    and subs.is_fetchable(cf.tp)):
                 found = cf
                 break
             if not self.is_current(cf):

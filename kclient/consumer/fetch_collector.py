@@ -60,6 +60,12 @@ class FetchCollector:
         """Up to max_records buffered records as {tp: [ConsumerRecord, ...]}, and the position
         each partition has after them. Positions move only if update_offsets. ``now_ms``: the
         time the caller's poll read (the metrics' timestamp), read here if not given."""
+        buffer = self._buffer
+        if not buffer.completed and buffer.next_in_line is None:
+            # Nothing buffered (every poll that waits for an answer asks first): nothing to
+            # drain. An assignment change is applied by the next drain or send_fetches.
+            buffer.per_record = True
+            return {}, {}
         remaining = self._max_poll_records if max_records is None else max_records
         sets: list[tuple[str, int, int]] = []     # record sets handed out whole, for metrics
         drained: dict[TopicPartition, list] = {}
@@ -84,7 +90,7 @@ class FetchCollector:
         buffer = self._buffer
         buffer.per_record = True
         next_fetch = buffer.next_fetch
-        cluster = self._metadata.cluster
+        leader_epoch = self._metadata.cluster.leader_epoch
         taken = consumed_bytes = 0
         while remaining > 0:
             cf = next_fetch()
@@ -96,7 +102,7 @@ class FetchCollector:
                     break
                 chunk = cf.columnar
                 assert chunk is not None  # _initialize() set it or raised
-            n_recs = chunk.num_records
+            n_recs = chunk.batch.num_records
             i = cf.pos
             j = min(i + remaining, n_recs)
             if j > i:
@@ -126,13 +132,22 @@ class FetchCollector:
                 sets.append((cf.tp.topic, n_recs, cf.size))
                 consumed_bytes += cf.size
                 buffer.release(cf)
-            self._advance(cf, ends, cluster)
+            # _advance, inlined (once per answer drained).
+            offset = max(cf.next_offset, cf.last_offset + 1) if cf.drained else cf.last_offset + 1
+            if offset >= 0:
+                epoch = cf.last_epoch
+                tp = cf.tp
+                ends[tp] = FetchPosition(offset, epoch if epoch >= 0 else None, leader_epoch(tp))
         return taken, consumed_bytes
 
     def fetched_columnar(self, max_records: int | None = None, update_offsets: bool = True,
                          now_ms: int | None = None,
                          ) -> tuple[dict[TopicPartition, ColumnarRecords], dict[TopicPartition, FetchPosition]]:
         """Like fetched_records, but {tp: ColumnarRecords} (rows of kcore ColumnarBatches)."""
+        buffer = self._buffer
+        if not buffer.completed and buffer.next_in_line is None:
+            buffer.per_record = False   # nothing buffered, as in fetched_records
+            return {}, {}
         remaining = self._max_poll_records if max_records is None else max_records
         consumed_bytes = 0
         sets: list[tuple[str, int, int]] = []     # record sets handed out whole, for metrics

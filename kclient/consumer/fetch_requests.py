@@ -22,10 +22,9 @@ from __future__ import annotations
 
 import collections
 import logging
-import struct
 from typing import Any
 
-from kcore import layout
+from kcore.fetchscan import next_fetch_offset
 from kcore.pool import pool_reserve
 
 from kclient import errors as Errors
@@ -49,10 +48,7 @@ _TOPIC_ID_VERSION = 13          # Fetch v13+ names topics by id
 _LEADER_MOVED = frozenset((Errors.NotLeaderOrFollowerError.errno, Errors.FencedLeaderEpochError.errno))
 PREFETCH_DEPTH = 2              # answered fetches buffered per partition before it waits
 
-_ENTRY_HEAD = struct.Struct(">qi")    # base offset, length: the head of every batch/message
-_I32 = struct.Struct(">i")
-# Bytes an entry needs before its v2 last offset delta can be read.
-_PEEK_MIN = layout.V2_LAST_OFFSET_DELTA + 4
+_new_tuple = tuple.__new__      # a named tuple made without its class's Python-level __new__
 
 
 #: Fetch streams after the first get connections under ids of their own, below the group
@@ -120,6 +116,8 @@ class FetchRequests:
         self.sends_blocked = False
         self._leaders_cluster = None
         self._leaders_assignment_id = -1
+        self._all_topic_ids = False      # the cluster knows the id of every assigned topic
+        self._assigned_by_id: dict[Any, str] = {}   # {topic id: name} of the assigned topics
         self._metrics = metrics
         self._stats = stats              # kclient.consumer.metrics.ConsumerMetrics, or None
 
@@ -144,7 +142,10 @@ class FetchRequests:
         """Send a Fetch to every leader that has fetchable partitions without a fetch in
         flight (and room in the prefetch buffer). Returns the number of requests sent."""
         self.sends_blocked = False
-        self._check_assignment()
+        subs = self._subscriptions
+        assignment_id = subs.assignment_id
+        if assignment_id != self._assignment_id:
+            self._check_assignment()
         buffer = self._buffer
         if self._scan_fetches is not None and buffer.per_record != self._scan_batches:
             # Batches are scanned on the receive thread while this thread is busy making
@@ -155,15 +156,16 @@ class FetchRequests:
             self._scan_fetches(self._check_crcs, buffer.per_record)
         if buffer.buffered_bytes > buffer.limit:
             return 0
-        subs = self._subscriptions
         cluster = self._metadata.cluster
-        assignment_id = subs.assignment_id
         node_busy = self._node_in_flight
         if cluster is not self._leaders_cluster or assignment_id != self._leaders_assignment_id:
             self._leaders_cluster = cluster
             self._leaders_assignment_id = assignment_id
             self._assigned = frozenset(subs.assigned_partitions())
             self._leader_map, self._leaders = self._assigned_leaders(cluster, self._assigned)
+            ids = {t: cluster.topic_id(t) for t in {tp.topic for tp in self._assigned}}
+            self._all_topic_ids = all(tid is not None for tid in ids.values())
+            self._assigned_by_id = {tid: t for t, tid in ids.items() if tid is not None}
             # KIP-320: a partition whose leader epoch moved awaits validation of its position
             # (OffsetFetcher.validate_positions_if_needed) before it is fetched again.
             subs.maybe_validate_for_leader_epochs({tp: e for tp, (_, e) in self._leader_map.items()})
@@ -171,9 +173,13 @@ class FetchRequests:
             # Fast path: every leader of an assigned partition already has a fetch in
             # flight, so every partition would be skipped below.
             leaders = self._leaders
-            if (leaders is not None and not self._read_replicas
-                    and all(node_busy.get(n, 0) >= self._depth for n in leaders)):
-                return 0
+            if leaders is not None and not self._read_replicas:
+                depth = self._depth
+                for n in leaders:
+                    if node_busy.get(n, 0) < depth:
+                        break
+                else:
+                    return 0
         now = self._clock.now_ms()
         leader_map = self._leader_map
         pipes = buffer.pipes
@@ -237,12 +243,15 @@ class FetchRequests:
         if need_metadata:
             self._metadata.request_update()
         sent = 0
+        slot_of, slot_busy = self._slot_of, self._slot_busy
         for node_id, parts in by_node.items():
             # One fetch per free slot of this broker, each for the partitions of that slot.
             by_slot: dict[int, list] = {}
             for part in parts:
-                slot = self._slot(node_id, part[0])
-                if (node_id, slot) not in self._slot_busy:
+                slot = slot_of.get(part[0])
+                if slot is None:
+                    slot = self._slot(node_id, part[0])
+                if (node_id, slot) not in slot_busy:
                     by_slot.setdefault(slot, []).append(part)
             for slot, share in by_slot.items():
                 target = self._stream_target(node_id, slot, cluster)
@@ -257,7 +266,8 @@ class FetchRequests:
                 if version is None:
                     log.warning("node %d offers no Fetch version this client implements", node_id)
                     continue
-                if version >= _TOPIC_ID_VERSION and any(cluster.topic_id(part[0].topic) is None for part in share):
+                if (version >= _TOPIC_ID_VERSION and not self._all_topic_ids
+                        and any(cluster.topic_id(part[0].topic) is None for part in share)):
                     version = _TOPIC_ID_VERSION - 1
                 self._send_fetch(node_id, slot, target, version, share, assignment_id, cluster, now)
                 sent += 1
@@ -341,9 +351,9 @@ class FetchRequests:
         for tp, offset, leader_epoch, last_epoch in parts:
             # last_fetched_epoch (v12+, KIP-320): the leader answers with a diverging epoch
             # instead of records if its log differs from ours before fetch_offset.
-            wanted[tp] = FetchPartition(offset, leader_epoch, last_epoch, max_bytes)
+            wanted[tp] = _new_tuple(FetchPartition, (offset, leader_epoch, last_epoch, max_bytes))
         data = handler.build(wanted, version)
-        if by_topic and any(cluster.topic_id(tp.topic) is None for tp in data.forgotten):
+        if by_topic and data.forgotten and any(cluster.topic_id(tp.topic) is None for tp in data.forgotten):
             handler.handle_error()      # a forgotten topic without an id: start over, full
             data = handler.build(wanted, version)
         handler.version = version
@@ -364,8 +374,14 @@ class FetchRequests:
             forgotten.setdefault(tp.topic, []).append(tp.partition)
         by_id = {}
         if by_topic:
-            for topic in {tp.topic for tp in data.session} | set(forgotten):
-                by_id[cluster.topic_id(topic)] = topic
+            if not forgotten and self._all_topic_ids:
+                # Every partition fetched is assigned (cluster is the one the leaders came
+                # from): the names of the assigned topics' ids, worked out with the leaders.
+                # The answer names only topics of this request; this map is only read.
+                by_id = self._assigned_by_id
+            else:
+                for topic in {tp.topic for tp in data.session} | set(forgotten):
+                    by_id[cluster.topic_id(topic)] = topic
         body = {"replica_id": -1, "max_wait_ms": self._max_wait_ms, "min_bytes": self._min_bytes,
                 "max_bytes": self._request_max_bytes, "isolation_level": self._isolation,
                 "session_id": data.session_id, "session_epoch": data.session_epoch,
@@ -397,8 +413,7 @@ class FetchRequests:
         self._slot_busy.discard((node_id, slot))
         now = self._clock.now_ms()
         self._metrics["fetch-latency-ms-total"] += now - send_ms
-        if self._stats is not None:
-            self._stats.fetch_done(now - send_ms, now)
+        stats = self._stats
         buffer = self._buffer
         pipes = buffer.pipes
         for tp, (_, epoch) in sent.items():
@@ -406,6 +421,8 @@ class FetchRequests:
             if pipe is not None and pipe.in_flight_epoch == epoch:
                 pipe.in_flight_epoch = -1
         if isinstance(result, BaseException):
+            if stats is not None:
+                stats.fetch_answered(now - send_ms, None, None, now)
             handler.handle_error()
             log.debug("fetch from node %d failed: %s", node_id, result)
             for tp in sent:     # a follower that failed: back to the leaders
@@ -421,13 +438,12 @@ class FetchRequests:
             return
         scanned = result.pop(SCANNED_FETCH, None)
         code = result.get("error_code", 0)
-        stats = self._stats
-        if stats is not None:
-            stats.record("fetch-throttle", result.get("throttle_time_ms") or 0, now)
-        fetched_before = self._metrics["bytes-fetched-total"]
-        if not handler.handle_response(code, result.get("session_id", 0)):
-            return      # the session is gone: the next fetch, at once, opens a new one
-        if code:
+        session_kept = handler.handle_response(code, result.get("session_id", 0))
+        if not session_kept or code:
+            if stats is not None:
+                stats.fetch_answered(now - send_ms, result.get("throttle_time_ms") or 0, None, now)
+            if not session_kept:
+                return      # the session is gone: the next fetch, at once, opens a new one
             cls = Errors.error_class(code)
             log.info("fetch from node %d failed: %s", node_id, cls.__name__)
             if cls.invalid_metadata:
@@ -441,20 +457,23 @@ class FetchRequests:
         returned_data = []
         reported: list[tuple[TopicPartition, int, int, int]] = []   # offsets the answer gave
         leader_hints: dict[TopicPartition, tuple[int, int]] = {}
+        fetched_bytes = 0
+        # The assignment id changes with every assignment change (never while this runs), and
+        # the partitions were assigned when the fetch was sent under it: the same id, still
+        # assigned.
+        stale = assignment_id != subs.assignment_id
         for topic_resp in result.get("responses") or []:
             topic = topic_resp.get("topic") or by_id.get(topic_resp.get("topic_id"))
             if topic is None:
                 continue
             for p in topic_resp.get("partitions") or []:
-                tp = TopicPartition(topic, p["partition_index"])
+                tp = _new_tuple(TopicPartition, (topic, p["partition_index"]))
                 info = sent.get(tp)
                 if info is None:
                     continue
                 fetch_offset, epoch = info
                 pipe = pipes.get(tp)
-                # The assignment id changes with every assignment change, and tp was
-                # assigned when the fetch was sent under it: the same id, still assigned.
-                if pipe is None or pipe.epoch != epoch or assignment_id != subs.assignment_id:
+                if pipe is None or pipe.epoch != epoch or stale:
                     log.debug("ignoring stale fetch answer for %s", tp)
                     continue
                 err = p.get("error_code", 0)
@@ -494,7 +513,8 @@ class FetchRequests:
                 if hw >= 0 or lso >= 0 or lstart >= 0:
                     reported.append((tp, hw, lso, lstart))
                 raw = p.get("records")
-                if raw is None or len(raw) == 0:
+                size = 0 if raw is None else len(raw)
+                if not size:
                     continue
                 if frame is None:
                     whole = raw.obj if isinstance(raw, memoryview) else raw
@@ -507,18 +527,22 @@ class FetchRequests:
                     aborted = ()
                 buffer.add(CompletedFetch(tp, fetch_offset, epoch, assignment_id, raw, aborted, frame,
                                           None if scanned is None else scanned.records_for(raw)), pipe)
-                # Where the next fetch starts: after the last complete batch (cheap header walk).
-                pipe.next_fetch_offset, last_epoch = peek_next_offset(raw, fetch_offset)
+                # Where the next fetch starts: after the last complete batch (a walk of the
+                # batch headers, in kcore).
+                nxt, last_epoch = next_fetch_offset(raw, fetch_offset)
+                pipe.next_fetch_offset = nxt
                 if last_epoch >= 0:
                     pipe.next_fetch_epoch = last_epoch
-                if pipe.next_fetch_offset == fetch_offset:
-                    self._warn_incomplete(tp, pipe, fetch_offset, len(raw))
+                if nxt == fetch_offset:
+                    self._warn_incomplete(tp, pipe, fetch_offset, size)
                 returned_data.append(tp)
-                self._metrics["bytes-fetched-total"] += len(raw)
+                fetched_bytes += size
+        if fetched_bytes:
+            self._metrics["bytes-fetched-total"] += fetched_bytes
         if reported or returned_data:
             subs.record_fetched_offsets(reported, returned_data)
         if stats is not None:
-            stats.record("fetch-size", self._metrics["bytes-fetched-total"] - fetched_before, now)
+            stats.fetch_answered(now - send_ms, result.get("throttle_time_ms") or 0, fetched_bytes, now)
         if leader_hints:
             self._apply_leader_hints(leader_hints, result.get("node_endpoints") or (), now)
 
@@ -602,30 +626,3 @@ def _backlog_held(pipes: dict[TopicPartition, PartitionPipe]) -> bool:
             if nxt is None or end is None or nxt < end:
                 return True
     return False
-
-
-def peek_next_offset(raw, fetch_offset: int) -> tuple[int, int]:
-    """Offset after the last complete batch in raw, and that batch's partition leader
-    epoch (-1 if none or a legacy message), from batch headers only (base offset, length,
-    magic, the v2 epoch and last offset delta; a legacy entry is one message at its own
-    offset)."""
-    n = len(raw)
-    pos = 0
-    nxt = fetch_offset
-    epoch = -1
-    head, i32 = _ENTRY_HEAD.unpack_from, _I32.unpack_from
-    while n - pos >= _PEEK_MIN:
-        base, length = head(raw, pos + layout.ENTRY_BASE_OFFSET)
-        if length < layout.LEGACY_MIN_SIZE or pos + layout.LOG_OVERHEAD + length > n:
-            break
-        if raw[pos + layout.ENTRY_MAGIC] == 2:
-            last = base + i32(raw, pos + layout.V2_LAST_OFFSET_DELTA)[0]
-            batch_epoch = i32(raw, pos + layout.V2_PARTITION_LEADER_EPOCH)[0]
-        else:
-            last = base
-            batch_epoch = -1
-        if last >= nxt:
-            nxt = last + 1
-            epoch = batch_epoch
-        pos += layout.LOG_OVERHEAD + length
-    return nxt, epoch

@@ -517,6 +517,13 @@ class KafkaConsumer:
                         return cursor.__next__()
                     else:
                         self._finish_current(tp)
+                        queue = self._iter_queue
+                        if queue and self._iter_epoch == self._iter_poll_epoch:
+                            # The poll's next partition, nothing changed since: _load_next
+                            # without the hold, and its first record.
+                            self._iter_tp, recs = queue.pop()
+                            cursor.load(recs)
+                            return cursor.__next__()
                     continue
                 if self._iter_queue:
                     self._load_next()

@@ -21,6 +21,12 @@ from kclient.consumer.metric_table import COORDINATOR, TABLE, MetricDef
 
 __all__ = ["WindowedStat", "ConsumerMetrics", "collect"]
 
+# Keys of client-wide statistics recorded every fetch round.
+_REQUEST_SIZE, _RESPONSE_SIZE, _REQUEST_LATENCY, _NETWORK_IO = (
+    ("", "request-size"), ("", "response-size"), ("", "request-latency"), ("", "network-io"))
+_SELECT_WAIT, _IO = ("", "select-wait-ns"), ("", "io-ns")
+_FETCH, _FETCH_THROTTLE, _FETCH_SIZE = ("", "fetch"), ("", "fetch-throttle"), ("", "fetch-size")
+
 
 class WindowedStat:
     """Count, sum, max and min of recorded values over the last ``samples`` windows."""
@@ -36,18 +42,19 @@ class WindowedStat:
 
     def record(self, value: float, now_ms: int) -> None:
         ws = self._windows
-        if ws and now_ms - ws[-1][0] < self._window_ms:
-            # In the current window (most calls): nothing to roll. Windows that ended are
-            # dropped when the next one starts, and before every read.
-            w = ws[-1]
-        else:
+        # In the current window (most calls): nothing to roll. Windows that ended are
+        # dropped when the next one starts, and before every read.
+        if not ws or now_ms - ws[-1][0] >= self._window_ms:
             self._roll(now_ms)
-            w = ws[-1]
-        w[1] += 1
+        w = ws[-1]
+        n = w[1] + 1
+        w[1] = n
         w[2] += value
-        if w[1] == 1 or value > w[3]:
+        if n == 1:
+            w[3] = w[4] = value
+        elif value > w[3]:
             w[3] = value
-        if w[1] == 1 or value < w[4]:
+        elif value < w[4]:      # not both: the minimum is at most the maximum
             w[4] = value
         self.total_count += 1
         self.total_sum += value
@@ -119,6 +126,9 @@ class ConsumerMetrics:
         # latter made at its first value), so a poll formats no scope strings.
         self._partition_stats: dict[tuple[str, int], list] = {}
         self._topic_stats: dict[str, tuple[WindowedStat, WindowedStat]] = {}   # records, bytes
+        # Per node id: its scope's request-size, response-size and request-latency statistics,
+        # so the per-request records format no scope strings.
+        self._node_stats: dict[int, tuple[WindowedStat, WindowedStat, WindowedStat]] = {}
 
     def _stat(self, key: tuple) -> WindowedStat:
         s = self._stats.get(key)
@@ -135,6 +145,57 @@ class ConsumerMetrics:
         with self._lock:
             self._stat(("", source)).record(value, now_ms)
             self._stat((f"node-id=node-{node_id}", source)).record(value, now_ms)
+
+    def _node(self, node_id: int) -> tuple[WindowedStat, WindowedStat, WindowedStat]:
+        stats = self._node_stats.get(node_id)
+        if stats is None:
+            scope = f"node-id=node-{node_id}"
+            stats = self._node_stats[node_id] = (self._stat((scope, "request-size")),
+                                                 self._stat((scope, "response-size")),
+                                                 self._stat((scope, "request-latency")))
+        return stats
+
+    # What the network client and the fetcher record per request, response and network poll,
+    # each under one lock (as record and record_node would, one call each). Statistics that
+    # exist are looked up without a call (``get(key) or stat(key)``): these run every round.
+    def request_sent(self, node_id: int, size: int, now_ms: int) -> None:
+        """A request of ``size`` bytes went to the node: request-size (client and node), network-io."""
+        with self._lock:
+            get, stat = self._stats.get, self._stat
+            (get(_REQUEST_SIZE) or stat(_REQUEST_SIZE)).record(size, now_ms)
+            (self._node_stats.get(node_id) or self._node(node_id))[0].record(size, now_ms)
+            (get(_NETWORK_IO) or stat(_NETWORK_IO)).record(1, now_ms)
+
+    def response_received(self, node_id: int, size: int, latency_ms: int, now_ms: int) -> None:
+        """A response of ``size`` bytes came from the node, ``latency_ms`` after its request:
+        response-size and request-latency (client and node), network-io."""
+        with self._lock:
+            get, stat = self._stats.get, self._stat
+            node = self._node_stats.get(node_id) or self._node(node_id)
+            (get(_RESPONSE_SIZE) or stat(_RESPONSE_SIZE)).record(size, now_ms)
+            node[1].record(size, now_ms)
+            (get(_REQUEST_LATENCY) or stat(_REQUEST_LATENCY)).record(latency_ms, now_ms)
+            node[2].record(latency_ms, now_ms)
+            (get(_NETWORK_IO) or stat(_NETWORK_IO)).record(1, now_ms)
+
+    def network_polled(self, select_wait_ns: int, io_ns: int, now_ms: int) -> None:
+        """One network poll: the ns its select() waited and its socket I/O took."""
+        with self._lock:
+            get, stat = self._stats.get, self._stat
+            (get(_SELECT_WAIT) or stat(_SELECT_WAIT)).record(select_wait_ns, now_ms)
+            (get(_IO) or stat(_IO)).record(io_ns, now_ms)
+
+    def fetch_answered(self, latency_ms: float, throttle_ms: float | None, size: int | None, now_ms: int) -> None:
+        """A Fetch answer (or failure) ``latency_ms`` after its request: fetch; with the
+        answer's throttle time, fetch-throttle; with the bytes of record data it returned
+        (an answer without errors), fetch-size."""
+        with self._lock:
+            get, stat = self._stats.get, self._stat
+            (get(_FETCH) or stat(_FETCH)).record(latency_ms, now_ms)
+            if throttle_ms is not None:
+                (get(_FETCH_THROTTLE) or stat(_FETCH_THROTTLE)).record(throttle_ms, now_ms)
+            if size is not None:
+                (get(_FETCH_SIZE) or stat(_FETCH_SIZE)).record(size, now_ms)
 
     def record_sets(self, sets: Iterable[tuple[str, int, int]], now_ms: int) -> None:
         """Record sets fully handed out: (topic, records, bytes) each."""

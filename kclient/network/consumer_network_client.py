@@ -183,8 +183,10 @@ class ConsumerNetworkClient:
         with self._lock:
             now = self._poll_network(timeout_ms, now, execute_delayed_tasks, disable_wakeup, future)
         task_error = self._run_delayed_tasks(now) if execute_delayed_tasks else None   # 6
-        with self._lock:
-            self._send_and_expire(self._clock.now_ms())                    # 7, 8
+        if self._unsent or self._pending_disconnects or self._pending_connects:
+            # Otherwise steps 7 and 8 have nothing to do (each checks the same, unlocked).
+            with self._lock:
+                self._send_and_expire(self._clock.now_ms())                # 7, 8
         self._fire_pending_completed_requests()
         if task_error is not None:
             raise task_error
@@ -330,8 +332,10 @@ class ConsumerNetworkClient:
 
     # ------------------------------------------------------------------ completion
     def _fire_pending_completed_requests(self) -> None:
-        fired = False
         q = self._pending_completion
+        if not q:
+            return      # most calls (several per poll): no IndexError raised and caught
+        fired = False
         while True:
             try:
                 handler = q.popleft()

@@ -528,15 +528,15 @@ class NetworkClient:
         if request.api_key == FETCH_KEY and self._fetch_scan_crcs is not None:
             conn.expect_fetch(corr, version, self._fetch_scan_crcs, self._fetch_scan_batches)
         conn.enqueue(frame)
-        if self.stats is not None:
-            self._count_sent(conn.node_id, len(frame), now_ms)
-        log.debug("sending %r to %s", request, conn.address)
+        stats = self._stats
+        if stats is not None:
+            stats.request_sent(conn.node_id, len(frame), now_ms)
+        if log.isEnabledFor(logging.DEBUG):     # conn.address is formatted on each read
+            log.debug("sending %r to %s", request, conn.address)
         self._write(conn, now_ms)
 
     def _count_sent(self, node_id: int, size: int, now_ms: int) -> None:
-        stats = self.stats
-        stats.record_node(node_id, "request-size", size, now_ms)
-        stats.record("network-io", 1, now_ms)
+        self.stats.request_sent(node_id, size, now_ms)
 
     def _write(self, conn: BrokerConnection, now_ms: int) -> None:
         try:
@@ -761,7 +761,7 @@ class NetworkClient:
         if self._completed:
             timeout = 0
         deadline = now_ms + max(timeout, 0)
-        stats = self.stats
+        stats = self._stats
         if stats is None:
             events = self._selector.select(max(timeout, 0) / 1000.0)
             now_ms = self._clock.now_ms()
@@ -772,8 +772,7 @@ class NetworkClient:
             io_started = time.monotonic_ns()
             now_ms = self._clock.now_ms()
             woken = self._handle_events(events, now_ms)
-            stats.record("select-wait-ns", io_started - waited, now_ms)
-            stats.record("io-ns", time.monotonic_ns() - io_started, now_ms)
+            stats.network_polled(io_started - waited, time.monotonic_ns() - io_started, now_ms)
         # A response partly received: keep reading it here, within this poll's time, instead
         # of returning to the caller's loop for every socket buffer of it (a large Fetch
         # response takes many reads; each trip through the consumer's poll loop costs far
@@ -929,12 +928,10 @@ class NetworkClient:
             self._close(conn, now_ms, Errors.CorrelationIdMismatchError(
                 f"response with correlation id {corr} matches no request in flight"))
             return
-        stats = self.stats
+        stats = self._stats
         if stats is not None:
             # The size prefix counts too, as on the sending side.
-            stats.record_node(conn.node_id, "response-size", len(frame) + 4, now_ms)
-            stats.record_node(conn.node_id, "request-latency", max(now_ms - req.send_ms, 0), now_ms)
-            stats.record("network-io", 1, now_ms)
+            stats.response_received(conn.node_id, len(frame) + 4, max(now_ms - req.send_ms, 0), now_ms)
         scanned = conn.take_scanned(corr) if req.api_key == FETCH_KEY else None
         try:
             response = protocol.decode_response(req.api_key, req.api_version, frame)
@@ -975,15 +972,16 @@ class NetworkClient:
                       throttle_ms, until - now_ms)
 
     def _handle_timeouts(self, now_ms: int) -> None:
+        idle_ms = self.connections_max_idle_ms
         for conn in list(self._conns.values()):
-            if conn.is_connecting and now_ms >= conn.setup_deadline_ms:
+            # Plain attribute tests before the state properties: every poll runs this loop.
+            if now_ms >= conn.setup_deadline_ms and conn.is_connecting:
                 what = {ConnectionState.CONNECTING: "connect", ConnectionState.TLS_HANDSHAKE: "TLS handshake",
                         ConnectionState.AUTHENTICATING: "SASL authentication"}.get(conn.state, "ApiVersions handshake")
                 self._close(conn, now_ms, Errors.KafkaConnectionError(
                     f"{what} to node {conn.node_id} ({conn.address}) timed out after "
                     f"{now_ms - conn.last_attempt_ms} ms"), setup_timed_out=True)
-            elif (conn.is_ready and self.connections_max_idle_ms >= 0
-                  and now_ms - conn.last_activity_ms > self.connections_max_idle_ms
+            elif (idle_ms >= 0 and now_ms - conn.last_activity_ms > idle_ms and conn.is_ready
                   and self._in_flight.count(conn.node_id) == 0):
                 log.debug("closing idle connection to node %d", conn.node_id)
                 self._close(conn, now_ms, None, failed=False)

@@ -228,6 +228,8 @@ class TopicPartitionState:
 
 
 def _synchronized(method):
+    # The methods the fetch path calls every poll take the lock themselves (``with
+    # self._lock:`` in their body): this wrapper is one more Python call each time.
     @functools.wraps(method)
     def wrapper(self, *args, **kwargs):
         with self._lock:
@@ -486,9 +488,9 @@ class SubscriptionState:
     def num_assigned_partitions(self) -> int:
         return len(self._assignment)
 
-    @_synchronized
     def is_assigned(self, tp: TopicPartition) -> bool:
-        return tp in self._assignment
+        with self._lock:
+            return tp in self._assignment
 
     def _state(self, tp: TopicPartition) -> TopicPartitionState:
         state = self._assignment.get(tp)
@@ -576,66 +578,66 @@ class SubscriptionState:
         state.position = position
         return True
 
-    @_synchronized
     def advance_positions(self, positions: Iterable[tuple[TopicPartition, FetchPosition]],
                           log_starts: bool = False) -> list[int | None] | None:
         """``advance_position`` for each (tp, position), under one lock (a poll's partitions).
         With ``log_starts``: also returns each partition's log start offset, as
         ``log_start_offsets`` would (the poll's metrics need them: one lock instead of two)."""
-        advance = SubscriptionState.advance_position.__wrapped__   # the lock is held already
-        if not log_starts:
+        with self._lock:
+            advance = SubscriptionState.advance_position.__wrapped__   # the lock is held already
+            if not log_starts:
+                for tp, position in positions:
+                    advance(self, tp, position)
+                return None
+            get = self._assignment.get
+            starts: list[int | None] = []
             for tp, position in positions:
                 advance(self, tp, position)
-            return None
-        get = self._assignment.get
-        starts: list[int | None] = []
-        for tp, position in positions:
-            advance(self, tp, position)
-            starts.append(None if (s := get(tp)) is None else s.log_start_offset)
-        return starts
+                starts.append(None if (s := get(tp)) is None else s.log_start_offset)
+            return starts
 
-    @_synchronized
     def valid_positions(self, partitions: Iterable[TopicPartition]) -> list[FetchPosition | None]:
         """The valid position of each partition (None where it is not assigned or has no
         valid position), under one lock."""
-        get = self._assignment.get
-        return [s.position if (s := get(tp)) is not None and s.fetch_state is _FETCHING else None
-                for tp in partitions]
+        with self._lock:
+            get = self._assignment.get
+            return [s.position if (s := get(tp)) is not None and s.fetch_state is _FETCHING else None
+                    for tp in partitions]
 
-    @_synchronized
     def set_positions(self, positions: Iterable[tuple[TopicPartition, FetchPosition]]) -> None:
         """Set each (tp, position) whose partition still has a valid position (the caller
         read them valid: one that changed meanwhile, on another thread, is left alone),
         under one lock."""
-        get = self._assignment.get
-        for tp, position in positions:
-            state = get(tp)
-            if state is not None and state.fetch_state is _FETCHING:
-                state.position = position
+        with self._lock:
+            get = self._assignment.get
+            for tp, position in positions:
+                state = get(tp)
+                if state is not None and state.fetch_state is _FETCHING:
+                    state.position = position
 
-    @_synchronized
     def record_fetched_offsets(self, offsets: Iterable[tuple[TopicPartition, int, int, int]],
                                returned: Iterable[TopicPartition] = ()) -> None:
         """What one Fetch answer reported, under one lock: (tp, high watermark, last stable
         offset, log start offset) each, -1 where not reported (partitions no longer assigned
         are ignored: a late answer); then the partitions that ``returned`` records move
         behind the others (``move_partition_to_end``)."""
-        assignment = self._assignment
-        get = assignment.get
-        for tp, hw, lso, start in offsets:
-            state = get(tp)
-            if state is None:
-                continue
-            if hw >= 0:
-                state.high_watermark = hw
-            if lso >= 0:
-                state.last_stable_offset = lso
-            if start >= 0:
-                state.log_start_offset = start
-        for tp in returned:
-            state = assignment.pop(tp, None)
-            if state is not None:
-                assignment[tp] = state
+        with self._lock:
+            assignment = self._assignment
+            get = assignment.get
+            for tp, hw, lso, start in offsets:
+                state = get(tp)
+                if state is None:
+                    continue
+                if hw >= 0:
+                    state.high_watermark = hw
+                if lso >= 0:
+                    state.last_stable_offset = lso
+                if start >= 0:
+                    state.log_start_offset = start
+            for tp in returned:
+                state = assignment.pop(tp, None)
+                if state is not None:
+                    assignment[tp] = state
 
     @_synchronized
     def set_position(self, tp: TopicPartition, position: FetchPosition) -> None:
@@ -650,12 +652,12 @@ class SubscriptionState:
         state = self._assignment.get(tp)
         return state is not None and state.fetch_state is _FETCHING
 
-    @_synchronized
     def has_all_fetch_positions(self) -> bool:
-        for s in self._assignment.values():
-            if s.fetch_state is not _FETCHING:
-                return False
-        return True
+        with self._lock:
+            for s in self._assignment.values():
+                if s.fetch_state is not _FETCHING:
+                    return False
+            return True
 
     @_synchronized
     def initializing_partitions(self) -> set[TopicPartition]:
@@ -872,11 +874,11 @@ class SubscriptionState:
     def paused_partitions(self) -> set[TopicPartition]:
         return {tp for tp, s in self._assignment.items() if s.paused}
 
-    @_synchronized
     def is_fetchable(self, tp: TopicPartition) -> bool:
-        state = self._assignment.get(tp)
-        return (state is not None and state.fetch_state is _FETCHING and not state.paused
-                and not state.pending_revocation)
+        with self._lock:
+            state = self._assignment.get(tp)
+            return (state is not None and state.fetch_state is _FETCHING and not state.paused
+                    and not state.pending_revocation)
 
     @_synchronized
     def fetchable_partitions(self, is_available: Callable[[TopicPartition], bool] | None = None) -> list[TopicPartition]:
@@ -890,16 +892,16 @@ class SubscriptionState:
             if s.fetch_state is _FETCHING and not s.paused and not s.pending_revocation and is_available(tp)
         ]
 
-    @_synchronized
     def fetch_candidates(self, read_committed: bool = False) -> list[tuple]:
         """For the fetcher, under one lock instead of three per partition: (tp, FetchPosition
         or None, end offset or None) of every fetchable partition, in fetch order. The end
         offset is the high watermark, or the last stable offset when read_committed."""
-        out = []
-        for tp, s in self._assignment.items():
-            if s.fetch_state is _FETCHING and not s.paused and not s.pending_revocation:
-                out.append((tp, s.position, s.last_stable_offset if read_committed else s.high_watermark))
-        return out
+        with self._lock:
+            out = []
+            for tp, s in self._assignment.items():
+                if s.fetch_state is _FETCHING and not s.paused and not s.pending_revocation:
+                    out.append((tp, s.position, s.last_stable_offset if read_committed else s.high_watermark))
+            return out
 
     @_synchronized
     def lags(self) -> list[tuple[TopicPartition, int, int]]:
@@ -950,12 +952,12 @@ class SubscriptionState:
     def log_start_offset(self, tp: TopicPartition) -> int | None:
         return self._state(tp).log_start_offset
 
-    @_synchronized
     def log_start_offsets(self, partitions: Iterable[TopicPartition]) -> list[int | None]:
         """The log start offset of each partition (None where unknown or not assigned), under
         one lock: the fetcher's per-poll metrics ask for every partition it drained."""
-        get = self._assignment.get
-        return [None if (s := get(tp)) is None else s.log_start_offset for tp in partitions]
+        with self._lock:
+            get = self._assignment.get
+            return [None if (s := get(tp)) is None else s.log_start_offset for tp in partitions]
 
     @_synchronized
     def last_stable_offset(self, tp: TopicPartition) -> int | None:

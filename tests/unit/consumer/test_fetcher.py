@@ -18,12 +18,13 @@ from kclient import errors as Errors
 from kclient.clock import FakeClock
 from kclient.config import ConsumerConfig
 from kclient.consumer.fetch_config import FetchConfig
-from kclient.consumer.fetch_requests import PREFETCH_DEPTH, fetch_stream_node_id, peek_next_offset
+from kclient.consumer.fetch_requests import PREFETCH_DEPTH, fetch_stream_node_id
 from kclient.consumer.fetcher import Fetcher
 from kclient.network.future import RequestFuture
 from kclient.network.metadata import Metadata
 from kclient.structs import ConsumerRecord, TopicPartition
 from kclient.subscription.state import FetchState, SubscriptionState
+from kcore.fetchscan import next_fetch_offset
 from kcore.records import control_record, decode_records, encode_batch
 
 T = "topic-a"
@@ -332,7 +333,7 @@ def test_records_before_the_fetch_offset_are_skipped(env):
     assert [r.offset for r in drain(env.fetcher)[TP0]] == [5, 6, 7, 8, 9]
 
 
-def test_peek_next_offset_matches_the_decoder(env):
+def test_next_fetch_offset_matches_the_decoder(env):
     rng = random.Random(7)
     for _ in range(200):
         parts, epochs, base = [], [], rng.randrange(0, 1000)
@@ -349,7 +350,7 @@ def test_peek_next_offset_matches_the_decoder(env):
         # The epoch of the last batch that arrived whole (the one the next fetch follows).
         whole = sum(1 for i in range(len(parts)) if len(b"".join(parts[:i + 1])) <= len(data))
         expected_epoch = epochs[whole - 1] if whole and expected > 17 else -1
-        assert peek_next_offset(memoryview(data), 17) == (max(expected, 17), expected_epoch)
+        assert next_fetch_offset(memoryview(data), 17) == (max(expected, 17), expected_epoch)
 
 
 # ---------------------------------------------------------------------- errors

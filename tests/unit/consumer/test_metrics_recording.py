@@ -1,0 +1,78 @@
+"""ConsumerMetrics' grouped records (one lock per request, response, network poll and Fetch
+answer) against the one-statistic calls they stand for: the same statistics, values and
+timestamps, so every metric read from them is the same."""
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from kclient.consumer.metric_table import TABLE
+from kclient.consumer.metrics import ConsumerMetrics, WindowedStat
+
+
+def _state(stats: ConsumerMetrics) -> dict:
+    return {key: (s.total_count, s.total_sum, [list(w) for w in s._windows]) for key, s in stats._stats.items()}
+
+
+def _readings(stats: ConsumerMetrics, now_ms: int) -> dict:
+    out = {}
+    for m in TABLE:
+        if m.reading == "gauge":
+            continue
+        for scope in ["", "node-id=node-1", "node-id=node-2"]:
+            out[(m.name, scope)] = stats.read(m, scope, now_ms)
+    return out
+
+
+def test_grouped_records_equal_the_single_ones():
+    rng = random.Random(3)
+    grouped, single = ConsumerMetrics(window_ms=100, samples=2), ConsumerMetrics(window_ms=100, samples=2)
+    now = 1000
+    for _ in range(500):
+        now += rng.randrange(0, 40)
+        node = rng.choice((1, 2))
+        kind = rng.randrange(4)
+        if kind == 0:
+            size = rng.randrange(50, 500)
+            grouped.request_sent(node, size, now)
+            single.record_node(node, "request-size", size, now)
+            single.record("network-io", 1, now)
+        elif kind == 1:
+            size, latency = rng.randrange(50, 5000), rng.randrange(0, 30)
+            grouped.response_received(node, size, latency, now)
+            single.record_node(node, "response-size", size, now)
+            single.record_node(node, "request-latency", latency, now)
+            single.record("network-io", 1, now)
+        elif kind == 2:
+            wait, io = rng.randrange(0, 10**7), rng.randrange(0, 10**6)
+            grouped.network_polled(wait, io, now)
+            single.record("select-wait-ns", wait, now)
+            single.record("io-ns", io, now)
+        else:
+            latency = rng.randrange(0, 600)
+            throttle = rng.choice((None, 0, rng.randrange(1, 100)))
+            size = rng.choice((None, 0, rng.randrange(1, 10**6)))
+            grouped.fetch_answered(latency, throttle, size, now)
+            single.fetch_done(latency, now)
+            if throttle is not None:
+                single.record("fetch-throttle", throttle, now)
+            if size is not None:
+                single.record("fetch-size", size, now)
+        if rng.random() < 0.05:
+            assert _readings(grouped, now) == _readings(single, now)
+    assert _state(grouped) == _state(single)
+    assert _readings(grouped, now + 50) == _readings(single, now + 50)
+
+
+@pytest.mark.parametrize("values", [[5], [3, 1, 4, 1, 5, 9, 2, 6], [7, 7, 7], [-1, -5, 2], [0.5, 0.25, 1.5]])
+def test_a_windows_count_sum_max_and_min(values):
+    s = WindowedStat(1000, 2)
+    for v in values:
+        s.record(v, 10)
+    assert (s.total_count, s.total_sum) == (len(values), sum(values))
+    assert (s.max(10), s.min(10), s.avg(10)) == (max(values), min(values), sum(values) / len(values))
+    s.record(-100, 1500)            # a new window: the old one still counts
+    assert (s.max(1500), s.min(1500)) == (max(values), -100)
+    s.record(3, 4600)               # both earlier windows are past
+    assert (s.max(4600), s.min(4600), s.window_count(4600)) == (3, 3, 1)
