@@ -588,34 +588,44 @@ def next_fetch_offset(data, int64_t fetch_offset):
     partition of every Fetch answer, where the walk in Python took microseconds."""
     cdef Py_buffer buf
     cdef const uint8_t* p
-    cdef Py_ssize_t n, pos = 0
-    cdef int64_t nxt = fetch_offset, base, last
-    cdef int64_t length
-    cdef int32_t delta, epoch = -1, batch_epoch
+    cdef Py_ssize_t n
+    cdef int64_t nxt
+    cdef int32_t epoch
     PyObject_GetBuffer(data, &buf, PyBUF_SIMPLE)
     try:
         p = <const uint8_t*>buf.buf
         n = buf.len
-        while n - pos >= V2_LAST_OFFSET_DELTA + 4:
-            base = <int64_t>load_be64(p + pos + ENTRY_BASE_OFFSET)
-            length = <int32_t>load_be32(p + pos + ENTRY_LENGTH)
-            if length < LEGACY_MIN_SIZE or length > n - pos - LOG_OVERHEAD:
-                break
-            if p[pos + ENTRY_MAGIC] == 2:
-                delta = <int32_t>load_be32(p + pos + V2_LAST_OFFSET_DELTA)
-                if delta > 0 and base > INT64_MAX - delta:
-                    break
-                last = base + delta
-                batch_epoch = <int32_t>load_be32(p + pos + V2_PARTITION_LEADER_EPOCH)
-            else:
-                last = base
-                batch_epoch = -1
-            if last >= nxt:
-                if last == INT64_MAX:
-                    break
-                nxt = last + 1
-                epoch = batch_epoch
-            pos += LOG_OVERHEAD + length
+        with nogil:
+            nxt, epoch = _walk_entries(p, n, fetch_offset)
     finally:
         PyBuffer_Release(&buf)
+    return nxt, epoch
+
+
+cdef (int64_t, int32_t) _walk_entries(const uint8_t* p, Py_ssize_t n, int64_t fetch_offset) noexcept nogil:
+    """next_fetch_offset's walk, without the GIL."""
+    cdef Py_ssize_t pos = 0
+    cdef int64_t nxt = fetch_offset, base, last
+    cdef int64_t length
+    cdef int32_t delta, epoch = -1, batch_epoch
+    while n - pos >= V2_LAST_OFFSET_DELTA + 4:
+        base = <int64_t>load_be64(p + pos + ENTRY_BASE_OFFSET)
+        length = <int32_t>load_be32(p + pos + ENTRY_LENGTH)
+        if length < LEGACY_MIN_SIZE or length > n - pos - LOG_OVERHEAD:
+            break
+        if p[pos + ENTRY_MAGIC] == 2:
+            delta = <int32_t>load_be32(p + pos + V2_LAST_OFFSET_DELTA)
+            if delta > 0 and base > INT64_MAX - delta:
+                break
+            last = base + delta
+            batch_epoch = <int32_t>load_be32(p + pos + V2_PARTITION_LEADER_EPOCH)
+        else:
+            last = base
+            batch_epoch = -1
+        if last >= nxt:
+            if last == INT64_MAX:
+                break
+            nxt = last + 1
+            epoch = batch_epoch
+        pos += LOG_OVERHEAD + length
     return nxt, epoch
