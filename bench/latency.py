@@ -25,12 +25,6 @@ process used from READY to its last record (all its threads: the JIT and GC of t
 librdkafka's threads): on a machine whose cores are shared, the client that needs more CPU
 waits more for it.
 
-``--consumer-nice N`` starts the three consumers at that niceness (the same for each): the
-producer and the broker, shared by every consumer, then get the CPU first. On a 2-core
-machine they are otherwise starved by the consumers at times (the producer-to-broker median
-moved from 2 ms to 2 s between runs a minute apart), and that shared part, the same for every
-consumer, then decides the whole delay's p99 more than any consumer does.
-
 ``--trace`` also records kclient's fetch requests (when each was sent and answered) and
 splits kclient's part further: from the append to the answer of the first fetch that could
 carry the record (the fetch pipeline), and from that answer to the application (decoding and
@@ -185,14 +179,12 @@ def _child_env() -> dict[str, str]:
 
 
 def _start_consumer(client: str, bootstrap: str, topic: str, partitions: int, records: int,
-                    trace: bool, nice: int = 0) -> subprocess.Popen:
+                    trace: bool) -> subprocess.Popen:
     if client == "java":
         cmd = _java_command(bootstrap, topic, partitions, records)
     else:
         cmd = [sys.executable, "-m", "bench.latency", "consumer", client, bootstrap, topic, str(partitions),
                str(records)] + (["--trace"] if trace and client == "kclient" else [])
-    if nice:
-        cmd = ["nice", "-n", str(nice), *cmd]
     return subprocess.Popen(cmd, cwd=str(REPO), env=_child_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE)
 
 
@@ -340,13 +332,13 @@ def _fetch_phases(events: list[str], appended_us: list[int], arrived_us: list[in
 
 # ---------------------------------------------------------------------------- suite
 def run_rate(cluster, clients: list[str], rate: int, seconds: float, partitions: int, warmup_s: float,
-             trace: bool, nice: int = 0) -> list[dict]:
+             trace: bool) -> list[dict]:
     """Every client reads one producer run of one topic at the same time."""
     topic = f"latency-{rate}-{uuid.uuid4().hex[:8]}"
     cluster.create_topic(topic, partitions, configs={"message.timestamp.type": "LogAppendTime"})
     cluster.wait_for_topic(topic, partitions, timeout=30)
     total = int(rate * seconds)
-    procs = {c: _start_consumer(c, cluster.bootstrap, topic, partitions, total, trace, nice) for c in clients}
+    procs = {c: _start_consumer(c, cluster.bootstrap, topic, partitions, total, trace) for c in clients}
     lines = {c: _Lines(p) for c, p in procs.items()}
     results = []
     try:
@@ -424,9 +416,6 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--apart", action="store_true",
                         help="one client at a time, each with its own topic and producer run")
     parser.add_argument("--trace", action="store_true", help="also time kclient's fetch requests")
-    parser.add_argument("--consumer-nice", type=int, default=0, choices=range(0, 20), metavar="N",
-                        help="niceness of the consumers' processes, the same for each (default 0): the "
-                             "producer and broker they share get the CPU first")
     parser.add_argument("--out", type=Path, help="also write the JSON report here")
     args = parser.parse_args(argv)
     rates = [int(x) for x in args.rates.split(",") if x]
@@ -445,15 +434,14 @@ def main(argv: list[str]) -> int:
     with cluster:
         if args.broker_warmup_s > 0:
             log(f"latency: warming the broker up at {max(rates):,} msg/s for {args.broker_warmup_s:g} s")
-            for result in run_rate(cluster, clients, max(rates), args.broker_warmup_s, args.partitions, 0.0, False,
-                                   args.consumer_nice):
+            for result in run_rate(cluster, clients, max(rates), args.broker_warmup_s, args.partitions, 0.0, False):
                 log(f"latency:   warm-up, not measured: {json.dumps(result)[:300]}")
         for rate in rates:
             for group in groups:
                 log(f"latency: {', '.join(group)} at {rate:,} msg/s for {args.seconds:g} s")
                 try:
                     results = run_rate(cluster, group, rate, args.seconds, args.partitions, args.warmup_s,
-                                       args.trace, args.consumer_nice)
+                                       args.trace)
                 except Exception as exc:  # reported in the table; the other runs go on
                     results = [{"client": c, "rate": rate, "error": f"{type(exc).__name__}: {exc}"} for c in group]
                 for result in results:
