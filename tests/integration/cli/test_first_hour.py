@@ -153,9 +153,15 @@ def test_the_quickstart_flow_gets_its_first_record_within_seconds(broker, topic_
 
 
 # ---------------------------------------------------------------------- leaving at exit
-#: The children below print every thread's stack on SIGUSR1: a child that does not exit in
-#: time is sent it, so that the failure says where it hung.
-DUMP_ON_SIGUSR1 = "import faulthandler, signal; faulthandler.register(signal.SIGUSR1, all_threads=True)\n"
+#: What the children below start with:
+#: - Ctrl-C as in a terminal. A suite started in the background by a non-interactive shell
+#:   (`bash .ci/run &`) inherits SIGINT ignored, and so does every child it starts: Python
+#:   then installs no KeyboardInterrupt handler, and the child sent SIGINT below would go on.
+#: - Every thread's stack on SIGUSR1: a child that does not exit in time is sent it, so that
+#:   the failure says where it hung.
+CHILD_PRELUDE = ("import faulthandler, signal\n"
+                 "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
+                 "faulthandler.register(signal.SIGUSR1, all_threads=True)\n")
 
 
 def communicate_or_dump(child: subprocess.Popen, timeout: float) -> tuple[bytes, bytes]:
@@ -171,7 +177,7 @@ def communicate_or_dump(child: subprocess.Popen, timeout: float) -> tuple[bytes,
                              + err.decode(errors="replace")[-8000:]) from None
 
 
-CHILD = DUMP_ON_SIGUSR1 + textwrap.dedent("""\
+CHILD = CHILD_PRELUDE + textwrap.dedent("""\
     import sys
     from kclient import KafkaConsumer
     consumer = KafkaConsumer("{topic}", bootstrap_servers="{bootstrap}", group_id="{group}",
@@ -253,7 +259,7 @@ def test_close_during_a_pending_rebalance_returns_within_its_timeout(broker, cre
         admin.close()
 
 
-HELD_JOIN_CHILD = DUMP_ON_SIGUSR1 + textwrap.dedent("""\
+HELD_JOIN_CHILD = CHILD_PRELUDE + textwrap.dedent("""\
     import logging
     from kclient import KafkaConsumer
     logging.basicConfig(level=logging.DEBUG, format="%(name)s %(message)s")
