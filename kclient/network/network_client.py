@@ -385,8 +385,8 @@ class NetworkClient:
         req.timeout_ms = max(conn.setup_deadline_ms - now_ms, 1)
         self._in_flight.add(conn.node_id, corr, req, now_ms, req.timeout_ms)
         conn.enqueue(frame)
-        if self.stats is not None:
-            self._count_sent(conn.node_id, len(frame), now_ms)
+        if self._stats is not None:
+            self._stats.request_sent(conn.node_id, len(frame), now_ms)
         self._write(conn, now_ms)
 
     def _on_disconnect(self, conn: BrokerConnection, now_ms: int, error: BaseException) -> None:
@@ -534,9 +534,6 @@ class NetworkClient:
         if log.isEnabledFor(logging.DEBUG):     # conn.address is formatted on each read
             log.debug("sending %r to %s", request, conn.address)
         self._write(conn, now_ms)
-
-    def _count_sent(self, node_id: int, size: int, now_ms: int) -> None:
-        self.stats.request_sent(node_id, size, now_ms)
 
     def _write(self, conn: BrokerConnection, now_ms: int) -> None:
         try:

@@ -250,11 +250,14 @@ class ShareChaos(Chaos):
         if held:
             result: ShareChaosResult = self.result  # type: ignore[assignment]
             result.broker_held = {p: len(offsets) for p, offsets in sorted(held.items())}
+            leaders: set[int] = set()
             for p, offsets in sorted(held.items()):
                 node = self.cluster.leader_of(self.topic, p)
+                leaders.add(node)
                 log.warning("share chaos: partition %d: the broker holds %d record(s) from offset %d whose "
                             "acknowledgement had no answer; restarting its leader, broker %d", p, len(offsets),
                             min(offsets), node)
+            for node in sorted(leaders):    # each once, whatever number of its partitions hold records
                 self.cluster.stop_broker(node, timeout=30)
                 self.cluster.start_broker(node)
         return self._wait(lambda: self._caught_up(producer), max(0.0, deadline - time.monotonic()), what, 0.5)
