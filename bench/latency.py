@@ -25,6 +25,11 @@ process used from READY to its last record (all its threads: the JIT and GC of t
 librdkafka's threads): on a machine whose cores are shared, the client that needs more CPU
 waits more for it.
 
+``--repeat N`` runs each rate N times, each round on a fresh topic with all the clients at
+once, and adds, per client, the median of the rounds' percentiles, the percentiles of all the
+rounds' records pooled, and in how many rounds kclient's p99 was at or below each other
+client's: one round's p99 moves with the shared machine's moment more than the clients differ.
+
 ``--trace`` also records kclient's fetch requests (when each was sent and answered) and
 splits kclient's part further: from the append to the answer of the first fetch that could
 carry the record (the fetch pipeline), and from that answer to the application (decoding and
@@ -283,8 +288,9 @@ def _summary(values_us: list[int]) -> dict[str, float]:
             "p999_ms": _percentile(s, 0.999) / 1000, "max_ms": (s[-1] / 1000) if s else float("nan")}
 
 
-def analyse(data: dict, warmup_s: float) -> dict:
-    """Percentiles of the records sent after the warm-up: whole delay and its parts."""
+def analyse(data: dict, warmup_s: float, keep_delays: bool = False) -> dict:
+    """Percentiles of the records sent after the warm-up: whole delay and its parts.
+    ``keep_delays`` also returns the measured delays (us) under ``_delays``, for pooling rounds."""
     sent, appended, arrived = data["S"], data["T"], data["A"]
     if not sent:
         return {"received": 0, "measured": 0}
@@ -293,9 +299,13 @@ def analyse(data: dict, warmup_s: float) -> dict:
     out: dict = {"received": len(sent), "measured": len(keep)}
     if data.get("C"):
         out["cpu_s"] = data["C"][0] / 1e6
-    out.update(_summary([arrived[i] - sent[i] for i in keep]))
+    whole = [arrived[i] - sent[i] for i in keep]
+    from_broker = [arrived[i] - appended[i] * 1000 for i in keep]
+    out.update(_summary(whole))
     out["to_broker"] = _summary([appended[i] * 1000 - sent[i] for i in keep])
-    out["from_broker"] = _summary([arrived[i] - appended[i] * 1000 for i in keep])
+    out["from_broker"] = _summary(from_broker)
+    if keep_delays:
+        out["_delays"] = {"whole": whole, "from_broker": from_broker}
     if "F" in data:
         out["fetches"] = _fetch_phases(data["F"], [appended[i] * 1000 for i in keep], [arrived[i] for i in keep])
     return out
@@ -332,7 +342,7 @@ def _fetch_phases(events: list[str], appended_us: list[int], arrived_us: list[in
 
 # ---------------------------------------------------------------------------- suite
 def run_rate(cluster, clients: list[str], rate: int, seconds: float, partitions: int, warmup_s: float,
-             trace: bool) -> list[dict]:
+             trace: bool, keep_delays: bool = False) -> list[dict]:
     """Every client reads one producer run of one topic at the same time."""
     topic = f"latency-{rate}-{uuid.uuid4().hex[:8]}"
     cluster.create_topic(topic, partitions, configs={"message.timestamp.type": "LogAppendTime"})
@@ -352,7 +362,7 @@ def run_rate(cluster, clients: list[str], rate: int, seconds: float, partitions:
                 procs[c].stdin.close()
                 procs[c].wait(30)
                 results.append({"client": c, "label": LABELS[c], "rate": rate, "sent": total,
-                                **analyse(data, warmup_s)})
+                                **analyse(data, warmup_s, keep_delays)})
             except Exception as exc:  # reported in the table; the other clients go on
                 results.append({"client": c, "rate": rate, "error": f"{type(exc).__name__}: {exc}"})
     finally:
@@ -367,24 +377,86 @@ def run_rate(cluster, clients: list[str], rate: int, seconds: float, partitions:
     return results
 
 
+def _median(values: list[float]) -> float:
+    s = sorted(v for v in values if v == v)
+    if not s:
+        return float("nan")
+    mid = len(s) // 2
+    return s[mid] if len(s) % 2 else (s[mid - 1] + s[mid]) / 2
+
+
+def summarise(results: list[dict], pooled: dict) -> list[dict]:
+    """Per rate and client, over the rounds: the median of each round's percentiles, the
+    percentiles of every measured record of all rounds together (``pooled``: {(rate, client):
+    {"whole": [...], "from_broker": [...]}} in us), and in how many rounds kclient's p99 was at
+    or below each other client's of the same round."""
+    out = []
+    keys = list(dict.fromkeys((r["rate"], r["client"]) for r in results))
+    by_round: dict = {}
+    for r in results:
+        if r.get("measured"):
+            by_round.setdefault((r["rate"], r.get("round", 1)), {})[r["client"]] = r["p99_ms"]
+    for rate, client in keys:
+        rows = [r for r in results if r["rate"] == rate and r["client"] == client and r.get("measured")]
+        if not rows:
+            continue
+        delays = pooled.get((rate, client), {})
+        whole = _summary(delays.get("whole", []))
+        row = {"rate": rate, "client": client, "rounds": len(rows),
+               "p50_ms": _median([r["p50_ms"] for r in rows]), "p99_ms": _median([r["p99_ms"] for r in rows]),
+               "p999_ms": _median([r["p999_ms"] for r in rows]),
+               "from_broker_p99_ms": _median([r["from_broker"]["p99_ms"] for r in rows]),
+               "to_broker_p99_ms": _median([r["to_broker"]["p99_ms"] for r in rows]),
+               "cpu_s": _median([r.get("cpu_s", float("nan")) for r in rows]),
+               "pooled_p99_ms": whole["p99_ms"], "pooled_p999_ms": whole["p999_ms"],
+               "pooled_from_broker_p99_ms": _summary(delays.get("from_broker", []))["p99_ms"]}
+        if client != "kclient":
+            pairs = [(v.get("kclient"), v.get(client)) for (rt, _), v in by_round.items() if rt == rate]
+            pairs = [(k, o) for k, o in pairs if k is not None and o is not None]
+            row["kclient_p99_at_or_below"] = sum(1 for k, o in pairs if k <= o)
+            row["paired_rounds"] = len(pairs)
+        out.append(row)
+    return out
+
+
 def markdown(report: dict) -> str:
     lines = [f"Date: {report['date']}; machine: {report['machine']}, load average {report['load']}; broker: "
              f"Apache Kafka {report['broker']} (one KRaft node on loopback).", f"Command: `{report['command']}`", "",
              "| rate (msg/s) | client | p50 ms | p99 ms | p99.9 ms | max ms | producer to broker p50 / p99 ms "
              "| broker to application p50 / p99 ms | consumer CPU s | records measured / sent |",
              "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    rounds = max((r.get("round", 1) for r in report["results"]), default=1)
+    if rounds > 1:      # a round column
+        lines[-2] = "| round " + lines[-2]
+        lines[-1] = "|---:" + lines[-1]
     for r in report["results"]:
+        head = f"| {r.get('round', 1)} " if rounds > 1 else ""
         if "error" in r:
-            lines.append(f"| {r['rate']:,} | {LABELS[r['client']]} | failed: {r['error']} | | | | | | | |")
+            lines.append(f"{head}| {r['rate']:,} | {LABELS[r['client']]} | failed: {r['error']} | | | | | | | |")
             continue
         if not r.get("measured"):
-            lines.append(f"| {r['rate']:,} | {r['label']} | no records | | | | | | | 0 / {r['sent']:,} |")
+            lines.append(f"{head}| {r['rate']:,} | {r['label']} | no records | | | | | | | 0 / {r['sent']:,} |")
             continue
         tb, fb = r["to_broker"], r["from_broker"]
-        lines.append(f"| {r['rate']:,} | {r['label']} | {r['p50_ms']:.2f} | {r['p99_ms']:.2f} | {r['p999_ms']:.2f} "
+        lines.append(f"{head}| {r['rate']:,} | {r['label']} | {r['p50_ms']:.2f} | {r['p99_ms']:.2f} | {r['p999_ms']:.2f} "
                      f"| {r['max_ms']:.2f} | {tb['p50_ms']:.1f} / {tb['p99_ms']:.1f} "
                      f"| {fb['p50_ms']:.1f} / {fb['p99_ms']:.1f} | {r.get('cpu_s', float('nan')):.2f} "
                      f"| {r['measured']:,} / {r['sent']:,} |")
+    if report.get("summary"):
+        lines += ["", f"Over the {rounds} rounds: the median of the rounds' percentiles, and the percentiles of "
+                  "every measured record of all rounds together (pooled).", "",
+                  "| rate (msg/s) | client | rounds | median p50 ms | median p99 ms | median p99.9 ms "
+                  "| pooled p99 / p99.9 ms | broker to application p99 ms: median / pooled "
+                  "| median consumer CPU s | kclient's p99 at or below this client's |",
+                  "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        for row in report["summary"]:
+            paired = (f"{row['kclient_p99_at_or_below']} of {row['paired_rounds']} rounds"
+                      if "paired_rounds" in row else "–")
+            lines.append(f"| {row['rate']:,} | {LABELS[row['client']]} | {row['rounds']} | {row['p50_ms']:.2f} "
+                         f"| {row['p99_ms']:.2f} | {row['p999_ms']:.2f} "
+                         f"| {row['pooled_p99_ms']:.2f} / {row['pooled_p999_ms']:.2f} "
+                         f"| {row['from_broker_p99_ms']:.1f} / {row['pooled_from_broker_p99_ms']:.1f} "
+                         f"| {row['cpu_s']:.2f} | {paired} |")
     traced = [r for r in report["results"] if "fetches" in r]
     if traced:
         lines += ["", "kclient's fetches (--trace): p50 / p99 / max ms", "",
@@ -416,6 +488,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--apart", action="store_true",
                         help="one client at a time, each with its own topic and producer run")
     parser.add_argument("--trace", action="store_true", help="also time kclient's fetch requests")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="rounds per rate, each on a fresh topic (default 1); more than one adds the "
+                             "medians over the rounds and the pooled percentiles")
     parser.add_argument("--out", type=Path, help="also write the JSON report here")
     args = parser.parse_args(argv)
     rates = [int(x) for x in args.rates.split(",") if x]
@@ -423,6 +498,8 @@ def main(argv: list[str]) -> int:
     unknown = [c for c in clients if c not in CLIENTS]
     if unknown or not rates or any(r <= 0 for r in rates):
         parser.error(f"unknown client(s) {unknown}" if unknown else "rates must be positive integers")
+    if args.repeat < 1:
+        parser.error("--repeat must be at least 1")
     from kclient.testing import KafkaCluster
     cluster = KafkaCluster(profile="throughput")
     report = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
@@ -431,22 +508,35 @@ def main(argv: list[str]) -> int:
               "command": "python -m bench latency " + " ".join(shlex.quote(a) for a in argv),
               "broker": cluster.version, "results": []}
     groups = [[c] for c in clients] if args.apart else [clients]
+    pooled: dict = {}
     with cluster:
         if args.broker_warmup_s > 0:
             log(f"latency: warming the broker up at {max(rates):,} msg/s for {args.broker_warmup_s:g} s")
             for result in run_rate(cluster, clients, max(rates), args.broker_warmup_s, args.partitions, 0.0, False):
                 log(f"latency:   warm-up, not measured: {json.dumps(result)[:300]}")
         for rate in rates:
-            for group in groups:
-                log(f"latency: {', '.join(group)} at {rate:,} msg/s for {args.seconds:g} s")
-                try:
-                    results = run_rate(cluster, group, rate, args.seconds, args.partitions, args.warmup_s,
-                                       args.trace)
-                except Exception as exc:  # reported in the table; the other runs go on
-                    results = [{"client": c, "rate": rate, "error": f"{type(exc).__name__}: {exc}"} for c in group]
-                for result in results:
-                    log(f"latency:   {json.dumps(result)}")
-                report["results"].extend(results)
+            for round_no in range(1, args.repeat + 1):
+                for group in groups:
+                    log(f"latency: {', '.join(group)} at {rate:,} msg/s for {args.seconds:g} s"
+                        + (f", round {round_no} of {args.repeat}" if args.repeat > 1 else ""))
+                    try:
+                        results = run_rate(cluster, group, rate, args.seconds, args.partitions, args.warmup_s,
+                                           args.trace, keep_delays=args.repeat > 1)
+                    except Exception as exc:  # reported in the table; the other runs go on
+                        results = [{"client": c, "rate": rate, "error": f"{type(exc).__name__}: {exc}"}
+                                   for c in group]
+                    for result in results:
+                        delays = result.pop("_delays", None)
+                        if delays:
+                            into = pooled.setdefault((rate, result["client"]), {"whole": [], "from_broker": []})
+                            into["whole"].extend(delays["whole"])
+                            into["from_broker"].extend(delays["from_broker"])
+                        if args.repeat > 1:
+                            result["round"] = round_no
+                        log(f"latency:   {json.dumps(result)}")
+                    report["results"].extend(results)
+    if args.repeat > 1:
+        report["summary"] = summarise(report["results"], pooled)
     print(markdown(report))
     if args.out:
         args.out.write_text(json.dumps(report, indent=1))

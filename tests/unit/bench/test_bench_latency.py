@@ -51,3 +51,29 @@ def test_the_table_names_each_part():
     assert "| 1,000 | kclient (for record in consumer, defaults) | 1.00 | 2.00 | 3.00 | 4.00 | 0.5 / 1.0 | 0.5 / 1.5 " \
            "| 0.25 | 8 / 10 |" in text
     assert "failed: boom" in text and "load average 1.0 / 1.0 / 1.0" in text
+
+
+def _round(client, rate, round_no, p99, from_broker_p99=1.0):
+    return {"client": client, "label": latency.LABELS[client], "rate": rate, "round": round_no, "sent": 10,
+            "measured": 10, "p50_ms": p99 / 2, "p99_ms": p99, "p999_ms": p99 + 1, "max_ms": p99 + 2, "cpu_s": 1.0,
+            "to_broker": {"p50_ms": 0.5, "p99_ms": 1.0}, "from_broker": {"p50_ms": 0.5, "p99_ms": from_broker_p99}}
+
+
+def test_rounds_are_summarised_by_their_median_the_pooled_records_and_paired_rounds():
+    results = [_round("kclient", 10000, 1, 10.0), _round("confluent", 10000, 1, 12.0),
+               _round("kclient", 10000, 2, 30.0), _round("confluent", 10000, 2, 20.0),
+               _round("kclient", 10000, 3, 14.0), _round("confluent", 10000, 3, 16.0),
+               {"client": "java", "rate": 10000, "round": 1, "error": "boom"}]
+    pooled = {(10000, "kclient"): {"whole": list(range(1000, 101_000, 1000)), "from_broker": [5000] * 100},
+              (10000, "confluent"): {"whole": [2000] * 100, "from_broker": [1000] * 100}}
+    summary = {row["client"]: row for row in latency.summarise(results, pooled)}
+    assert set(summary) == {"kclient", "confluent"}              # the failed client has no row
+    k, c = summary["kclient"], summary["confluent"]
+    assert k["rounds"] == 3 and k["p99_ms"] == 14.0 and c["p99_ms"] == 16.0      # medians, not means
+    assert k["pooled_p99_ms"] == 99.0 and k["pooled_from_broker_p99_ms"] == 5.0
+    assert c["kclient_p99_at_or_below"] == 2 and c["paired_rounds"] == 3
+    assert "paired_rounds" not in k
+    text = latency.markdown({"date": "d", "machine": "m", "load": "l", "command": "c", "broker": "4.4.0",
+                             "results": results, "summary": list(summary.values())})
+    assert "| 2 | 10,000 | kclient (for record in consumer, defaults) | 15.00 | 30.00 |" in text
+    assert "| 2 of 3 rounds |" in text and "| round | rate (msg/s) |" in text
