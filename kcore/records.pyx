@@ -41,6 +41,7 @@ from cpython.pyport cimport PY_SSIZE_T_MAX
 
 from kcore.columnar cimport ColumnarBatch as _ColumnarBatch
 from kcore.consumerrecord cimport (KC_CONSUMER_FIELDS, kc_gc_untrack, kc_is_ascii, kc_record_new,
+                                   kc_record_new_ref,
                                    kc_record_type_new, kc_rec_freelist_clear, kc_rec_freelist_len,
                                    kc_tuple_like)
 from kcore.compression cimport (GrowBuf, growbuf_reserve, growbuf_free, growbuf_shrink,
@@ -65,6 +66,8 @@ from kcore.wire cimport load_be16, load_be32, load_be64
 
 cdef extern from "Python.h":
     void PyObject_GC_Track(object o)   # the list consumer_records fills untracked
+    # Stores a reference the caller owns (no count change): a record goes into its list so.
+    void kc_list_put "PyList_SET_ITEM"(object lst, Py_ssize_t i, PyObject* o)
 
 from kcore.errors import (
     CorruptRecordError,
@@ -920,7 +923,7 @@ def consumer_records(_ColumnarBatch batch not None, record_cls, topic, int parti
     cdef int64_t ts, last_ts = 0, hsize
     cdef BatchInfo b
     cdef list batches, out
-    cdef object ts_obj = None, epoch = None, rec, hl
+    cdef object ts_obj = None, epoch = None, hl
     cdef object part = partition     # one int object for every record
     cdef PyTypeObject* tp
     cdef int untrack = gc_untrack
@@ -982,13 +985,11 @@ def consumer_records(_ColumnarBatch batch not None, record_cls, topic, int parti
                 ts_obj = ts
                 last_ts = ts
             hl = row_headers(&col, i, base, dlen, untrack, &hsize)
-            rec = kc_record_new(
+            kc_list_put(out, i - start, kc_record_new_ref(
                 tp, KC_CONSUMER_FIELDS, topic, part, epoch, col.offs[i], ts_obj, col.tst[i],
                 <const char*>(base + col.kp[i]), col.kl[i], <const char*>(base + col.vp[i]),
                 col.vl[i], NULL if hl is None else <PyObject*>hl, hsize, untrack, views_ptr,
-                vbase)
-            Py_INCREF(rec)                          # the list's reference (SET_ITEM steals one)
-            PyList_SET_ITEM(out, i - start, rec)
+                vbase))
     finally:
         PyBuffer_Release(&view)
     PyObject_GC_Track(out)
