@@ -31,6 +31,18 @@
 #if PY_VERSION_HEX < 0x030E0000 && !defined(Py_GIL_DISABLED) && !defined(Py_TRACE_REFS) \
     && !defined(Py_REF_DEBUG)
 #define KC_REC_FREELIST 1
+
+/* Whether the cyclic GC tracks o (a GC object), read inline: every record freed asks it of
+ * itself and of its headers list, and PyObject_GC_IsTracked is a call into the interpreter
+ * each time. Up to 3.13 with the GIL, a GC object's header (two words, the first the link
+ * to the next tracked object, 0 when untracked) lies just before it: CPython's own test
+ * (_PyObject_GC_IS_TRACKED) reads that word. */
+typedef struct { uintptr_t next; uintptr_t prev; } kc_gc_head;
+static inline int kc_gc_is_tracked(PyObject* o)
+{
+    return ((kc_gc_head*)o - 1)->next != 0;
+}
+
 static PyObject** kc_rec_free[KC_REC_MAX_FIELDS + 1];   /* grown on demand (PyMem, GIL held) */
 static Py_ssize_t kc_rec_nfree[KC_REC_MAX_FIELDS + 1];
 static Py_ssize_t kc_rec_cap[KC_REC_MAX_FIELDS + 1];
@@ -70,7 +82,7 @@ static int kc_hdr_keep(PyObject* o)
 {
     if (!Py_IS_TYPE(o, &PyList_Type) || Py_REFCNT(o) != 1 || Py_SIZE(o) != 0
             || ((PyListObject*)o)->ob_item != NULL || ((PyListObject*)o)->allocated != 0
-            || PyObject_GC_IsTracked(o))
+            || kc_gc_is_tracked(o))
         return 0;
     if (kc_hdr_nfree == kc_hdr_cap) {
         Py_ssize_t cap = kc_hdr_cap ? kc_hdr_cap * 2 : 256;
@@ -110,6 +122,7 @@ static PyObject** kc_bytes_free;
 static Py_ssize_t kc_bytes_nfree;
 static Py_ssize_t kc_bytes_cap;
 static Py_ssize_t kc_bytes_size = -1;      /* the size of the bytes kept */
+static Py_ssize_t kc_bytes_max;            /* how many of that size: KC_BYTES_KEPT_MAX / size */
 static PyObject** kc_long_free[3];         /* by digit count (1 or 2) */
 static Py_ssize_t kc_long_nfree[3];
 static Py_ssize_t kc_long_cap[3];
@@ -146,8 +159,9 @@ static int kc_bytes_keep(PyObject* o)
         if (kc_bytes_nfree > 0 || n > KC_BYTES_KEPT_MAX / 64)
             return 0;
         kc_bytes_size = n;
+        kc_bytes_max = KC_BYTES_KEPT_MAX / n;     /* once per size, not a division per record */
     }
-    if (kc_bytes_nfree >= KC_BYTES_KEPT_MAX / n
+    if (kc_bytes_nfree >= kc_bytes_max
             || !kc_obj_room(&kc_bytes_free, &kc_bytes_nfree, &kc_bytes_cap, KC_OBJ_FREELIST_MAX))
         return 0;
     kc_bytes_free[kc_bytes_nfree++] = o;
@@ -274,7 +288,10 @@ static void kc_rec_dealloc(PyObject* op)
 {
     PyTypeObject* tp = Py_TYPE(op);
     Py_ssize_t n = Py_SIZE(op), i;
-    PyObject_GC_UnTrack(op);
+#if KC_REC_FREELIST
+    if (kc_gc_is_tracked(op))       /* a record made by kcore is usually not */
+#endif
+        PyObject_GC_UnTrack(op);
 #if KC_VIEW_UNTRACK
     if (n == 13) {
         kc_view_retrack(PyTuple_GET_ITEM(op, KC_REC_KEY));
