@@ -130,19 +130,19 @@ static inline PyObject* kc_record_new(
         PyObject* headers, long long hsize, int untrack, PyObject* views, const char* vbase)
 {
     int untrack_views = KC_VIEW_UNTRACK && untrack && tp->tp_dealloc == kc_rec_dealloc;
+    Py_ssize_t k;           /* the slot being filled: those before it are set */
 #if PY_VERSION_HEX < 0x030E0000
     /* Allocated untracked (tracked at the end if asked), unlike tp_alloc, which zero-fills,
        tracks (linking the object into the collector's list, next to the last object
        allocated), and would be untracked again at once; a record type's instances come from
        its free list (recordtype.h). kc_tuple_like checked that tp adds nothing to a tuple: up
        to Python 3.13 a tuple is its header and its item slots, nothing else (3.14 adds a hash
-       cache: tp_alloc). The slots start NULL, so a failure below deallocates a valid tuple. */
-    PyObject* t = kc_rec_alloc(tp, n);
+       cache: tp_alloc). The 13 slots are written below without being zeroed first (a failure
+       NULLs those not reached before the instance is freed); items past them start NULL. */
+    PyObject* t = kc_rec_alloc_from(tp, n, KC_CONSUMER_FIELDS);
     PyObject* o;
     if (t == NULL)
         return NULL;
-    if (!untrack)
-        PyObject_GC_Track(t);
 #else
     PyObject* t = tp->tp_alloc(tp, n);
     PyObject* o;
@@ -154,18 +154,23 @@ static inline PyObject* kc_record_new(
     Py_INCREF(topic); PyTuple_SET_ITEM(t, 0, topic);
     Py_INCREF(partition); PyTuple_SET_ITEM(t, 1, partition);
     Py_INCREF(epoch); PyTuple_SET_ITEM(t, 2, epoch);
+    k = 3;
 #if KC_OBJ_REUSE
     if (offset <= KC_SMALL_MAX || (o = kc_long_take(offset)) == NULL)
 #endif
     if ((o = kc_int(offset)) == NULL) goto fail;
     PyTuple_SET_ITEM(t, 3, o);
     Py_INCREF(ts); PyTuple_SET_ITEM(t, 4, ts);
+    k = 5;
     if ((o = kc_int(ts_type)) == NULL) goto fail;
     PyTuple_SET_ITEM(t, 5, o);
+    k = 6;
     if ((o = kc_payload(kp, klen, views, vbase, untrack_views)) == NULL) goto fail;
     PyTuple_SET_ITEM(t, 6, o);
+    k = 7;
     if ((o = kc_payload(vp, vlen, views, vbase, untrack_views)) == NULL) goto fail;
     PyTuple_SET_ITEM(t, 7, o);
+    k = 8;
     if (headers != NULL) { o = headers; Py_INCREF(o); }
 #if KC_REC_FREELIST
     else if (untrack && (o = kc_hdr_take()) != NULL) { }   /* empty, untracked, ours */
@@ -183,14 +188,25 @@ static inline PyObject* kc_record_new(
     else if ((o = PyList_New(0)) == NULL) goto fail;
     PyTuple_SET_ITEM(t, 8, o);
     Py_INCREF(Py_None); PyTuple_SET_ITEM(t, 9, Py_None);
+    k = 10;
     if ((o = kc_size_obj(klen)) == NULL) goto fail;
     PyTuple_SET_ITEM(t, 10, o);
+    k = 11;
     if ((o = kc_size_obj(vlen)) == NULL) goto fail;
     PyTuple_SET_ITEM(t, 11, o);
+    k = 12;
     if ((o = kc_int(hsize)) == NULL) goto fail;
     PyTuple_SET_ITEM(t, 12, o);
+#if PY_VERSION_HEX < 0x030E0000
+    /* Only now: the collector may run during the allocations above, and must never walk
+       slots not yet written. */
+    if (!untrack)
+        PyObject_GC_Track(t);
+#endif
     return t;
 fail:
+    for (; k < KC_CONSUMER_FIELDS; k++)
+        PyTuple_SET_ITEM(t, k, NULL);
     Py_DECREF(t);   /* unset slots are NULL: the dealloc skips them */
     return NULL;
 }

@@ -14,6 +14,12 @@ cdef extern from "consumerrecord.h":
                          const char* kp, Py_ssize_t klen, const char* vp, Py_ssize_t vlen,
                          PyObject* headers, long long hsize, int untrack,
                          PyObject* views, const char* vbase)
+    # The same, its new reference not managed by Cython (for a caller that hands it on).
+    PyObject* kc_record_new_ref "kc_record_new"(
+        PyTypeObject* tp, Py_ssize_t n, object topic, object partition, object epoch,
+        long long offset, object ts, int ts_type, const char* kp, Py_ssize_t klen,
+        const char* vp, Py_ssize_t vlen, PyObject* headers, long long hsize, int untrack,
+        PyObject* views, const char* vbase) except NULL
     void kc_gc_untrack(object o) noexcept
     bint kc_tuple_like(PyTypeObject* tp) noexcept
     bint kc_is_ascii(object s) noexcept

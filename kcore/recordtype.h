@@ -6,7 +6,7 @@
  *     so CPython's attribute specialisation reads ``rec.value`` like an instance slot; a
  *     namedtuple's field getters are descriptors the interpreter cannot specialise;
  *   - freed instances keep their memory on a free list (per item count, bounded), and
- *     kc_rec_alloc takes from it, so a poll's records reuse the memory of the previous poll's.
+ *     kc_rec_alloc_from takes from it, so a poll's records reuse the memory of the previous poll's.
  *     The list grows as records are freed, up to KC_REC_FREELIST_MAX: a poll of
  *     max.poll.records (10,000 in tuned set-ups) is recycled whole, where a list of 1,024
  *     sent nine records in ten of such a poll through the allocator and back.
@@ -31,6 +31,18 @@
 #if PY_VERSION_HEX < 0x030E0000 && !defined(Py_GIL_DISABLED) && !defined(Py_TRACE_REFS) \
     && !defined(Py_REF_DEBUG)
 #define KC_REC_FREELIST 1
+
+/* Whether the cyclic GC tracks o (a GC object), read inline: every record freed asks it of
+ * itself and of its headers list, and PyObject_GC_IsTracked is a call into the interpreter
+ * each time. Up to 3.13 with the GIL, a GC object's header (two words, the first the link
+ * to the next tracked object, 0 when untracked) lies just before it: CPython's own test
+ * (_PyObject_GC_IS_TRACKED) reads that word. */
+typedef struct { uintptr_t next; uintptr_t prev; } kc_gc_head;
+static inline int kc_gc_is_tracked(PyObject* o)
+{
+    return ((kc_gc_head*)o - 1)->next != 0;
+}
+
 static PyObject** kc_rec_free[KC_REC_MAX_FIELDS + 1];   /* grown on demand (PyMem, GIL held) */
 static Py_ssize_t kc_rec_nfree[KC_REC_MAX_FIELDS + 1];
 static Py_ssize_t kc_rec_cap[KC_REC_MAX_FIELDS + 1];
@@ -70,7 +82,7 @@ static int kc_hdr_keep(PyObject* o)
 {
     if (!Py_IS_TYPE(o, &PyList_Type) || Py_REFCNT(o) != 1 || Py_SIZE(o) != 0
             || ((PyListObject*)o)->ob_item != NULL || ((PyListObject*)o)->allocated != 0
-            || PyObject_GC_IsTracked(o))
+            || kc_gc_is_tracked(o))
         return 0;
     if (kc_hdr_nfree == kc_hdr_cap) {
         Py_ssize_t cap = kc_hdr_cap ? kc_hdr_cap * 2 : 256;
@@ -110,6 +122,7 @@ static PyObject** kc_bytes_free;
 static Py_ssize_t kc_bytes_nfree;
 static Py_ssize_t kc_bytes_cap;
 static Py_ssize_t kc_bytes_size = -1;      /* the size of the bytes kept */
+static Py_ssize_t kc_bytes_max;            /* how many of that size: KC_BYTES_KEPT_MAX / size */
 static PyObject** kc_long_free[3];         /* by digit count (1 or 2) */
 static Py_ssize_t kc_long_nfree[3];
 static Py_ssize_t kc_long_cap[3];
@@ -146,8 +159,9 @@ static int kc_bytes_keep(PyObject* o)
         if (kc_bytes_nfree > 0 || n > KC_BYTES_KEPT_MAX / 64)
             return 0;
         kc_bytes_size = n;
+        kc_bytes_max = KC_BYTES_KEPT_MAX / n;     /* once per size, not a division per record */
     }
-    if (kc_bytes_nfree >= KC_BYTES_KEPT_MAX / n
+    if (kc_bytes_nfree >= kc_bytes_max
             || !kc_obj_room(&kc_bytes_free, &kc_bytes_nfree, &kc_bytes_cap, KC_OBJ_FREELIST_MAX))
         return 0;
     kc_bytes_free[kc_bytes_nfree++] = o;
@@ -246,12 +260,38 @@ static inline void kc_view_retrack(PyObject* o)
 #define KC_VIEW_UNTRACK 0
 #endif
 
+static void kc_rec_dealloc(PyObject* op);
+
+/* The last of kc_rec_dealloc, its items released: op's memory goes to the free list (or back
+ * to the allocator), and the reference op held to its type goes. */
+static inline void kc_rec_release(PyObject* op, PyTypeObject* tp, Py_ssize_t n)
+{
+#if KC_REC_FREELIST
+    /* Only instances of a record type itself: a Python subclass may add a __dict__. */
+    if (tp->tp_dealloc == kc_rec_dealloc && n <= KC_REC_MAX_FIELDS
+            && kc_rec_free_room(n)) {
+        /* Kept as a plain tuple: its type (released just below) may be freed before the
+           memory is reused or given back, and kc_rec_freelist_clear's PyObject_GC_Del reads
+           the type of what it frees. A record type adds nothing to a tuple's layout. */
+        Py_SET_TYPE(op, &PyTuple_Type);
+        kc_rec_free[n][kc_rec_nfree[n]++] = op;
+    }
+    else
+#else
+    (void)n;
+#endif
+        tp->tp_free(op);
+    Py_DECREF(tp);       /* a heap type's instances own a reference to it */
+}
+
 static void kc_rec_dealloc(PyObject* op)
 {
     PyTypeObject* tp = Py_TYPE(op);
     Py_ssize_t n = Py_SIZE(op), i;
-    PyObject_GC_UnTrack(op);
-    Py_TRASHCAN_BEGIN(op, kc_rec_dealloc)
+#if KC_REC_FREELIST
+    if (kc_gc_is_tracked(op))       /* a record made by kcore is usually not */
+#endif
+        PyObject_GC_UnTrack(op);
 #if KC_VIEW_UNTRACK
     if (n == 13) {
         kc_view_retrack(PyTuple_GET_ITEM(op, KC_REC_KEY));
@@ -274,29 +314,42 @@ static void kc_rec_dealloc(PyObject* op)
             PyTuple_SET_ITEM(op, KC_REC_VALUE_SLOT, NULL);
 #endif
     }
+    /* The items still referred to elsewhere (the topic, the partition, a timestamp shared
+       with the next records, None, small ints: usually all that is left) are released here,
+       which frees nothing. Only when an item is freed with the record can its dealloc nest
+       (a chain of containers): then, and only then, the trashcan bounds the depth, as a
+       tuple's dealloc does; its bookkeeping was a twentieth of the record path. */
+    {
+        int freed = 0;
+        for (i = n; --i >= 0; ) {
+            PyObject* o = PyTuple_GET_ITEM(op, i);
+            if (o == NULL)
+                continue;
+            if (Py_REFCNT(o) > 1) {
+                Py_DECREF(o);       /* not the last reference: frees nothing */
+                PyTuple_SET_ITEM(op, i, NULL);
+            } else
+                freed = 1;
+        }
+        if (!freed) {
+            kc_rec_release(op, tp, n);
+            return;
+        }
+    }
 #endif
+    Py_TRASHCAN_BEGIN(op, kc_rec_dealloc)
     for (i = n; --i >= 0; )
         Py_XDECREF(PyTuple_GET_ITEM(op, i));
-#if KC_REC_FREELIST
-    /* Only instances of a record type itself: a Python subclass may add a __dict__. */
-    if (tp->tp_dealloc == kc_rec_dealloc && n <= KC_REC_MAX_FIELDS
-            && kc_rec_free_room(n)) {
-        /* Kept as a plain tuple: its type (released just below) may be freed before the
-           memory is reused or given back, and kc_rec_freelist_clear's PyObject_GC_Del reads
-           the type of what it frees. A record type adds nothing to a tuple's layout. */
-        Py_SET_TYPE(op, &PyTuple_Type);
-        kc_rec_free[n][kc_rec_nfree[n]++] = op;
-    }
-    else
-#endif
-        tp->tp_free(op);
-    Py_DECREF(tp);       /* a heap type's instances own a reference to it */
+    kc_rec_release(op, tp, n);
     Py_TRASHCAN_END
 }
 
-/* An instance of tp (a record type, or any tuple-like class: see kc_tuple_like) with n NULL
- * slots, not tracked by the cyclic GC. */
-static PyObject* kc_rec_alloc(PyTypeObject* tp, Py_ssize_t n)
+/* An instance of tp (a record type, or any tuple-like class: see kc_tuple_like) with n items,
+ * not tracked by the cyclic GC, whose slots from `unset` on are NULL; slots before `unset` hold
+ * whatever the memory held, for a caller that fills them at once (and NULLs those it did not
+ * reach before anything can see or free the instance): zeroing slots about to be written was
+ * a tenth of making a consumer record. */
+static PyObject* kc_rec_alloc_from(PyTypeObject* tp, Py_ssize_t n, Py_ssize_t unset)
 {
     PyObject* op;
     Py_ssize_t i;
@@ -306,7 +359,7 @@ static PyObject* kc_rec_alloc(PyTypeObject* tp, Py_ssize_t n)
         Py_SET_TYPE(op, tp);
         Py_INCREF(tp);
         Py_SET_REFCNT(op, 1);
-        for (i = 0; i < n; i++)
+        for (i = unset; i < n; i++)
             PyTuple_SET_ITEM(op, i, NULL);
         return op;
     }
@@ -314,7 +367,7 @@ static PyObject* kc_rec_alloc(PyTypeObject* tp, Py_ssize_t n)
     op = (PyObject*)PyObject_GC_NewVar(PyTupleObject, tp, n);
     if (op == NULL)
         return NULL;
-    for (i = 0; i < n; i++)
+    for (i = unset; i < n; i++)
         PyTuple_SET_ITEM(op, i, NULL);
     return op;
 }
