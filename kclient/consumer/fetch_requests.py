@@ -473,11 +473,16 @@ class FetchRequests:
             scanned = result.pop(SCANNED_FETCH, None)
             array_bytes = 0 if scanned is None else scanned.array_bytes
             parts = _decoded_partitions(result, scanned)
+        topic_id = name = None
         for (topic, index, err, hw, lso, lstart, replica, raw, scanned_records), p in parts:
             if type(topic) is not str:
-                topic = by_id.get(topic)    # a topic id (v13+)
-                if topic is None:
+                # A topic id (v13+), the same object for each of its partitions: looked up
+                # once (a UUID hashes and compares in Python).
+                if topic is not topic_id:
+                    topic_id, name = topic, by_id.get(topic)
+                if name is None:
                     continue
+                topic = name
             tp = _new_tuple(TopicPartition, (topic, index))
             info = sent.get(tp)
             if info is None:
