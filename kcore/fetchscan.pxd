@@ -1,6 +1,6 @@
 # cimport interface of kcore.fetchscan: the record batches of a Fetch response validated into
 # position arrays while the response is still being received (see fetchscan.pyx).
-from libc.stdint cimport int64_t, uint8_t, uint32_t
+from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint32_t
 from kcore.scan cimport RecCols
 
 cdef enum:
@@ -23,6 +23,26 @@ cdef struct BlobScan:
     Py_ssize_t incomplete           # that batch's whole size when its header was there, else -1
 
 
+# One topic of the answer: where its name (or, from v13, its 16-byte id) is in the frame.
+cdef struct TopicHead:
+    Py_ssize_t name_start
+    Py_ssize_t name_len
+
+
+# One partition of the answer: its fields up to the records, and what follows them.
+cdef struct PartHead:
+    Py_ssize_t topic                # index into FetchScan.topics
+    int32_t index
+    int16_t error_code
+    int64_t high_watermark
+    int64_t last_stable_offset
+    int64_t log_start_offset        # -1 before v5
+    int64_t aborted                 # aborted transactions listed (-1: null)
+    int32_t read_replica            # preferred read replica (-1 before v11)
+    Py_ssize_t blob                 # index into FetchScan.blobs (-1: null records)
+    bint tagged                     # its tagged fields are not empty (diverging epoch, leader...)
+
+
 # A Fetch response of one version being scanned as its bytes arrive.
 cdef struct FetchScan:
     int version
@@ -34,6 +54,16 @@ cdef struct FetchScan:
     BlobScan* blobs
     Py_ssize_t nblobs
     Py_ssize_t capblobs
+    # The top-level fields (0 where the version has none) and every topic and partition head.
+    int32_t throttle_time_ms
+    int16_t error_code
+    int32_t session_id
+    TopicHead* topics
+    Py_ssize_t ntopics
+    Py_ssize_t captopics
+    PartHead* parts
+    Py_ssize_t nparts
+    Py_ssize_t capparts
 
 
 # Without the GIL: a scan of a Fetch response of `version` (NULL when out of memory).
@@ -65,3 +95,5 @@ cdef class ScannedFetch:
     cdef const uint8_t* base
     cdef Py_ssize_t length
     cdef Py_ssize_t next_blob
+    cdef Py_ssize_t _array_bytes(self) noexcept
+    cdef ScannedRecords _take(self, BlobScan* b)

@@ -40,6 +40,15 @@ class ScannedFetch:
     @property
     def array_bytes(self) -> int:
         """Bytes of the position arrays the scan holds (not yet handed out)."""
+    def answer(self, frame: bytes | bytearray | memoryview,
+               scans: bool = True) -> tuple[int, int, int, int, list[tuple]] | None:
+        """``(throttle_time_ms, error_code, session_id, array_bytes, partitions)`` read from
+        the scan of ``frame`` (the frame scanned), each partition a tuple ``(topic, partition,
+        error_code, high_watermark, last_stable_offset, log_start_offset,
+        preferred_read_replica, records, scanned)`` (topic: the name, or from v13 its id as a
+        uuid.UUID; records: a slice of ``frame`` or None; scanned: its ScannedRecords, handed
+        out here, None without ``scans``); None when the protocol decoder must read it (structure not wholly parsed or
+        bytes after it, another frame, aborted transactions, tagged fields, a name not UTF-8)."""
     def records_for(self, view: memoryview | bytes | None) -> ScannedRecords | None:
         """The scan of the partition whose records field ``view`` is (a slice of this frame,
         as the protocol decoder cut it), once; None if none matches."""

@@ -22,12 +22,16 @@ the protocol decoder then reports it as it always did.
 partition's result as a ``ScannedRecords``, which ``decode_columnar(data, scanned=...)``
 turns into a ColumnarBatch without decoding again.
 """
+import uuid
+
 cimport cython
+from cpython.bytes cimport PyBytes_FromStringAndSize
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.pyport cimport PY_SSIZE_T_MAX
 from libc.stdint cimport INT64_MAX, int8_t, int16_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport calloc, free, realloc
 from libc.string cimport memset
+from cpython.unicode cimport PyUnicode_DecodeUTF8
 
 from kcore.crc cimport crc32c_update
 from kcore.layout cimport (ATTR_CODEC_MASK, ATTR_CONTROL, ATTR_TIMESTAMP_TYPE, ENTRY_BASE_OFFSET,
@@ -36,6 +40,22 @@ from kcore.layout cimport (ATTR_CODEC_MASK, ATTR_CONTROL, ATTR_TIMESTAMP_TYPE, E
                            V2_MAX_TIMESTAMP, V2_PARTITION_LEADER_EPOCH, V2_RECORD_COUNT)
 from kcore.scan cimport E_OK, RecCols, ScanErr, V2Ctx, add_wrap, cols_release, cols_reserve, scan_v2
 from kcore.wire cimport load_be16, load_be32, load_be64, read_uvarint32_ptr
+
+_UUID = uuid.UUID
+_uuid_cache = {}
+_UUID_CACHE_MAX = 4096       # topic ids repeat in every answer
+
+
+cdef object _uuid_from(const uint8_t* p):
+    key = PyBytes_FromStringAndSize(<const char*>p, 16)
+    u = _uuid_cache.get(key)
+    if u is None:
+        u = _UUID(bytes=key)
+        if len(_uuid_cache) >= _UUID_CACHE_MAX:
+            _uuid_cache.clear()
+        _uuid_cache[key] = u
+    return u
+
 
 __all__ = ["ScannedFetch", "ScannedRecords", "scan_fetch_response", "next_fetch_offset", "BLOB_STATES"]
 
@@ -86,6 +106,8 @@ cdef void fetchscan_free(FetchScan* s) noexcept:
     for i in range(s.nblobs):
         cols_release(&s.blobs[i].cols)
     free(s.blobs)
+    free(s.topics)
+    free(s.parts)
     free(s)
 
 
@@ -183,9 +205,15 @@ cdef int _header(FetchScan* s, const uint8_t* frame, const uint8_t* avail,
         rc = _tagged(&p, avail, total)
     if rc == R_OK:
         # throttle time; error code and session id from v7
-        rc = _skip(&p, 4 + (6 if s.version >= 7 else 0), avail, total)
+        rc = _need(p, 4 + (6 if s.version >= 7 else 0), avail, total)
     if rc != R_OK:
         return rc
+    s.throttle_time_ms = <int32_t>load_be32(p)
+    p += 4
+    if s.version >= 7:
+        s.error_code = <int16_t>load_be16(p)
+        s.session_id = <int32_t>load_be32(p + 2)
+        p += 6
     return _entries(s, frame, p, flexible, avail, total, &s.topics_left)
 
 
@@ -196,21 +224,40 @@ cdef int _topic(FetchScan* s, const uint8_t* frame, const uint8_t* avail,
     cdef int64_t count
     cdef uint32_t u
     cdef int rc
+    cdef const uint8_t* name
+    cdef TopicHead* grown
+    cdef Py_ssize_t cap
     if s.version >= FETCH_TOPIC_IDS:
+        name = p
         rc = _skip(&p, 16, avail, total)
     elif flexible:
         rc = _uvarint(&p, avail, total, &u)
+        name = p
         if rc == R_OK:
             rc = R_BAD if u == 0 else _skip(&p, u - 1, avail, total)
     else:
         rc = _need(p, 2, avail, total)
+        name = p + 2
         if rc == R_OK:
             count = <int16_t>load_be16(p)
             p += 2
             rc = R_BAD if count < 0 else _skip(&p, count, avail, total)
     if rc != R_OK:
         return rc
-    return _entries(s, frame, p, flexible, avail, total, &s.parts_left)
+    rc = _entries(s, frame, p, flexible, avail, total, &s.parts_left)
+    if rc != R_OK:
+        return rc
+    if s.ntopics == s.captopics:
+        cap = s.captopics * 2 if s.captopics else 4
+        grown = <TopicHead*>realloc(s.topics, cap * sizeof(TopicHead))
+        if grown == NULL:
+            return R_BAD
+        s.topics = grown
+        s.captopics = cap
+    s.topics[s.ntopics].name_start = name - frame
+    s.topics[s.ntopics].name_len = p - name
+    s.ntopics += 1
+    return R_OK
 
 
 cdef int _partition(FetchScan* s, const uint8_t* frame, const uint8_t* avail,
@@ -220,12 +267,30 @@ cdef int _partition(FetchScan* s, const uint8_t* frame, const uint8_t* avail,
     cdef bint flexible = s.version >= FETCH_FLEXIBLE
     cdef int64_t count, k
     cdef uint32_t u
+    cdef PartHead head
+    cdef PartHead* grown
+    cdef Py_ssize_t cap
     # index, error code, high watermark, last stable offset (v4+), log start offset (v5+)
-    cdef int rc = _skip(&p, 4 + 2 + 8 + 8 + (8 if s.version >= 5 else 0), avail, total)
-    if rc == R_OK:
-        rc = _array_len(&p, flexible, avail, total, &count)     # aborted transactions
+    cdef int rc = _need(p, 4 + 2 + 8 + 8 + (8 if s.version >= 5 else 0), avail, total)
     if rc != R_OK:
         return rc
+    head.topic = s.ntopics - 1
+    head.index = <int32_t>load_be32(p)
+    head.error_code = <int16_t>load_be16(p + 4)
+    head.high_watermark = <int64_t>load_be64(p + 6)
+    head.last_stable_offset = <int64_t>load_be64(p + 14)
+    head.log_start_offset = -1
+    p += 22
+    if s.version >= 5:
+        head.log_start_offset = <int64_t>load_be64(p)
+        p += 8
+    head.read_replica = -1
+    head.blob = -1
+    head.tagged = False
+    rc = _array_len(&p, flexible, avail, total, &count)     # aborted transactions
+    if rc != R_OK:
+        return rc
+    head.aborted = count
     k = 0
     while k < count:
         rc = _skip(&p, 16, avail, total)        # producer id, first offset
@@ -235,9 +300,11 @@ cdef int _partition(FetchScan* s, const uint8_t* frame, const uint8_t* avail,
             return rc
         k += 1
     if s.version >= 11:
-        rc = _skip(&p, 4, avail, total)         # preferred read replica
+        rc = _need(p, 4, avail, total)          # preferred read replica
         if rc != R_OK:
             return rc
+        head.read_replica = <int32_t>load_be32(p)
+        p += 4
     if flexible:
         rc = _uvarint(&p, avail, total, &u)
         if rc != R_OK:
@@ -251,6 +318,15 @@ cdef int _partition(FetchScan* s, const uint8_t* frame, const uint8_t* avail,
         p += 4
     if records_len[0] < -1 or records_len[0] > total - p:
         return R_BAD
+    if s.nparts == s.capparts:
+        cap = s.capparts * 2 if s.capparts else 8
+        grown = <PartHead*>realloc(s.parts, cap * sizeof(PartHead))
+        if grown == NULL:
+            return R_BAD
+        s.parts = grown
+        s.capparts = cap
+    s.parts[s.nparts] = head
+    s.nparts += 1
     s.pos = p - frame
     return R_OK
 
@@ -400,6 +476,7 @@ cdef Py_ssize_t fetchscan_feed(FetchScan* s, const uint8_t* frame, Py_ssize_t av
                 elif _new_blob(s, s.pos, <Py_ssize_t>records_len) == NULL:
                     rc = R_BAD
                 else:
+                    s.parts[s.nparts - 1].blob = s.nblobs - 1
                     s.stage = ST_BLOB
         elif s.stage == ST_BLOB:
             b = &s.blobs[s.nblobs - 1]
@@ -420,6 +497,8 @@ cdef Py_ssize_t fetchscan_feed(FetchScan* s, const uint8_t* frame, Py_ssize_t av
                 p = frame + s.pos
                 rc = _tagged(&p, end, stop)
                 if rc == R_OK:
+                    if s.stage == ST_PART_TAIL and p - frame - s.pos != 1:
+                        s.parts[s.nparts - 1].tagged = True     # more than a zero count
                     s.pos = p - frame
             if rc == R_OK:
                 if s.stage == ST_PART_TAIL:
@@ -503,6 +582,9 @@ cdef class ScannedFetch:
     def array_bytes(self):
         """Bytes of the position arrays the scan holds (not yet handed out): memory that
         lives as long as the buffered answer, as the frame's own bytes do."""
+        return self._array_bytes()
+
+    cdef Py_ssize_t _array_bytes(self) noexcept:
         cdef Py_ssize_t i, total = 0
         cdef RecCols* c
         if self.scan == NULL:
@@ -513,6 +595,77 @@ cdef class ScannedFetch:
             # starts 4; the timestamp type 1; per header 24
             total += c.cap * 45 + 4 + c.caph * 24
         return total
+
+    cdef ScannedRecords _take(self, BlobScan* b):
+        cdef ScannedRecords out = ScannedRecords.__new__(ScannedRecords)
+        out.blob = b[0]
+        out.check_crcs = self.scan.check_crcs
+        out.addr = self.base + b.start
+        memset(&b.cols, 0, sizeof(RecCols))
+        b.state = BLOB_TAKEN
+        return out
+
+    def answer(self, frame, bint scans=True):
+        """The whole answer from the scan, when it needs nothing the scan does not keep:
+        ``(throttle_time_ms, error_code, session_id, array_bytes, partitions)`` with a tuple
+        ``(topic, partition, error_code, high_watermark, last_stable_offset,
+        log_start_offset, preferred_read_replica, records, scanned)`` per partition in the
+        frame's order (``topic``: the name, or from v13 the id as a uuid.UUID; ``records``:
+        a memoryview slice of ``frame`` or None; ``scanned``: its ScannedRecords, handed
+        out here, or None, always None without ``scans``; ``array_bytes`` as before they were
+        handed out, 0 without ``scans``). None (and
+        nothing handed out) when the protocol decoder must read the answer: its structure
+        was not wholly parsed or something follows it, ``frame`` is not the frame scanned, a
+        partition lists aborted transactions or has tagged fields (a diverging epoch, a
+        current leader, a snapshot id), the answer has top-level tagged fields (node
+        endpoints), or a topic name is not UTF-8."""
+        cdef Py_buffer buf
+        cdef FetchScan* s = self.scan
+        cdef Py_ssize_t i, end
+        cdef bint same
+        cdef PartHead* h
+        cdef TopicHead* t
+        cdef BlobScan* b
+        cdef list topics, parts
+        if s == NULL or s.stage != ST_DONE:
+            return None
+        PyObject_GetBuffer(frame, &buf, PyBUF_SIMPLE)
+        same = <const uint8_t*>buf.buf == self.base and buf.len == self.length
+        PyBuffer_Release(&buf)
+        if not same:
+            return None
+        end = s.pos + (1 if s.version >= FETCH_FLEXIBLE else 0)
+        if end != self.length or (s.version >= FETCH_FLEXIBLE and self.base[s.pos] != 0):
+            return None
+        for i in range(s.nparts):
+            h = &s.parts[i]
+            if h.tagged or h.aborted > 0 or h.aborted < -1 or (h.blob >= 0 and s.blobs[h.blob].state == BLOB_TAKEN):
+                return None
+        topics = []
+        for i in range(s.ntopics):
+            t = &s.topics[i]
+            if s.version >= FETCH_TOPIC_IDS:
+                topics.append(_uuid_from(self.base + t.name_start))
+            else:
+                try:
+                    topics.append(PyUnicode_DecodeUTF8(<const char*>(self.base + t.name_start),
+                                                       t.name_len, NULL))
+                except UnicodeDecodeError:
+                    return None
+        array_bytes = self._array_bytes() if scans else 0
+        view = memoryview(frame)
+        parts = []
+        for i in range(s.nparts):
+            h = &s.parts[i]
+            if h.blob >= 0:
+                b = &s.blobs[h.blob]
+                records = view[b.start:b.start + b.length]
+                scanned = self._take(b) if scans else None
+            else:
+                records = scanned = None
+            parts.append((topics[h.topic], h.index, h.error_code, h.high_watermark,
+                          h.last_stable_offset, h.log_start_offset, h.read_replica, records, scanned))
+        return s.throttle_time_ms, s.error_code, s.session_id, array_bytes, parts
 
     def records_for(self, view):
         """The ScannedRecords of ``view`` (a partition's records field, as the protocol
@@ -533,12 +686,7 @@ cdef class ScannedFetch:
             for i in range(n):
                 b = &self.scan.blobs[(self.next_blob + i) % n]
                 if b.start == off and b.length == buf.len and b.state != BLOB_TAKEN:
-                    out = ScannedRecords.__new__(ScannedRecords)
-                    out.blob = b[0]
-                    out.check_crcs = self.scan.check_crcs
-                    out.addr = <const uint8_t*>buf.buf
-                    memset(&b.cols, 0, sizeof(RecCols))
-                    b.state = BLOB_TAKEN
+                    out = self._take(b)
                     self.next_blob = (self.next_blob + i + 1) % n
                     return out
             return None

@@ -21,6 +21,7 @@ fetched from a follower its leader names (KIP-392) until that fails or expires.
 from __future__ import annotations
 
 import collections
+import itertools
 import logging
 from typing import Any
 
@@ -34,7 +35,7 @@ from kclient.consumer.fetch_config import FetchConfig
 from kclient.consumer.fetch_session import FetchPartition, FetchSessionHandler
 from kclient.subscription.state import SubscriptionState
 from kclient.network.metadata import Node
-from kclient.network.network_client import SCANNED_FETCH
+from kclient.network.network_client import SCANNED_FETCH, SCANNED_PARTITIONS
 from kclient.protocol import ApiKey
 from kclient.structs import TopicPartition
 
@@ -49,6 +50,7 @@ _LEADER_MOVED = frozenset((Errors.NotLeaderOrFollowerError.errno, Errors.FencedL
 PREFETCH_DEPTH = 2              # answered fetches buffered per partition before it waits
 
 _new_tuple = tuple.__new__      # a named tuple made without its class's Python-level __new__
+_NO_DICTS = itertools.repeat(None)  # an answer read from its scan has no dict per partition
 
 
 #: Fetch streams after the first get connections under ids of their own, below the group
@@ -436,7 +438,6 @@ class FetchRequests:
                 if pipe is not None:
                     pipe.backoff_until = now + self._retry_backoff_ms
             return
-        scanned = result.pop(SCANNED_FETCH, None)
         code = result.get("error_code", 0)
         session_kept = handler.handle_response(code, result.get("session_id", 0))
         if not session_kept or code:
@@ -462,81 +463,95 @@ class FetchRequests:
         # the partitions were assigned when the fetch was sent under it: the same id, still
         # assigned.
         stale = assignment_id != subs.assignment_id
-        for topic_resp in result.get("responses") or []:
-            topic = topic_resp.get("topic") or by_id.get(topic_resp.get("topic_id"))
-            if topic is None:
+        answer = result.get(SCANNED_PARTITIONS)
+        if answer is not None:
+            # Read from the receive thread's scan: the fields of every partition, no dicts.
+            scanned = None
+            array_bytes = answer[3]
+            parts = zip(answer[4], _NO_DICTS)
+        else:
+            scanned = result.pop(SCANNED_FETCH, None)
+            array_bytes = 0 if scanned is None else scanned.array_bytes
+            parts = _decoded_partitions(result, scanned)
+        topic_id = name = None
+        for (topic, index, err, hw, lso, lstart, replica, raw, scanned_records), p in parts:
+            if type(topic) is not str:
+                # A topic id (v13+), the same object for each of its partitions: looked up
+                # once (a UUID hashes and compares in Python).
+                if topic is not topic_id:
+                    topic_id, name = topic, by_id.get(topic)
+                if name is None:
+                    continue
+                topic = name
+            tp = _new_tuple(TopicPartition, (topic, index))
+            info = sent.get(tp)
+            if info is None:
                 continue
-            for p in topic_resp.get("partitions") or []:
-                tp = _new_tuple(TopicPartition, (topic, p["partition_index"]))
-                info = sent.get(tp)
-                if info is None:
-                    continue
-                fetch_offset, epoch = info
-                pipe = pipes.get(tp)
-                if pipe is None or pipe.epoch != epoch or stale:
-                    log.debug("ignoring stale fetch answer for %s", tp)
-                    continue
-                err = p.get("error_code", 0)
-                if err:
-                    if pipe.read_replica == node_id:
-                        # Whatever a follower answers wrong (not a replica any more, out of
-                        # range while it lags...), the leader is asked next (KIP-392).
-                        log.debug("fetch of %s from read replica %d failed (error %d): back to the leader",
-                                  tp, node_id, err)
-                        self._clear_read_replica(pipe)
-                        if err == Errors.OffsetOutOfRangeError.errno:
-                            continue
-                    self._partition_error(tp, pipe, err, fetch_offset, now)
-                    if err in _LEADER_MOVED:
-                        hint = p.get("current_leader")
-                        if hint is not None and hint.get("leader_id", -1) >= 0:
-                            leader_hints[tp] = (hint["leader_id"], hint.get("leader_epoch", -1))
-                    continue
-                replica = p.get("preferred_read_replica", -1)
-                if replica >= 0 and replica != node_id:
-                    if pipe.read_replica < 0:
-                        self._read_replicas += 1
-                    log.debug("fetching %s from read replica %d (told by node %d)", tp, replica, node_id)
-                    pipe.read_replica = replica
-                    pipe.read_replica_until = now + self._read_replica_ttl_ms
+            fetch_offset, epoch = info
+            pipe = pipes.get(tp)
+            if pipe is None or pipe.epoch != epoch or stale:
+                log.debug("ignoring stale fetch answer for %s", tp)
+                continue
+            if err:
+                if pipe.read_replica == node_id:
+                    # Whatever a follower answers wrong (not a replica any more, out of
+                    # range while it lags...), the leader is asked next (KIP-392).
+                    log.debug("fetch of %s from read replica %d failed (error %d): back to the leader",
+                              tp, node_id, err)
+                    self._clear_read_replica(pipe)
+                    if err == Errors.OffsetOutOfRangeError.errno:
+                        continue
+                self._partition_error(tp, pipe, err, fetch_offset, now)
+                if err in _LEADER_MOVED and p is not None:
+                    hint = p.get("current_leader")
+                    if hint is not None and hint.get("leader_id", -1) >= 0:
+                        leader_hints[tp] = (hint["leader_id"], hint.get("leader_epoch", -1))
+                continue
+            if replica >= 0 and replica != node_id:
+                if pipe.read_replica < 0:
+                    self._read_replicas += 1
+                log.debug("fetching %s from read replica %d (told by node %d)", tp, replica, node_id)
+                pipe.read_replica = replica
+                pipe.read_replica_until = now + self._read_replica_ttl_ms
+            if p is not None:
                 diverging = p.get("diverging_epoch")
                 if diverging is not None and diverging.get("epoch", -1) >= 0:
                     self._diverging_epoch(tp, pipe, fetch_offset, diverging["epoch"], diverging.get("end_offset", -1))
                     continue
-                hw = p.get("high_watermark", -1)
-                if hw >= 0 and not read_committed:
-                    pipe.end_offset = hw
-                lso = p.get("last_stable_offset", -1)
-                if lso >= 0 and read_committed:
-                    pipe.end_offset = lso
-                lstart = p.get("log_start_offset", -1)
-                if hw >= 0 or lso >= 0 or lstart >= 0:
-                    reported.append((tp, hw, lso, lstart))
-                raw = p.get("records")
-                size = 0 if raw is None else len(raw)
-                if not size:
-                    continue
-                if frame is None:
-                    whole = raw.obj if isinstance(raw, memoryview) else raw
-                    # nbytes: the frame's size whatever buffer type the view is over; the
-                    # receive thread's position arrays live as long and count too
-                    frame = buffer.new_frame(memoryview(whole).nbytes
-                                             + (0 if scanned is None else scanned.array_bytes))
-                aborted = p.get("aborted_transactions") if read_committed else None
-                if read_committed and aborted is None:
+            if hw >= 0 and not read_committed:
+                pipe.end_offset = hw
+            if lso >= 0 and read_committed:
+                pipe.end_offset = lso
+            if hw >= 0 or lso >= 0 or lstart >= 0:
+                reported.append((tp, hw, lso, lstart))
+            size = 0 if raw is None else len(raw)
+            if not size:
+                continue
+            if frame is None:
+                whole = raw.obj if isinstance(raw, memoryview) else raw
+                # nbytes: the frame's size whatever buffer type the view is over; the
+                # receive thread's position arrays live as long and count too
+                frame = buffer.new_frame(memoryview(whole).nbytes + array_bytes)
+            if read_committed:
+                aborted = None if p is None else p.get("aborted_transactions")
+                if aborted is None:
                     aborted = ()
-                buffer.add(CompletedFetch(tp, fetch_offset, epoch, assignment_id, raw, aborted, frame,
-                                          None if scanned is None else scanned.records_for(raw)), pipe)
-                # Where the next fetch starts: after the last complete batch (a walk of the
-                # batch headers, in kcore).
-                nxt, last_epoch = next_fetch_offset(raw, fetch_offset)
-                pipe.next_fetch_offset = nxt
-                if last_epoch >= 0:
-                    pipe.next_fetch_epoch = last_epoch
-                if nxt == fetch_offset:
-                    self._warn_incomplete(tp, pipe, fetch_offset, size)
-                returned_data.append(tp)
-                fetched_bytes += size
+            else:
+                aborted = None
+            if scanned is not None:
+                scanned_records = scanned.records_for(raw)
+            buffer.add(CompletedFetch(tp, fetch_offset, epoch, assignment_id, raw, aborted, frame,
+                                      scanned_records), pipe)
+            # Where the next fetch starts: after the last complete batch (a walk of the
+            # batch headers, in kcore).
+            nxt, last_epoch = next_fetch_offset(raw, fetch_offset)
+            pipe.next_fetch_offset = nxt
+            if last_epoch >= 0:
+                pipe.next_fetch_epoch = last_epoch
+            if nxt == fetch_offset:
+                self._warn_incomplete(tp, pipe, fetch_offset, size)
+            returned_data.append(tp)
+            fetched_bytes += size
         if fetched_bytes:
             self._metrics["bytes-fetched-total"] += fetched_bytes
         if reported or returned_data:
@@ -615,6 +630,18 @@ class FetchRequests:
         # Otherwise the fetch was chained after buffered records: drop them and fetch again
         # from the position, whose own epoch the leader then checks.
         self._buffer.clear_partition(tp)
+
+
+def _decoded_partitions(result: dict, scanned):
+    """The partitions of a Fetch answer the protocol decoder read, as the tuples of
+    SCANNED_PARTITIONS (the records' scan is taken only for a partition that is buffered),
+    each with its dict for the fields those do not carry."""
+    for topic_resp in result.get("responses") or []:
+        topic = topic_resp.get("topic") or topic_resp.get("topic_id")
+        for p in topic_resp.get("partitions") or []:
+            yield (topic, p["partition_index"], p.get("error_code", 0), p.get("high_watermark", -1),
+                   p.get("last_stable_offset", -1), p.get("log_start_offset", -1),
+                   p.get("preferred_read_replica", -1), p.get("records"), None), p
 
 
 def _backlog_held(pipes: dict[TopicPartition, PartitionPipe]) -> bool:

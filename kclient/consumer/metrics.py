@@ -59,6 +59,27 @@ class WindowedStat:
         self.total_count += 1
         self.total_sum += value
 
+    def record_many(self, values: list, now_ms: int) -> None:
+        """``record(v, now_ms)`` for each of ``values`` (one window check for them all)."""
+        if not values:
+            return
+        ws = self._windows
+        if not ws or now_ms - ws[-1][0] >= self._window_ms:
+            self._roll(now_ms)
+        w = ws[-1]
+        hi, lo, total, n = max(values), min(values), sum(values), len(values)
+        if w[1] == 0:
+            w[3], w[4] = hi, lo
+        else:
+            if hi > w[3]:
+                w[3] = hi
+            if lo < w[4]:
+                w[4] = lo
+        w[1] += n
+        w[2] += total
+        self.total_count += n
+        self.total_sum += total
+
     def _roll(self, now_ms: int) -> None:
         ws = self._windows
         if not ws or now_ms - ws[-1][0] >= self._window_ms:
@@ -237,13 +258,22 @@ class ConsumerMetrics:
 
     def _record_sets(self, sets, now_ms: int) -> None:
         cache = self._topic_stats
+        # A poll's record sets are mostly of one topic: its values go in with one call per
+        # statistic.
+        by_topic: dict[str, tuple[list, list]] = {}
         for topic, n, size in sets:
+            values = by_topic.get(topic)
+            if values is None:
+                values = by_topic[topic] = ([], [])
+            values[0].append(n)
+            values[1].append(size)
+        for topic, (counts, sizes) in by_topic.items():
             stats = cache.get(topic)
             if stats is None:
                 scope = f"topic={topic}"
                 stats = cache[topic] = (self._stat((scope, "records")), self._stat((scope, "bytes")))
-            stats[0].record(n, now_ms)
-            stats[1].record(size, now_ms)
+            stats[0].record_many(counts, now_ms)
+            stats[1].record_many(sizes, now_ms)
 
     def _record_positions(self, positions, now_ms: int) -> None:
         cache = self._partition_stats

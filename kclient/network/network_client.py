@@ -19,6 +19,7 @@ import struct
 import time
 from typing import Any, Callable, Iterable
 
+from kcore.fetchscan import scan_fetch_response
 from kcore.frames import FrameReceiver
 from kcore.queues import InFlightRequests
 
@@ -32,7 +33,8 @@ from kclient.network.metadata import Metadata, Node
 from kclient.network.network_config import NetworkClientConfig
 from kclient.protocol import ApiKey
 
-__all__ = ["NetworkClient", "ClientRequest", "API_VERSIONS_KEY", "METADATA_KEY", "SCANNED_FETCH"]
+__all__ = ["NetworkClient", "ClientRequest", "API_VERSIONS_KEY", "METADATA_KEY", "SCANNED_FETCH",
+           "SCANNED_PARTITIONS", "fetch_response_from_scan"]
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +43,12 @@ FETCH_KEY = int(ApiKey.FETCH)
 #: The key of a Fetch response dict under which its receive thread's scan comes (not a
 #: protocol field): see NetworkClient.scan_fetches.
 SCANNED_FETCH = "_scanned"
+#: The key under which a Fetch response dict read from its scan alone (no protocol decode)
+#: carries, instead of "responses", what kcore.fetchscan.ScannedFetch.answer gave: the
+#: position arrays' bytes and a list of ``(topic, partition, error_code, high_watermark,
+#: last_stable_offset, log_start_offset, preferred_read_replica, records, scanned_records)``.
+SCANNED_PARTITIONS = "_partitions"
+_SCAN_MIN_VERSION, _SCAN_MAX_VERSION = 4, 18     # the Fetch versions kcore.fetchscan reads
 MAX_SELECT_MS = 3_600_000          # one select() call never sleeps longer than this
 NO_DEADLINE = 2**62
 # close() waits at most this long (or request.timeout.ms if shorter) for the terminating KIP-714 push.
@@ -82,6 +90,21 @@ class ClientRequest:
     def __repr__(self) -> str:
         return (f"<ClientRequest api={self.api_key} v={self.api_version} node={self.node_id} "
                 f"corr={self.correlation_id}>")
+
+
+def fetch_response_from_scan(answer: tuple) -> dict:
+    """The response dict of a Fetch answer read from its scan (ScannedFetch.answer): its
+    top-level fields, and the rest under SCANNED_PARTITIONS."""
+    return {"throttle_time_ms": answer[0], "error_code": answer[1], "session_id": answer[2],
+            SCANNED_PARTITIONS: answer}
+
+
+def _scan_structure(frame, version: int | None):
+    """The structure of a Fetch response frame (kcore.fetchscan, no batch scanned), or None
+    for a version it does not read."""
+    if version is None or not _SCAN_MIN_VERSION <= version <= _SCAN_MAX_VERSION:
+        return None
+    return scan_fetch_response(frame, version, False, 0, 0)
 
 
 class NetworkClient:
@@ -929,18 +952,35 @@ class NetworkClient:
         if stats is not None:
             # The size prefix counts too, as on the sending side.
             stats.response_received(conn.node_id, len(frame) + 4, max(now_ms - req.send_ms, 0), now_ms)
-        scanned = conn.take_scanned(corr) if req.api_key == FETCH_KEY else None
-        try:
-            response = protocol.decode_response(req.api_key, req.api_version, frame)
-        except Exception as exc:
-            if req.internal in SETUP_REQUESTS:
-                self._close(conn, now_ms, exc)
+        scanned = answer = None
+        if req.api_key == FETCH_KEY:
+            # The usual Fetch answer is read from its scan alone: building the protocol
+            # decoder's dicts, only to walk them again, was most of an answer's cost at small
+            # fetches. Anything the scan does not keep (tagged fields, aborted transactions)
+            # goes through the decoder.
+            scanned = conn.take_scanned(corr)
+            if scanned is not None:
+                answer = scanned.answer(frame)
+            elif self._fetch_scan_crcs is not None:
+                # A frame the receive thread did not scan (a small one, or no receive
+                # thread): its structure is parsed here, its records decoded as before.
+                structure = _scan_structure(frame, req.api_version)
+                if structure is not None:
+                    answer = structure.answer(frame, False)
+        if answer is not None:
+            response = fetch_response_from_scan(answer)
+        else:
+            try:
+                response = protocol.decode_response(req.api_key, req.api_version, frame)
+            except Exception as exc:
+                if req.internal in SETUP_REQUESTS:
+                    self._close(conn, now_ms, exc)
+                    return
+                log.warning("cannot decode response to %r from node %d: %s", req, conn.node_id, exc)
+                self._finish(req, None, exc, now_ms)
                 return
-            log.warning("cannot decode response to %r from node %d: %s", req, conn.node_id, exc)
-            self._finish(req, None, exc, now_ms)
-            return
-        if scanned is not None and isinstance(response, dict):
-            response[SCANNED_FETCH] = scanned
+            if scanned is not None and isinstance(response, dict):
+                response[SCANNED_FETCH] = scanned
         if isinstance(response, dict) and response.get("error_code") == _REBOOTSTRAP_REQUIRED:
             self._rebootstrap_required = True       # KIP-1102: acted on at the next poll
         throttle = response.get("throttle_time_ms") if isinstance(response, dict) else None

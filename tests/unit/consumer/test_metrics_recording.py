@@ -76,3 +76,30 @@ def test_a_windows_count_sum_max_and_min(values):
     assert (s.max(1500), s.min(1500)) == (max(values), -100)
     s.record(3, 4600)               # both earlier windows are past
     assert (s.max(4600), s.min(4600), s.window_count(4600)) == (3, 3, 1)
+
+
+def test_record_many_equals_one_record_per_value():
+    rng = random.Random(7)
+    many, single = WindowedStat(100, 2), WindowedStat(100, 2)
+    now = 0
+    for _ in range(300):
+        now += rng.randrange(0, 60)
+        values = [rng.randrange(-50, 10**6) for _ in range(rng.randrange(0, 6))]
+        many.record_many(values, now)
+        for v in values:
+            single.record(v, now)
+        assert (many.total_count, many.total_sum, many._windows) == (single.total_count, single.total_sum,
+                                                                     single._windows)
+
+
+def test_record_sets_of_several_topics_equal_one_record_per_set():
+    rng = random.Random(11)
+    grouped, single = ConsumerMetrics(window_ms=100, samples=2), ConsumerMetrics(window_ms=100, samples=2)
+    now = 0
+    for _ in range(200):
+        now += rng.randrange(0, 60)
+        sets = [(rng.choice("abc"), rng.randrange(1, 50), rng.randrange(100, 10**5)) for _ in range(rng.randrange(0, 8))]
+        grouped.record_sets(sets, now)
+        for s in sets:
+            single.record_sets([s], now)
+    assert _state(grouped) == _state(single)
