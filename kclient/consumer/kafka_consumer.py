@@ -360,7 +360,8 @@ class KafkaConsumer:
             self._stats.poll_ended(self._clock.now_ms())
             self._release()
 
-    def _poll(self, timeout_ms, max_records, update_offsets: bool, columnar: bool):
+    def _poll(self, timeout_ms, max_records, update_offsets: bool, columnar: bool, now_ms: int | None = None):
+        """``now_ms``: the clock as the caller just read it (None: read it here)."""
         timeout_ms = _check_timeout(timeout_ms)
         if max_records is not None and (isinstance(max_records, bool) or not isinstance(max_records, int)
                                         or max_records < 1):
@@ -369,7 +370,7 @@ class KafkaConsumer:
             raise Errors.IllegalStateError("Consumer is not subscribed to any topics or assigned any partitions")
         self._flush_iteration()
         clock = self._clock
-        now = clock.now_ms()
+        now = clock.now_ms() if now_ms is None else now_ms
         deadline = now + timeout_ms
         self._stats.poll_started(now)
         coordinator = self._coordinator
@@ -537,7 +538,7 @@ class KafkaConsumer:
                 wait = deadline - now
                 wait = _ITER_POLL_MS if not math.isfinite(wait) else min(int(wait), _ITER_POLL_MS)
                 self._size_iteration_chunk(now)
-                records, ends = self._poll(wait, self._iter_chunk, False, columnar=False)
+                records, ends = self._poll(wait, self._iter_chunk, False, False, now)
                 if records:
                     self._iter_chunk_ms = self._clock.now_ms()
                     self._iter_queue = list(records.items())
@@ -626,6 +627,15 @@ class KafkaConsumer:
         if not last and not ends:
             return
         subs = self._subscriptions
+        if (tp is None and not self._iter_queue and self._iter_epoch == self._iter_poll_epoch
+                and last.keys() <= ends.keys()):
+            # The usual refill: every record of the last poll went out and the application
+            # changed nothing since (no seek: a position past what was handed out can only
+            # come from one). Each partition moves to the poll's end, forward only.
+            subs.advance_positions(ends.items())
+            last.clear()
+            ends.clear()
+            return
         # One locked read of the positions and one locked write, whatever the partitions.
         tps = list(last)
         tps.extend(tp for tp in ends if tp not in last)

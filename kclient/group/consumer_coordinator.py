@@ -47,6 +47,15 @@ __all__ = ["ConsumerCoordinator", "ConsumerGroupMetadata"]
 
 log = logging.getLogger(__name__)
 
+# In the steady state (a stable member whose heartbeats its driver sends, nothing to
+# deliver or to commit) poll()'s checks find nothing to do, and an iterating consumer polls
+# about every millisecond. They then run in full at most this often, and at once when
+# something they look at changes: the metadata, the subscription or assignment, a rejoin
+# request, a commit outcome to deliver, the heartbeat driver's failure, the auto-commit
+# deadline. What waits at most this long: the heartbeat driver's other events and a
+# coordinator connection found broken (its heartbeats go on meanwhile).
+STEADY_POLL_MS = 20
+
 
 class ConsumerCoordinator(AbstractCoordinator):
     def __init__(self, client, subscriptions: SubscriptionState, metadata, rebalance_config: GroupRebalanceConfig,
@@ -74,6 +83,8 @@ class ConsumerCoordinator(AbstractCoordinator):
         self._joined_subscription: frozenset[str] | None = None
         self._assignment_snapshot: dict[str, int | None] | None = None
         self._assignment_snapshot_checked = -1
+        self._steady_until = 0      # poll() skips its checks until then, if _steady_key holds
+        self._steady_key: tuple = ()
 
     @property
     def auto_commit_enabled(self) -> bool:
@@ -116,6 +127,13 @@ class ConsumerCoordinator(AbstractCoordinator):
         """Coordinator work of one consumer poll; False if it could not finish in time."""
         if self.group_id is None:
             return True
+        if self._steady_until:
+            now = self._clock.now_ms()
+            if now < self._steady_until and self._still_steady():
+                with self._lock:
+                    self.heartbeat.poll(now)
+                return True
+        self._steady_until = 0
         # Only group management waits on the timer: no clock read for user assignments.
         timer = Timer(self._clock, timeout_ms) if self.subscriptions.has_auto_assigned_partitions() else None
         self.committer.invoke_completed_offset_commit_callbacks()
@@ -141,7 +159,39 @@ class ConsumerCoordinator(AbstractCoordinator):
                 self.start_heartbeat_thread_if_needed()
         if self.committer.auto_commit_enabled:  # no clock read on the (frequent) path without it
             self.committer.maybe_auto_commit_offsets_async(self._clock.now_ms())
+        if timer is not None:
+            self._mark_steady()
         return True
+
+    def _steady_state(self) -> tuple:
+        """What poll()'s checks depend on that changes without a call to this coordinator."""
+        subs = self.subscriptions
+        return self._metadata.update_version, subs.assignment_id, subs.subscription, self._driver
+
+    def _mark_steady(self) -> None:
+        """After poll()'s checks: if the member is stable, skip them for a while (STEADY_POLL_MS)."""
+        driver = self._driver
+        if (self.state is not MemberState.STABLE or not self._driver_started or driver is None
+                or driver.failure is not None or not self.subscriptions.has_auto_assigned_partitions()
+                or self.rejoin_needed_or_pending() or self.committer.has_completed_commits):
+            return
+        now = self._clock.now_ms()
+        until = now + STEADY_POLL_MS
+        committer = self.committer
+        if committer.auto_commit_enabled:
+            until = min(until, committer.next_auto_commit_deadline)
+        if until > now:
+            self._steady_key = self._steady_state()
+            self._steady_until = until
+
+    def _still_steady(self) -> bool:
+        driver = self._driver
+        return (not self.rejoin_needed
+                and self._join_future is None and self._sync_future is None
+                and self.state is MemberState.STABLE
+                and not self.committer.has_completed_commits
+                and driver is not None and driver.failure is None
+                and self._steady_state() == self._steady_key)
 
     def record_poll(self, now_ms: int) -> None:
         """The application called poll(): restart the max.poll.interval.ms clock."""

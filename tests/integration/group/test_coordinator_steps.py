@@ -23,7 +23,7 @@ from kclient import errors as Errors
 from kclient.group.assignors import AbstractPartitionAssignor, RebalanceProtocol
 from kclient.clock import SYSTEM_CLOCK, FakeClock
 from kclient.config import ConsumerConfig
-from kclient.group.consumer_coordinator import ConsumerCoordinator
+from kclient.group.consumer_coordinator import STEADY_POLL_MS, ConsumerCoordinator
 from kclient.network.consumer_network_client import ConsumerNetworkClient
 from kclient.network.network_config import NetworkClientConfig
 from kclient.group.classic_embedded_protocol import (
@@ -921,6 +921,51 @@ def test_close_without_autocommit_does_not_commit(broker, make_stack):
     s.coord.close(5000, autocommit=False)
     assert broker.count(OFFSET_COMMIT) == 0
     assert broker.count(LEAVE_GROUP) == 1
+
+
+def test_a_stable_members_poll_skips_its_checks_until_something_is_due(broker, make_stack):
+    clock = FakeClock()
+    s = make_stack(clock=clock, enable_auto_commit=True, auto_commit_interval_ms=5000)
+    s.join()
+    checks = []
+    check = s.coord.check_heartbeat_failure
+    s.coord.check_heartbeat_failure = lambda: (checks.append(clock.now_ms()), check())[1]
+    s.coord.poll(0)
+    clock.advance(STEADY_POLL_MS - 1)
+    s.coord.poll(0)
+    assert checks == []                                  # stable, nothing due: skipped
+    clock.advance(1)
+    s.coord.poll(0)
+    assert len(checks) == 1                              # at most STEADY_POLL_MS apart
+    # An async commit's outcome is delivered by the next poll.
+    results = []
+    s.coord.committer.commit_offsets_async({tp("t", 0): OffsetAndMetadata(4)}, lambda o, e: results.append(e))
+    s.pump(lambda: s.coord.committer.has_completed_commits)
+    s.coord.poll(0)
+    assert results == [None] and len(checks) == 2
+    # The auto-commit deadline ends the skipping.
+    deadline = s.coord.committer.next_auto_commit_deadline
+    clock.advance(deadline - clock.now_ms() - STEADY_POLL_MS // 2)
+    s.subs.seek(tp("t", 0), 11)
+    s.coord.poll(0)
+    assert len(checks) == 3 and broker.count(OFFSET_COMMIT) == 1
+    clock.advance(STEADY_POLL_MS // 2)
+    s.coord.poll(0)
+    (_, body), = broker.wait_count(OFFSET_COMMIT, 2)[1:]
+    assert body["topics"][0]["partitions"][0]["committed_offset"] == 11
+    # So do a rejoin request and a metadata update.
+    s.coord.request_rejoin("test")
+    s.join()
+    assert len(checks) >= 5
+    s.coord.poll(0)
+    n = len(checks)
+    s.coord.poll(0)
+    assert len(checks) == n
+    version = s.metadata.update_version
+    s.metadata.request_update()
+    s.pump(lambda: s.metadata.update_version > version)
+    s.coord.poll(0)
+    assert len(checks) == n + 1
 
 
 def test_time_to_next_poll_follows_heartbeat_and_auto_commit(broker, make_stack):

@@ -57,9 +57,9 @@ def buffered_consumer(clock: FakeClock, max_poll_records: int = 10, value_size: 
     chunks: list[int] = []
     poll = consumer._poll
 
-    def spy(timeout_ms, max_records, update_offsets, columnar):
+    def spy(timeout_ms, max_records, update_offsets, columnar, now_ms=None):
         chunks.append(max_records)
-        return poll(timeout_ms, max_records, update_offsets, columnar)
+        return poll(timeout_ms, max_records, update_offsets, columnar, now_ms)
 
     consumer._poll = spy
     return consumer, tps, coordinator, chunks
