@@ -413,8 +413,9 @@ def summarise(results: list[dict], pooled: dict) -> list[dict]:
         if client != "kclient":
             pairs = [(v.get("kclient"), v.get(client)) for (rt, _), v in by_round.items() if rt == rate]
             pairs = [(k, o) for k, o in pairs if k is not None and o is not None]
-            row["kclient_p99_at_or_below"] = sum(1 for k, o in pairs if k <= o)
-            row["paired_rounds"] = len(pairs)
+            if pairs:       # kclient ran in the same rounds
+                row["kclient_p99_at_or_below"] = sum(1 for k, o in pairs if k <= o)
+                row["paired_rounds"] = len(pairs)
         out.append(row)
     return out
 

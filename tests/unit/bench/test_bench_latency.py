@@ -77,3 +77,9 @@ def test_rounds_are_summarised_by_their_median_the_pooled_records_and_paired_rou
                              "results": results, "summary": list(summary.values())})
     assert "| 2 | 10,000 | kclient (for record in consumer, defaults) | 15.00 | 30.00 |" in text
     assert "| 2 of 3 rounds |" in text and "| round | rate (msg/s) |" in text
+
+
+def test_without_kclient_in_the_rounds_no_pairing_is_claimed():
+    results = [_round("confluent", 1000, 1, 5.0), _round("confluent", 1000, 2, 7.0)]
+    (row,) = latency.summarise(results, {})
+    assert row["rounds"] == 2 and row["p99_ms"] == 6.0 and "paired_rounds" not in row
