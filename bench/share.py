@@ -1,6 +1,10 @@
 """``python -m bench share [--records N] [--members 1,4] [--drivers ...] [--bootstrap host:port]``:
 share-group consumers (KIP-932) in one run, on one topic.
 
+``--repeat N`` runs every client N times (rounds, in the same order, on the same topic) and adds
+each one's median records/s and the targets' ratios of the medians, with the ratios round by
+round: on 2 shared cores one run's ratio moves by a third from one run to the next.
+
 One topic of 8 partitions holds N records of 100 B (written once, as bench/runner.py writes
 its topics). Each client then reads all of it in a share group of its own (a fresh group id,
 ``share.auto.offset.reset=earliest``), with 1 and with 4 members, each member a process of its
@@ -263,6 +267,45 @@ def _describe_requests(r: dict) -> str:
     return "; ".join(parts)
 
 
+def steady_rate(r: dict) -> float:
+    """Records after the first poll's, over the time after they arrived (joining excluded)."""
+    return (r["records"] - r["first_batch"]) / r["steady_s"] if r["steady_s"] > 0 else float("inf")
+
+
+def _median(values: list[float]) -> float:
+    v = sorted(values)
+    mid = len(v) // 2
+    return v[mid] if len(v) % 2 else (v[mid - 1] + v[mid]) / 2
+
+
+#: (driver, peer, least ratio of records/s): the benchmark's targets, per member count.
+TARGETS = (("kclient-records", "confluent", 3.0), ("kclient-records", "java", 2.0),
+           ("kclient-columnar", "raw-sharefetch", 0.8))
+
+
+def summarise(results: list[dict]) -> list[str]:
+    """Over the rounds: each client's median records/s per member count, and each target's
+    ratio of the medians with its ratios round by round (the same round's runs paired)."""
+    rates: dict[tuple[str, int], dict[int, float]] = {}
+    for r in results:
+        if "error" not in r:
+            rates.setdefault((r["driver"], r["members"]), {})[r.get("round", 1)] = steady_rate(r)
+    lines = [f"{'client':<32} {'members':>7} {'rounds':>6} {'median records/s':>17}"]
+    for (driver, members), by_round in rates.items():
+        lines.append(f"{LABELS[driver]:<32} {members:>7} {len(by_round):>6} {_median(list(by_round.values())):>17,.0f}")
+    for members in sorted({m for _, m in rates}):
+        for driver, peer, least in TARGETS:
+            mine, theirs = rates.get((driver, members)), rates.get((peer, members))
+            if not mine or not theirs:
+                continue
+            ratio = _median(list(mine.values())) / _median(list(theirs.values()))
+            paired = sorted(mine[k] / theirs[k] for k in mine.keys() & theirs.keys())
+            rounds = ", ".join(f"{x:.2f}" for x in paired)
+            lines.append(f"{members} member(s): {LABELS[driver]} >= {least:g}x {LABELS[peer]}: {ratio:.2f}x "
+                         f"(rounds: {rounds}) - {'met' if ratio >= least else 'NOT met'}")
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench share", description=__doc__.split("\n\n")[0])
     parser.add_argument("--records", type=int, default=1_000_000)
@@ -289,6 +332,9 @@ def main(argv: list[str] | None = None) -> int:
                              "records), instead of writing a new one: A/B runs then read the same producer batches, "
                              "whose sizes, which vary from one write to the next, set the records a share fetch "
                              "acquires")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="rounds: every client and member count once per round, in the same order, on the "
+                             "same topic; more than one adds the medians and the targets' ratios (default 1)")
     parser.add_argument("--stats", action="store_true",
                         help="also count each member's share requests (ShareFetch, ShareAcknowledge, records "
                              "per fetch answer, acknowledgement batches) and print them per run")
@@ -301,8 +347,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--members takes numbers, as in 1,4; got {args.members!r}")
     if args.topic and not args.bootstrap:
         parser.error("--topic needs --bootstrap (a broker started here holds no topic yet)")
-    if unknown or args.records < 1 or not member_counts or min(member_counts) < 1:
-        parser.error(f"--drivers from {DRIVERS} (got {sorted(unknown)}), --records and --members >= 1")
+    if unknown or args.records < 1 or not member_counts or min(member_counts) < 1 or args.repeat < 1:
+        parser.error(f"--drivers from {DRIVERS} (got {sorted(unknown)}), --records, --members and --repeat >= 1")
     skipped = {d: why for d in drivers if (why := unavailable(d))}
     for d, why in skipped.items():
         log(f"skipping {d}: {why}")
@@ -338,17 +384,21 @@ def main(argv: list[str] | None = None) -> int:
             except RuntimeError as exc:
                 log(f"  the warm-up failed: {exc}")
         results = []
-        for members in member_counts:
-            for d in drivers:
-                if d in skipped:
-                    continue
-                log(f"{d}, {members} member(s)")
-                try:
-                    results.append(run_one(d, members, bootstrap, topic, args.records, args.timeout,
-                                           broker_pid, stats_dir))
-                except RuntimeError as exc:
-                    log(f"  {d} failed: {exc}")
-                    results.append({"driver": d, "members": members, "error": str(exc)})
+        for round_no in range(1, args.repeat + 1):
+            for members in member_counts:
+                for d in drivers:
+                    if d in skipped:
+                        continue
+                    log(f"{d}, {members} member(s)" + (f", round {round_no} of {args.repeat}" if args.repeat > 1 else ""))
+                    try:
+                        result = run_one(d, members, bootstrap, topic, args.records, args.timeout,
+                                         broker_pid, stats_dir)
+                    except RuntimeError as exc:
+                        log(f"  {d} failed: {exc}")
+                        result = {"driver": d, "members": members, "error": str(exc)}
+                    if args.repeat > 1:
+                        result["round"] = round_no
+                    results.append(result)
         return results
 
     if args.bootstrap:
@@ -366,18 +416,22 @@ def main(argv: list[str] | None = None) -> int:
           + ("" if args.no_warmup else "; after an unmeasured warm-up read (raw ShareFetch)"))
     print(f"machine: {os.cpu_count()} cores, load average {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} "
           "(1 / 5 / 15 min) at the end")
-    print(f"{'client':<32} {'members':>7} {'records/s':>11} {'CPU µs/record':>14} {'first record s':>15} "
+    head = f"{'round':>5} " if args.repeat > 1 else ""
+    print(f"{head}{'client':<32} {'members':>7} {'records/s':>11} {'CPU µs/record':>14} {'first record s':>15} "
           f"{'broker CPU µs/record':>21}")
     for r in results:
         label = LABELS[r["driver"]]
+        head = f"{r.get('round', 1):>5} " if args.repeat > 1 else ""
         if "error" in r:
-            print(f"{label:<32} {r['members']:>7} {'failed: ' + r['error']}")
+            print(f"{head}{label:<32} {r['members']:>7} {'failed: ' + r['error']}")
             continue
-        # records after the first poll's, over the time after it arrived (joining excluded)
-        rate = (r["records"] - r["first_batch"]) / r["steady_s"] if r["steady_s"] > 0 else float("inf")
         broker = f"{r['broker_cpu_s'] / r['records'] * 1e6:.2f}" if "broker_cpu_s" in r else "-"
-        print(f"{label:<32} {r['members']:>7} {rate:>11,.0f} {r['cpu_s'] / r['records'] * 1e6:>14.2f} "
+        print(f"{head}{label:<32} {r['members']:>7} {steady_rate(r):>11,.0f} {r['cpu_s'] / r['records'] * 1e6:>14.2f} "
               f"{r['first_record_s']:>15.2f} {broker:>21}")
+    if args.repeat > 1:
+        print(f"over the {args.repeat} rounds:")
+        for line in summarise(results):
+            print(line)
     for d, why in skipped.items():
         print(f"{LABELS[d]:<32} skipped: {why}")
     for r in results:

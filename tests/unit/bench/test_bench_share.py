@@ -83,3 +83,30 @@ def test_an_existing_topic_needs_an_existing_cluster():
     with pytest.raises(SystemExit) as exc:
         share.main(["--topic", "t"])
     assert exc.value.code == 2
+
+
+def _run(driver, members, round_no, rate):
+    # 1,000 records after the first batch, over 1000 / rate seconds
+    return {"driver": driver, "members": members, "round": round_no, "records": 1100, "first_batch": 100,
+            "steady_s": 1000 / rate}
+
+
+def test_rounds_give_median_rates_and_the_targets_ratios_round_by_round():
+    results = [_run("kclient-records", 4, 1, 3000.0), _run("confluent", 4, 1, 1000.0),
+               _run("kclient-records", 4, 2, 2000.0), _run("confluent", 4, 2, 1000.0),
+               _run("kclient-records", 4, 3, 3300.0), _run("confluent", 4, 3, 1100.0),
+               {"driver": "java", "members": 4, "round": 1, "error": "boom"}]
+    lines = share.summarise(results)
+    assert any(line.startswith("kclient per record") and line.split()[-1] == "3,000" for line in lines)
+    target = [line for line in lines if "confluent" in line and ">= 3x" in line]
+    assert target == ["4 member(s): kclient per record >= 3x confluent-kafka ShareConsumer: 3.00x "
+                      "(rounds: 2.00, 3.00, 3.00) - met"]
+    assert not any(">= 2x" in line for line in lines)      # Java failed: no ratio claimed
+    assert share.summarise([_run("kclient-records", 1, 1, 2000.0), _run("confluent", 1, 1, 1000.0)])[-1].endswith(
+        "2.00x (rounds: 2.00) - NOT met")
+
+
+def test_repeat_below_one_exits_2():
+    with pytest.raises(SystemExit) as exc:
+        share.main(["--repeat", "0"])
+    assert exc.value.code == 2
