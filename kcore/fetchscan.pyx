@@ -22,10 +22,7 @@ the protocol decoder then reports it as it always did.
 partition's result as a ``ScannedRecords``, which ``decode_columnar(data, scanned=...)``
 turns into a ColumnarBatch without decoding again.
 """
-import uuid
-
 cimport cython
-from cpython.bytes cimport PyBytes_FromStringAndSize
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.pyport cimport PY_SSIZE_T_MAX
 from libc.stdint cimport INT64_MAX, int8_t, int16_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
@@ -39,23 +36,7 @@ from kcore.layout cimport (ATTR_CODEC_MASK, ATTR_CONTROL, ATTR_TIMESTAMP_TYPE, E
                            V2_ATTRIBUTES, V2_BASE_TIMESTAMP, V2_CRC, V2_HEADER_SIZE, V2_LAST_OFFSET_DELTA,
                            V2_MAX_TIMESTAMP, V2_PARTITION_LEADER_EPOCH, V2_RECORD_COUNT)
 from kcore.scan cimport E_OK, RecCols, ScanErr, V2Ctx, add_wrap, cols_release, cols_reserve, scan_v2
-from kcore.wire cimport load_be16, load_be32, load_be64, read_uvarint32_ptr
-
-_UUID = uuid.UUID
-_uuid_cache = {}
-_UUID_CACHE_MAX = 4096       # topic ids repeat in every answer
-
-
-cdef object _uuid_from(const uint8_t* p):
-    key = PyBytes_FromStringAndSize(<const char*>p, 16)
-    u = _uuid_cache.get(key)
-    if u is None:
-        u = _UUID(bytes=key)
-        if len(_uuid_cache) >= _UUID_CACHE_MAX:
-            _uuid_cache.clear()
-        _uuid_cache[key] = u
-    return u
-
+from kcore.wire cimport load_be16, load_be32, load_be64, read_uvarint32_ptr, uuid_from
 
 __all__ = ["ScannedFetch", "ScannedRecords", "scan_fetch_response", "next_fetch_offset", "BLOB_STATES"]
 
@@ -645,7 +626,7 @@ cdef class ScannedFetch:
         for i in range(s.ntopics):
             t = &s.topics[i]
             if s.version >= FETCH_TOPIC_IDS:
-                topics.append(_uuid_from(self.base + t.name_start))
+                topics.append(uuid_from(self.base + t.name_start))
             else:
                 try:
                     topics.append(PyUnicode_DecodeUTF8(<const char*>(self.base + t.name_start),

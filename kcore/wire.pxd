@@ -27,6 +27,9 @@ cdef enum:
 
 
 # ------------------------------------------------------------------ nogil pointer helpers
+cdef object uuid_from(const uint8_t* p)   # a 16-byte topic id as a cached uuid.UUID
+
+
 cdef inline uint16_t load_be16(const uint8_t* p) noexcept nogil:
     return <uint16_t>((<uint16_t>p[0] << 8) | p[1])
 

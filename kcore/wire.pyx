@@ -39,7 +39,8 @@ cdef int raise_invalid_length(str what, int64_t length, Py_ssize_t limit) except
     raise InvalidLengthError(f"invalid {what} {length} ({limit} bytes remain)")
 
 
-cdef inline object _uuid_from(const uint8_t* p):
+cdef object uuid_from(const uint8_t* p):
+    """The uuid.UUID of the 16 bytes at p, one object per id while the cache holds it."""
     key = PyBytes_FromStringAndSize(<const char*>p, 16)
     u = _uuid_cache.get(key)
     if u is None:
@@ -142,7 +143,7 @@ cdef class Reader:
 
     cdef object read_uuid(self):
         self.need(16)
-        u = _uuid_from(self.buf + self.pos)
+        u = uuid_from(self.buf + self.pos)
         self.pos += 16
         return u
 
