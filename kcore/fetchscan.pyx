@@ -198,6 +198,22 @@ cdef int _header(FetchScan* s, const uint8_t* frame, const uint8_t* avail,
     return _entries(s, frame, p, flexible, avail, total, &s.topics_left)
 
 
+cdef bint _room(void** items, Py_ssize_t* cap, Py_ssize_t used, size_t size, Py_ssize_t first) noexcept nogil:
+    """Room for one more item in a realloc'ed array (doubling, from ``first``); False when
+    out of memory (the array is then unchanged)."""
+    cdef Py_ssize_t grown_cap
+    cdef void* grown
+    if used < cap[0]:
+        return True
+    grown_cap = cap[0] * 2 if cap[0] else first
+    grown = realloc(items[0], grown_cap * size)
+    if grown == NULL:
+        return False
+    items[0] = grown
+    cap[0] = grown_cap
+    return True
+
+
 cdef int _topic(FetchScan* s, const uint8_t* frame, const uint8_t* avail,
                 const uint8_t* total) noexcept nogil:
     cdef const uint8_t* p = frame + s.pos
@@ -206,8 +222,6 @@ cdef int _topic(FetchScan* s, const uint8_t* frame, const uint8_t* avail,
     cdef uint32_t u
     cdef int rc
     cdef const uint8_t* name
-    cdef TopicHead* grown
-    cdef Py_ssize_t cap
     if s.version >= FETCH_TOPIC_IDS:
         name = p
         rc = _skip(&p, 16, avail, total)
@@ -228,13 +242,8 @@ cdef int _topic(FetchScan* s, const uint8_t* frame, const uint8_t* avail,
     rc = _entries(s, frame, p, flexible, avail, total, &s.parts_left)
     if rc != R_OK:
         return rc
-    if s.ntopics == s.captopics:
-        cap = s.captopics * 2 if s.captopics else 4
-        grown = <TopicHead*>realloc(s.topics, cap * sizeof(TopicHead))
-        if grown == NULL:
-            return R_BAD
-        s.topics = grown
-        s.captopics = cap
+    if not _room(<void**>&s.topics, &s.captopics, s.ntopics, sizeof(TopicHead), 4):
+        return R_BAD
     s.topics[s.ntopics].name_start = name - frame
     s.topics[s.ntopics].name_len = p - name
     s.ntopics += 1
@@ -249,8 +258,6 @@ cdef int _partition(FetchScan* s, const uint8_t* frame, const uint8_t* avail,
     cdef int64_t count, k
     cdef uint32_t u
     cdef PartHead head
-    cdef PartHead* grown
-    cdef Py_ssize_t cap
     # index, error code, high watermark, last stable offset (v4+), log start offset (v5+)
     cdef int rc = _need(p, 4 + 2 + 8 + 8 + (8 if s.version >= 5 else 0), avail, total)
     if rc != R_OK:
@@ -299,13 +306,8 @@ cdef int _partition(FetchScan* s, const uint8_t* frame, const uint8_t* avail,
         p += 4
     if records_len[0] < -1 or records_len[0] > total - p:
         return R_BAD
-    if s.nparts == s.capparts:
-        cap = s.capparts * 2 if s.capparts else 8
-        grown = <PartHead*>realloc(s.parts, cap * sizeof(PartHead))
-        if grown == NULL:
-            return R_BAD
-        s.parts = grown
-        s.capparts = cap
+    if not _room(<void**>&s.parts, &s.capparts, s.nparts, sizeof(PartHead), 8):
+        return R_BAD
     s.parts[s.nparts] = head
     s.nparts += 1
     s.pos = p - frame
@@ -313,16 +315,9 @@ cdef int _partition(FetchScan* s, const uint8_t* frame, const uint8_t* avail,
 
 
 cdef BlobScan* _new_blob(FetchScan* s, Py_ssize_t start, Py_ssize_t length) noexcept nogil:
-    cdef Py_ssize_t cap
-    cdef BlobScan* grown
     cdef BlobScan* b
-    if s.nblobs == s.capblobs:
-        cap = s.capblobs * 2 if s.capblobs else 8
-        grown = <BlobScan*>realloc(s.blobs, cap * sizeof(BlobScan))
-        if grown == NULL:
-            return NULL
-        s.blobs = grown
-        s.capblobs = cap
+    if not _room(<void**>&s.blobs, &s.capblobs, s.nblobs, sizeof(BlobScan), 8):
+        return NULL
     b = &s.blobs[s.nblobs]
     memset(b, 0, sizeof(BlobScan))
     b.start = start
