@@ -46,6 +46,7 @@ import select
 import shlex
 import struct
 import subprocess
+import statistics
 import sys
 import time
 import uuid
@@ -378,11 +379,9 @@ def run_rate(cluster, clients: list[str], rate: int, seconds: float, partitions:
 
 
 def _median(values: list[float]) -> float:
-    s = sorted(v for v in values if v == v)
-    if not s:
-        return float("nan")
-    mid = len(s) // 2
-    return s[mid] if len(s) % 2 else (s[mid - 1] + s[mid]) / 2
+    """The median of the values that are numbers (a round without a CPU figure has NaN)."""
+    known = [v for v in values if v == v]
+    return statistics.median(known) if known else float("nan")
 
 
 def summarise(results: list[dict], pooled: dict) -> list[dict]:

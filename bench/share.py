@@ -45,6 +45,7 @@ import argparse
 import json
 import os
 import selectors
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -272,12 +273,6 @@ def steady_rate(r: dict) -> float:
     return (r["records"] - r["first_batch"]) / r["steady_s"] if r["steady_s"] > 0 else float("inf")
 
 
-def _median(values: list[float]) -> float:
-    v = sorted(values)
-    mid = len(v) // 2
-    return v[mid] if len(v) % 2 else (v[mid - 1] + v[mid]) / 2
-
-
 #: (driver, peer, least ratio of records/s): the benchmark's targets, per member count.
 TARGETS = (("kclient-records", "confluent", 3.0), ("kclient-records", "java", 2.0),
            ("kclient-columnar", "raw-sharefetch", 0.8))
@@ -292,13 +287,13 @@ def summarise(results: list[dict]) -> list[str]:
             rates.setdefault((r["driver"], r["members"]), {})[r.get("round", 1)] = steady_rate(r)
     lines = [f"{'client':<32} {'members':>7} {'rounds':>6} {'median records/s':>17}"]
     for (driver, members), by_round in rates.items():
-        lines.append(f"{LABELS[driver]:<32} {members:>7} {len(by_round):>6} {_median(list(by_round.values())):>17,.0f}")
+        lines.append(f"{LABELS[driver]:<32} {members:>7} {len(by_round):>6} {statistics.median(list(by_round.values())):>17,.0f}")
     for members in sorted({m for _, m in rates}):
         for driver, peer, least in TARGETS:
             mine, theirs = rates.get((driver, members)), rates.get((peer, members))
             if not mine or not theirs:
                 continue
-            ratio = _median(list(mine.values())) / _median(list(theirs.values()))
+            ratio = statistics.median(list(mine.values())) / statistics.median(list(theirs.values()))
             paired = sorted(mine[k] / theirs[k] for k in mine.keys() & theirs.keys())
             rounds = ", ".join(f"{x:.2f}" for x in paired)
             lines.append(f"{members} member(s): {LABELS[driver]} >= {least:g}x {LABELS[peer]}: {ratio:.2f}x "
