@@ -5,8 +5,15 @@ share-group consumers (KIP-932) in one run, on one topic.
 each one's median records/s and the targets' ratios of the medians, with the ratios round by
 round: on 2 shared cores one run's ratio moves by a third from one run to the next.
 
-One topic of 8 partitions holds N records of 100 B (written once, as bench/runner.py writes
-its topics). Each client then reads all of it in a share group of its own (a fresh group id,
+One topic of 8 partitions holds N records of 100 B, written once in producer batches of
+4,000 records each (about 440 KB; a partition's last batch may hold fewer), whatever the
+producer's timing. A share fetch acquires whole batches, and the broker holds at most
+``share.partition.max.record.locks`` (2,000 by default) records in flight per partition, so
+the batch shape sets the records each fetch brings and the requests a client makes per record:
+written with a linger (as bench/runner.py writes its topics), one write gave 4 members fetch
+answers of about 4,200 records and the next of about 8,400, and runs did not compare. Every
+client of a run reads the same topic; ``--batch-records`` writes another shape. Each client
+then reads all of it in a share group of its own (a fresh group id,
 ``share.auto.offset.reset=earliest``), with 1 and with 4 members, each member a process of its
 own (bench/share_members.py; the Java peer is a JVM, bench/java/JavaShareConsumerBench.java):
 
@@ -52,6 +59,7 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import psutil
 
@@ -61,6 +69,11 @@ LABELS = {"raw-sharefetch": "raw ShareFetch (ceiling)", "kclient-records": "kcli
           "confluent": "confluent-kafka ShareConsumer"}
 PARTITIONS = 8
 RECORD_SIZE = 100
+#: Records per producer batch of the share topic (about 440 KB of 100 B records): a batch a
+#: producer at load makes (librdkafka's batch.size is 1 MB), and the smaller of the two shapes
+#: the benchmark's lingering producer used to write (each fetch then acquires one batch of a
+#: partition: above the broker's default 2,000 record locks per partition).
+BATCH_RECORDS = 4000
 #: Records the unmeasured warm-up reads at least (whole reads of the topic): the throughput
 #: profile's broker compiles its share path over its first few million; the C1-only one sooner.
 WARMUP_RECORDS = 5_000_000
@@ -98,6 +111,48 @@ def _java_command() -> list[str]:
     from bench.drivers.java_consumer import JVM_OPTIONS, classpath
     from kclient.testing.maven import find_java
     return [find_java(), *JVM_OPTIONS, "-cp", classpath(JAVA_SOURCE), "JavaShareConsumerBench"]
+
+
+def produce_fixed_batches(bootstrap: str, topic: str, records: int, batch_records: int = BATCH_RECORDS) -> None:
+    """Write ``records`` records of RECORD_SIZE B round-robin over the PARTITIONS partitions, in
+    producer batches of ``batch_records`` records each (a partition's last one may hold fewer),
+    whatever the timing: librdkafka sends a partition's batch once it holds
+    ``batch.num.messages`` records and waits for that (linger.ms far longer than the write)
+    unless flushing; each value starts with its sequence number (offset * PARTITIONS + partition),
+    as bench/runner.py's produce writes it."""
+    from confluent_kafka import KafkaException, Producer
+
+    from bench.drivers._common import SEQ, filler
+    errors: list = []
+
+    def on_error(err: Any, msg: Any) -> None:  # delivery.report.only.error: failures only
+        if err is not None:
+            errors.append(err)
+
+    per_batch = batch_records * (RECORD_SIZE + 64)
+    producer = Producer({
+        "bootstrap.servers": bootstrap, "enable.idempotence": True, "compression.type": "none",
+        "batch.num.messages": batch_records, "batch.size": max(per_batch, 1_000_000),
+        "linger.ms": 60_000, "message.max.bytes": max(2 * per_batch, 10_000_000),
+        "queue.buffering.max.messages": 2_000_000, "queue.buffering.max.kbytes": 2_097_151,
+        "delivery.report.only.error": True, "on_delivery": on_error,
+    })
+    fill = filler(RECORD_SIZE)
+    nfill, pack, send = len(fill), SEQ.pack, producer.produce
+    for i in range(records):
+        value = pack(i) + fill[i % nfill]
+        while True:
+            try:
+                send(topic, value, partition=i % PARTITIONS)
+                break
+            except BufferError:  # local queue full: let deliveries drain
+                producer.poll(0.05)
+        if i & 0xFFFF == 0:
+            producer.poll(0)
+    left = producer.flush(300)
+    if left or errors:
+        raise KafkaException(f"producing {topic}: {left} records undelivered, {len(errors)} errors "
+                             f"(first: {errors[0] if errors else None})")
 
 
 def _member_command(driver: str, bootstrap: str, topic: str, group: str) -> list[str]:
@@ -324,9 +379,10 @@ def main(argv: list[str] | None = None) -> int:
                              "--broker-profile test: the full JIT compiles the share path over a few million)")
     parser.add_argument("--topic", default=None,
                         help="with --bootstrap: read this topic, written by an earlier run (8 partitions, --records "
-                             "records), instead of writing a new one: A/B runs then read the same producer batches, "
-                             "whose sizes, which vary from one write to the next, set the records a share fetch "
-                             "acquires")
+                             "records), instead of writing a new one")
+    parser.add_argument("--batch-records", type=int, default=BATCH_RECORDS,
+                        help=f"records per producer batch of the topic written (default {BATCH_RECORDS:,}: "
+                             "the same shape every run, whatever the producer's timing)")
     parser.add_argument("--repeat", type=int, default=1,
                         help="rounds: every client and member count once per round, in the same order, on the "
                              "same topic; more than one adds the medians and the targets' ratios (default 1)")
@@ -342,8 +398,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--members takes numbers, as in 1,4; got {args.members!r}")
     if args.topic and not args.bootstrap:
         parser.error("--topic needs --bootstrap (a broker started here holds no topic yet)")
-    if unknown or args.records < 1 or not member_counts or min(member_counts) < 1 or args.repeat < 1:
-        parser.error(f"--drivers from {DRIVERS} (got {sorted(unknown)}), --records, --members and --repeat >= 1")
+    if unknown or args.records < 1 or not member_counts or min(member_counts) < 1 or args.repeat < 1 \
+            or args.batch_records < 1:
+        parser.error(f"--drivers from {DRIVERS} (got {sorted(unknown)}), --records, --members, --repeat and --batch-records >= 1")
     skipped = {d: why for d in drivers if (why := unavailable(d))}
     for d, why in skipped.items():
         log(f"skipping {d}: {why}")
@@ -355,7 +412,6 @@ def main(argv: list[str] | None = None) -> int:
     broker_pid: int | None = args.broker_pid
 
     def run_all(bootstrap: str) -> list[dict]:
-        from bench.runner import Config, produce
         from kclient.admin import KafkaAdminClient, NewTopic
         if args.topic:
             topic = args.topic
@@ -363,8 +419,8 @@ def main(argv: list[str] | None = None) -> int:
             topic = f"bench-share-{uuid.uuid4().hex[:8]}"
             with KafkaAdminClient(bootstrap_servers=bootstrap) as admin:
                 admin.create_topics([NewTopic(topic, PARTITIONS, 1)])
-            log(f"producing {args.records:,} records to {topic}")
-            produce(bootstrap, topic, Config(PARTITIONS, RECORD_SIZE, "none", args.records))
+            log(f"producing {args.records:,} records to {topic} in batches of {args.batch_records:,}")
+            produce_fixed_batches(bootstrap, topic, args.records, args.batch_records)
         if not args.no_warmup:
             # A fresh broker loads its group and share coordinators and compiles its share-fetch
             # path during the first read: without this, the first client measured pays for it.
@@ -406,7 +462,9 @@ def main(argv: list[str] | None = None) -> int:
             broker_pid = kafka.pid
             results = run_all(kafka.bootstrap)
     load = os.getloadavg()
-    print(f"python -m bench share: {args.records:,} records x {RECORD_SIZE} B, {PARTITIONS} partitions, "
+    shape = (f"topic {args.topic} (written earlier)" if args.topic
+             else f"producer batches of {args.batch_records:,} records")
+    print(f"python -m bench share: {args.records:,} records x {RECORD_SIZE} B, {PARTITIONS} partitions, {shape}, "
           f"implicit acknowledgement, max.poll.records 10000; broker: {where}"
           + ("" if args.no_warmup else "; after an unmeasured warm-up read (raw ShareFetch)"))
     print(f"machine: {os.cpu_count()} cores, load average {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} "

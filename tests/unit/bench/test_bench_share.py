@@ -110,3 +110,39 @@ def test_repeat_below_one_exits_2():
     with pytest.raises(SystemExit) as exc:
         share.main(["--repeat", "0"])
     assert exc.value.code == 2
+
+
+def test_batch_records_below_one_exits_2():
+    with pytest.raises(SystemExit) as exc:
+        share.main(["--batch-records", "0"])
+    assert exc.value.code == 2
+
+
+def test_the_topic_is_written_in_batches_of_a_fixed_number_of_records(monkeypatch):
+    import confluent_kafka
+
+    made: list = []
+
+    class Producer:
+        def __init__(self, config):
+            self.config = config
+            self.sent: list = []
+            made.append(self)
+
+        def produce(self, topic, value, partition):
+            self.sent.append((topic, partition, value))
+
+        def poll(self, timeout):
+            return 0
+
+        def flush(self, timeout):
+            return 0
+
+    monkeypatch.setattr(confluent_kafka, "Producer", Producer)
+    share.produce_fixed_batches("b:1", "t", 20, batch_records=3)
+    (p,) = made
+    # a batch leaves once it holds batch.num.messages records; the linger outlasts the write
+    assert p.config["batch.num.messages"] == 3 and p.config["linger.ms"] >= 60_000
+    assert p.config["batch.size"] >= 3 * (share.RECORD_SIZE + 64)
+    assert [part for _, part, _ in p.sent] == [i % share.PARTITIONS for i in range(20)]
+    assert all(len(v) == share.RECORD_SIZE and SEQ.unpack_from(v)[0] == i for i, (_, _, v) in enumerate(p.sent))
