@@ -17,7 +17,7 @@ from __future__ import annotations
 import bisect
 import enum
 from collections.abc import Set
-from typing import Callable, Iterable, Iterator, Mapping
+from typing import Callable, Iterable, Iterator, Mapping, Sequence
 
 __all__ = ["AcknowledgeType", "GAP", "acknowledgement_batches", "PendingAcks", "OffsetRanges"]
 
@@ -127,6 +127,29 @@ class PendingAcks:
                 del self.singles[offset]
         self.runs.append((first, last, kind))
 
+    def put_runs(self, runs: Sequence[tuple[int, int]], kind: int) -> None:
+        """``put(first, last, kind)`` for each of ``runs``: a whole poll's offsets accepted in
+        one call. Nothing waiting yet (the usual case: the previous request took everything)
+        and runs in order without overlaps (a poll's) leave nothing to replace, so they go in
+        as they are."""
+        if not self.runs and not self.singles:
+            singles, out = self.singles, self.runs
+            prev = -1
+            for first, last in runs:
+                if first <= prev:       # not a poll's runs: the general way, from scratch
+                    singles.clear()
+                    out.clear()
+                    break
+                prev = last
+                if first == last:
+                    singles[first] = kind
+                else:
+                    out.append((first, last, kind))
+            else:
+                return
+        for first, last in runs:
+            self.put(first, last, kind)
+
     def _cut(self, first: int, last: int) -> None:
         kept: list[tuple[int, int, int]] = []
         for f, la, k in self.runs:
@@ -158,6 +181,8 @@ class PendingAcks:
         return yes, no
 
     def _sorted_runs(self) -> list[tuple[int, int, int]]:
+        if not self.singles:
+            return sorted(self.runs)
         return sorted([(o, o, k) for o, k in self.singles.items()] + self.runs)
 
     def batches(self) -> list[dict]:
@@ -166,4 +191,10 @@ class PendingAcks:
 
     def offsets(self) -> OffsetRanges:
         """The offsets acknowledged by the application (gaps are the client's own)."""
-        return OffsetRanges((f, la) for f, la, k in self._sorted_runs() if k != GAP)
+        return OffsetRanges([(f, la) for f, la, k in self._sorted_runs() if k != GAP])
+
+    def count(self) -> int:
+        """How many offsets the application acknowledged (``len(self.offsets())``, without
+        making the ranges: the ranges are disjoint)."""
+        n = sum(la - f + 1 for f, la, k in self.runs if k != GAP)
+        return n + sum(1 for k in self.singles.values() if k != GAP) if self.singles else n

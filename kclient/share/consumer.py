@@ -132,6 +132,9 @@ class KafkaShareConsumer:
         self._acknowledged: set[tuple[TopicPartition, int]] = set()
         #: The partitions of the last poll's records, each its own key (found by a plain tuple).
         self._polled_partitions: dict[tuple[str, int], TopicPartition] = {}
+        #: Implicit mode: the offsets of the last poll's records, as (first, last) runs per
+        #: partition, accepted a run at a time by the next poll.
+        self._held_runs: dict[TopicPartition, list[tuple[int, int]]] = {}
         #: The same for the last columnar poll, as offset ranges; and what it returned (for RENEW).
         self._held_ranges: dict[TopicPartition, RangeSet] = {}
         self._acked_ranges: dict[TopicPartition, RangeSet] = {}
@@ -223,12 +226,21 @@ class KafkaShareConsumer:
         self._deliver_results()
 
     def _forget_last_poll(self) -> None:
-        self._unacknowledged = {}
-        self._acknowledged = set()
-        self._polled_partitions = {}
-        self._held_ranges = {}
-        self._acked_ranges = {}
-        self._last_columnar = {}
+        # (only what holds something is made anew: every poll comes here)
+        if self._unacknowledged:
+            self._unacknowledged = {}
+        if self._acknowledged:
+            self._acknowledged = set()
+        if self._polled_partitions:
+            self._polled_partitions = {}
+        if self._held_runs:
+            self._held_runs = {}
+        if self._held_ranges:
+            self._held_ranges = {}
+        if self._acked_ranges:
+            self._acked_ranges = {}
+        if self._last_columnar:
+            self._last_columnar = {}
 
     # ------------------------------------------------------------------ poll
     @_one_thread
@@ -362,7 +374,9 @@ class KafkaShareConsumer:
                 yield from records
 
     def _take_fetched(self) -> None:
-        self._buffer.extend(self._fetcher.take_acquired())
+        acquired = self._fetcher.take_acquired()
+        if acquired:
+            self._buffer.extend(acquired)
 
     def _drain_buffer(self, limit: int) -> dict[TopicPartition, list[ShareConsumerRecord]]:
         """Up to ``limit`` records; with batch_optimized acquisition the broker hands out whole
@@ -401,11 +415,10 @@ class KafkaShareConsumer:
                 for r in records:
                     held[r.offset] = r
             else:
-                ranges = self._held_ranges.get(tp)
-                if ranges is None:
-                    ranges = self._held_ranges[tp] = RangeSet()
-                for first, last in runs if runs is not None else [(r.offset, r.offset) for r in records]:
-                    ranges.add(first, last)
+                held_runs = self._held_runs.get(tp)
+                if held_runs is None:
+                    held_runs = self._held_runs[tp] = []
+                held_runs.extend(runs if runs is not None else [(r.offset, r.offset) for r in records])
             count += len(records)
         self._metrics["records-consumed-total"] += count
         return out
@@ -613,6 +626,9 @@ class KafkaShareConsumer:
                 self._fetcher.acknowledge(tp, offset, AcknowledgeType.ACCEPT)
                 self._acknowledged.add((tp, offset))
         self._unacknowledged = {}
+        if self._held_runs:
+            self._fetcher.accept_runs(self._held_runs)
+            self._held_runs = {}
         # what was acknowledged is remembered only where a second acknowledgement can come:
         # explicit mode (in implicit mode acknowledging is refused whatever was polled)
         explicit = self.config.explicit_acknowledgement
@@ -633,9 +649,9 @@ class KafkaShareConsumer:
     def _deliver_results(self) -> list[AckResult]:
         results = self._fetcher.take_results()
         for r in results:
-            self._metrics["acknowledgements-sent-total"] += len(r.offsets)
+            self._metrics["acknowledgements-sent-total"] += r.count
             if r.error is not None:
-                self._metrics["acknowledgements-failed-total"] += len(r.offsets)
+                self._metrics["acknowledgements-failed-total"] += r.count
                 log.info("share group %s: acknowledgements of %s failed: %r", self.config.group_id,
                          r.partition, r.error)
             if self._callback is not None:

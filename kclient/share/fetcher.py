@@ -21,7 +21,7 @@ import logging
 import threading
 from array import array
 from dataclasses import dataclass
-from typing import AbstractSet, Any, Callable
+from typing import AbstractSet, Any, Callable, NamedTuple
 
 from kcore.records import consumer_records, decode_columnar
 from kcore.sharerecords import share_records_of
@@ -46,6 +46,7 @@ SHARE_ACKNOWLEDGE = int(ApiKey.SHARE_ACKNOWLEDGE)
 BATCH_OPTIMIZED, RECORD_LIMIT = 0, 1
 _SESSION_ERRORS = (Errors.ShareSessionNotFoundError, Errors.InvalidShareSessionEpochError)
 _RENEW = int(AcknowledgeType.RENEW)
+_ACCEPT = int(AcknowledgeType.ACCEPT)
 #: The longest a fetch sent ahead with acknowledgements waits at the broker for the room they
 #: free (the broker's state write takes milliseconds; ShareFetcher._max_wait_ms).
 _AHEAD_ACK_WAIT_MS = 100
@@ -65,25 +66,63 @@ class ShareFetchConfig:
     retry_backoff_ms: int = 100
 
 
-@dataclass(frozen=True)
 class AckResult:
-    """The outcome of acknowledgements sent for one partition: None, or the error."""
-    partition: TopicPartition
-    offsets: OffsetRanges
-    error: BaseException | None
+    """The outcome of acknowledgements sent for one partition: ``error`` None, or the error;
+    ``offsets`` the offsets the application acknowledged. Made from the acknowledgements sent
+    (``of``), the offsets are worked out when first read: a poll loop that only counts them
+    (``count``) makes no set of ranges per answer."""
+
+    __slots__ = ("partition", "error", "_offsets", "_acks")
+
+    def __init__(self, partition: TopicPartition, offsets: OffsetRanges, error: BaseException | None):
+        self.partition = partition
+        self.error = error
+        self._offsets: OffsetRanges | None = offsets
+        self._acks: PendingAcks | None = None
+
+    @classmethod
+    def of(cls, partition: TopicPartition, acks: PendingAcks, error: BaseException | None) -> "AckResult":
+        r = cls.__new__(cls)
+        r.partition, r.error, r._offsets, r._acks = partition, error, None, acks
+        return r
+
+    @property
+    def offsets(self) -> OffsetRanges:
+        if self._offsets is None:
+            assert self._acks is not None
+            self._offsets = self._acks.offsets()
+        return self._offsets
+
+    @property
+    def count(self) -> int:
+        """``len(self.offsets)``."""
+        return self._acks.count() if self._offsets is None and self._acks is not None else len(self.offsets)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, AckResult):
+            return NotImplemented
+        return (self.partition, self.offsets, self.error) == (other.partition, other.offsets, other.error)
+
+    __hash__ = None     # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"AckResult(partition={self.partition!r}, offsets={self.offsets!r}, error={self.error!r})"
 
 
-@dataclass(frozen=True)
-class Acquired:
+class Acquired(NamedTuple):
     """Records a ShareFetch answer acquired for this member, not decoded yet: the partition's
     record bytes and the acquired ranges (first offset, last offset, delivery count), and the
     broker and session generation they were acquired through, and when their acquisition lock
-    ends at the latest by this client's clock (None: not known)."""
+    ends at the latest by this client's clock (None: not known). A named tuple: an answer
+    makes one per partition, without a dataclass's setattr per field."""
     partition: TopicPartition
     records: Any
     ranges: tuple[tuple[int, int, int], ...]
     source: tuple[int, int] | None = None
     lock_deadline_ms: int | None = None
+
+
+_new_tuple = tuple.__new__      # a named tuple made without its class's Python-level __new__
 
 
 def _share_records_unordered(records: list[ConsumerRecord], ranges: tuple[tuple[int, int, int], ...]
@@ -159,11 +198,25 @@ class ShareFetcher:
             if kind == _RENEW:
                 self._renew_waiting = True
 
+    def accept_runs(self, held: dict[TopicPartition, list[tuple[int, int]]]) -> None:
+        """ACCEPT every offset of ``held``'s (first, last) runs, per partition (the records an
+        implicit-mode poll handed out): one call and one lock for the whole poll, one entry per
+        run."""
+        with self.lock:
+            waiting = self._acks
+            for tp, runs in held.items():
+                acks = waiting.get(tp)
+                if acks is None:
+                    acks = waiting[tp] = PendingAcks()
+                acks.put_runs(runs, _ACCEPT)
+
     def pending_acknowledgements(self) -> int:
         with self.lock:
             return sum(len(a) for a in self._acks.values())
 
     def take_acquired(self) -> list[Acquired]:
+        if not self._acquired:      # (a list is read whole under the GIL: no lock to see it empty)
+            return []
         with self.lock:
             out, self._acquired = self._acquired, []
             return out
@@ -224,6 +277,8 @@ class ShareFetcher:
         return ShareColumnarRecords(tp, pieces, counts) if pieces else None
 
     def take_results(self) -> list[AckResult]:
+        if not self._results:
+            return []
         with self.lock:
             out, self._results = self._results, []
             return out
@@ -347,13 +402,20 @@ class ShareFetcher:
         sent = 0
         with self.lock:
             self._fail_stale_acks()
-            nodes = set(by_node) | {n for n, s in self.sessions.items() if s.partitions}
+            # the leaders, and the brokers whose sessions hold partitions no leader here has
+            nodes: Any = by_node
+            for n, s in self.sessions.items():
+                if s.partitions and n not in by_node:
+                    nodes = set(by_node) | {n for n, s in self.sessions.items() if s.partitions}
+                    break
             backoff = self._backoff
             now = self._clock.now_ms() if backoff else 0
+            in_flight = self._in_flight
             for node_id in nodes:
                 # in reconnect backoff (a leader just killed): asked again once the backoff ends,
                 # not in a loop of requests that fail at once until the metadata names another
-                if self.in_flight(node_id) or self._client.is_unavailable(node_id):
+                f = in_flight.get(node_id)
+                if (f is not None and not f.is_done) or self._client.is_unavailable(node_id):
                     continue
                 if backoff and node_id in backoff:
                     until, seen = backoff[node_id]
@@ -409,19 +471,20 @@ class ShareFetcher:
         session = self._session(node_id)
         epoch, added, forgotten = session.plan(keys)
         acks = self._take_acks_for(node_id, renew=False)
-        parts: dict[TopicPartition, list[dict]] = {keys[k]: [] for k in added}
+        parts: dict[TopicPartition, list[dict]] = {keys[k]: [] for k in added} if added else {}
         for tp, a in acks.items():
             parts[tp] = a.batches()
         forgotten_by_topic: dict[Any, list[int]] = {}
-        for tid, p in sorted(forgotten, key=lambda k: (str(k[0]), k[1])):
-            forgotten_by_topic.setdefault(tid, []).append(p)
+        if forgotten:
+            for tid, p in sorted(forgotten, key=lambda k: (str(k[0]), k[1])):
+                forgotten_by_topic.setdefault(tid, []).append(p)
         c = self.config
         body = {"group_id": self.group_id, "member_id": self._member_id(), "share_session_epoch": epoch,
                 "max_wait_ms": self._max_wait_ms(ahead, bool(acks)),
                 "min_bytes": c.min_bytes, "max_bytes": c.max_bytes,
                 "max_records": c.max_records, "batch_size": c.batch_size,
                 "share_acquire_mode": c.acquire_mode, "is_renew_ack": False,
-                "topics": self._topics_body(parts),
+                "topics": self._topics_body(parts) if parts else [],
                 "forgotten_topics_data": [{"topic_id": t, "partitions": ps} for t, ps in forgotten_by_topic.items()]}
         if log.isEnabledFor(logging.DEBUG):
             log.debug("share group %s: ShareFetch to node %d epoch %d: fetch %s, add %s, forget %s, acks %s",
@@ -492,9 +555,8 @@ class ShareFetcher:
     # ------------------------------------------------------------------ answers
     def _report(self, tp: TopicPartition, acks: PendingAcks, err: BaseException | None) -> None:
         """The outcome of the application's acknowledgements (gaps are the fetcher's own)."""
-        offsets = acks.offsets()
-        if offsets:
-            self._results.append(AckResult(tp, offsets, err))
+        if acks.count():
+            self._results.append(AckResult.of(tp, acks, err))
 
     def _fail_acks(self, acks: dict[TopicPartition, PendingAcks], err: BaseException) -> None:
         for tp, a in acks.items():
@@ -540,14 +602,16 @@ class ShareFetcher:
             acquired = 0
             cluster = self._client.metadata.cluster
             debug = log.isEnabledFor(logging.DEBUG)
+            # what this answer acquired was acquired through this generation of the session
+            source = (node_id, session.generation)
             for topic in resp.get("responses", ()):
                 name = cluster.topic_name(topic["topic_id"])
                 for p in topic["partitions"]:
                     if name is None:
                         self._client.metadata.request_update()
                         continue
-                    tp = TopicPartition(name, p["partition_index"])
-                    if tp in acks:
+                    tp = _new_tuple(TopicPartition, (name, p["partition_index"]))
+                    if acks and tp in acks:
                         answered_acks.add(tp)
                         ack_code = p.get("acknowledge_error_code", 0)
                         self._report(tp, acks[tp],
@@ -558,28 +622,32 @@ class ShareFetcher:
                         self._client.metadata.request_update()
                         self._backoff[node_id] = (self._clock.now_ms() + self.config.retry_backoff_ms, cluster)
                         continue
+                    ranges = p.get("acquired_records")
                     if debug:
                         log.debug("share group %s: node %d: %s acquired %s", self.group_id, node_id, tp,
-                                  [(r["first_offset"], r["last_offset"], r["delivery_count"])
-                                   for r in p.get("acquired_records") or ()])
-                    acquired += self._take_acquired(node_id, tp, p, deadline)
-            for tp in set(acks) - answered_acks:      # the broker said nothing: they went through
-                self._report(tp, acks[tp], None)
+                                  [(r["first_offset"], r["last_offset"], r["delivery_count"]) for r in ranges or ()])
+                    if ranges:
+                        acquired += self._take_acquired(tp, p, ranges, source, deadline)
+            if acks:
+                for tp in set(acks) - answered_acks:      # the broker said nothing: they went through
+                    self._report(tp, acks[tp], None)
             self.counts["fetch-answers-total"] += 1
             self.counts["records-acquired-total"] += acquired
             if ahead:
                 self._ahead_yield += acquired
                 self._ahead_answered = True
 
-    def _take_acquired(self, node_id: int, tp: TopicPartition, p: dict, lock_deadline_ms: int | None) -> int:
-        """Keep what a partition's answer acquired; the number of offsets acquired."""
-        ranges = p.get("acquired_records") or ()
-        if not ranges:
-            return 0
-        source = self._acquired_from[tp] = (node_id, self._session(node_id).generation)
-        got = tuple((r["first_offset"], r["last_offset"], r["delivery_count"]) for r in ranges)
-        self._acquired.append(Acquired(tp, p.get("records"), got, source, lock_deadline_ms))
-        return sum(last - first + 1 for first, last, _ in got)
+    def _take_acquired(self, tp: TopicPartition, p: dict, ranges: list[dict], source: tuple[int, int],
+                       lock_deadline_ms: int | None) -> int:
+        """Keep what a partition's answer acquired (``ranges``, not empty) through ``source``
+        (node, session generation); the number of offsets acquired."""
+        self._acquired_from[tp] = source
+        got = tuple([(r["first_offset"], r["last_offset"], r["delivery_count"]) for r in ranges])
+        self._acquired.append(_new_tuple(Acquired, (tp, p.get("records"), got, source, lock_deadline_ms)))
+        n = 0
+        for first, last, _ in got:
+            n += last - first + 1
+        return n
 
     def _on_acknowledge(self, future: RequestFuture, node_id: int, acks: dict, epoch: int, outcome: Any) -> None:
         with self.lock:
