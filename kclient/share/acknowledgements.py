@@ -196,5 +196,11 @@ class PendingAcks:
     def count(self) -> int:
         """How many offsets the application acknowledged (``len(self.offsets())``, without
         making the ranges: the ranges are disjoint)."""
-        n = sum(la - f + 1 for f, la, k in self.runs if k != GAP)
-        return n + sum(1 for k in self.singles.values() if k != GAP) if self.singles else n
+        n = 0
+        for f, la, k in self.runs:
+            if k != GAP:
+                n += la - f + 1
+        if self.singles:
+            for k in self.singles.values():
+                n += k != GAP
+        return n

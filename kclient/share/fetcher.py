@@ -72,18 +72,22 @@ class AckResult:
     (``of``), the offsets are worked out when first read: a poll loop that only counts them
     (``count``) makes no set of ranges per answer."""
 
-    __slots__ = ("partition", "error", "_offsets", "_acks")
+    __slots__ = ("partition", "error", "_offsets", "_acks", "_count")
 
     def __init__(self, partition: TopicPartition, offsets: OffsetRanges, error: BaseException | None):
         self.partition = partition
         self.error = error
         self._offsets: OffsetRanges | None = offsets
         self._acks: PendingAcks | None = None
+        self._count = len(offsets)
 
     @classmethod
-    def of(cls, partition: TopicPartition, acks: PendingAcks, error: BaseException | None) -> "AckResult":
+    def of(cls, partition: TopicPartition, acks: PendingAcks, error: BaseException | None,
+           count: int | None = None) -> "AckResult":
+        """The outcome of ``acks`` (``count``: ``acks.count()``, when known)."""
         r = cls.__new__(cls)
         r.partition, r.error, r._offsets, r._acks = partition, error, None, acks
+        r._count = acks.count() if count is None else count
         return r
 
     @property
@@ -96,7 +100,7 @@ class AckResult:
     @property
     def count(self) -> int:
         """``len(self.offsets)``."""
-        return self._acks.count() if self._offsets is None and self._acks is not None else len(self.offsets)
+        return self._count
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, AckResult):
@@ -314,10 +318,12 @@ class ShareFetcher:
             source = self._acquired_from.get(tp)
             if source is None or source[0] != node_id:
                 continue
-            if renew is None:
-                picked, rest = acks, PendingAcks()
-            else:
-                picked, rest = acks.split(lambda t: (t == AcknowledgeType.RENEW) == renew)
+            if renew is None:           # all of them: the partition's whole entry
+                if acks:
+                    out[tp] = acks
+                    del self._acks[tp]
+                continue
+            picked, rest = acks.split(lambda t: (t == AcknowledgeType.RENEW) == renew)
             if not picked:
                 continue
             out[tp] = picked
@@ -555,8 +561,9 @@ class ShareFetcher:
     # ------------------------------------------------------------------ answers
     def _report(self, tp: TopicPartition, acks: PendingAcks, err: BaseException | None) -> None:
         """The outcome of the application's acknowledgements (gaps are the fetcher's own)."""
-        if acks.count():
-            self._results.append(AckResult.of(tp, acks, err))
+        n = acks.count()
+        if n:
+            self._results.append(AckResult.of(tp, acks, err, n))
 
     def _fail_acks(self, acks: dict[TopicPartition, PendingAcks], err: BaseException) -> None:
         for tp, a in acks.items():
