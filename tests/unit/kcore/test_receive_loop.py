@@ -12,6 +12,7 @@ import random
 import select
 import socket
 import struct
+import sys
 import threading
 import time
 import uuid
@@ -259,6 +260,23 @@ def test_large_frames_reuse_pooled_blocks(running):
     r.peer.sendall(_frame(b"\x03" * size))
     third = r.take_until(1)[0]
     assert bytes(third) == b"\x03" * size and bytes(second) == b"\x02" * size
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="huge-page advice is Linux's")
+def test_a_fresh_block_for_a_large_frame_starts_on_a_huge_page(running):
+    """With no pooled block to reuse, a frame of several huge pages is received into a block
+    aligned to 2 MiB (advised to be backed by huge pages, a fault per 2 MiB instead of per
+    4 KiB), and arrives whole; a frame below a huge page keeps an ordinary block."""
+    np = pytest.importorskip("numpy")
+    pool_clear()
+    r = running()
+    big = bytes(range(256)) * ((5 << 20) // 256) + b"tail"
+    small = b"\x07" * (1 << 20)
+    r.peer.sendall(_frame(big) + _frame(small))
+    got_big, got_small = r.take_until(2)
+    assert type(got_big) is Frame and bytes(got_big) == big
+    assert np.frombuffer(got_big, dtype=np.uint8).ctypes.data % (2 << 20) == 0
+    assert bytes(got_small) == small
 
 
 # --------------------------------------------------------------------------- NetworkClient
