@@ -273,6 +273,10 @@ class ConsumerNetworkClient:
         """Send whatever can be sent now, without waiting for responses."""
         self.poll(0, execute_delayed_tasks=False, disable_wakeup=True)
 
+    def frames_waiting(self) -> bool:
+        """Whether responses were received that no poll handled yet (see NetworkClient)."""
+        return self.client.frames_waiting()
+
     def send_queued(self) -> None:
         """Hand queued requests to their ready connections, which write them at once (the
         first step of ``transmit_sends()``), without the zero-timeout network poll: for the

@@ -329,6 +329,18 @@ def test_a_ready_plaintext_connection_receives_on_its_own_thread(client_pair):
     assert not conn.receiving            # partial frames are the loop's, never the poll's
 
 
+def test_frames_waiting_says_whether_a_received_response_awaits_a_poll(client_pair):
+    client, peer, conn = client_pair
+    got: list = []
+    assert not client.frames_waiting()
+    peer.send_raw(_send_metadata_request(client, peer, got))
+    _wait(client.frames_waiting, "the receive thread to complete the response")
+    assert not got                       # received, not yet handled
+    client.poll(0)
+    assert got and got[0][1] is None
+    assert not client.frames_waiting()
+
+
 def test_requests_still_go_out_while_the_thread_receives(client_pair):
     """The socket is registered for writing only while bytes wait: a request larger than the
     socket buffer goes out over several polls."""
