@@ -274,8 +274,15 @@ class ConsumerNetworkClient:
         self.poll(0, execute_delayed_tasks=False, disable_wakeup=True)
 
     def frames_waiting(self) -> bool:
-        """Whether responses were received that no poll handled yet (see NetworkClient)."""
-        return self.client.frames_waiting()
+        """Whether responses were received that no poll handled yet (see NetworkClient).
+        False while another thread polls: that poll takes them (and the connections may
+        change under it)."""
+        if not self._lock.acquire(blocking=False):
+            return False
+        try:
+            return self.client.frames_waiting()
+        finally:
+            self._lock.release()
 
     def send_queued(self) -> None:
         """Hand queued requests to their ready connections, which write them at once (the
