@@ -11,6 +11,9 @@ cdef size_t pool_size_class(size_t n) noexcept nogil
 # as large: a much larger block is kept for the requests it fits better).
 cdef inline bint pool_block_fits(size_t need, size_t size) noexcept nogil:
     return need <= size <= 2 * need + (64 << 10)
+# Any thread, no GIL needed: a new block of n bytes (never from the pool) for free() or
+# pool_give(); large blocks are aligned and advised to use huge pages. NULL when out of memory.
+cdef void* pool_alloc(size_t n) noexcept nogil
 # With the GIL held: a pooled block of at least `need` bytes (as pool_take would pick), or
 # NULL when none fits; never allocates.
 cdef void* pool_take_pooled(size_t need, size_t* got) noexcept

@@ -33,6 +33,24 @@ cdef size_t _MAX_TOTAL = 64 << 20
 cdef size_t _MAX_BLOCK = 16 << 20
 cdef size_t _MIN_BLOCK = 16 << 10
 cdef size_t _RESERVE_MAX = 1 << 31     # a Kafka frame's size is an int32
+cdef size_t _HUGE_PAGE = 2 << 20        # x86-64's and (with 4 KiB pages) arm64's huge page size
+
+cdef extern from *:
+    """
+    #include <stdlib.h>
+    #include <sys/mman.h>
+    #ifdef MADV_HUGEPAGE
+    #define KC_HAVE_MADV_HUGEPAGE 1
+    #define KC_MADV_HUGEPAGE MADV_HUGEPAGE
+    #else
+    #define KC_HAVE_MADV_HUGEPAGE 0
+    #define KC_MADV_HUGEPAGE 0
+    #endif
+    """
+    const bint KC_HAVE_MADV_HUGEPAGE
+    const int KC_MADV_HUGEPAGE
+    int posix_memalign(void** out, size_t alignment, size_t size) nogil
+    int madvise(void* addr, size_t length, int advice) nogil
 POOL_MAX_TOTAL = _MAX_TOTAL          # the default; pool_reserve may raise it (pool_limits)
 
 
@@ -76,7 +94,23 @@ cdef void* pool_take(size_t need, size_t* got) noexcept:
     if p != NULL:
         return p
     got[0] = need
-    return malloc(need if need else 1)
+    return pool_alloc(need)
+
+
+cdef void* pool_alloc(size_t n) noexcept nogil:
+    """A new block for free(): blocks of a huge page or more start on a huge-page boundary
+    and are advised to be backed by huge pages (Linux, transparent huge pages in "madvise"
+    mode, the usual default). A fresh 8 MiB response block otherwise costs 2048 page faults
+    on first touch (about 4 ms on the receiving thread against 1 ms, measured on a 2-core
+    VM), and every fresh process pays that for its first answers."""
+    cdef void* p = NULL
+    if n < _HUGE_PAGE or not KC_HAVE_MADV_HUGEPAGE:
+        return malloc(n if n else 1)
+    if posix_memalign(&p, _HUGE_PAGE, n) != 0:
+        return NULL
+    # Only advice: where huge pages are off or none is free, the kernel uses small pages.
+    madvise(p, n - n % _HUGE_PAGE, KC_MADV_HUGEPAGE)
+    return p
 
 
 cdef void pool_give(void* p, size_t size) noexcept:

@@ -38,7 +38,7 @@ from libc.string cimport memcpy, memmove
 
 from kcore.fetchscan cimport FetchScan, fetchscan_feed, fetchscan_free, fetchscan_new, scanned_fetch
 from kcore.frames cimport check_receive_sizes, frame_over
-from kcore.pool cimport pool_block_fits, pool_give, pool_size_class, pool_take_pooled
+from kcore.pool cimport pool_alloc, pool_block_fits, pool_give, pool_size_class, pool_take_pooled
 from posix.unistd cimport getpid
 
 from kcore.posixsys cimport (close, errno, pthread_mutex_destroy, pthread_mutex_init, pthread_mutex_lock,
@@ -238,7 +238,7 @@ cdef class ReceiveLoop:
             return p
         pthread_mutex_unlock(&self._mu)
         cap[0] = pool_size_class(need)
-        return <char*>malloc(cap[0] if cap[0] else 1)
+        return <char*>pool_alloc(cap[0])
 
     cdef FrameNode* _node(self, char* ptr, Py_ssize_t length, size_t cap, bint large) noexcept nogil:
         cdef FrameNode* n = <FrameNode*>malloc(sizeof(FrameNode))

@@ -395,6 +395,18 @@ class KafkaConsumer:
                     self._client.transmit_sends()
                 else:
                     self._client.send_queued()
+                if columnar and not fetcher.has_completed_fetches() and self._client.frames_waiting():
+                    # The drain emptied the buffer and an answer completed while it decoded:
+                    # the answer is taken now and what follows it is asked for before the
+                    # application reads these columns, not when it polls again (the broker
+                    # would idle meanwhile). Nothing is buffered any more, so that fetch covers
+                    # the same partitions as one sent from the next poll.
+                    self._client.transmit_sends()
+                    fetcher.send_fetches()
+                    if fetcher.sends_blocked:
+                        self._client.transmit_sends()
+                    else:
+                        self._client.send_queued()
                 if self._interceptors:
                     records = self._interceptors.on_consume(records)
                 return records, ends

@@ -273,6 +273,17 @@ class ConsumerNetworkClient:
         """Send whatever can be sent now, without waiting for responses."""
         self.poll(0, execute_delayed_tasks=False, disable_wakeup=True)
 
+    def frames_waiting(self) -> bool:
+        """Whether responses were received that no poll handled yet (see NetworkClient).
+        False while another thread polls: that poll takes them (and the connections may
+        change under it)."""
+        if not self._lock.acquire(blocking=False):
+            return False
+        try:
+            return self.client.frames_waiting()
+        finally:
+            self._lock.release()
+
     def send_queued(self) -> None:
         """Hand queued requests to their ready connections, which write them at once (the
         first step of ``transmit_sends()``), without the zero-timeout network poll: for the

@@ -13,6 +13,7 @@ its requests in flight. The negotiated version per API key is kept per connectio
 from __future__ import annotations
 
 import logging
+import select
 import selectors
 import socket
 import struct
@@ -332,6 +333,12 @@ class NetworkClient:
 
     def ever_connected(self) -> bool:
         return any(c.ever_ready for c in self._conns.values())
+
+    def frames_waiting(self) -> bool:
+        """Whether a receive thread holds frames (or its end) that no poll took yet: a
+        zero-timeout poll would handle them. One select() of the receive threads' wake fds."""
+        fds = [fd for fd in (c.receive_fd for c in self._conns.values()) if fd != -1]
+        return bool(fds) and bool(select.select(fds, (), (), 0)[0])
 
     def connection_errors(self) -> dict[str, str]:
         """address -> last connection error, for error messages."""

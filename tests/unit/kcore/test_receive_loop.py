@@ -12,6 +12,7 @@ import random
 import select
 import socket
 import struct
+import sys
 import threading
 import time
 import uuid
@@ -261,6 +262,23 @@ def test_large_frames_reuse_pooled_blocks(running):
     assert bytes(third) == b"\x03" * size and bytes(second) == b"\x02" * size
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="huge-page advice is Linux's")
+def test_a_fresh_block_for_a_large_frame_starts_on_a_huge_page(running):
+    """With no pooled block to reuse, a frame of several huge pages is received into a block
+    aligned to 2 MiB (advised to be backed by huge pages, a fault per 2 MiB instead of per
+    4 KiB), and arrives whole; a frame below a huge page keeps an ordinary block."""
+    np = pytest.importorskip("numpy")
+    pool_clear()
+    r = running()
+    big = bytes(range(256)) * ((5 << 20) // 256) + b"tail"
+    small = b"\x07" * (1 << 20)
+    r.peer.sendall(_frame(big) + _frame(small))
+    got_big, got_small = r.take_until(2)
+    assert type(got_big) is Frame and bytes(got_big) == big
+    assert np.frombuffer(got_big, dtype=np.uint8).ctypes.data % (2 << 20) == 0
+    assert bytes(got_small) == small
+
+
 # --------------------------------------------------------------------------- NetworkClient
 @pytest.fixture
 def client_pair():
@@ -309,6 +327,18 @@ def test_a_ready_plaintext_connection_receives_on_its_own_thread(client_pair):
     resp, err = got[0]
     assert err is None and len(resp["topics"]) == 8000
     assert not conn.receiving            # partial frames are the loop's, never the poll's
+
+
+def test_frames_waiting_says_whether_a_received_response_awaits_a_poll(client_pair):
+    client, peer, conn = client_pair
+    got: list = []
+    assert not client.frames_waiting()
+    peer.send_raw(_send_metadata_request(client, peer, got))
+    _wait(client.frames_waiting, "the receive thread to complete the response")
+    assert not got                       # received, not yet handled
+    client.poll(0)
+    assert got and got[0][1] is None
+    assert not client.frames_waiting()
 
 
 def test_requests_still_go_out_while_the_thread_receives(client_pair):

@@ -8,6 +8,7 @@ from __future__ import annotations
 import gc
 import gzip
 import struct
+import sys
 import threading
 import zlib
 
@@ -351,3 +352,39 @@ def ref_varint_u(v: int) -> bytes:
 def test_negative_bound_rejected():
     with pytest.raises(ValueError):
         R.decode_records(BASE, max_decompressed_bytes=-1)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="mprotect through ctypes, as on Linux")
+def test_records_that_end_against_an_unreadable_page_decode_without_touching_it():
+    """The scan reads ahead of the record it is on (prefetch hints for the records to come):
+    a batch whose last byte is the last readable byte of memory decodes as usual, and
+    malformed variants of it raise as usual, without the process faulting on the page after."""
+    import ctypes
+    import mmap
+    page = mmap.PAGESIZE
+    batch = R.encode_batch([(None, 1000 + i, None, b"v" * (i % 50)) for i in range(40)], base_offset=7)
+    truncated = batch_with(region_of(batch)[:-3], count=40)
+    region = mmap.mmap(-1, 2 * page + len(batch) // page * page + page)
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    base = ctypes.addressof(ctypes.c_char.from_buffer(region))
+    guard = len(region) - page
+    assert libc.mprotect(base + guard, page, 0) == 0  # PROT_NONE, ctypes.get_errno()
+    try:
+        view = memoryview(region)
+        for blob in (batch, truncated):
+            start = guard - len(blob)
+            view[start:guard] = blob
+            data = view[start:guard]
+            if blob is batch:
+                cols = R.decode_columnar(data)
+                assert len(cols) == 40 and list(cols.offsets) == list(range(7, 47))
+                assert [r.offset for r in R.decode_records(data)] == list(range(7, 47))
+            else:
+                with pytest.raises(KafkaError):
+                    R.decode_columnar(data)
+        del data, cols, view
+        gc.collect()
+    finally:
+        libc.mprotect(base + guard, page, mmap.PROT_READ | mmap.PROT_WRITE)
+    region.close()
