@@ -37,6 +37,25 @@ _SENT, _RECEIVED, _NET_POLLED, _FETCHED, _POLL_GAP, _POLLED, _POLL_IDLE = range(
 _FOLD_EVENTS = 256
 
 
+def _by_node(events: list[tuple], field: int, times: list, values: list) -> dict[int, tuple[list, list]]:
+    """{node id: (values, times)} of ``events`` (node id second): the lists given when every
+    event is of one node, as usual."""
+    first = events[0][1]
+    for e in events:
+        if e[1] != first:
+            break
+    else:
+        return {first: (values, times)}
+    out: dict[int, tuple[list, list]] = {}
+    for e in events:
+        pair = out.get(e[1])
+        if pair is None:
+            pair = out[e[1]] = ([], [])
+        pair[0].append(e[field])
+        pair[1].append(e[-1])
+    return out
+
+
 class WindowedStat:
     """Count, sum, max and min of recorded values over the last ``samples`` windows."""
 
@@ -254,69 +273,99 @@ class ConsumerMetrics:
                 self._fold()
 
     def _fold(self) -> None:
-        """With the lock held: the events appended so far, into their statistics, in order."""
+        """With the lock held: the events appended so far, into their statistics, in order
+        (each statistic's values in one ``record_series`` call)."""
         events = self._events
         n = len(events)
         if not n:
             return
         batch = events[:n]
         del events[:n]      # only the lock's holder removes: appends meanwhile stay
-        series: dict[WindowedStat, tuple[list, list]] = {}
-
-        def add(stat: WindowedStat, value: float, now_ms: int) -> None:
-            pair = series.get(stat)
-            if pair is None:
-                pair = series[stat] = ([], [])
-            pair[0].append(value)
-            pair[1].append(now_ms)
-
-        stat, node_of = self._stat, self._node
+        by_kind: list[list[tuple]] = [[] for _ in range(_POLL_IDLE + 1)]
         for event in batch:
-            kind = event[0]
-            now_ms = event[-1]
-            if kind == _RECEIVED:
-                node = node_of(event[1])
-                add(stat(_RESPONSE_SIZE), event[2], now_ms)
-                add(node[1], event[2], now_ms)
-                add(stat(_REQUEST_LATENCY), event[3], now_ms)
-                add(node[2], event[3], now_ms)
-                add(stat(_NETWORK_IO), 1, now_ms)
-            elif kind == _SENT:
-                add(stat(_REQUEST_SIZE), event[2], now_ms)
-                add(node_of(event[1])[0], event[2], now_ms)
-                add(stat(_NETWORK_IO), 1, now_ms)
-            elif kind == _NET_POLLED:
-                add(stat(_SELECT_WAIT), event[1], now_ms)
-                add(stat(_IO), event[2], now_ms)
-            elif kind == _FETCHED:
-                add(stat(_FETCH), event[1], now_ms)
-                if event[2] is not None:
-                    add(stat(_FETCH_THROTTLE), event[2], now_ms)
-                if event[3] is not None:
-                    add(stat(_FETCH_SIZE), event[3], now_ms)
-            elif kind == _POLLED:
-                _, records, nbytes, sets, positions, _ = event
-                add(stat(_RECORDS), records, now_ms)
-                if nbytes:
-                    add(stat(_BYTES), nbytes, now_ms)
-                for topic, count, size in sets:
-                    per_topic = self._topic(topic)
-                    add(per_topic[0], count, now_ms)
-                    add(per_topic[1], size, now_ms)
-                for topic, partition, lag, lead in positions:
-                    entry = self._partition(topic, partition)
-                    add(entry[1], lag, now_ms)
-                    if lead is not None:
-                        lead_stat = entry[2]
-                        if lead_stat is None:
-                            lead_stat = entry[2] = stat((entry[0], "records-lead"))
-                        add(lead_stat, lead, now_ms)
-            elif kind == _POLL_GAP:
-                add(stat(_BETWEEN), event[1], now_ms)
-            else:   # _POLL_IDLE: a ratio (a float), recorded one by one to sum as it always did
-                stat(_IDLE).record(event[1], now_ms)
-        for s, (values, times) in series.items():
-            s.record_series(values, times)
+            by_kind[event[0]].append(event)
+        sent, received, net_polled, fetched, gaps, polled, idle = by_kind
+        stat = self._stat
+        if sent or received:
+            # network-io counts both, in the order they happened.
+            times = [e[-1] for e in batch if e[0] == _SENT or e[0] == _RECEIVED]
+            stat(_NETWORK_IO).record_series([1] * len(times), times)
+        if sent:
+            times = [e[3] for e in sent]
+            sizes = [e[2] for e in sent]
+            stat(_REQUEST_SIZE).record_series(sizes, times)
+            for node_id, (values, at) in _by_node(sent, 2, times, sizes).items():
+                self._node(node_id)[0].record_series(values, at)
+        if received:
+            times = [e[4] for e in received]
+            sizes = [e[2] for e in received]
+            latencies = [e[3] for e in received]
+            stat(_RESPONSE_SIZE).record_series(sizes, times)
+            stat(_REQUEST_LATENCY).record_series(latencies, times)
+            for node_id, (values, at) in _by_node(received, 2, times, sizes).items():
+                self._node(node_id)[1].record_series(values, at)
+            for node_id, (values, at) in _by_node(received, 3, times, latencies).items():
+                self._node(node_id)[2].record_series(values, at)
+        if net_polled:
+            times = [e[3] for e in net_polled]
+            stat(_SELECT_WAIT).record_series([e[1] for e in net_polled], times)
+            stat(_IO).record_series([e[2] for e in net_polled], times)
+        if fetched:
+            stat(_FETCH).record_series([e[1] for e in fetched], [e[4] for e in fetched])
+            throttled = [e for e in fetched if e[2] is not None]
+            if throttled:
+                stat(_FETCH_THROTTLE).record_series([e[2] for e in throttled], [e[4] for e in throttled])
+            sized = [e for e in fetched if e[3] is not None]
+            if sized:
+                stat(_FETCH_SIZE).record_series([e[3] for e in sized], [e[4] for e in sized])
+        if polled:
+            self._fold_polls(polled)
+        if gaps:
+            stat(_BETWEEN).record_series([e[1] for e in gaps], [e[2] for e in gaps])
+        if idle:
+            ratio = stat(_IDLE)
+            for e in idle:      # floats: one by one, summed as they always were
+                ratio.record(e[1], e[2])
+
+    def _fold_polls(self, polled: list[tuple]) -> None:
+        """What polls handed out (``polled``' arguments, in order), into their statistics."""
+        stat = self._stat
+        times = [e[5] for e in polled]
+        stat(_RECORDS).record_series([e[1] for e in polled], times)
+        with_bytes = [e for e in polled if e[2]]
+        if with_bytes:
+            stat(_BYTES).record_series([e[2] for e in with_bytes], [e[5] for e in with_bytes])
+        per_topic: dict[str, tuple[list, list, list]] = {}       # counts, sizes, times
+        per_partition: dict[tuple[str, int], tuple[list, list, list, list]] = {}   # lags, times, leads, times
+        for _, _, _, sets, positions, now_ms in polled:
+            for topic, count, size in sets:
+                t = per_topic.get(topic)
+                if t is None:
+                    t = per_topic[topic] = ([], [], [])
+                t[0].append(count)
+                t[1].append(size)
+                t[2].append(now_ms)
+            for topic, partition, lag, lead in positions:
+                p = per_partition.get((topic, partition))
+                if p is None:
+                    p = per_partition[(topic, partition)] = ([], [], [], [])
+                p[0].append(lag)
+                p[1].append(now_ms)
+                if lead is not None:
+                    p[2].append(lead)
+                    p[3].append(now_ms)
+        for topic, (counts, sizes, at) in per_topic.items():
+            stats = self._topic(topic)
+            stats[0].record_series(counts, at)
+            stats[1].record_series(sizes, at)
+        for (topic, partition), (lags, at, leads, lead_at) in per_partition.items():
+            entry = self._partition(topic, partition)
+            entry[1].record_series(lags, at)
+            if leads:
+                lead_stat = entry[2]
+                if lead_stat is None:
+                    lead_stat = entry[2] = stat((entry[0], "records-lead"))
+                lead_stat.record_series(leads, lead_at)
 
     def _topic(self, topic: str) -> tuple[WindowedStat, WindowedStat]:
         stats = self._topic_stats.get(topic)
