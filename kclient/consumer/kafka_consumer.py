@@ -488,9 +488,10 @@ class KafkaConsumer:
     # ------------------------------------------------------------------ iteration
     # kafka-python's iteration: records one by one, each partition's position following the
     # records handed out, so a commit between two records commits exactly what was consumed.
-    # ``for record in consumer`` iterates a compiled ListCursor loaded with one partition's
-    # records of a poll at a time: handing out a record runs no Python code, so the loop costs
-    # what poll() does. The cursor calls ``_next_record`` (under the consumer's lock) when its
+    # ``for record in consumer`` iterates a compiled ListCursor loaded with a poll's records
+    # (all its partitions at once; one partition at a time after the application changed
+    # something mid-poll): handing out a record runs no Python code, so the loop costs what
+    # poll() does. The cursor calls ``_next_record`` (under the consumer's lock) when its
     # list runs out or when the application changed something between two records (a seek, a
     # pause, an assignment: ``_changed`` holds the cursor). Positions are written lazily
     # (``_flush_iteration``) before anything reads them, from the cursor's index.
