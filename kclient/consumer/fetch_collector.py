@@ -92,6 +92,10 @@ class FetchCollector:
         next_fetch = buffer.next_fetch
         leader_epoch = self._metadata.cluster.leader_epoch
         taken = consumed_bytes = 0
+        if buffer.next_in_line is None and buffer.completed:
+            # Small answers first (most rounds): each whole, in one pass.
+            remaining, taken, consumed_bytes = self._drain_whole(remaining, drained, ends, sets, kd, vd, views,
+                                                                 leader_epoch)
         while remaining > 0:
             cf = next_fetch()
             if cf is None:
@@ -139,6 +143,74 @@ class FetchCollector:
                 tp = cf.tp
                 ends[tp] = FetchPosition(offset, epoch if epoch >= 0 else None, leader_epoch(tp))
         return taken, consumed_bytes
+
+    def _drain_whole(self, remaining: int, drained: dict, ends: dict, sets: list, kd, vd, views, leader_epoch,
+                     ) -> tuple[int, int, int]:
+        """What ``_drain_records`` does, for the answers at the head of the buffer that are
+        handed out whole (current, fetchable, not yet decoded, no error, no more records
+        than ``remaining``): each decoded, made into records and released in one pass, with
+        one locked read of which partitions are fetchable. Stops at the first other answer
+        (one with more records is left decoded, first in line), which the general loop
+        takes. Returns (remaining, records taken, bytes of the record sets finished)."""
+        buffer = self._buffer
+        buffer.check_assignment()      # as next_fetch does first
+        completed, pipes = buffer.completed, buffer.pipes
+        subs = self._subscriptions
+        aid = subs.assignment_id
+        fetchable = subs.fetchable_set()
+        check_crcs = self._check_crcs
+        taken = consumed_bytes = 0
+        while remaining > 0 and completed:
+            cf = completed[0]
+            tp = cf.tp
+            pipe = pipes.get(tp)
+            if (cf.error is not None or cf.columnar is not None or pipe is None or pipe.epoch != cf.epoch
+                    or cf.assignment_id != aid or tp not in fetchable):
+                break
+            try:
+                res = decode_columnar(cf.raw, check_crcs=check_crcs, skip_control=True,
+                                      fetch_offset=cf.fetch_offset, aborted_transactions=cf.aborted,
+                                      scanned=cf.scanned)
+            except Errors.KafkaError:
+                break       # raised by _initialize, as for any answer, when its turn comes
+            completed.popleft()
+            buffer.next_in_line = cf    # as next_fetch hands it out: first in line until released
+            cf.scanned = None
+            if res.next_offset > cf.next_offset:
+                cf.next_offset = res.next_offset
+            n = res.num_records
+            if n > remaining:
+                cf.columnar = ColumnarChunk(res)   # taken in part by the general loop
+                break
+            if n:
+                self.bytes_per_record = cf.size // n
+                cf.pos = n
+                try:
+                    part = consumer_records(res, ConsumerRecord, tp.topic, tp.partition, 0, n, views=views)
+                    last = part[-1]
+                    cf.last_offset = last.offset
+                    cf.last_epoch = last.leader_epoch
+                    out = part if kd is None and vd is None else self._deserialize(part, tp.topic, kd, vd)
+                except BaseException:
+                    cf.columnar = ColumnarChunk(res)   # where the general loop would have left it
+                    raise
+                lst = drained.get(tp)
+                if lst is None:
+                    drained[tp] = out
+                else:
+                    lst.extend(out)
+                remaining -= n
+                taken += n
+            size = cf.size
+            sets.append((tp.topic, n, size))
+            consumed_bytes += size
+            buffer.release(cf)
+            # _advance, inlined: the answer is drained.
+            offset = max(cf.next_offset, cf.last_offset + 1)
+            if offset >= 0:
+                epoch = cf.last_epoch
+                ends[tp] = FetchPosition(offset, epoch if epoch >= 0 else None, leader_epoch(tp))
+        return remaining, taken, consumed_bytes
 
     def fetched_columnar(self, max_records: int | None = None, update_offsets: bool = True,
                          now_ms: int | None = None,

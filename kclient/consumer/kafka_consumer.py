@@ -77,6 +77,8 @@ _ITER_POLL_MS = 1000
 _ITER_FAST_MS = 20
 _ITER_MAX_CHUNK_RECORDS = 8192
 _ITER_MAX_CHUNK_BYTES = 1 << 20
+# The cursor's partition while it holds the records of several partitions of one poll.
+_SEVERAL = TopicPartition("", -1)
 
 # Consumers still open, closed when the interpreter exits (Ctrl-C out of a loop included):
 # a member that leaves is replaced at once, one that does not holds its partitions until
@@ -157,9 +159,14 @@ class KafkaConsumer:
         self._owner_depth = 0
         self._metrics: collections.Counter[str] = collections.Counter()
         # Iteration (see __iter__): the cursor holds the partition being handed out
-        # (``_iter_tp``), ``_iter_queue`` the rest of that poll's partitions.
+        # (``_iter_tp``), ``_iter_queue`` the rest of that poll's partitions; or the records of
+        # all of a poll's partitions (``_iter_tp`` is ``_SEVERAL``): ``_iter_parts`` lists
+        # each one's partition and the end of its records in the cursor's list, the first
+        # ``_iter_parts_done`` of them handed out and accounted.
         self._cursor: ListCursor = ListCursor(_refill_of(self))
         self._iter_tp: TopicPartition | None = None
+        self._iter_parts: list[tuple[TopicPartition, int]] = []
+        self._iter_parts_done = 0
         self._iter_queue: list[tuple[TopicPartition, list]] = []
         self._iter_poll_ends: dict[TopicPartition, FetchPosition] = {}
         self._iter_poll_epoch = 0
@@ -493,9 +500,10 @@ class KafkaConsumer:
     # ------------------------------------------------------------------ iteration
     # kafka-python's iteration: records one by one, each partition's position following the
     # records handed out, so a commit between two records commits exactly what was consumed.
-    # ``for record in consumer`` iterates a compiled ListCursor loaded with one partition's
-    # records of a poll at a time: handing out a record runs no Python code, so the loop costs
-    # what poll() does. The cursor calls ``_next_record`` (under the consumer's lock) when its
+    # ``for record in consumer`` iterates a compiled ListCursor loaded with a poll's records
+    # (all its partitions at once; one partition at a time after the application changed
+    # something mid-poll): handing out a record runs no Python code, so the loop costs what
+    # poll() does. The cursor calls ``_next_record`` (under the consumer's lock) when its
     # list runs out or when the application changed something between two records (a seek, a
     # pause, an assignment: ``_changed`` holds the cursor). Positions are written lazily
     # (``_flush_iteration``) before anything reads them, from the cursor's index.
@@ -520,6 +528,14 @@ class KafkaConsumer:
             deadline = None
             while True:
                 tp = self._iter_tp
+                if tp is _SEVERAL:
+                    if cursor.held:
+                        self._split_several()   # the application changed something
+                    elif cursor.remaining:      # just loaded
+                        return cursor.__next__()
+                    else:
+                        self._finish_several()
+                    continue
                 if tp is not None:
                     if cursor.held:
                         if self._still_in_order(tp):
@@ -553,11 +569,13 @@ class KafkaConsumer:
                 records, ends = self._poll(wait, self._iter_chunk, False, False, now)
                 if records:
                     self._iter_chunk_ms = self._clock.now_ms()
-                    self._iter_queue = list(records.items())
-                    self._iter_queue.reverse()  # popped from the end, in the poll's order
                     self._iter_pending.update(records)
                     self._iter_poll_ends = ends
                     self._iter_poll_epoch = self._iter_epoch
+                    if len(records) > 1:
+                        self._load_several(records)
+                    else:
+                        self._iter_queue = list(records.items())
                 if self._closed:
                     raise StopIteration("the consumer is closed")
         except StopIteration:
@@ -583,6 +601,73 @@ class KafkaConsumer:
             self._iter_chunk = max(min(self._iter_chunk * 2, cap), self._max_poll_records)
         else:
             self._iter_chunk = self._max_poll_records
+
+    def _load_several(self, records: dict[TopicPartition, list]) -> None:
+        """Put all of a poll's partitions into the cursor, in the poll's order: the cursor
+        comes back once for them all, not once per partition."""
+        items: list = []
+        parts = []
+        for tp, recs in records.items():
+            items += recs
+            parts.append((tp, len(items)))
+        self._iter_parts = parts
+        self._iter_parts_done = 0
+        self._iter_tp = _SEVERAL
+        self._cursor.load(items)
+
+    def _account_several(self, items: list, index: int) -> int:
+        """With the cursor at ``index`` of the several partitions' ``items``: the partitions
+        whose records were all handed out, and a record of a later one too, are finished
+        (as ``_finish_current`` does, once each); the one in progress gets its last record
+        handed out. Returns where that one's records start (or ``index``)."""
+        parts = self._iter_parts
+        done = self._iter_parts_done
+        start = parts[done - 1][1] if done else 0
+        while done < len(parts):
+            tp, end = parts[done]
+            if end >= index:
+                if start < index:
+                    self._iter_last[tp] = items[index - 1]
+                    return start
+                return index
+            if end > start:
+                self._iter_last[tp] = items[end - 1]
+            self._iter_pending.discard(tp)
+            position = self._iter_poll_ends.get(tp)
+            if position is not None:
+                self._iter_ends[tp] = position
+            done += 1
+            self._iter_parts_done = done
+            start = end
+        return index
+
+    def _finish_several(self) -> None:
+        """Every record of the several partitions in the cursor was handed out."""
+        items, index = self._cursor.clear()
+        self._iter_tp = None
+        self._account_several(items, index + 1)     # the last one finishes too
+        self._iter_parts = []
+
+    def _split_several(self) -> None:
+        """The application changed something while the cursor held several partitions:
+        back to one partition at a time (the one in progress held, the others queued), each
+        checked before its next record as in that mode."""
+        items, index = self._cursor.clear()
+        self._iter_tp = None
+        start = self._account_several(items, index)
+        parts, done = self._iter_parts, self._iter_parts_done
+        self._iter_parts = []
+        queue = []
+        for tp, end in parts[done:]:
+            if start < index:           # in progress (index <= end): held at its place
+                self._iter_tp = tp
+                self._cursor.load(items[start:end], index - start)
+                self._cursor.hold()
+            else:
+                queue.append((tp, items[start:end]))
+            start = end
+        queue.reverse()                 # popped from the end, in the poll's order
+        self._iter_queue = queue
 
     def _load_next(self) -> None:
         """Put the next partition of the current poll into the cursor."""
@@ -631,7 +716,9 @@ class KafkaConsumer:
     def _flush_iteration(self) -> None:
         """Write the positions of the records iteration handed out."""
         tp = self._iter_tp
-        if tp is not None:
+        if tp is _SEVERAL:
+            self._account_several(self._cursor.items, self._cursor.index)
+        elif tp is not None:
             index = self._cursor.index
             if index > 0:
                 self._iter_last[tp] = self._cursor.items[index - 1]
@@ -685,6 +772,7 @@ class KafkaConsumer:
         """Closing: nothing more is handed out."""
         self._cursor.clear()
         self._iter_tp = None
+        self._iter_parts = []
         self._iter_queue = []
         self._iter_pending.clear()
 
@@ -693,6 +781,7 @@ class KafkaConsumer:
         self._flush_iteration()
         self._cursor.clear()
         self._iter_tp = None
+        self._iter_parts = []
         self._iter_queue = []
         for tp in self._iter_pending:
             if self._subscriptions.is_assigned(tp):

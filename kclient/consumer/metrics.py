@@ -6,7 +6,10 @@ Kafka's client does: over ``metrics.num.samples`` windows of ``metrics.sample.wi
 (the oldest window is dropped as a new one starts), so they describe the last ``num × window``
 of activity, not the whole life; ``-total`` values cover the consumer's life. Everything is
 recorded per request, per fetch answer, per record set, per poll, per commit or per
-rebalance, never per record: the per-record path pays nothing.
+rebalance, never per record: the per-record path pays nothing. What every fetch round records
+(requests, responses, network polls, Fetch answers, polls) is appended to a list with its
+timestamp, and folded into the statistics in bulk (every ``_FOLD_EVENTS`` events, and before
+anything is read): the same statistics, values and windows as recording each at once.
 
 Groups are returned as kafka-python's ``metrics()`` does, ``{group: {name: value}}``; a group
 with Java tags carries them in its name (``consumer-node-metrics,node-id=node-1``,
@@ -26,6 +29,31 @@ _REQUEST_SIZE, _RESPONSE_SIZE, _REQUEST_LATENCY, _NETWORK_IO = (
     ("", "request-size"), ("", "response-size"), ("", "request-latency"), ("", "network-io"))
 _SELECT_WAIT, _IO = ("", "select-wait-ns"), ("", "io-ns")
 _FETCH, _FETCH_THROTTLE, _FETCH_SIZE = ("", "fetch"), ("", "fetch-throttle"), ("", "fetch-size")
+_RECORDS, _BYTES, _BETWEEN, _IDLE = ("", "records"), ("", "bytes"), ("", "time-between-poll"), ("", "poll-idle-ratio")
+
+# The kinds of events appended per round (the tuple's first item), folded by ConsumerMetrics._fold.
+_SENT, _RECEIVED, _NET_POLLED, _FETCHED, _POLL_GAP, _POLLED, _POLL_IDLE = range(7)
+#: Events appended before they are folded into the statistics (under the lock, in one go).
+_FOLD_EVENTS = 256
+
+
+def _by_node(events: list[tuple], field: int, times: list, values: list) -> dict[int, tuple[list, list]]:
+    """{node id: (values, times)} of ``events`` (node id second): the lists given when every
+    event is of one node, as usual."""
+    first = events[0][1]
+    for e in events:
+        if e[1] != first:
+            break
+    else:
+        return {first: (values, times)}
+    out: dict[int, tuple[list, list]] = {}
+    for e in events:
+        pair = out.get(e[1])
+        if pair is None:
+            pair = out[e[1]] = ([], [])
+        pair[0].append(e[field])
+        pair[1].append(e[-1])
+    return out
 
 
 class WindowedStat:
@@ -79,6 +107,21 @@ class WindowedStat:
         w[2] += total
         self.total_count += n
         self.total_sum += total
+
+    def record_series(self, values: list, times: list) -> None:
+        """``record(v, t)`` for each value and time, in order: one window check when they all
+        fall into one window (the usual case), else one at a time."""
+        ws = self._windows
+        window = self._window_ms
+        latest = max(times)
+        if ws and latest - ws[-1][0] < window:
+            self.record_many(values, latest)        # none starts a window
+        elif latest - times[0] < window and (not ws or times[0] - ws[-1][0] >= window):
+            self.record_many(values, times[0])      # the first starts one, the rest fall in it
+        else:
+            record = self.record
+            for v, t in zip(values, times):
+                record(v, t)
 
     def _roll(self, now_ms: int) -> None:
         ws = self._windows
@@ -134,14 +177,12 @@ class ConsumerMetrics:
         self._stats: dict[tuple, WindowedStat] = {}
         self.last_poll_start_ms: int | None = None
         self._last_poll_end_ms: int | None = None
-        # What the poll under way recorded so far, staged without the lock by the consumer's
-        # thread (the only one that stages) and recorded, with the timestamps it was staged
-        # with, at the next locked call: the poll's end, else the next poll's start, or a read.
-        # So a poll that returns buffered records takes this lock once, not three times.
-        # The consumer's thread stages a value only when none is pending (it records first),
-        # so a reader's flush never loses one.
-        self._between: tuple[int, int] | None = None         # (time-between-poll, at)
-        self._staged: tuple | None = None                    # polled()'s arguments
+        # Each fetch round's events (request, response, network poll, Fetch answer, poll),
+        # appended without the lock by whichever thread records them (an append is atomic),
+        # and folded into the statistics, with their timestamps, under the lock: when
+        # _FOLD_EVENTS are pending, and before any read. So a round takes this lock rarely,
+        # not four or five times, and its dozens of values go in with a few calls.
+        self._events: list[tuple] = []
         self.last_rebalance_ms: int | None = None
         # Per partition: its scope and its records-lag and records-lead statistics (the
         # latter made at its first value), so a poll formats no scope strings.
@@ -159,11 +200,13 @@ class ConsumerMetrics:
 
     def record(self, source: str, value: float, now_ms: int) -> None:
         with self._lock:
+            self._fold()    # what was appended before goes in first
             self._stat(("", source)).record(value, now_ms)
 
     def record_node(self, node_id: int, source: str, value: float, now_ms: int) -> None:
         """Both the client-wide statistic and the node's."""
         with self._lock:
+            self._fold()
             self._stat(("", source)).record(value, now_ms)
             self._stat((f"node-id=node-{node_id}", source)).record(value, now_ms)
 
@@ -177,87 +220,168 @@ class ConsumerMetrics:
         return stats
 
     # What the network client and the fetcher record per request, response and network poll,
-    # each under one lock (as record and record_node would, one call each). Statistics that
-    # exist are looked up without a call (``get(key) or stat(key)``): these run every round.
+    # and the consumer per poll: appended as events, folded later (see ``_events``).
+    def _append(self, event: tuple) -> None:
+        events = self._events
+        events.append(event)
+        if len(events) >= _FOLD_EVENTS:
+            with self._lock:
+                self._fold()
+
     def request_sent(self, node_id: int, size: int, now_ms: int) -> None:
         """A request of ``size`` bytes went to the node: request-size (client and node), network-io."""
-        with self._lock:
-            get, stat = self._stats.get, self._stat
-            (get(_REQUEST_SIZE) or stat(_REQUEST_SIZE)).record(size, now_ms)
-            (self._node_stats.get(node_id) or self._node(node_id))[0].record(size, now_ms)
-            (get(_NETWORK_IO) or stat(_NETWORK_IO)).record(1, now_ms)
+        self._append((_SENT, node_id, size, now_ms))
 
     def response_received(self, node_id: int, size: int, latency_ms: int, now_ms: int) -> None:
         """A response of ``size`` bytes came from the node, ``latency_ms`` after its request:
         response-size and request-latency (client and node), network-io."""
-        with self._lock:
-            get, stat = self._stats.get, self._stat
-            node = self._node_stats.get(node_id) or self._node(node_id)
-            (get(_RESPONSE_SIZE) or stat(_RESPONSE_SIZE)).record(size, now_ms)
-            node[1].record(size, now_ms)
-            (get(_REQUEST_LATENCY) or stat(_REQUEST_LATENCY)).record(latency_ms, now_ms)
-            node[2].record(latency_ms, now_ms)
-            (get(_NETWORK_IO) or stat(_NETWORK_IO)).record(1, now_ms)
+        self._append((_RECEIVED, node_id, size, latency_ms, now_ms))
 
     def network_polled(self, select_wait_ns: int, io_ns: int, now_ms: int) -> None:
         """One network poll: the ns its select() waited and its socket I/O took."""
-        with self._lock:
-            get, stat = self._stats.get, self._stat
-            (get(_SELECT_WAIT) or stat(_SELECT_WAIT)).record(select_wait_ns, now_ms)
-            (get(_IO) or stat(_IO)).record(io_ns, now_ms)
+        self._append((_NET_POLLED, select_wait_ns, io_ns, now_ms))
 
     def fetch_answered(self, latency_ms: float, throttle_ms: float | None, size: int | None, now_ms: int) -> None:
         """A Fetch answer (or failure) ``latency_ms`` after its request: fetch; with the
         answer's throttle time, fetch-throttle; with the bytes of record data it returned
         (an answer without errors), fetch-size."""
-        with self._lock:
-            get, stat = self._stats.get, self._stat
-            (get(_FETCH) or stat(_FETCH)).record(latency_ms, now_ms)
-            if throttle_ms is not None:
-                (get(_FETCH_THROTTLE) or stat(_FETCH_THROTTLE)).record(throttle_ms, now_ms)
-            if size is not None:
-                (get(_FETCH_SIZE) or stat(_FETCH_SIZE)).record(size, now_ms)
+        self._append((_FETCHED, latency_ms, throttle_ms, size, now_ms))
 
     def record_sets(self, sets: Iterable[tuple[str, int, int]], now_ms: int) -> None:
         """Record sets fully handed out: (topic, records, bytes) each."""
         with self._lock:
+            self._fold()
             self._record_sets(sets, now_ms)
 
     def record_positions(self, positions: Iterable[tuple[str, int, int, int | None]], now_ms: int) -> None:
         """Where polls left partitions: (topic, partition, lag, lead or None) each."""
         with self._lock:
+            self._fold()
             self._record_positions(positions, now_ms)
 
     def polled(self, records: int, nbytes: int, sets: list[tuple[str, int, int]],
                positions: list[tuple[str, int, int, int | None]], now_ms: int) -> None:
         """What one poll handed out: its records (``consumed``), the bytes and record sets it
         finished (``consumed_bytes``, ``record_sets``), and where it left each partition
-        (``record_positions``). Staged by the consumer's thread and recorded with the poll's
-        next locked call (see ``_staged``)."""
-        if self._staged is not None:     # a second one before anything recorded the first
-            with self._lock:
-                self._flush()
-        self._staged = (records, nbytes, sets, positions, now_ms)
+        (``record_positions``)."""
+        self._append((_POLLED, records, nbytes, sets, positions, now_ms))
 
-    def _flush(self) -> None:
-        """With the lock held: record what the consumer's thread staged."""
-        between = self._between
-        if between is not None:
-            self._between = None
-            self._stat(("", "time-between-poll")).record(between[0], between[1])
-        staged = self._staged
-        if staged is not None:
-            self._staged = None
-            records, nbytes, sets, positions, now_ms = staged
-            self._stat(("", "records")).record(records, now_ms)
-            if nbytes:
-                self._stat(("", "bytes")).record(nbytes, now_ms)
-            if sets:
-                self._record_sets(sets, now_ms)
-            self._record_positions(positions, now_ms)
+    def flush(self) -> None:
+        """Fold every event appended so far into the statistics."""
+        if self._events:
+            with self._lock:
+                self._fold()
+
+    def _fold(self) -> None:
+        """With the lock held: the events appended so far, into their statistics, in order
+        (each statistic's values in one ``record_series`` call)."""
+        events = self._events
+        n = len(events)
+        if not n:
+            return
+        batch = events[:n]
+        del events[:n]      # only the lock's holder removes: appends meanwhile stay
+        by_kind: list[list[tuple]] = [[] for _ in range(_POLL_IDLE + 1)]
+        for event in batch:
+            by_kind[event[0]].append(event)
+        sent, received, net_polled, fetched, gaps, polled, idle = by_kind
+        stat = self._stat
+        if sent or received:
+            # network-io counts both, in the order they happened.
+            times = [e[-1] for e in batch if e[0] == _SENT or e[0] == _RECEIVED]
+            stat(_NETWORK_IO).record_series([1] * len(times), times)
+        if sent:
+            times = [e[3] for e in sent]
+            sizes = [e[2] for e in sent]
+            stat(_REQUEST_SIZE).record_series(sizes, times)
+            for node_id, (values, at) in _by_node(sent, 2, times, sizes).items():
+                self._node(node_id)[0].record_series(values, at)
+        if received:
+            times = [e[4] for e in received]
+            sizes = [e[2] for e in received]
+            latencies = [e[3] for e in received]
+            stat(_RESPONSE_SIZE).record_series(sizes, times)
+            stat(_REQUEST_LATENCY).record_series(latencies, times)
+            for node_id, (values, at) in _by_node(received, 2, times, sizes).items():
+                self._node(node_id)[1].record_series(values, at)
+            for node_id, (values, at) in _by_node(received, 3, times, latencies).items():
+                self._node(node_id)[2].record_series(values, at)
+        if net_polled:
+            times = [e[3] for e in net_polled]
+            stat(_SELECT_WAIT).record_series([e[1] for e in net_polled], times)
+            stat(_IO).record_series([e[2] for e in net_polled], times)
+        if fetched:
+            stat(_FETCH).record_series([e[1] for e in fetched], [e[4] for e in fetched])
+            throttled = [e for e in fetched if e[2] is not None]
+            if throttled:
+                stat(_FETCH_THROTTLE).record_series([e[2] for e in throttled], [e[4] for e in throttled])
+            sized = [e for e in fetched if e[3] is not None]
+            if sized:
+                stat(_FETCH_SIZE).record_series([e[3] for e in sized], [e[4] for e in sized])
+        if polled:
+            self._fold_polls(polled)
+        if gaps:
+            stat(_BETWEEN).record_series([e[1] for e in gaps], [e[2] for e in gaps])
+        if idle:
+            ratio = stat(_IDLE)
+            for e in idle:      # floats: one by one, summed as they always were
+                ratio.record(e[1], e[2])
+
+    def _fold_polls(self, polled: list[tuple]) -> None:
+        """What polls handed out (``polled``' arguments, in order), into their statistics."""
+        stat = self._stat
+        times = [e[5] for e in polled]
+        stat(_RECORDS).record_series([e[1] for e in polled], times)
+        with_bytes = [e for e in polled if e[2]]
+        if with_bytes:
+            stat(_BYTES).record_series([e[2] for e in with_bytes], [e[5] for e in with_bytes])
+        per_topic: dict[str, tuple[list, list, list]] = {}       # counts, sizes, times
+        per_partition: dict[tuple[str, int], tuple[list, list, list, list]] = {}   # lags, times, leads, times
+        for _, _, _, sets, positions, now_ms in polled:
+            for topic, count, size in sets:
+                t = per_topic.get(topic)
+                if t is None:
+                    t = per_topic[topic] = ([], [], [])
+                t[0].append(count)
+                t[1].append(size)
+                t[2].append(now_ms)
+            for topic, partition, lag, lead in positions:
+                p = per_partition.get((topic, partition))
+                if p is None:
+                    p = per_partition[(topic, partition)] = ([], [], [], [])
+                p[0].append(lag)
+                p[1].append(now_ms)
+                if lead is not None:
+                    p[2].append(lead)
+                    p[3].append(now_ms)
+        for topic, (counts, sizes, at) in per_topic.items():
+            stats = self._topic(topic)
+            stats[0].record_series(counts, at)
+            stats[1].record_series(sizes, at)
+        for (topic, partition), (lags, at, leads, lead_at) in per_partition.items():
+            entry = self._partition(topic, partition)
+            entry[1].record_series(lags, at)
+            if leads:
+                lead_stat = entry[2]
+                if lead_stat is None:
+                    lead_stat = entry[2] = stat((entry[0], "records-lead"))
+                lead_stat.record_series(leads, lead_at)
+
+    def _topic(self, topic: str) -> tuple[WindowedStat, WindowedStat]:
+        stats = self._topic_stats.get(topic)
+        if stats is None:
+            scope = f"topic={topic}"
+            stats = self._topic_stats[topic] = (self._stat((scope, "records")), self._stat((scope, "bytes")))
+        return stats
+
+    def _partition(self, topic: str, partition: int) -> list:
+        entry = self._partition_stats.get((topic, partition))
+        if entry is None:
+            scope = f"topic={topic},partition={partition}"
+            entry = self._partition_stats[(topic, partition)] = [scope, self._stat((scope, "records-lag")), None]
+        return entry
 
     def _record_sets(self, sets, now_ms: int) -> None:
-        cache = self._topic_stats
         # A poll's record sets are mostly of one topic: its values go in with one call per
         # statistic.
         by_topic: dict[str, tuple[list, list]] = {}
@@ -268,20 +392,13 @@ class ConsumerMetrics:
             values[0].append(n)
             values[1].append(size)
         for topic, (counts, sizes) in by_topic.items():
-            stats = cache.get(topic)
-            if stats is None:
-                scope = f"topic={topic}"
-                stats = cache[topic] = (self._stat((scope, "records")), self._stat((scope, "bytes")))
+            stats = self._topic(topic)
             stats[0].record_many(counts, now_ms)
             stats[1].record_many(sizes, now_ms)
 
     def _record_positions(self, positions, now_ms: int) -> None:
-        cache = self._partition_stats
         for topic, partition, lag, lead in positions:
-            entry = cache.get((topic, partition))
-            if entry is None:
-                scope = f"topic={topic},partition={partition}"
-                entry = cache[(topic, partition)] = [scope, self._stat((scope, "records-lag")), None]
+            entry = self._partition(topic, partition)
             entry[1].record(lag, now_ms)
             if lead is not None:
                 lead_stat = entry[2]
@@ -307,40 +424,29 @@ class ConsumerMetrics:
         self.last_rebalance_ms = now_ms
 
     def poll_started(self, now_ms: int) -> None:
-        """A poll starts. Its time-between-poll is staged (see ``_staged``); what the previous
-        poll staged is recorded first if its end did not (a poll without poll_ended: the
-        iteration's, or ``poll_held``). Called by the consumer's thread only."""
-        if self._between is not None or self._staged is not None:
-            with self._lock:
-                self._flush()
+        """A poll starts: its time-between-poll. Called by the consumer's thread only."""
         last = self.last_poll_start_ms
         if last is not None:
-            self._between = (now_ms - last, now_ms)
+            self._append((_POLL_GAP, now_ms - last, now_ms))
         self.last_poll_start_ms = now_ms
 
     def poll_ended(self, now_ms: int) -> None:
-        """What the poll staged, and the share of the time since the previous poll() ended
-        that this one took."""
-        with self._lock:
-            if self._between is not None or self._staged is not None:
-                self._flush()
-            start, prev_end = self.last_poll_start_ms, self._last_poll_end_ms
-            if start is not None and prev_end is not None and now_ms > prev_end:
-                self._stat(("", "poll-idle-ratio")).record(min((now_ms - start) / (now_ms - prev_end), 1.0), now_ms)
-            self._last_poll_end_ms = now_ms
+        """The share of the time since the previous poll() ended that this one took."""
+        start, prev_end = self.last_poll_start_ms, self._last_poll_end_ms
+        if start is not None and prev_end is not None and now_ms > prev_end:
+            self._append((_POLL_IDLE, min((now_ms - start) / (now_ms - prev_end), 1.0), now_ms))
+        self._last_poll_end_ms = now_ms
 
     def scopes(self, tag: str) -> list[str]:
         """The scopes recorded with this tag first (e.g. ``node-id=node-1``)."""
         with self._lock:
-            if self._between is not None or self._staged is not None:
-                self._flush()
+            self._fold()
             return sorted({scope for scope, _ in self._stats if scope.startswith(tag + "=")})
 
     def read(self, m: MetricDef, scope: str, now_ms: int) -> float:
         """The value of a statistic-backed metric in a scope ("" for the whole client)."""
         with self._lock:
-            if self._between is not None or self._staged is not None:   # a poll under way, or not ended
-                self._flush()
+            self._fold()
             if m.reading == "per":
                 top, bottom = m.source.split("/")
                 a, b = self._stats.get((scope, top)), self._stats.get((scope, bottom))

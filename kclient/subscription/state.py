@@ -880,6 +880,12 @@ class SubscriptionState:
             return (state is not None and state.fetch_state is _FETCHING and not state.paused
                     and not state.pending_revocation)
 
+    def fetchable_set(self) -> set[TopicPartition]:
+        """The partitions ``is_fetchable`` is true of, under one lock."""
+        with self._lock:
+            return {tp for tp, s in self._assignment.items()
+                    if s.fetch_state is _FETCHING and not s.paused and not s.pending_revocation}
+
     @_synchronized
     def fetchable_partitions(self, is_available: Callable[[TopicPartition], bool] | None = None) -> list[TopicPartition]:
         """Assigned, not paused, not pending revocation, valid position; in fetch order."""

@@ -12,6 +12,7 @@ from kclient.consumer.metrics import ConsumerMetrics, WindowedStat
 
 
 def _state(stats: ConsumerMetrics) -> dict:
+    stats.flush()       # the events appended so far, into the statistics
     return {key: (s.total_count, s.total_sum, [list(w) for w in s._windows]) for key, s in stats._stats.items()}
 
 
@@ -103,3 +104,45 @@ def test_record_sets_of_several_topics_equal_one_record_per_set():
         for s in sets:
             single.record_sets([s], now)
     assert _state(grouped) == _state(single)
+
+
+def test_record_series_equals_one_record_per_value_across_windows():
+    rng = random.Random(5)
+    series, single = WindowedStat(100, 2), WindowedStat(100, 2)
+    now = 0
+    for _ in range(300):
+        values, times = [], []
+        for _ in range(rng.randrange(1, 12)):
+            now += rng.randrange(0, 40)
+            values.append(rng.randrange(-50, 10**6))
+            times.append(now - rng.randrange(0, 3))     # threads' clocks read a little apart
+        series.record_series(values, times)
+        for v, t in zip(values, times):
+            single.record(v, t)
+        assert (series.total_count, series.total_sum, series._windows) == (single.total_count, single.total_sum,
+                                                                           single._windows)
+
+
+def test_polls_folded_in_bulk_equal_their_statistics_recorded_at_once():
+    rng = random.Random(13)
+    folded, single = ConsumerMetrics(window_ms=100, samples=2), ConsumerMetrics(window_ms=100, samples=2)
+    now = 0
+    last: int | None = None
+    for _ in range(600):
+        now += rng.randrange(0, 30)
+        records = rng.randrange(1, 50)
+        sets = [(rng.choice("ab"), rng.randrange(1, 50), rng.randrange(100, 10**5)) for _ in range(rng.randrange(0, 3))]
+        positions = [(rng.choice("ab"), rng.randrange(3), rng.randrange(0, 1000), rng.choice((None, rng.randrange(99))))
+                     for _ in range(rng.randrange(0, 4))]
+        folded.poll_started(now)
+        folded.polled(records, 10 * records, sets, positions, now)
+        single.record("records", records, now)
+        single.record("bytes", 10 * records, now)
+        single.record_sets(sets, now)
+        single.record_positions(positions, now)
+        if last is not None:
+            single.record("time-between-poll", now - last, now)
+        last = now
+        if rng.random() < 0.02:
+            assert _readings(folded, now) == _readings(single, now)
+    assert _state(folded) == _state(single)
