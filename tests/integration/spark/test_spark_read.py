@@ -11,10 +11,12 @@ import time
 import pytest
 
 from kclient import errors as Errors
+from kclient import KafkaConsumer
 from kclient.producer import KafkaProducer
 from kclient.spark import (OffsetRange, cached_consumer, client_cache_info, close_cached_consumers,
                            commit_offset_ranges, plan_offset_ranges, read_offset_range)
 from kclient.structs import TopicPartition
+from kclient.testing._wire import wait_until
 
 # A day ago, to the second: Kafka deletes records older than its retention (7 days) at its
 # periodic retention check (30 s after start, then every 5 minutes), so records stamped in
@@ -147,6 +149,11 @@ def test_control_records_are_skipped_and_a_range_ending_on_one_completes(broker,
         for i in range(4):
             p.produce(topic_name, value=batch + b"%d" % i, partition=0)
         p.commit_transaction(30)
+    # commit_transaction() returns once the coordinator has the commit; it writes the markers
+    # into the partition after that, and the last stable offset moves past them then.
+    tp = TopicPartition(topic_name, 0)
+    with KafkaConsumer(bootstrap_servers=broker.bootstrap, isolation_level="read_committed") as probe:
+        wait_until(lambda: probe.end_offsets([tp])[tp] == 10, 30, "the second transaction's marker")
     opts = _options(broker.bootstrap, topic_name, **{"kafka.isolation.level": "read_committed"})
     (rng,) = plan_offset_ranges(opts)
     assert rng == OffsetRange(topic_name, 0, 0, 10)      # 8 records + 2 commit markers
