@@ -39,7 +39,7 @@ import uuid
 from pathlib import Path
 
 from bench.drivers import DRIVERS
-from bench.drivers._common import MIN_RECORD_SIZE, SEQ, Job, filler
+from bench.drivers._common import MIN_RECORD_SIZE, Job, write_sequenced
 
 REPO = Path(__file__).resolve().parent.parent
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
@@ -80,7 +80,7 @@ class Config:
 def produce(bootstrap: str, topic: str, cfg: Config) -> dict:
     """Write the configuration's N records with confluent-kafka (idempotent, so each
     partition holds its records in sequence order at offsets 0, 1, 2, ...)."""
-    from confluent_kafka import KafkaException, Producer
+    from confluent_kafka import Producer
 
     errors: list = []
 
@@ -94,27 +94,9 @@ def produce(bootstrap: str, topic: str, cfg: Config) -> dict:
         "queue.buffering.max.messages": 1_000_000, "queue.buffering.max.kbytes": 1_048_576,
         "message.max.bytes": 10_000_000, "delivery.report.only.error": True, "on_delivery": on_error,
     })
-    fill = filler(cfg.record_size)
-    nfill = len(fill)
-    pack = SEQ.pack
-    produce_ = producer.produce
-    parts = cfg.partitions
     started = time.perf_counter()
-    for i in range(cfg.records):
-        value = pack(i) + fill[i % nfill]
-        while True:
-            try:
-                produce_(topic, value, partition=i % parts)
-                break
-            except BufferError:  # local queue full: let deliveries drain
-                producer.poll(0.05)
-        if i & 0xFFFF == 0:
-            producer.poll(0)
-    left = producer.flush(300)
+    write_sequenced(producer, topic, cfg.records, cfg.partitions, cfg.record_size, errors)
     seconds = time.perf_counter() - started
-    if left or errors:
-        raise KafkaException(f"producing {topic}: {left} records undelivered, {len(errors)} errors "
-                             f"(first: {errors[0] if errors else None})")
     return {"seconds": seconds, "records_per_s": cfg.records / seconds}
 
 

@@ -120,9 +120,9 @@ def produce_fixed_batches(bootstrap: str, topic: str, records: int, batch_record
     ``batch.num.messages`` records and waits for that (linger.ms far longer than the write)
     unless flushing; each value starts with its sequence number (offset * PARTITIONS + partition),
     as bench/runner.py's produce writes it."""
-    from confluent_kafka import KafkaException, Producer
+    from confluent_kafka import Producer
 
-    from bench.drivers._common import SEQ, filler
+    from bench.drivers._common import write_sequenced
     errors: list = []
 
     def on_error(err: Any, msg: Any) -> None:  # delivery.report.only.error: failures only
@@ -137,22 +137,7 @@ def produce_fixed_batches(bootstrap: str, topic: str, records: int, batch_record
         "queue.buffering.max.messages": 2_000_000, "queue.buffering.max.kbytes": 2_097_151,
         "delivery.report.only.error": True, "on_delivery": on_error,
     })
-    fill = filler(RECORD_SIZE)
-    nfill, pack, send = len(fill), SEQ.pack, producer.produce
-    for i in range(records):
-        value = pack(i) + fill[i % nfill]
-        while True:
-            try:
-                send(topic, value, partition=i % PARTITIONS)
-                break
-            except BufferError:  # local queue full: let deliveries drain
-                producer.poll(0.05)
-        if i & 0xFFFF == 0:
-            producer.poll(0)
-    left = producer.flush(300)
-    if left or errors:
-        raise KafkaException(f"producing {topic}: {left} records undelivered, {len(errors)} errors "
-                             f"(first: {errors[0] if errors else None})")
+    write_sequenced(producer, topic, records, PARTITIONS, RECORD_SIZE, errors)
 
 
 def _member_command(driver: str, bootstrap: str, topic: str, group: str) -> list[str]:

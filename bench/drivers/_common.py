@@ -87,6 +87,31 @@ def filler(record_size: int, count: int = 1024, seed: int = 7) -> list[bytes]:
     return out
 
 
+def write_sequenced(producer, topic: str, records: int, partitions: int, record_size: int, errors: list) -> None:
+    """Produce ``records`` values of ``record_size`` B round-robin over ``partitions`` with a
+    confluent-kafka ``producer`` (idempotent: each partition holds its records in sequence
+    order), each value starting with its sequence number, and flush. Raises if a record was not
+    delivered or ``errors`` (filled by the producer's delivery callback) is not empty."""
+    from confluent_kafka import KafkaException
+
+    fill = filler(record_size)
+    nfill, pack, send = len(fill), SEQ.pack, producer.produce
+    for i in range(records):
+        value = pack(i) + fill[i % nfill]
+        while True:
+            try:
+                send(topic, value, partition=i % partitions)
+                break
+            except BufferError:  # local queue full: let deliveries drain
+                producer.poll(0.05)
+        if i & 0xFFFF == 0:
+            producer.poll(0)
+    left = producer.flush(300)
+    if left or errors:
+        raise KafkaException(f"producing {topic}: {left} records undelivered, {len(errors)} errors "
+                             f"(first: {errors[0] if errors else None})")
+
+
 def peak_rss_bytes() -> int:
     """Peak resident set of this process (Linux VmHWM). Not ru_maxrss: that one carries the
     parent's peak across fork+exec, so every child would report the runner's."""
