@@ -401,13 +401,12 @@ class FetchRequests:
         sent = 0
         for plan in ready:
             target = plan.target
-            if client.is_unavailable(target):
-                continue    # in reconnect backoff
-            if not client.try_connect(target):
+            # Ready, the usual case, implies not in reconnect backoff: asked only when not.
+            if client.try_connect(target):
+                self._send_changes(plan, now)
+                sent += 1
+            elif not client.is_unavailable(target):
                 self.sends_blocked = True
-                continue
-            self._send_changes(plan, now)
-            sent += 1
         return sent
 
     def _send_changes(self, plan: _StreamPlan, now: int) -> None:

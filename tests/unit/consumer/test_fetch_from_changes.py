@@ -250,7 +250,8 @@ def normalized(req):
 @pytest.mark.parametrize("seed", range(6))
 def test_requests_match_the_walk_alone_through_random_changes(seed):
     rng = random.Random(seed)
-    config = {"fetch.max.in.flight.per.broker": 1 + seed % 2, "retry.backoff.ms": 100}
+    config = {"fetch.max.in.flight.per.broker": 1 + seed % 2, "retry.backoff.ms": 100,
+              "isolation.level": "read_committed" if seed % 3 == 2 else "read_uncommitted"}
     sides = [Side(leaders=(1, 2, 1), **config), Side(leaders=(1, 2, 1), walk_only=True, **config)]
     brokers = [Broker(), Broker()]
     in_flight: list[list] = [[], []]
