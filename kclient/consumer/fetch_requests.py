@@ -12,6 +12,16 @@ partition starves the others of ``fetch.max.bytes``). The answers' blocks come f
 pool, which is asked to keep blocks of the largest answer (``pool_reserve``) so that each
 answer does not take fresh pages.
 
+Building each request from what changed. Once a fetch stream's request covered every
+fetchable partition of that stream, and the stream's fetch session is incremental, its next
+request is built from the partitions whose next fetch offset the answer moved (a
+``_StreamPlan``): the cost of a round follows the partitions with data, not the assignment.
+Anything else that can change what a full walk of the partitions would send bumps a change
+counter (``SubscriptionState.changes``: assignment, pause, resume, seek, reset, validation;
+this object's own: a cleared partition, a backoff, a read replica, a partition reaching its
+prefetch limit) or shows as a new metadata snapshot, and the next round walks every
+partition again.
+
 Errors in an answer: leader/topic errors request a metadata refresh and back the partition
 off for ``retry.backoff.ms``; OFFSET_OUT_OF_RANGE at the current position requests a reset
 (``auto.offset.reset``) or, with 'none', queues OffsetOutOfRangeError to raise from
@@ -32,7 +42,7 @@ from kclient import errors as Errors
 from kclient.clock import Clock
 from kclient.consumer.fetch_buffer import CompletedFetch, FetchBuffer, PartitionPipe, ResponseFrame
 from kclient.consumer.fetch_config import FetchConfig
-from kclient.consumer.fetch_session import FetchPartition, FetchSessionHandler
+from kclient.consumer.fetch_session import SESSION_VERSION, FetchPartition, FetchSessionHandler
 from kclient.subscription.state import SubscriptionState
 from kclient.network.metadata import Node
 from kclient.network.network_client import SCANNED_FETCH, SCANNED_PARTITIONS
@@ -62,6 +72,29 @@ _STREAM_ID_STRIDE = 1 << 20
 def fetch_stream_node_id(broker_id: int, slot: int) -> int:
     """The connection id of fetch stream ``slot`` (>= 1) to ``broker_id``."""
     return 2**31 - 1 - slot * _STREAM_ID_STRIDE - broker_id
+
+
+class _StreamPlan:
+    """A fetch stream whose last request covered all of its fetchable partitions: what its
+    next request needs besides the partitions the answer moved (``dirty``, None until the
+    answer was handled without error)."""
+
+    __slots__ = ("node_id", "slot", "target", "offered", "version", "handler", "sent", "pipes", "by_id",
+                 "topic_ids", "dirty")
+
+    def __init__(self, node_id: int, slot: int, target, offered: int, version: int, handler: FetchSessionHandler,
+                 sent: dict, pipes: list, by_id: dict, topic_ids: dict):
+        self.node_id = node_id
+        self.slot = slot
+        self.target = target
+        self.offered = offered          # the Fetch version the connection offered
+        self.version = version          # the version the request was sent in
+        self.handler = handler
+        self.sent = sent                # {tp: (fetch offset, pipe epoch)}: reused by each request
+        self.pipes = pipes              # the PartitionPipe of each partition of sent
+        self.by_id = by_id              # {topic id: name} for the answers (v13+)
+        self.topic_ids = topic_ids      # {name: topic id or name} as the request names topics
+        self.dirty: list[TopicPartition] | None = None
 
 
 class FetchRequests:
@@ -122,6 +155,26 @@ class FetchRequests:
         self._assigned_by_id: dict[Any, str] = {}   # {topic id: name} of the assigned topics
         self._metrics = metrics
         self._stats = stats              # kclient.consumer.metrics.ConsumerMetrics, or None
+        # Building requests from what changed (see the module docstring): bumped by every
+        # change here that a full walk of the partitions would see; the plans of the streams
+        # made under (SubscriptionState.changes, this counter, metadata snapshot).
+        self._changes = 0
+        self._plans: dict[tuple[int, int], _StreamPlan] = {}
+        self._plans_key: tuple | None = None
+        self._plan_streams: tuple[tuple[int, int], ...] = ()   # every stream with fetchable partitions
+
+    @property
+    def changes(self) -> int:
+        return self._changes
+
+    def clear_partition(self, tp: TopicPartition) -> None:
+        """Forget everything fetched or being fetched for tp (its position changed)."""
+        self._changes += 1
+        self._buffer.clear_partition(tp)
+
+    def clear_all(self) -> None:
+        self._changes += 1
+        self._buffer.clear_all()
 
     def _check_assignment(self) -> None:
         """After any assignment change the buffer restarts every pipeline (FetchBuffer.
@@ -130,14 +183,17 @@ class FetchRequests:
         aid = self._subscriptions.assignment_id
         if aid != self._assignment_id:
             self._assignment_id = aid
+            self._changes += 1
             self._buffer.check_assignment()
             self._slot_of.clear()
             self._slots_used.clear()
             self._read_replicas = sum(1 for pipe in self._buffer.pipes.values() if pipe.read_replica >= 0)
 
     def close(self) -> None:
+        self._changes += 1
         self._read_replicas = 0
         self.sessions.clear()
+        self._plans.clear()
 
     # ------------------------------------------------------------------ sending
     def send_fetches(self) -> int:
@@ -183,6 +239,24 @@ class FetchRequests:
                 else:
                     return 0
         now = self._clock.now_ms()
+        changes = subs.changes
+        plans_key = self._plans_key
+        if (plans_key is not None and plans_key[0] == changes and plans_key[1] == self._changes
+                and plans_key[2] is cluster):
+            planned = self._send_planned(now)
+            if planned is not None:
+                return planned
+        else:
+            self._plans.clear()
+            self._plan_streams = ()
+            self._plans_key = (changes, self._changes, cluster)
+        return self._send_walk(now, cluster, assignment_id)
+
+    def _send_walk(self, now: int, cluster, assignment_id: int) -> int:
+        """send_fetches' walk of every fetchable partition (see send_fetches)."""
+        subs = self._subscriptions
+        buffer = self._buffer
+        node_busy = self._node_in_flight
         leader_map = self._leader_map
         pipes = buffer.pipes
         # Caught-up partitions wait while records are buffered only if a partition with more
@@ -213,20 +287,40 @@ class FetchRequests:
                 return 0
         by_node: dict[int, list] = {}
         need_metadata = False
+        slot_of, slot_busy = self._slot_of, self._slot_busy
+        # A stream's request may be planned (built from what changed from then on) if it
+        # covers every fetchable partition of the stream, none held back for now: no read
+        # replicas, every leader known, no partition at its prefetch limit (whether one is
+        # decides which caught-up partitions wait).
+        plannable = (self._sessions_enabled and not hold and not self._read_replicas
+                     and self._leaders is not None and not _backlog_held(pipes))
+        streams: set[tuple[int, int]] = set()
+        held_back: set[tuple[int, int]] = set()     # streams with a fetchable partition left out
         # One locked snapshot of (tp, position, end offset) instead of three calls per partition.
         for tp, position, end in subs.fetch_candidates(self._read_committed):
             pipe = pipes.get(tp)
             if pipe is None:
                 pipe = pipes[tp] = PartitionPipe()
-            if pipe.in_flight_epoch == pipe.epoch or pipe.buffered >= PREFETCH_DEPTH:
-                continue
-            if pipe.backoff_until > now:
-                continue
             leader = leader_map.get(tp)
             if leader is None:
-                need_metadata = True
+                if (pipe.in_flight_epoch != pipe.epoch and pipe.buffered < PREFETCH_DEPTH
+                        and pipe.backoff_until <= now):
+                    need_metadata = True
                 continue
             node_id, epoch = leader
+            stream = None
+            if plannable:
+                known = slot_of.get(tp)
+                if known is not None:
+                    stream = (node_id, known)
+                    streams.add(stream)
+                elif (pipe.in_flight_epoch == pipe.epoch or pipe.buffered >= PREFETCH_DEPTH
+                        or pipe.backoff_until > now or node_busy.get(node_id, 0) >= self._depth):
+                    plannable = False   # its stream is known once it is sent
+            if pipe.in_flight_epoch == pipe.epoch or pipe.buffered >= PREFETCH_DEPTH or pipe.backoff_until > now:
+                if stream is not None:
+                    held_back.add(stream)
+                continue
             if pipe.read_replica >= 0:
                 node_id = self._read_replica(tp, pipe, node_id, cluster, now)
             if node_busy.get(node_id, 0) >= self._depth:
@@ -234,6 +328,7 @@ class FetchRequests:
             offset = pipe.next_fetch_offset
             if offset is None:
                 if position is None:
+                    plannable = False
                     continue
                 offset = position.offset
                 last_epoch = -1 if position.offset_epoch is None else position.offset_epoch
@@ -245,7 +340,6 @@ class FetchRequests:
         if need_metadata:
             self._metadata.request_update()
         sent = 0
-        slot_of, slot_busy = self._slot_of, self._slot_busy
         for node_id, parts in by_node.items():
             # One fetch per free slot of this broker, each for the partitions of that slot.
             by_slot: dict[int, list] = {}
@@ -253,6 +347,7 @@ class FetchRequests:
                 slot = slot_of.get(part[0])
                 if slot is None:
                     slot = self._slot(node_id, part[0])
+                    streams.add((node_id, slot))
                 if (node_id, slot) not in slot_busy:
                     by_slot.setdefault(slot, []).append(part)
             for slot, share in by_slot.items():
@@ -268,12 +363,94 @@ class FetchRequests:
                 if version is None:
                     log.warning("node %d offers no Fetch version this client implements", node_id)
                     continue
+                offered = version
                 if (version >= _TOPIC_ID_VERSION and not self._all_topic_ids
                         and any(cluster.topic_id(part[0].topic) is None for part in share)):
                     version = _TOPIC_ID_VERSION - 1
-                self._send_fetch(node_id, slot, target, version, share, assignment_id, cluster, now)
+                planned = (plannable and offered == version and version >= SESSION_VERSION
+                           and (node_id, slot) not in held_back)
+                self._send_fetch(node_id, slot, target, version, share, assignment_id, cluster, now,
+                                 offered if planned else None)
                 sent += 1
+        if plannable:
+            self._plan_streams = tuple(streams)
+        else:
+            self._plans.clear()
+            self._plan_streams = ()
         return sent
+
+    def _send_planned(self, now: int) -> int | None:
+        """Nothing changed since the last walk of the partitions (send_fetches): each free
+        stream's request from its plan. None, with nothing sent, if a free stream has no
+        plan or its plan no longer holds: then the partitions are walked."""
+        client = self._client
+        plans = self._plans
+        slot_busy = self._slot_busy
+        streams = self._plan_streams
+        if not streams:
+            return None
+        ready = []
+        for stream in streams:
+            if stream in slot_busy:
+                continue
+            plan = plans.get(stream)
+            if (plan is None or plan.dirty is None or not plan.handler.incremental(plan.version)
+                    or client.api_version(plan.target, FETCH_KEY) != plan.offered):
+                return None
+            ready.append(plan)
+        sent = 0
+        for plan in ready:
+            target = plan.target
+            # Ready, the usual case, implies not in reconnect backoff: asked only when not.
+            if client.try_connect(target):
+                self._send_changes(plan, now)
+                sent += 1
+            elif not client.is_unavailable(target):
+                self.sends_blocked = True
+        return sent
+
+    def _send_changes(self, plan: _StreamPlan, now: int) -> None:
+        """The stream's next incremental request: the partitions its last answer moved."""
+        pipes = self._buffer.pipes
+        leader_map = self._leader_map
+        max_bytes = self._partition_max_bytes
+        changed: dict[TopicPartition, FetchPartition] = {}
+        for tp in plan.dirty or ():
+            pipe = pipes[tp]
+            changed[tp] = _new_tuple(FetchPartition, (pipe.next_fetch_offset, leader_map[tp][1],
+                                                      pipe.next_fetch_epoch, max_bytes))
+        plan.dirty = None
+        handler = plan.handler
+        data = handler.build_changes(changed)
+        sent = plan.sent
+        topics: dict[str, list] = {}
+        for tp, fp in data.to_send.items():
+            sent[tp] = (fp.fetch_offset, pipes[tp].epoch)
+            topics.setdefault(tp.topic, []).append({
+                "partition": tp.partition, "current_leader_epoch": fp.current_leader_epoch,
+                "fetch_offset": fp.fetch_offset, "last_fetched_epoch": fp.last_fetched_epoch,
+                "log_start_offset": -1, "partition_max_bytes": fp.max_bytes})
+        for pipe in plan.pipes:
+            pipe.in_flight_epoch = pipe.epoch
+        version = plan.version
+        name_key = "topic_id" if version >= _TOPIC_ID_VERSION else "topic"
+        topic_ids = plan.topic_ids
+        body = {"replica_id": -1, "max_wait_ms": self._max_wait_ms, "min_bytes": self._min_bytes,
+                "max_bytes": self._request_max_bytes, "isolation_level": self._isolation,
+                "session_id": data.session_id, "session_epoch": data.session_epoch,
+                "topics": [{name_key: topic_ids[topic], "partitions": ps} for topic, ps in topics.items()],
+                "forgotten_topics_data": [], "rack_id": self._rack}
+        node_id, slot = plan.node_id, plan.slot
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("fetching %s from node %d (v%d, session %d epoch %d, %d listed, 0 forgotten)",
+                      {tp: o for tp, (o, _) in sent.items()}, node_id, version, data.session_id,
+                      data.session_epoch, len(data.to_send))
+        fut = self._client.send(plan.target, FETCH_KEY, body, version=version)
+        self.in_flight_fetches += 1
+        self._node_in_flight[node_id] = self._node_in_flight.get(node_id, 0) + 1
+        self._slot_busy.add((node_id, slot))
+        self._metrics["fetch-request-total"] += 1
+        fut.add_both(self._on_fetch_done, node_id, slot, handler, sent, plan.by_id, self._assignment_id, now, plan)
 
     def _read_replica(self, tp: TopicPartition, pipe: PartitionPipe, leader: int, cluster, now: int) -> int:
         """The node to fetch tp from: its preferred read replica while that is fresh, known
@@ -291,6 +468,7 @@ class FetchRequests:
         if pipe.read_replica >= 0:
             pipe.read_replica = -1
             self._read_replicas -= 1
+            self._changes += 1
 
     def preferred_read_replica(self, tp: TopicPartition) -> int | None:
         """The follower tp is fetched from (KIP-392), or None when it is fetched from its leader."""
@@ -343,7 +521,10 @@ class FetchRequests:
         return leader_map, (None if leaders is None else frozenset(leaders))
 
     def _send_fetch(self, node_id: int, slot: int, target: Node | int, version: int, parts: list,
-                    assignment_id: int, cluster, now: int) -> None:
+                    assignment_id: int, cluster, now: int, offered: int | None = None) -> None:
+        """Send the fetch of ``parts`` on stream (node_id, slot). ``offered``: the request
+        covers every fetchable partition of the stream, and the Fetch version the connection
+        offered; its next requests are then built from what changes (a _StreamPlan)."""
         handler = self._session(node_id, slot)
         by_topic = version >= _TOPIC_ID_VERSION
         if handler.version not in (None, version):
@@ -395,12 +576,21 @@ class FetchRequests:
             log.debug("fetching %s from node %d (v%d, session %d epoch %d, %d listed, %d forgotten)",
                       {tp: o for tp, (o, _) in sent.items()}, node_id, version, data.session_id,
                       data.session_epoch, len(data.to_send), len(data.forgotten))
+        plan = None
+        if offered is not None:
+            names = {tp.topic for tp in sent}
+            topic_ids = ({t: cluster.topic_id(t) for t in names} if by_topic else {t: t for t in names})
+            plan = _StreamPlan(node_id, slot, target, offered, version, handler, sent,
+                               [pipes[tp] for tp in sent], by_id, topic_ids)
+            self._plans[(node_id, slot)] = plan
+        else:
+            self._plans.pop((node_id, slot), None)
         fut = self._client.send(target, FETCH_KEY, body, version=version)
         self.in_flight_fetches += 1
         self._node_in_flight[node_id] = self._node_in_flight.get(node_id, 0) + 1
         self._slot_busy.add((node_id, slot))
         self._metrics["fetch-request-total"] += 1
-        fut.add_both(self._on_fetch_done, node_id, slot, handler, sent, by_id, assignment_id, now)
+        fut.add_both(self._on_fetch_done, node_id, slot, handler, sent, by_id, assignment_id, now, plan)
 
     @staticmethod
     def _topic_entry(topic: str, partitions: list, by_id: bool, cluster) -> dict[str, Any]:
@@ -409,7 +599,7 @@ class FetchRequests:
         return {"topic": topic, "partitions": partitions}
 
     # ------------------------------------------------------------------ answers
-    def _on_fetch_done(self, node_id, slot, handler, sent, by_id, assignment_id, send_ms, result) -> None:
+    def _on_fetch_done(self, node_id, slot, handler, sent, by_id, assignment_id, send_ms, plan, result) -> None:
         self.in_flight_fetches -= 1
         self._node_in_flight[node_id] -= 1
         self._slot_busy.discard((node_id, slot))
@@ -423,6 +613,7 @@ class FetchRequests:
             if pipe is not None and pipe.in_flight_epoch == epoch:
                 pipe.in_flight_epoch = -1
         if isinstance(result, BaseException):
+            self._changes += 1      # partitions back off
             if stats is not None:
                 stats.fetch_answered(now - send_ms, None, None, now)
             handler.handle_error()
@@ -441,6 +632,7 @@ class FetchRequests:
         code = result.get("error_code", 0)
         session_kept = handler.handle_response(code, result.get("session_id", 0))
         if not session_kept or code:
+            self._changes += 1
             if stats is not None:
                 stats.fetch_answered(now - send_ms, result.get("throttle_time_ms") or 0, None, now)
             if not session_kept:
@@ -508,6 +700,7 @@ class FetchRequests:
                         leader_hints[tp] = (hint["leader_id"], hint.get("leader_epoch", -1))
                 continue
             if replica >= 0 and replica != node_id:
+                self._changes += 1
                 if pipe.read_replica < 0:
                     self._read_replicas += 1
                 log.debug("fetching %s from read replica %d (told by node %d)", tp, replica, node_id)
@@ -542,6 +735,8 @@ class FetchRequests:
                 scanned_records = scanned.records_for(raw)
             buffer.add(CompletedFetch(tp, fetch_offset, epoch, assignment_id, raw, aborted, frame,
                                       scanned_records), pipe)
+            if pipe.buffered >= PREFETCH_DEPTH:
+                self._changes += 1  # left out of fetches until read; caught-up ones may wait
             # Where the next fetch starts: after the last complete batch (a walk of the
             # batch headers, in kcore).
             nxt, last_epoch = next_fetch_offset(raw, fetch_offset)
@@ -560,6 +755,10 @@ class FetchRequests:
             stats.fetch_answered(now - send_ms, result.get("throttle_time_ms") or 0, fetched_bytes, now)
         if leader_hints:
             self._apply_leader_hints(leader_hints, result.get("node_endpoints") or (), now)
+        if plan is not None:
+            # What the stream's next request lists; a partition error above, a read replica,
+            # a partition at its prefetch limit have bumped the change counter already.
+            plan.dirty = returned_data
 
     def _apply_leader_hints(self, hints: dict[TopicPartition, tuple[int, int]], endpoints, now: int) -> None:
         """KIP-951: the old leader named the new one; its partitions are fetched from there at
@@ -567,6 +766,7 @@ class FetchRequests:
         retry backoff and a metadata round."""
         nodes = [Node(e["node_id"], e["host"], e["port"], e.get("rack")) for e in endpoints]
         updated = self._metadata.update_partition_leaders(hints, nodes)
+        self._changes += 1
         pipes = self._buffer.pipes
         for tp in updated:
             pipe = pipes.get(tp)
@@ -585,6 +785,7 @@ class FetchRequests:
                          now: int) -> None:
         cls = Errors.error_class(code)
         subs = self._subscriptions
+        self._changes += 1
         pipe.backoff_until = now + self._retry_backoff_ms
         if cls is Errors.OffsetOutOfRangeError:
             position = subs.valid_position(tp)
@@ -624,6 +825,7 @@ class FetchRequests:
         raises LogTruncationError from poll(), the one path for both ways of finding out."""
         log.info("fetch of %s at offset %d: the leader's log diverges (epoch %d ends at %d); "
                  "validating the position", tp, fetch_offset, epoch, end_offset)
+        self._changes += 1
         position = self._subscriptions.valid_position(tp)
         if position is not None and position.offset == fetch_offset and not pipe.buffered:
             self._subscriptions.request_validation_at(tp, position)

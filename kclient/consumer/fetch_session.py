@@ -96,6 +96,26 @@ class FetchSessionHandler:
         self._pending = data
         return data
 
+    def incremental(self, version: int) -> bool:
+        """The next request in ``version`` is incremental: it may list only what changed."""
+        return (self._enabled and self.session_id != 0 and self.epoch != INITIAL_EPOCH
+                and self.version == version and version >= SESSION_VERSION)
+
+    def build_changes(self, changed: dict[TopicPartition, FetchPartition]) -> FetchRequestData:
+        """The next incremental request (``incremental`` is true) when the fetch covers the
+        same partitions as the last one and only those of ``changed`` may have new
+        parameters: its cost follows ``changed``, not the session. The session's partitions
+        take the changes at once (every outcome of the request replaces them: the answer
+        confirms them, an error empties them)."""
+        known = self.partitions
+        to_send: dict[TopicPartition, FetchPartition] = {}
+        for tp, p in changed.items():
+            if known.get(tp) != p:
+                known[tp] = to_send[tp] = p
+        data = self._pending = FetchRequestData(self.session_id, self.epoch, to_send, [], known)
+        self.incremental_requests += 1
+        return data
+
     def handle_response(self, error_code: int, session_id: int) -> bool:
         """The answer to the last built request arrived. False if it is a session error: its
         partitions carry nothing, and the next request starts a new session."""
@@ -121,7 +141,8 @@ class FetchSessionHandler:
                 log.debug("fetch session %d opened with node %d (%d partitions)", session_id, self.node_id,
                           len(data.session))
             self.session_id = session_id
-        self.partitions = dict(data.session)
+        if data.session is not self.partitions:    # build_changes updated them in place
+            self.partitions = dict(data.session)
         self.epoch = next_epoch(data.session_epoch)
         return True
 

@@ -42,8 +42,9 @@ class Fetcher:
         self.fetched_columnar = self.collector.fetched_columnar
         self.has_completed_fetches = self.buffer.has_completed_fetches
         self.has_available_fetches = self.buffer.has_available_fetches
-        self.clear_partition = self.buffer.clear_partition
-        self.clear_all = self.buffer.clear_all
+        # Through FetchRequests: a cleared partition is a change its next requests go by.
+        self.clear_partition = self.requests.clear_partition
+        self.clear_all = self.requests.clear_all
         self.preferred_read_replica = self.requests.preferred_read_replica
 
     @property

@@ -238,6 +238,19 @@ def _synchronized(method):
     return wrapper
 
 
+def _changing(method):
+    # Methods that can change what the fetcher would fetch (the fetchable partitions, their
+    # positions other than by records handed out, the assignment): each bumps ``changes``,
+    # which the fetcher's per-round requests go by (FetchRequests.send_fetches).
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        with self._lock:
+            self._changes += 1
+            return method(self, *args, **kwargs)
+
+    return wrapper
+
+
 def _as_partition(tp) -> TopicPartition:
     try:
         topic, partition = tp
@@ -272,6 +285,7 @@ class SubscriptionState:
         self._assignment: dict[TopicPartition, TopicPartitionState] = {}
         self._listener = None
         self._assignment_id = 0
+        self._changes = 0
 
     # ------------------------------------------------------------------ subscription type
     def _set_subscription_type(self, kind: SubscriptionType) -> None:
@@ -342,7 +356,7 @@ class SubscriptionState:
         self._subscription = topics
         return True
 
-    @_synchronized
+    @_changing
     def unsubscribe(self) -> None:
         self._subscription = frozenset()
         self._group_subscription = frozenset()
@@ -367,6 +381,13 @@ class SubscriptionState:
     @property
     def rebalance_listener(self):
         return self._listener
+
+    @property
+    def changes(self) -> int:
+        """Bumped by every change of what is fetched other than positions moving on with the
+        records handed out (assignment, pause, resume, seek, reset, validation, revocation):
+        a fetcher that saw the same value has nothing to look up again."""
+        return self._changes
 
     @property
     def assignment_id(self) -> int:
@@ -436,7 +457,7 @@ class SubscriptionState:
         self._assignment = {tp: old.get(tp) or TopicPartitionState() for tp in sorted(set(partitions))}
         self._assignment_id += 1
 
-    @_synchronized
+    @_changing
     def assign_from_user(self, partitions) -> bool:
         """Manual assignment (``consumer.assign``); True if the partition set changed."""
         parts = _partition_list(partitions)
@@ -463,7 +484,7 @@ class SubscriptionState:
                 return False
         return True
 
-    @_synchronized
+    @_changing
     def assign_from_subscribed(self, partitions) -> None:
         """Apply a group assignment; validated against the subscription before any change."""
         if not self.has_auto_assigned_partitions():
@@ -498,31 +519,31 @@ class SubscriptionState:
             raise IllegalStateError(f"No current assignment for partition {tp}")
         return state
 
-    @_synchronized
+    @_changing
     def move_partition_to_end(self, tp: TopicPartition) -> None:
         """Fairness: a partition that just returned data goes behind the others."""
         state = self._assignment.pop(tp, None)
         if state is not None:
             self._assignment[tp] = state
 
-    @_synchronized
+    @_changing
     def mark_pending_revocation(self, partitions: Iterable[TopicPartition]) -> None:
         """Cooperative rebalance: stop fetching these before the listener gives them up."""
         for tp in partitions:
             self._state(tp).pending_revocation = True
 
     # ------------------------------------------------------------------ positions
-    @_synchronized
+    @_changing
     def seek(self, tp: TopicPartition, offset: int) -> None:
         if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
             raise IllegalArgumentError(f"seek offset must be an int >= 0, got {offset!r}")
         self._state(tp).seek_validated(FetchPosition(offset))
 
-    @_synchronized
+    @_changing
     def seek_validated(self, tp: TopicPartition, position: FetchPosition) -> None:
         self._state(tp).seek_validated(position)
 
-    @_synchronized
+    @_changing
     def seek_unvalidated(self, tp: TopicPartition, position: FetchPosition) -> None:
         """A position from a committed offset or reset: check it against the leader epoch
         first when both epochs are known (truncation detection), else fetch at once."""
@@ -531,7 +552,7 @@ class SubscriptionState:
         if position.offset_epoch is not None and position.current_leader_epoch is not None:
             state.transition(FetchState.AWAIT_VALIDATION)
 
-    @_synchronized
+    @_changing
     def maybe_seek_unvalidated(
         self, tp: TopicPartition, position: FetchPosition, requested: OffsetResetStrategy
     ) -> bool:
@@ -639,7 +660,7 @@ class SubscriptionState:
                 if state is not None:
                     assignment[tp] = state
 
-    @_synchronized
+    @_changing
     def set_position(self, tp: TopicPartition, position: FetchPosition) -> None:
         """Advance after records were returned; only from a valid position."""
         state = self._state(tp)
@@ -687,7 +708,7 @@ class SubscriptionState:
     def has_default_offset_reset_policy(self) -> bool:
         return self._default_reset_strategy is not OffsetResetStrategy.NONE
 
-    @_synchronized
+    @_changing
     def request_offset_reset(self, partitions, strategy=None) -> None:
         """Ask for a reset of one partition or a collection (``seek_to_beginning``/``_end``)."""
         chosen = self._default_reset_strategy if strategy is None else parse_reset_strategy(strategy)
@@ -697,7 +718,7 @@ class SubscriptionState:
             log.debug("seeking to %s offset of partition %s", chosen.value, tp)
             self._state(tp).reset(chosen)
 
-    @_synchronized
+    @_changing
     def request_offset_reset_if_partition_assigned(self, tp: TopicPartition) -> None:
         state = self._assignment.get(tp)
         if state is not None:
@@ -711,7 +732,7 @@ class SubscriptionState:
     def reset_strategy(self, tp: TopicPartition) -> OffsetResetStrategy | None:
         return self._state(tp).reset_strategy
 
-    @_synchronized
+    @_changing
     def reset_initializing_positions(self, include: Callable[[TopicPartition], bool] | None = None) -> None:
         """Partitions without a committed offset take the default reset strategy; with
         ``auto.offset.reset=none`` they raise NoOffsetForPartitionError instead."""
@@ -766,11 +787,11 @@ class SubscriptionState:
     def awaiting_validation(self, tp: TopicPartition) -> bool:
         return self._state(tp).fetch_state is FetchState.AWAIT_VALIDATION
 
-    @_synchronized
+    @_changing
     def request_position_validation(self, tp: TopicPartition) -> None:
         self._state(tp).transition(FetchState.AWAIT_VALIDATION)
 
-    @_synchronized
+    @_changing
     def complete_validation(self, tp: TopicPartition) -> None:
         state = self._state(tp)
         if state.fetch_state is FetchState.AWAIT_VALIDATION:
@@ -796,6 +817,7 @@ class SubscriptionState:
             if current is not None and epoch <= current:
                 continue
             s.position = FetchPosition(pos.offset, pos.offset_epoch, epoch)
+            self._changes += 1
             if current is not None and pos.offset_epoch is not None and state is _FETCHING:
                 log.debug("leader epoch of %s moved from %d to %d: validating position %d",
                           tp, current, epoch, pos.offset)
@@ -804,7 +826,7 @@ class SubscriptionState:
                 moved.append(tp)
         return moved
 
-    @_synchronized
+    @_changing
     def request_validation_at(self, tp: TopicPartition, position: FetchPosition) -> bool:
         """The fetch at ``position`` found the log diverging (a Fetch answer's diverging
         epoch): await validation, unless the position moved on meanwhile."""
@@ -814,7 +836,7 @@ class SubscriptionState:
         state.transition(_AWAIT_VALIDATION)
         return True
 
-    @_synchronized
+    @_changing
     def maybe_complete_validation(self, tp: TopicPartition, requested: FetchPosition, leader_epoch: int,
                                   end_offset: int) -> Truncation | None:
         """Apply an OffsetsForLeaderEpoch answer (or a Fetch's diverging epoch): the end offset
@@ -857,11 +879,11 @@ class SubscriptionState:
         return None
 
     # ------------------------------------------------------------------ pause / fetchable
-    @_synchronized
+    @_changing
     def pause(self, tp: TopicPartition) -> None:
         self._state(tp).paused = True
 
-    @_synchronized
+    @_changing
     def resume(self, tp: TopicPartition) -> None:
         self._state(tp).paused = False
 

@@ -241,17 +241,25 @@ def test_poll_columnar_asks_for_the_next_answer_before_decoding_this_one(cluster
     with KafkaConsumer(bootstrap_servers=cluster.bootstrap, auto_offset_reset="earliest",
                        max_partition_fetch_bytes=512) as c:     # a few batches per answer
         requests, collector = c._fetcher.requests, c._fetcher.collector
-        send, decode = requests._send_fetch, collector._init_columnar
+        send, send_changes, decode = requests._send_fetch, requests._send_changes, collector._init_columnar
 
         def spy_send(node_id, slot, target, version, parts, *rest):
             events.extend(("fetch", offset) for part_tp, offset, *_ in parts if part_tp == tp)
             return send(node_id, slot, target, version, parts, *rest)
 
+        def spy_send_changes(plan, now):
+            # A request built from the last answer's changes: tp is fetched from where its
+            # session entry now stands, listed or not.
+            result = send_changes(plan, now)
+            if tp in plan.sent:
+                events.append(("fetch", plan.sent[tp][0]))
+            return result
+
         def spy_decode(cf):
             events.append(("decode", cf.fetch_offset))
             return decode(cf)
 
-        requests._send_fetch, collector._init_columnar = spy_send, spy_decode
+        requests._send_fetch, requests._send_changes, collector._init_columnar = spy_send, spy_send_changes, spy_decode
         c.assign([tp])
         read, deadline = 0, time.monotonic() + 30
         while read < 400 and time.monotonic() < deadline:
