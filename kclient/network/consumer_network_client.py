@@ -7,7 +7,9 @@ responses, and wakeups. The application thread and the heartbeat thread share it
 * ``_lock`` (reentrant) serialises polls; it is held while a poll waits in select(). The other
   thread's ``send()``/``schedule()``/``try_connect()`` take only small locks and wake the
   selector, so a request queued by the heartbeat thread leaves at once even while the
-  application thread is blocked in poll. The heartbeat thread never waits for ``_lock``: it
+  application thread is blocked in poll. ``send()`` takes ``_lock`` only when it is free (no
+  poll under way), to hand a request to a ready connection at once instead of queueing it.
+  The heartbeat thread never waits for ``_lock``: it
   polls with ``try_poll_no_wakeup()`` (nothing to do if another thread is polling: that poll
   does the I/O) and reads ``least_loaded_node()``/``is_unavailable()`` without it.
 * Response futures are completed (listeners run) *outside* ``_lock``, from a queue of
