@@ -14,6 +14,7 @@ from kclient.clock import FakeClock
 from kclient.consumer.fetch_buffer import CompletedFetch
 from kclient.consumer.kafka_consumer import KafkaConsumer
 from kclient.structs import TopicPartition
+from lock_holder import held_by_another_thread
 
 TP0, TP1 = TopicPartition("t", 0), TopicPartition("t", 1)
 
@@ -88,27 +89,13 @@ def test_the_look_defers_to_a_poll_running_in_another_thread():
     """The network client's connections belong to whoever holds its poll lock: while another
     thread polls (a heartbeat thread, say), the look says nothing waits, and that poll takes
     the responses."""
-    import threading
-
     consumer = KafkaConsumer(bootstrap_servers="127.0.0.1:9", api_version=(3, 0), enable_auto_commit=False)
     try:
         client = consumer._client
         client.client.frames_waiting = lambda: True
         assert client.frames_waiting()
-        held, release = threading.Event(), threading.Event()
-
-        def hold() -> None:
-            with client._lock:
-                held.set()
-                release.wait(20)
-        holder = threading.Thread(target=hold)
-        holder.start()
-        try:
-            assert held.wait(20)
+        with held_by_another_thread(client._lock):
             assert not client.frames_waiting()
-        finally:
-            release.set()
-            holder.join(20)
         assert client.frames_waiting()
     finally:
         consumer.close(autocommit=False)

@@ -15,6 +15,7 @@ from kclient.network.consumer_network_client import ConsumerNetworkClient
 from kclient.network.future import RequestFuture, RequestFutureAdapter
 from kclient.network.network_client import ClientRequest
 
+from lock_holder import held_by_another_thread
 from test_network_client import (  # the scripted peer lives with the NetworkClient tests
     HEARTBEAT, METADATA, T0, ScriptedCluster, known_metadata, metadata_response,
 )
@@ -185,22 +186,9 @@ def test_send_queues_behind_queued_requests_and_while_another_thread_polls(cnc, 
     assert [answer_heartbeat(peer)["generation_id"] for _ in range(2)] == [1, 2]
     poll_until(cnc, lambda: first.is_done and second.is_done)
     # Another thread holds the poll lock (it polls): the request is queued, never waited for.
-    held, release = threading.Event(), threading.Event()
-
-    def hold():
-        with cnc._lock:
-            held.set()
-            release.wait(5)
-
-    t = threading.Thread(target=hold)
-    t.start()
-    try:
-        assert held.wait(5)
+    with held_by_another_thread(cnc._lock):
         third = cnc.send(1, HEARTBEAT, dict(HB_BODY, generation_id=3))
         assert cnc.client.in_flight_request_count(1) == 0 and cnc.pending_request_count(1) == 1
-    finally:
-        release.set()
-        t.join(5)
     cnc.poll(0)
     assert answer_heartbeat(peer)["generation_id"] == 3
     poll_until(cnc, lambda: third.is_done)
