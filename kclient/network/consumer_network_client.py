@@ -7,9 +7,7 @@ responses, and wakeups. The application thread and the heartbeat thread share it
 * ``_lock`` (reentrant) serialises polls; it is held while a poll waits in select(). The other
   thread's ``send()``/``schedule()``/``try_connect()`` take only small locks and wake the
   selector, so a request queued by the heartbeat thread leaves at once even while the
-  application thread is blocked in poll. ``send()`` takes ``_lock`` only when it is free (no
-  poll under way), to hand a request to a ready connection at once instead of queueing it.
-  The heartbeat thread never waits for ``_lock``: it
+  application thread is blocked in poll. The heartbeat thread never waits for ``_lock``: it
   polls with ``try_poll_no_wakeup()`` (nothing to do if another thread is polling: that poll
   does the I/O) and reads ``least_loaded_node()``/``is_unavailable()`` without it.
 * Response futures are completed (listeners run) *outside* ``_lock``, from a queue of
@@ -22,14 +20,14 @@ import collections
 import contextlib
 import logging
 import threading
-from typing import AbstractSet, Any, Callable
+from typing import Any, Callable
 
 from kcore.queues import UnsentQueue
 from kcore.timers import DelayedTaskQueue
 
 from kclient import errors as Errors
 from kclient.clock import SYSTEM_CLOCK, Clock
-from kclient.network.future import _FAILED, _SUCCEEDED, RequestFuture
+from kclient.network.future import RequestFuture
 from kclient.network.metadata import Metadata, Node
 from kclient.network.network_config import NetworkClientConfig
 from kclient.network.network_client import ClientRequest, NetworkClient
@@ -51,8 +49,8 @@ class RequestFutureCompletionHandler(RequestFuture):
 
     __slots__ = ("request", "_outcome", "_queue")
 
-    def __init__(self, queue: collections.deque, lock: Any = None):
-        super().__init__(lock)
+    def __init__(self, queue: collections.deque):
+        super().__init__()
         self.request: ClientRequest | None = None
         self._outcome: tuple[dict | None, BaseException | None] | None = None
         self._queue = queue
@@ -81,12 +79,10 @@ class RequestFutureCompletionHandler(RequestFuture):
     def fire_completion(self) -> None:
         assert self._outcome is not None  # queued by on_complete() right after it set the outcome
         response, error = self._outcome
-        # _settle() without complete()'s and raise_()'s argument checks: a response is a
-        # dict (or None), an error an exception instance.
         if error is not None:
-            self._settle(_FAILED, None, error)
+            self.raise_(error)
         else:
-            self._settle(_SUCCEEDED, response, None)
+            self.complete(response)
 
 
 class ConsumerNetworkClient:
@@ -113,9 +109,6 @@ class ConsumerNetworkClient:
         self._tasks_lock = threading.Lock()     # guards _tasks: short sections only
         self._counter_lock = threading.Lock()   # guards the wakeup-disabled count
         self._pending_completion: collections.deque = collections.deque()
-        # Shared by the response futures (a lock each cost more than its use: each is held
-        # only to change or read its own future's state).
-        self._future_lock = threading.Lock()
         self._pending_disconnects: collections.deque = collections.deque()
         self._pending_connects: collections.deque = collections.deque()
         self._wakeup_requested = False
@@ -139,28 +132,13 @@ class ConsumerNetworkClient:
         """
         if self._closed:
             raise Errors.IllegalStateError("the consumer network client is closed")
-        client = self.client
-        node_id = node if type(node) is int else client.node_id_of(node)
-        handler = RequestFutureCompletionHandler(self._pending_completion, self._future_lock)
+        node_id = self.client.node_id_of(node)
+        handler = RequestFutureCompletionHandler(self._pending_completion)
         now = self._clock.now_ms()
         request = ClientRequest(node_id, api_key, body, handler.on_complete, version,
                                 self.request_timeout_ms if timeout_ms is None else timeout_ms,
                                 created_ms=now, max_version=max_version)
         handler.request = request
-        # The direct path: with no poll under way (in any thread) and nothing queued before
-        # it, a request for a ready connection is handed to it now, as the next poll's first
-        # step would (its answer, or a failure, completes the future in a poll as ever).
-        # Queueing it instead cost a lock, the queue's put and drain and a second readiness
-        # check, and left it to wait for a poll. Never waits: a thread that finds the poll
-        # lock taken queues the request, and the polling thread sends it.
-        if not self._unsent and not self._pending_disconnects and self._lock.acquire(blocking=False):
-            try:
-                if (not self._polling and not self._closed and not self._unsent
-                        and client.is_ready(node_id, now)):
-                    client.send_to_ready(request, now)
-                    return handler
-            finally:
-                self._lock.release()
         with self._unsent_lock:
             self._unsent.put(node_id, request, now)
         if self._polling:
@@ -174,20 +152,17 @@ class ConsumerNetworkClient:
             # Nothing queued (most polls). An unlocked length read: a request another thread
             # queues right now is sent by the next step 7 or poll, as if queued just after.
             return
-        client = self.client
         with self._unsent_lock:
             for node_id in self._unsent.nodes():
-                if not client.ready(node_id, now):
+                if not self.client.ready(node_id, now):
                     continue
-                checked = True  # ready() just said so: the first request goes without asking again
-                for request in self._unsent.drain(node_id, client.send_capacity(node_id)):
-                    if checked or client.send_capacity(node_id) > 0:
-                        checked = False
-                        client.send_to_ready(request, now)
+                for request in self._unsent.drain(node_id, self.client.send_capacity(node_id)):
+                    if self.client.send_capacity(node_id) > 0:
+                        self.client.send(request, now)
                     else:  # the connection died while sending: fail like a disconnect
                         self._fail(request, Errors.KafkaConnectionError(
                             f"connection to node {node_id} lost before the request was sent: "
-                            f"{client.last_error(node_id)}"))
+                            f"{self.client.last_error(node_id)}"))
 
     # ------------------------------------------------------------------ polling
     def poll(self, timeout_ms: int | RequestFuture | None = None, now: int | None = None,
@@ -204,17 +179,15 @@ class ConsumerNetworkClient:
         if isinstance(timeout_ms, RequestFuture):
             return self.poll_future(timeout_ms, now if now is not None else None,
                                     disable_wakeup=disable_wakeup)
-        if self._pending_completion:
-            self._fire_pending_completed_requests()
+        self._fire_pending_completed_requests()
         with self._lock:
             now = self._poll_network(timeout_ms, now, execute_delayed_tasks, disable_wakeup, future)
-        task_error = self._run_delayed_tasks(now) if execute_delayed_tasks and self._tasks else None   # 6
+        task_error = self._run_delayed_tasks(now) if execute_delayed_tasks else None   # 6
         if self._unsent or self._pending_disconnects or self._pending_connects:
             # Otherwise steps 7 and 8 have nothing to do (each checks the same, unlocked).
             with self._lock:
                 self._send_and_expire(self._clock.now_ms())                # 7, 8
-        if self._pending_completion:
-            self._fire_pending_completed_requests()
+        self._fire_pending_completed_requests()
         if task_error is not None:
             raise task_error
         if not disable_wakeup:
@@ -232,17 +205,14 @@ class ConsumerNetworkClient:
         timeout = FOREVER_MS if timeout_ms is None else max(int(timeout_ms), 0)
         self._polling += 1
         try:
-            if self._pending_disconnects or self._pending_connects:
-                self._handle_pending_connection_changes(now)
+            self._handle_pending_connection_changes(now)
             if self._unsent:
                 with self._unsent_lock:
-                    queued: set[int] | None = set(self._unsent.nodes())
+                    attempted = set(self._unsent.nodes())
             else:
-                queued = None
+                attempted = set()
             self._try_send(now)                                            # 1
-            # An unlocked length read: a task scheduled right after it wakes this poll
-            # (_polling is set) and runs in the next one, as if scheduled just after.
-            if execute_delayed_tasks and self._tasks:                      # 2
+            if execute_delayed_tasks:                                      # 2
                 with self._tasks_lock:
                     nxt = self._tasks.next_deadline_ms()
                 if nxt is not None:
@@ -252,13 +222,11 @@ class ConsumerNetworkClient:
             if (not disable_wakeup and self._wakeup_requested
                     and self._wakeup_disabled_count == 0):
                 timeout = 0
-            live = self.client.nodes_with_connections()
-            attempted = live if queued is None else queued | live
+            attempted.update(self.client.nodes_with_connections())
             self.client.poll(timeout, now)                                 # 3
         finally:
             self._polling -= 1
-        # The network client's last reading of the same clock, taken as its poll ended.
-        now = self.client.polled_ms if self._clock is self.client.clock else clock.now_ms()
+        now = clock.now_ms()
         if not disable_wakeup:                                             # 4
             self.maybe_trigger_wakeup()
         self._check_disconnects(now, attempted)                            # 5
@@ -398,7 +366,7 @@ class ConsumerNetworkClient:
         if callback is not None:  # None once its handler has an outcome (on_complete)
             callback(None, exc)
 
-    def _check_disconnects(self, now: int, attempted: AbstractSet[int]) -> None:
+    def _check_disconnects(self, now: int, attempted: set[int]) -> None:
         """Step 5: fail the unsent requests of nodes that cannot take them: nodes missing
         from the metadata, and nodes whose connection failed, if the reconnect backoff still
         runs or this poll was the one trying to connect (``attempted``: nodes with requests

@@ -15,7 +15,6 @@ from kclient.network.consumer_network_client import ConsumerNetworkClient
 from kclient.network.future import RequestFuture, RequestFutureAdapter
 from kclient.network.network_client import ClientRequest
 
-from lock_holder import held_by_another_thread
 from test_network_client import (  # the scripted peer lives with the NetworkClient tests
     HEARTBEAT, METADATA, T0, ScriptedCluster, known_metadata, metadata_response,
 )
@@ -157,42 +156,6 @@ def test_send_queued_writes_to_ready_nodes_without_reading_and_leaves_the_rest_q
     poll_until(cnc, lambda: later.is_done)
     assert later.succeeded()
     cnc.send_queued()                                # nothing queued: a no-op
-
-
-def test_send_to_a_ready_node_writes_it_at_once_and_its_answer_completes_in_a_poll(cnc, cluster):
-    connect(cnc, cluster, 1)
-    f = cnc.send(1, HEARTBEAT, dict(HB_BODY, generation_id=3))
-    # No queue: in flight already, and the peer reads it without a poll.
-    assert cnc.client.in_flight_request_count(1) == cnc.pending_request_count(1) == 1
-    assert answer_heartbeat(cluster.peer(1))["generation_id"] == 3
-    assert not f.is_done                             # completed by a poll, as ever
-    assert cnc.poll(f, 5000) is True and f.succeeded()
-    assert f.api_version == 4 and f.node_id == 1
-    assert cnc.pending_request_count() == 0
-
-
-def test_send_queues_behind_queued_requests_and_while_another_thread_polls(cnc, cluster):
-    connect(cnc, cluster, 1)
-    # Metadata due: the node takes no request, which is queued; the next one queues behind it.
-    cnc.metadata.request_immediate_update()
-    first = cnc.send(1, HEARTBEAT, dict(HB_BODY, generation_id=1))
-    assert cnc.client.in_flight_request_count(1) == 0 and cnc.pending_request_count(1) == 1
-    cnc.metadata.update(metadata_response(), cnc.client.clock.now_ms())
-    assert cnc.client.is_ready(1)
-    second = cnc.send(1, HEARTBEAT, dict(HB_BODY, generation_id=2))
-    assert cnc.client.in_flight_request_count(1) == 0 and cnc.pending_request_count(1) == 2
-    cnc.send_queued()
-    peer = cluster.peer(1)
-    assert [answer_heartbeat(peer)["generation_id"] for _ in range(2)] == [1, 2]
-    poll_until(cnc, lambda: first.is_done and second.is_done)
-    # Another thread holds the poll lock (it polls): the request is queued, never waited for.
-    with held_by_another_thread(cnc._lock):
-        third = cnc.send(1, HEARTBEAT, dict(HB_BODY, generation_id=3))
-        assert cnc.client.in_flight_request_count(1) == 0 and cnc.pending_request_count(1) == 1
-    cnc.poll(0)
-    assert answer_heartbeat(peer)["generation_id"] == 3
-    poll_until(cnc, lambda: third.is_done)
-    assert third.succeeded()
 
 
 def test_poll_future_times_out_with_real_clock(cluster):
