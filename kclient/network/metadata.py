@@ -189,11 +189,15 @@ class Metadata:
 
     def __init__(self, retry_backoff_ms: int = 100, metadata_max_age_ms: int = 300_000,
                  retry_backoff_max_ms: int = 1000, allow_auto_topic_creation: bool = True):
+        self._lock = threading.RLock()
+        # When the next refresh becomes due (client clock, ms), worked out from the fields
+        # below when asked after any of them changed (None): every network poll and every
+        # readiness check asks, and most find nothing changed since the last time.
+        self._due_ms: int | None = None
         self.retry_backoff_ms = retry_backoff_ms
         self.retry_backoff_max_ms = max(retry_backoff_max_ms, retry_backoff_ms)
         self.metadata_max_age_ms = metadata_max_age_ms
         self.allow_auto_topic_creation = allow_auto_topic_creation
-        self._lock = threading.RLock()
         self._cluster = Cluster.empty()
         self._bootstrap_addresses: list[tuple[str, int]] = []
         self._need_update = True
@@ -212,6 +216,37 @@ class Metadata:
         self._fatal: Errors.KafkaError | None = None
         self._reported_unauthorized: frozenset[str] = frozenset()
         self.last_error: BaseException | None = None
+
+    # ------------------------------------------------------------------ refresh timing settings
+    @property
+    def retry_backoff_ms(self) -> int:
+        return self._retry_backoff_ms
+
+    @retry_backoff_ms.setter
+    def retry_backoff_ms(self, value: int) -> None:
+        with self._lock:
+            self._retry_backoff_ms = value
+            self._due_ms = None
+
+    @property
+    def retry_backoff_max_ms(self) -> int:
+        return self._retry_backoff_max_ms
+
+    @retry_backoff_max_ms.setter
+    def retry_backoff_max_ms(self, value: int) -> None:
+        with self._lock:
+            self._retry_backoff_max_ms = value
+            self._due_ms = None
+
+    @property
+    def metadata_max_age_ms(self) -> int:
+        return self._metadata_max_age_ms
+
+    @metadata_max_age_ms.setter
+    def metadata_max_age_ms(self, value: int) -> None:
+        with self._lock:
+            self._metadata_max_age_ms = value
+            self._due_ms = None
 
     # ------------------------------------------------------------------ state
     @property
@@ -239,6 +274,7 @@ class Metadata:
             self._bootstrap_addresses = list(addresses)
             self._cluster = Cluster.bootstrap(self._bootstrap_addresses)
             self._need_update = True
+            self._due_ms = None
 
     def rebootstrap(self) -> Cluster:
         """Forget the brokers learnt from metadata and start again from the bootstrap servers
@@ -249,6 +285,7 @@ class Metadata:
             self._need_update = True
             self._last_refresh_ms = 0
             self._failed_attempts = 0
+            self._due_ms = None
             return self._cluster
 
     # ------------------------------------------------------------------ topics tracked
@@ -275,6 +312,7 @@ class Metadata:
         off: they set the last refresh time again."""
         self._need_update = True
         self._last_refresh_ms = 0
+        self._due_ms = None
 
     def set_topics(self, topics: Iterable[str]) -> None:
         with self._lock:
@@ -304,6 +342,7 @@ class Metadata:
         """Ask for a refresh as soon as the backoff allows. Returns the current update version."""
         with self._lock:
             self._need_update = True
+            self._due_ms = None
             self._request_version += 1
             return self._update_version
 
@@ -316,6 +355,7 @@ class Metadata:
         with self._lock:
             if self._failed_attempts == 0:
                 self._last_refresh_ms = 0
+                self._due_ms = None
         return self.request_update()
 
     def request_update_for_error(self, error: int | BaseException | type) -> bool:
@@ -347,18 +387,33 @@ class Metadata:
 
     def time_to_next_update(self, now_ms: int) -> int:
         """Milliseconds until a refresh is due (0: now)."""
+        due = self._due_ms
+        if due is None:
+            due = self.next_update_ms()
+        return max(due - now_ms, 0)
+
+    def next_update_ms(self) -> int:
+        """When a refresh becomes due (client clock, ms; 0 or a past time: now): the later of
+        the metadata's expiry (now, if a refresh was requested) and the end of the backoff
+        after the last attempt."""
+        due = self._due_ms
+        if due is not None:
+            return due
         with self._lock:
             if self._need_update or self._last_successful_refresh_ms == 0:
                 expire = 0
             else:
-                expire = max(self._last_successful_refresh_ms + self.metadata_max_age_ms - now_ms, 0)
-            return max(expire, self.time_to_allow_update(now_ms))
+                expire = self._last_successful_refresh_ms + self._metadata_max_age_ms
+            allow = 0 if self._last_refresh_ms == 0 else self._last_refresh_ms + self.refresh_backoff_ms()
+            due = self._due_ms = max(expire, allow)
+        return due
 
     def failed_update(self, now_ms: int, exc: BaseException | None = None) -> None:
         """A refresh attempt failed (no answer, disconnect, top-level error)."""
         with self._lock:
             self._last_refresh_ms = now_ms
             self._failed_attempts += 1
+            self._due_ms = None
             self.last_error = exc
         log.debug("metadata refresh failed (%s); next attempt in %d ms", exc, self.refresh_backoff_ms())
 
@@ -417,6 +472,7 @@ class Metadata:
             if old is None or epoch > old:
                 self._last_seen_epochs[key] = epoch
                 self._need_update = True
+                self._due_ms = None
                 return True
             return False
 
@@ -442,6 +498,7 @@ class Metadata:
             self._update_version += 1
             self._need_update = incomplete
             self._failed_attempts = self._failed_attempts + 1 if incomplete else 0
+            self._due_ms = None
             self.last_error = None
             self._note_fatal(cluster)
             listeners = list(self._listeners)
@@ -545,6 +602,8 @@ class Metadata:
     def maybe_raise_exception(self) -> None:
         """Raise (once) a non-retriable error found by the last update (authorization,
         invalid topic names) so that the consumer can surface it to the application."""
+        if self._fatal is None:
+            return      # every poll asks: no lock for the usual answer
         with self._lock:
             exc, self._fatal = self._fatal, None
         if exc is not None:
