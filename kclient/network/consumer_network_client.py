@@ -188,7 +188,8 @@ class ConsumerNetworkClient:
         if isinstance(timeout_ms, RequestFuture):
             return self.poll_future(timeout_ms, now if now is not None else None,
                                     disable_wakeup=disable_wakeup)
-        self._fire_pending_completed_requests()
+        if self._pending_completion:
+            self._fire_pending_completed_requests()
         with self._lock:
             now = self._poll_network(timeout_ms, now, execute_delayed_tasks, disable_wakeup, future)
         task_error = self._run_delayed_tasks(now) if execute_delayed_tasks else None   # 6
@@ -196,7 +197,8 @@ class ConsumerNetworkClient:
             # Otherwise steps 7 and 8 have nothing to do (each checks the same, unlocked).
             with self._lock:
                 self._send_and_expire(self._clock.now_ms())                # 7, 8
-        self._fire_pending_completed_requests()
+        if self._pending_completion:
+            self._fire_pending_completed_requests()
         if task_error is not None:
             raise task_error
         if not disable_wakeup:
