@@ -808,7 +808,13 @@ class NetworkClient:
         if sasl:
             # Before anything of this poll is sent on a session that is due (a metadata request).
             self._auth.maybe_reauthenticate(self._conns.values(), now_ms)
-        timeout = min(max(int(timeout_ms), 0), self._maybe_update_metadata(now_ms),
+        if self._metadata_fetch_node is not None:
+            metadata_wait = NO_DEADLINE     # _maybe_update_metadata()'s first answers, inline
+        else:
+            metadata_wait = self.metadata.next_update_ms() - now_ms
+            if metadata_wait <= 0 or self._rebootstrap_required:
+                metadata_wait = self._maybe_update_metadata(now_ms)
+        timeout = min(max(int(timeout_ms), 0), metadata_wait,
                       self._next_deadline_ms(now_ms) - now_ms, MAX_SELECT_MS)
         telemetry = self.telemetry
         if telemetry is not None:
