@@ -241,9 +241,10 @@ class ConsumerNetworkClient:
             self._polling -= 1
         # The network client's last reading of the same clock, taken as its poll ended.
         now = self.client.polled_ms if self._clock is self.client.clock else clock.now_ms()
-        if not disable_wakeup:                                             # 4
+        if not disable_wakeup and self._wakeup_requested:                  # 4
             self.maybe_trigger_wakeup()
-        self._check_disconnects(now, attempted)                            # 5
+        if self._unsent:                                                   # 5 (nothing queued: nothing to fail)
+            self._check_disconnects(now, attempted)
         return now
 
     def _send_and_expire(self, now: int) -> None:
