@@ -192,7 +192,7 @@ class ConsumerNetworkClient:
             self._fire_pending_completed_requests()
         with self._lock:
             now = self._poll_network(timeout_ms, now, execute_delayed_tasks, disable_wakeup, future)
-        task_error = self._run_delayed_tasks(now) if execute_delayed_tasks else None   # 6
+        task_error = self._run_delayed_tasks(now) if execute_delayed_tasks and self._tasks else None   # 6
         if self._unsent or self._pending_disconnects or self._pending_connects:
             # Otherwise steps 7 and 8 have nothing to do (each checks the same, unlocked).
             with self._lock:
@@ -224,7 +224,9 @@ class ConsumerNetworkClient:
             else:
                 queued = None
             self._try_send(now)                                            # 1
-            if execute_delayed_tasks:                                      # 2
+            # An unlocked length read: a task scheduled right after it wakes this poll
+            # (_polling is set) and runs in the next one, as if scheduled just after.
+            if execute_delayed_tasks and self._tasks:                      # 2
                 with self._tasks_lock:
                     nxt = self._tasks.next_deadline_ms()
                 if nxt is not None:
