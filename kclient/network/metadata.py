@@ -15,7 +15,7 @@ import logging
 import re
 import threading
 import uuid
-from typing import Callable, Iterable, NamedTuple, Pattern
+from typing import Any, Callable, Iterable, NamedTuple, Pattern
 
 from kclient import errors as Errors
 
@@ -180,6 +180,22 @@ def _exponential(base_ms: int, max_ms: int, attempts: int) -> int:
     return int(min(max_ms, base_ms * (2 ** min(attempts - 1, 30))))
 
 
+class _RefreshTiming:
+    """A Metadata setting the next refresh's due time depends on: kept in ``_<name>``, and
+    setting it (under the metadata's lock) clears the due time worked out from it."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._attr = "_" + name
+
+    def __get__(self, obj: Any, owner: Any = None) -> int:
+        return getattr(obj, self._attr)
+
+    def __set__(self, obj: Any, value: int) -> None:
+        with obj._lock:
+            setattr(obj, self._attr, value)
+            obj._due_ms = None
+
+
 class Metadata:
     """What the client knows about the cluster, and when it should ask again.
 
@@ -217,36 +233,10 @@ class Metadata:
         self._reported_unauthorized: frozenset[str] = frozenset()
         self.last_error: BaseException | None = None
 
-    # ------------------------------------------------------------------ refresh timing settings
-    @property
-    def retry_backoff_ms(self) -> int:
-        return self._retry_backoff_ms
-
-    @retry_backoff_ms.setter
-    def retry_backoff_ms(self, value: int) -> None:
-        with self._lock:
-            self._retry_backoff_ms = value
-            self._due_ms = None
-
-    @property
-    def retry_backoff_max_ms(self) -> int:
-        return self._retry_backoff_max_ms
-
-    @retry_backoff_max_ms.setter
-    def retry_backoff_max_ms(self, value: int) -> None:
-        with self._lock:
-            self._retry_backoff_max_ms = value
-            self._due_ms = None
-
-    @property
-    def metadata_max_age_ms(self) -> int:
-        return self._metadata_max_age_ms
-
-    @metadata_max_age_ms.setter
-    def metadata_max_age_ms(self, value: int) -> None:
-        with self._lock:
-            self._metadata_max_age_ms = value
-            self._due_ms = None
+    # Refresh timing settings: setting one makes the next refresh's due time be worked out again.
+    retry_backoff_ms = _RefreshTiming()
+    retry_backoff_max_ms = _RefreshTiming()
+    metadata_max_age_ms = _RefreshTiming()
 
     # ------------------------------------------------------------------ state
     @property
@@ -403,7 +393,7 @@ class Metadata:
             if self._need_update or self._last_successful_refresh_ms == 0:
                 expire = 0
             else:
-                expire = self._last_successful_refresh_ms + self._metadata_max_age_ms
+                expire = self._last_successful_refresh_ms + self.metadata_max_age_ms
             allow = 0 if self._last_refresh_ms == 0 else self._last_refresh_ms + self.refresh_backoff_ms()
             due = self._due_ms = max(expire, allow)
         return due
