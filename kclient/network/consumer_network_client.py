@@ -250,7 +250,8 @@ class ConsumerNetworkClient:
         return now
 
     def _send_and_expire(self, now: int) -> None:
-        self._handle_pending_connection_changes(now)
+        if self._pending_disconnects or self._pending_connects:
+            self._handle_pending_connection_changes(now)
         self._try_send(now)                                                # 7
         self._fail_expired_requests(now)                                   # 8
 
@@ -310,9 +311,11 @@ class ConsumerNetworkClient:
             return
         with self._lock:
             now = self._clock.now_ms()
-            self._handle_pending_connection_changes(now)
+            if self._pending_disconnects or self._pending_connects:
+                self._handle_pending_connection_changes(now)
             self._try_send(now)
-        self._fire_pending_completed_requests()
+        if self._pending_completion:
+            self._fire_pending_completed_requests()
 
     # ------------------------------------------------------------------ wakeups
     def wakeup(self) -> None:

@@ -309,9 +309,10 @@ class NetworkClient:
 
     def send_capacity(self, node: Node | int) -> int:
         """How many more requests the node's connection takes now (0 unless READY)."""
-        node_id = self.node_id_of(node)
+        node_id = node if type(node) is int else self.node_id_of(node)
         conn = self._conns.get(node_id)
-        if conn is None or not conn.is_ready or (self._throttled_until and self._throttled(node_id)):
+        if (conn is None or conn.state is not ConnectionState.READY or conn.reauthenticating
+                or (self._throttled_until and self._throttled(node_id))):
             return 0
         if conn.reauth_due_ms is not None and self._reauthentication_due(node_id, self._clock.now_ms()):
             return 0
