@@ -223,7 +223,8 @@ class ConsumerNetworkClient:
                     queued: set[int] | None = set(self._unsent.nodes())
             else:
                 queued = None
-            self._try_send(now)                                            # 1
+            if self._unsent:
+                self._try_send(now)                                        # 1
             # An unlocked length read: a task scheduled right after it wakes this poll
             # (_polling is set) and runs in the next one, as if scheduled just after.
             if execute_delayed_tasks and self._tasks:                      # 2
@@ -569,7 +570,7 @@ class ConsumerNetworkClient:
         """Start connecting to ``node`` if it has no connection and its reconnect backoff
         has passed; True if it is ready now. Never waits for another thread's poll: then the
         connection is started by that poll (which is woken) and this returns False."""
-        node_id = self.client.node_id_of(node)
+        node_id = node if type(node) is int else self.client.node_id_of(node)
         if self._lock.acquire(blocking=False):
             try:
                 return self.client.ready(node_id, self._clock.now_ms())
