@@ -131,6 +131,12 @@ class ConsumerNetworkClient:
         """Queue a request for ``node``; it leaves in the next poll (or at once if a poll is
         blocked in another thread). Returns a future of the decoded response body (dict).
 
+        It never writes the request itself, even to a ready connection: the caller holds the
+        future before any of the request is written, so an exception raised meanwhile (a
+        KeyboardInterrupt) comes out of the poll that writes it, never out of ``send()`` with
+        the request in flight and its future lost. (A group member sends its LeaveGroup
+        around a JoinGroup the broker holds only if it holds that JoinGroup's future.)
+
         ``body`` is a dict or a callable ``body(version) -> dict``; ``version`` pins the
         version (default: the highest both sides support, capped at ``max_version``);
         ``timeout_ms`` defaults to ``request.timeout.ms``.
