@@ -591,12 +591,17 @@ class NetworkClient:
         if request.api_key == FETCH_KEY and self._fetch_scan_crcs is not None:
             conn.expect_fetch(corr, version, self._fetch_scan_crcs, self._fetch_scan_batches)
         conn.enqueue(frame)
-        stats = self._stats
-        if stats is not None:
-            stats.request_sent(conn.node_id, len(frame), now_ms)
-        if log.isEnabledFor(logging.DEBUG):     # conn.address is formatted on each read
-            log.debug("sending %r to %s", request, conn.address)
-        self._write(conn, now_ms)
+        try:
+            stats = self._stats
+            if stats is not None:
+                stats.request_sent(conn.node_id, len(frame), now_ms)
+            if log.isEnabledFor(logging.DEBUG):     # conn.address is formatted on each read
+                log.debug("sending %r to %s", request, conn.address)
+        finally:
+            # Also when an exception (a KeyboardInterrupt during the log line's I/O) stops
+            # the lines above: the request is in flight, and its bytes would otherwise wait
+            # for the next request written on this connection.
+            self._write(conn, now_ms)
 
     def _write(self, conn: BrokerConnection, now_ms: int) -> None:
         try:
