@@ -20,14 +20,14 @@ import collections
 import contextlib
 import logging
 import threading
-from typing import Any, Callable
+from typing import AbstractSet, Any, Callable
 
 from kcore.queues import UnsentQueue
 from kcore.timers import DelayedTaskQueue
 
 from kclient import errors as Errors
 from kclient.clock import SYSTEM_CLOCK, Clock
-from kclient.network.future import RequestFuture
+from kclient.network.future import _FAILED, _SUCCEEDED, RequestFuture
 from kclient.network.metadata import Metadata, Node
 from kclient.network.network_config import NetworkClientConfig
 from kclient.network.network_client import ClientRequest, NetworkClient
@@ -49,8 +49,8 @@ class RequestFutureCompletionHandler(RequestFuture):
 
     __slots__ = ("request", "_outcome", "_queue")
 
-    def __init__(self, queue: collections.deque):
-        super().__init__()
+    def __init__(self, queue: collections.deque, lock: Any = None):
+        super().__init__(lock)
         self.request: ClientRequest | None = None
         self._outcome: tuple[dict | None, BaseException | None] | None = None
         self._queue = queue
@@ -79,10 +79,12 @@ class RequestFutureCompletionHandler(RequestFuture):
     def fire_completion(self) -> None:
         assert self._outcome is not None  # queued by on_complete() right after it set the outcome
         response, error = self._outcome
+        # _settle() without complete()'s and raise_()'s argument checks: a response is a
+        # dict (or None), an error an exception instance.
         if error is not None:
-            self.raise_(error)
+            self._settle(_FAILED, None, error)
         else:
-            self.complete(response)
+            self._settle(_SUCCEEDED, response, None)
 
 
 class ConsumerNetworkClient:
@@ -109,6 +111,9 @@ class ConsumerNetworkClient:
         self._tasks_lock = threading.Lock()     # guards _tasks: short sections only
         self._counter_lock = threading.Lock()   # guards the wakeup-disabled count
         self._pending_completion: collections.deque = collections.deque()
+        # Shared by the response futures (a lock each cost more than its use: each is held
+        # only to change or read its own future's state).
+        self._future_lock = threading.Lock()
         self._pending_disconnects: collections.deque = collections.deque()
         self._pending_connects: collections.deque = collections.deque()
         self._wakeup_requested = False
@@ -126,14 +131,21 @@ class ConsumerNetworkClient:
         """Queue a request for ``node``; it leaves in the next poll (or at once if a poll is
         blocked in another thread). Returns a future of the decoded response body (dict).
 
+        It never writes the request itself, even to a ready connection: the caller holds the
+        future before any of the request is written, so an exception raised meanwhile (a
+        KeyboardInterrupt) comes out of the poll that writes it, never out of ``send()`` with
+        the request in flight and its future lost. (A group member sends its LeaveGroup
+        around a JoinGroup the broker holds only if it holds that JoinGroup's future.)
+
         ``body`` is a dict or a callable ``body(version) -> dict``; ``version`` pins the
         version (default: the highest both sides support, capped at ``max_version``);
         ``timeout_ms`` defaults to ``request.timeout.ms``.
         """
         if self._closed:
             raise Errors.IllegalStateError("the consumer network client is closed")
-        node_id = self.client.node_id_of(node)
-        handler = RequestFutureCompletionHandler(self._pending_completion)
+        client = self.client
+        node_id = node if type(node) is int else client.node_id_of(node)
+        handler = RequestFutureCompletionHandler(self._pending_completion, self._future_lock)
         now = self._clock.now_ms()
         request = ClientRequest(node_id, api_key, body, handler.on_complete, version,
                                 self.request_timeout_ms if timeout_ms is None else timeout_ms,
@@ -152,17 +164,20 @@ class ConsumerNetworkClient:
             # Nothing queued (most polls). An unlocked length read: a request another thread
             # queues right now is sent by the next step 7 or poll, as if queued just after.
             return
+        client = self.client
         with self._unsent_lock:
             for node_id in self._unsent.nodes():
-                if not self.client.ready(node_id, now):
+                if not client.ready(node_id, now):
                     continue
-                for request in self._unsent.drain(node_id, self.client.send_capacity(node_id)):
-                    if self.client.send_capacity(node_id) > 0:
-                        self.client.send(request, now)
+                checked = True  # ready() just said so: the first request goes without asking again
+                for request in self._unsent.drain(node_id, client.send_capacity(node_id)):
+                    if checked or client.send_capacity(node_id) > 0:
+                        checked = False
+                        client.send_to_ready(request, now)
                     else:  # the connection died while sending: fail like a disconnect
                         self._fail(request, Errors.KafkaConnectionError(
                             f"connection to node {node_id} lost before the request was sent: "
-                            f"{self.client.last_error(node_id)}"))
+                            f"{client.last_error(node_id)}"))
 
     # ------------------------------------------------------------------ polling
     def poll(self, timeout_ms: int | RequestFuture | None = None, now: int | None = None,
@@ -179,15 +194,17 @@ class ConsumerNetworkClient:
         if isinstance(timeout_ms, RequestFuture):
             return self.poll_future(timeout_ms, now if now is not None else None,
                                     disable_wakeup=disable_wakeup)
-        self._fire_pending_completed_requests()
+        if self._pending_completion:
+            self._fire_pending_completed_requests()
         with self._lock:
             now = self._poll_network(timeout_ms, now, execute_delayed_tasks, disable_wakeup, future)
-        task_error = self._run_delayed_tasks(now) if execute_delayed_tasks else None   # 6
+        task_error = self._run_delayed_tasks(now) if execute_delayed_tasks and self._tasks else None   # 6
         if self._unsent or self._pending_disconnects or self._pending_connects:
             # Otherwise steps 7 and 8 have nothing to do (each checks the same, unlocked).
             with self._lock:
                 self._send_and_expire(self._clock.now_ms())                # 7, 8
-        self._fire_pending_completed_requests()
+        if self._pending_completion:
+            self._fire_pending_completed_requests()
         if task_error is not None:
             raise task_error
         if not disable_wakeup:
@@ -205,14 +222,18 @@ class ConsumerNetworkClient:
         timeout = FOREVER_MS if timeout_ms is None else max(int(timeout_ms), 0)
         self._polling += 1
         try:
-            self._handle_pending_connection_changes(now)
+            if self._pending_disconnects or self._pending_connects:
+                self._handle_pending_connection_changes(now)
             if self._unsent:
                 with self._unsent_lock:
-                    attempted = set(self._unsent.nodes())
+                    queued: set[int] | None = set(self._unsent.nodes())
             else:
-                attempted = set()
-            self._try_send(now)                                            # 1
-            if execute_delayed_tasks:                                      # 2
+                queued = None
+            if self._unsent:
+                self._try_send(now)                                        # 1
+            # An unlocked length read: a task scheduled right after it wakes this poll
+            # (_polling is set) and runs in the next one, as if scheduled just after.
+            if execute_delayed_tasks and self._tasks:                      # 2
                 with self._tasks_lock:
                     nxt = self._tasks.next_deadline_ms()
                 if nxt is not None:
@@ -222,18 +243,22 @@ class ConsumerNetworkClient:
             if (not disable_wakeup and self._wakeup_requested
                     and self._wakeup_disabled_count == 0):
                 timeout = 0
-            attempted.update(self.client.nodes_with_connections())
+            live = self.client.nodes_with_connections()
+            attempted = live if queued is None else queued | live
             self.client.poll(timeout, now)                                 # 3
         finally:
             self._polling -= 1
-        now = clock.now_ms()
-        if not disable_wakeup:                                             # 4
+        # The network client's last reading of the same clock, taken as its poll ended.
+        now = self.client.polled_ms if self._clock is self.client.clock else clock.now_ms()
+        if not disable_wakeup and self._wakeup_requested:                  # 4
             self.maybe_trigger_wakeup()
-        self._check_disconnects(now, attempted)                            # 5
+        if self._unsent:                                                   # 5 (nothing queued: nothing to fail)
+            self._check_disconnects(now, attempted)
         return now
 
     def _send_and_expire(self, now: int) -> None:
-        self._handle_pending_connection_changes(now)
+        if self._pending_disconnects or self._pending_connects:
+            self._handle_pending_connection_changes(now)
         self._try_send(now)                                                # 7
         self._fail_expired_requests(now)                                   # 8
 
@@ -293,9 +318,11 @@ class ConsumerNetworkClient:
             return
         with self._lock:
             now = self._clock.now_ms()
-            self._handle_pending_connection_changes(now)
+            if self._pending_disconnects or self._pending_connects:
+                self._handle_pending_connection_changes(now)
             self._try_send(now)
-        self._fire_pending_completed_requests()
+        if self._pending_completion:
+            self._fire_pending_completed_requests()
 
     # ------------------------------------------------------------------ wakeups
     def wakeup(self) -> None:
@@ -366,7 +393,7 @@ class ConsumerNetworkClient:
         if callback is not None:  # None once its handler has an outcome (on_complete)
             callback(None, exc)
 
-    def _check_disconnects(self, now: int, attempted: set[int]) -> None:
+    def _check_disconnects(self, now: int, attempted: AbstractSet[int]) -> None:
         """Step 5: fail the unsent requests of nodes that cannot take them: nodes missing
         from the metadata, and nodes whose connection failed, if the reconnect backoff still
         runs or this poll was the one trying to connect (``attempted``: nodes with requests
@@ -549,7 +576,7 @@ class ConsumerNetworkClient:
         """Start connecting to ``node`` if it has no connection and its reconnect backoff
         has passed; True if it is ready now. Never waits for another thread's poll: then the
         connection is started by that poll (which is woken) and this returns False."""
-        node_id = self.client.node_id_of(node)
+        node_id = node if type(node) is int else self.client.node_id_of(node)
         if self._lock.acquire(blocking=False):
             try:
                 return self.client.ready(node_id, self._clock.now_ms())

@@ -233,7 +233,16 @@ class RequestFuture(Generic[T]):
         # A failing listener must not stop the others nor escape into the network loop that
         # completed the future: log it with its traceback.
         try:
-            if self._state == _SUCCEEDED:
+            if type(listener) is _CallbackListener:
+                # The usual listener (on_success/on_failure/add_both), called without its
+                # own method in between: one call less for every answer.
+                if self._state == _SUCCEEDED:
+                    fn, arg = listener.success, self._value
+                else:
+                    fn, arg = listener.failure, self._exception
+                if fn is not None:
+                    fn(*listener.args, arg)
+            elif self._state == _SUCCEEDED:
                 listener.on_success(self._value)
             else:
                 listener.on_failure(self._exception)

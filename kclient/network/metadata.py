@@ -15,7 +15,7 @@ import logging
 import re
 import threading
 import uuid
-from typing import Callable, Iterable, NamedTuple, Pattern
+from typing import Any, Callable, Iterable, NamedTuple, Pattern
 
 from kclient import errors as Errors
 
@@ -180,6 +180,22 @@ def _exponential(base_ms: int, max_ms: int, attempts: int) -> int:
     return int(min(max_ms, base_ms * (2 ** min(attempts - 1, 30))))
 
 
+class _RefreshTiming:
+    """A Metadata setting the next refresh's due time depends on: kept in ``_<name>``, and
+    setting it (under the metadata's lock) clears the due time worked out from it."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._attr = "_" + name
+
+    def __get__(self, obj: Any, owner: Any = None) -> int:
+        return getattr(obj, self._attr)
+
+    def __set__(self, obj: Any, value: int) -> None:
+        with obj._lock:
+            setattr(obj, self._attr, value)
+            obj._due_ms = None
+
+
 class Metadata:
     """What the client knows about the cluster, and when it should ask again.
 
@@ -189,11 +205,15 @@ class Metadata:
 
     def __init__(self, retry_backoff_ms: int = 100, metadata_max_age_ms: int = 300_000,
                  retry_backoff_max_ms: int = 1000, allow_auto_topic_creation: bool = True):
+        self._lock = threading.RLock()
+        # When the next refresh becomes due (client clock, ms), worked out from the fields
+        # below when asked after any of them changed (None): every network poll and every
+        # readiness check asks, and most find nothing changed since the last time.
+        self._due_ms: int | None = None
         self.retry_backoff_ms = retry_backoff_ms
         self.retry_backoff_max_ms = max(retry_backoff_max_ms, retry_backoff_ms)
         self.metadata_max_age_ms = metadata_max_age_ms
         self.allow_auto_topic_creation = allow_auto_topic_creation
-        self._lock = threading.RLock()
         self._cluster = Cluster.empty()
         self._bootstrap_addresses: list[tuple[str, int]] = []
         self._need_update = True
@@ -212,6 +232,11 @@ class Metadata:
         self._fatal: Errors.KafkaError | None = None
         self._reported_unauthorized: frozenset[str] = frozenset()
         self.last_error: BaseException | None = None
+
+    # Refresh timing settings: setting one makes the next refresh's due time be worked out again.
+    retry_backoff_ms = _RefreshTiming()
+    retry_backoff_max_ms = _RefreshTiming()
+    metadata_max_age_ms = _RefreshTiming()
 
     # ------------------------------------------------------------------ state
     @property
@@ -239,6 +264,7 @@ class Metadata:
             self._bootstrap_addresses = list(addresses)
             self._cluster = Cluster.bootstrap(self._bootstrap_addresses)
             self._need_update = True
+            self._due_ms = None
 
     def rebootstrap(self) -> Cluster:
         """Forget the brokers learnt from metadata and start again from the bootstrap servers
@@ -249,6 +275,7 @@ class Metadata:
             self._need_update = True
             self._last_refresh_ms = 0
             self._failed_attempts = 0
+            self._due_ms = None
             return self._cluster
 
     # ------------------------------------------------------------------ topics tracked
@@ -275,6 +302,7 @@ class Metadata:
         off: they set the last refresh time again."""
         self._need_update = True
         self._last_refresh_ms = 0
+        self._due_ms = None
 
     def set_topics(self, topics: Iterable[str]) -> None:
         with self._lock:
@@ -304,6 +332,7 @@ class Metadata:
         """Ask for a refresh as soon as the backoff allows. Returns the current update version."""
         with self._lock:
             self._need_update = True
+            self._due_ms = None
             self._request_version += 1
             return self._update_version
 
@@ -316,6 +345,7 @@ class Metadata:
         with self._lock:
             if self._failed_attempts == 0:
                 self._last_refresh_ms = 0
+                self._due_ms = None
         return self.request_update()
 
     def request_update_for_error(self, error: int | BaseException | type) -> bool:
@@ -347,18 +377,33 @@ class Metadata:
 
     def time_to_next_update(self, now_ms: int) -> int:
         """Milliseconds until a refresh is due (0: now)."""
+        due = self._due_ms
+        if due is None:
+            due = self.next_update_ms()
+        return max(due - now_ms, 0)
+
+    def next_update_ms(self) -> int:
+        """When a refresh becomes due (client clock, ms; 0 or a past time: now): the later of
+        the metadata's expiry (now, if a refresh was requested) and the end of the backoff
+        after the last attempt."""
+        due = self._due_ms
+        if due is not None:
+            return due
         with self._lock:
             if self._need_update or self._last_successful_refresh_ms == 0:
                 expire = 0
             else:
-                expire = max(self._last_successful_refresh_ms + self.metadata_max_age_ms - now_ms, 0)
-            return max(expire, self.time_to_allow_update(now_ms))
+                expire = self._last_successful_refresh_ms + self.metadata_max_age_ms
+            allow = 0 if self._last_refresh_ms == 0 else self._last_refresh_ms + self.refresh_backoff_ms()
+            due = self._due_ms = max(expire, allow)
+        return due
 
     def failed_update(self, now_ms: int, exc: BaseException | None = None) -> None:
         """A refresh attempt failed (no answer, disconnect, top-level error)."""
         with self._lock:
             self._last_refresh_ms = now_ms
             self._failed_attempts += 1
+            self._due_ms = None
             self.last_error = exc
         log.debug("metadata refresh failed (%s); next attempt in %d ms", exc, self.refresh_backoff_ms())
 
@@ -417,6 +462,7 @@ class Metadata:
             if old is None or epoch > old:
                 self._last_seen_epochs[key] = epoch
                 self._need_update = True
+                self._due_ms = None
                 return True
             return False
 
@@ -442,6 +488,7 @@ class Metadata:
             self._update_version += 1
             self._need_update = incomplete
             self._failed_attempts = self._failed_attempts + 1 if incomplete else 0
+            self._due_ms = None
             self.last_error = None
             self._note_fatal(cluster)
             listeners = list(self._listeners)
@@ -545,6 +592,8 @@ class Metadata:
     def maybe_raise_exception(self) -> None:
         """Raise (once) a non-retriable error found by the last update (authorization,
         invalid topic names) so that the consumer can surface it to the application."""
+        if self._fatal is None:
+            return      # every poll asks: no lock for the usual answer
         with self._lock:
             exc, self._fatal = self._fatal, None
         if exc is not None:

@@ -18,7 +18,7 @@ import selectors
 import socket
 import struct
 import time
-from typing import Any, Callable, Iterable
+from typing import Any, Callable
 
 from kcore.fetchscan import scan_fetch_response
 from kcore.frames import FrameReceiver
@@ -147,6 +147,8 @@ class NetworkClient:
                                    request_timeout_ms=net.request_timeout_ms,
                                    failure_backoff_ms=self._reconnect_backoff.max_ms,
                                    client_software=(client_software_name, client_software_version))
+        # KIP-368 sessions exist only on SASL connections: the polls of other clients skip them.
+        self._sasl = self._auth.uses_sasl
         if metadata is None:
             metadata = Metadata(net.retry_backoff_ms, net.metadata_max_age_ms,
                                 net.retry_backoff_max_ms, net.allow_auto_create_topics)
@@ -159,6 +161,13 @@ class NetworkClient:
         # KIP-219: node id -> the time until which the broker asked us not to send to it.
         self._throttled_until: dict[int, int] = {}
         self._conns: dict[int, BrokerConnection] = {}
+        # nodes_with_connections(), kept until a connection starts or closes (the only changes
+        # between DISCONNECTED and the other states): asked on every consumer poll.
+        self._live_nodes: frozenset[int] | None = None
+        # The clock's reading at the end of the last poll(), for a caller that would read it again.
+        self.polled_ms = 0
+        # The system clock is read as the metrics' nanosecond stamps are (one read for both).
+        self._system_clock = type(self._clock) is Clock
         self._selector = selectors.DefaultSelector()
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
@@ -201,6 +210,8 @@ class NetworkClient:
     def node_id_of(self, node: Node | int) -> int:
         """The id of ``node``; a Node given is remembered as the address of its id (e.g. a
         coordinator that metadata does not list)."""
+        if type(node) is int:
+            return node
         if isinstance(node, Node):
             self._known_nodes[node.node_id] = node
             conn = self._conns.get(node.node_id)
@@ -241,7 +252,7 @@ class NetworkClient:
 
     def connection_failed(self, node: Node | int) -> bool:
         """True if the node's last connection ended in failure and no new one is under way."""
-        conn = self._conns.get(self.node_id_of(node))
+        conn = self._conns.get(node if type(node) is int else self.node_id_of(node))
         return conn is not None and conn.state is ConnectionState.DISCONNECTED and conn.failed
 
     def last_error(self, node: Node | int) -> str | None:
@@ -257,10 +268,20 @@ class NetworkClient:
     def is_ready(self, node: Node | int, now_ms: int | None = None) -> bool:
         """Ready to take a request now: READY, room in flight, and no metadata refresh due
         (a due refresh goes first so that requests are not sent on stale routing)."""
-        node_id = self.node_id_of(node)
-        now_ms = self._now(now_ms)
-        return (not self._metadata_update_due(now_ms)) and self._can_send_request(node_id) \
-            and not self._reauthentication_due(node_id, now_ms)
+        node_id = node if type(node) is int else self.node_id_of(node)
+        if now_ms is None:
+            now_ms = self._clock.now_ms()
+        # _metadata_update_due(), _can_send_request() and _reauthentication_due() in one:
+        # asked for every request sent.
+        if self._metadata_fetch_node is None and self.metadata.next_update_ms() <= now_ms:
+            return False
+        conn = self._conns.get(node_id)
+        if conn is None or conn.state is not ConnectionState.READY or conn.reauthenticating:
+            return False
+        if not self._in_flight.can_send_more(node_id) or (self._throttled_until and self._throttled(node_id)):
+            return False
+        due = conn.reauth_due_ms
+        return due is None or due > now_ms
 
     def _reauthentication_due(self, node_id: int, now_ms: int) -> bool:
         """KIP-368: the node's session is due; it takes no new request until re-authenticated."""
@@ -288,9 +309,10 @@ class NetworkClient:
 
     def send_capacity(self, node: Node | int) -> int:
         """How many more requests the node's connection takes now (0 unless READY)."""
-        node_id = self.node_id_of(node)
+        node_id = node if type(node) is int else self.node_id_of(node)
         conn = self._conns.get(node_id)
-        if conn is None or not conn.is_ready or (self._throttled_until and self._throttled(node_id)):
+        if (conn is None or conn.state is not ConnectionState.READY or conn.reauthenticating
+                or (self._throttled_until and self._throttled(node_id))):
             return 0
         if conn.reauth_due_ms is not None and self._reauthentication_due(node_id, self._clock.now_ms()):
             return 0
@@ -303,8 +325,9 @@ class NetworkClient:
 
     def ready(self, node: Node | int, now_ms: int | None = None) -> bool:
         """Like ``is_ready``, and start connecting if the node is disconnected and out of backoff."""
-        node_id = self.node_id_of(node)
-        now_ms = self._now(now_ms)
+        node_id = node if type(node) is int else self.node_id_of(node)
+        if now_ms is None:
+            now_ms = self._clock.now_ms()
         if self.is_ready(node_id, now_ms):
             return True
         conn = self._conn(node_id)
@@ -314,7 +337,7 @@ class NetworkClient:
 
     def api_version(self, node: Node | int, api_key: int) -> int | None:
         """The version negotiated with this node's current connection (None: unknown/unsupported)."""
-        conn = self._conns.get(self.node_id_of(node))
+        conn = self._conns.get(node if type(node) is int else self.node_id_of(node))
         return None if conn is None else conn.api_versions.get(int(api_key))
 
     def api_versions(self, node: Node | int) -> dict[int, int]:
@@ -350,6 +373,7 @@ class NetworkClient:
     # ------------------------------------------------------------------ connect / close
     def _initiate_connect(self, conn: BrokerConnection, now_ms: int) -> None:
         log.debug("connecting to node %d at %s", conn.node_id, conn.address)
+        self._live_nodes = None
         try:
             sock = conn.start_connect(now_ms)
         except OSError as exc:
@@ -367,6 +391,7 @@ class NetworkClient:
         """Close the socket and fail every request in flight on it."""
         if conn.state is ConnectionState.DISCONNECTED:
             return
+        self._live_nodes = None
         self._write_registered.discard(conn.sock)
         for fileobj in (conn.sock, conn.receive_fd):
             if fileobj is not None and fileobj != -1:
@@ -510,7 +535,15 @@ class NetworkClient:
             raise Errors.IllegalStateError(f"node {node_id} is not ready to send (state "
                                            f"{self.connection_state(node_id).value})")
         self._do_send(self._conns[node_id], request, now_ms)
-        self._fire_completed()
+        if self._completed:
+            self._fire_completed()
+
+    def send_to_ready(self, request: ClientRequest, now_ms: int) -> None:
+        """``send()`` for a caller that has just found the node ready (``is_ready``, ``ready``
+        or ``send_capacity``) and done nothing with this client since: without checking again."""
+        self._do_send(self._conns[request.node_id], request, now_ms)
+        if self._completed:
+            self._fire_completed()
 
     def _choose_version(self, conn: BrokerConnection, request: ClientRequest) -> int:
         key = request.api_key
@@ -558,12 +591,17 @@ class NetworkClient:
         if request.api_key == FETCH_KEY and self._fetch_scan_crcs is not None:
             conn.expect_fetch(corr, version, self._fetch_scan_crcs, self._fetch_scan_batches)
         conn.enqueue(frame)
-        stats = self._stats
-        if stats is not None:
-            stats.request_sent(conn.node_id, len(frame), now_ms)
-        if log.isEnabledFor(logging.DEBUG):     # conn.address is formatted on each read
-            log.debug("sending %r to %s", request, conn.address)
-        self._write(conn, now_ms)
+        try:
+            stats = self._stats
+            if stats is not None:
+                stats.request_sent(conn.node_id, len(frame), now_ms)
+            if log.isEnabledFor(logging.DEBUG):     # conn.address is formatted on each read
+                log.debug("sending %r to %s", request, conn.address)
+        finally:
+            # Also when an exception (a KeyboardInterrupt during the log line's I/O) stops
+            # the lines above: the request is in flight, and its bytes would otherwise wait
+            # for the next request written on this connection.
+            self._write(conn, now_ms)
 
     def _write(self, conn: BrokerConnection, now_ms: int) -> None:
         try:
@@ -770,10 +808,19 @@ class NetworkClient:
         the callbacks of completed requests. Returns [(request, response, error), ...]."""
         if self._closed:
             raise Errors.IllegalStateError("the network client is closed")
-        now_ms = self._now(now_ms)
-        # Before anything of this poll is sent on a session that is due (a metadata request).
-        self._auth.maybe_reauthenticate(self._conns.values(), now_ms)
-        timeout = min(max(int(timeout_ms), 0), self._maybe_update_metadata(now_ms),
+        if now_ms is None:
+            now_ms = self._clock.now_ms()
+        sasl = self._sasl
+        if sasl:
+            # Before anything of this poll is sent on a session that is due (a metadata request).
+            self._auth.maybe_reauthenticate(self._conns.values(), now_ms)
+        if self._metadata_fetch_node is not None:
+            metadata_wait = NO_DEADLINE     # _maybe_update_metadata()'s first answers, inline
+        else:
+            metadata_wait = self.metadata.next_update_ms() - now_ms
+            if metadata_wait <= 0 or self._rebootstrap_required:
+                metadata_wait = self._maybe_update_metadata(now_ms)
+        timeout = min(max(int(timeout_ms), 0), metadata_wait,
                       self._next_deadline_ms(now_ms) - now_ms, MAX_SELECT_MS)
         telemetry = self.telemetry
         if telemetry is not None:
@@ -797,7 +844,7 @@ class NetworkClient:
             waited = time.monotonic_ns()
             events = self._selector.select(max(timeout, 0) / 1000.0)
             io_started = time.monotonic_ns()
-            now_ms = self._clock.now_ms()
+            now_ms = io_started // 1_000_000 if self._system_clock else self._clock.now_ms()
             woken = self._handle_events(events, now_ms)
             stats.network_polled(io_started - waited, time.monotonic_ns() - io_started, now_ms)
         # A response partly received: keep reading it here, within this poll's time, instead
@@ -815,7 +862,9 @@ class NetworkClient:
                 break
             woken = self._handle_events(events, now_ms)
         self._handle_timeouts(now_ms)
-        self._auth.maybe_reauthenticate(self._conns.values(), now_ms)
+        if sasl:
+            self._auth.maybe_reauthenticate(self._conns.values(), now_ms)
+        self.polled_ms = now_ms
         return self._fire_completed()
 
     def _handle_events(self, events: list, now_ms: int) -> bool:
@@ -851,8 +900,10 @@ class NetworkClient:
         nxt = self._in_flight.next_timeout_ms()
         if nxt is not None:
             deadline = nxt
+        ready, disconnected = ConnectionState.READY, ConnectionState.DISCONNECTED
         for conn in self._conns.values():
-            if conn.is_connecting and conn.setup_deadline_ms < deadline:
+            state = conn.state      # conn.is_connecting, without a property call per connection
+            if state is not ready and state is not disconnected and conn.setup_deadline_ms < deadline:
                 deadline = conn.setup_deadline_ms
             # A due session waiting for its requests in flight is woken by their answers.
             if (conn.reauth_due_ms is not None and conn.reauth_due_ms < deadline
@@ -993,10 +1044,13 @@ class NetworkClient:
         throttle = response.get("throttle_time_ms") if isinstance(response, dict) else None
         if throttle and throttle > 0:
             self._throttle(conn.node_id, req, throttle, now_ms)
-        if req.internal in SETUP_REQUESTS:
+        internal = req.internal
+        if internal is None:
+            self._completed.append((req, response, None))   # _finish() of a caller's request
+        elif internal in SETUP_REQUESTS:
             assert req.api_version is not None  # set when it was sent
-            self._auth.on_response(conn, req.internal, req.api_version, response, now_ms)
-        elif req.internal == "metadata":
+            self._auth.on_response(conn, internal, req.api_version, response, now_ms)
+        elif internal == "metadata":
             self._handle_metadata_response(conn, response, now_ms)
         else:
             self._finish(req, response, None, now_ms)
@@ -1017,9 +1071,11 @@ class NetworkClient:
 
     def _handle_timeouts(self, now_ms: int) -> None:
         idle_ms = self.connections_max_idle_ms
+        ready, disconnected = ConnectionState.READY, ConnectionState.DISCONNECTED
         for conn in list(self._conns.values()):
-            # Plain attribute tests before the state properties: every poll runs this loop.
-            if now_ms >= conn.setup_deadline_ms and conn.is_connecting:
+            # Plain attribute tests, no state properties: every poll runs this loop.
+            state = conn.state
+            if state is not ready and state is not disconnected and now_ms >= conn.setup_deadline_ms:
                 what = {ConnectionState.CONNECTING: "connect", ConnectionState.TLS_HANDSHAKE: "TLS handshake",
                         ConnectionState.AUTHENTICATING: "SASL authentication"}.get(conn.state, "ApiVersions handshake")
                 self._close(conn, now_ms, Errors.KafkaConnectionError(
@@ -1047,5 +1103,10 @@ class NetworkClient:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def nodes_with_connections(self) -> Iterable[int]:
-        return [n for n, c in self._conns.items() if c.state is not ConnectionState.DISCONNECTED]
+    def nodes_with_connections(self) -> frozenset[int]:
+        """The nodes whose connection is not DISCONNECTED (being set up, or ready)."""
+        live = self._live_nodes
+        if live is None:
+            live = self._live_nodes = frozenset(
+                n for n, c in self._conns.items() if c.state is not ConnectionState.DISCONNECTED)
+        return live

@@ -2,6 +2,7 @@
 timing logic is tested and the real clock where a thread must be woken."""
 from __future__ import annotations
 
+import logging
 import threading
 import time
 
@@ -156,6 +157,54 @@ def test_send_queued_writes_to_ready_nodes_without_reading_and_leaves_the_rest_q
     poll_until(cnc, lambda: later.is_done)
     assert later.succeeded()
     cnc.send_queued()                                # nothing queued: a no-op
+
+
+class _Interrupt(BaseException):
+    """KeyboardInterrupt's stand-in (a BaseException, as a signal handler raises): one that
+    escapes where it should not fails the test instead of stopping pytest."""
+
+
+class _InterruptWhileWriting(logging.Filter):
+    """Raises _Interrupt at the "sending" log line of the first request of one API, as a
+    Ctrl-C landing while that request is written would."""
+
+    def __init__(self, api_key: int):
+        super().__init__()
+        self.needle = f"sending <ClientRequest api={api_key} "
+        self.raised = False
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not self.raised and record.getMessage().startswith(self.needle):
+            self.raised = True
+            raise _Interrupt
+        return True
+
+
+@pytest.mark.parametrize("writer", ["poll", "send_queued"])
+def test_an_interrupt_while_a_request_is_written_leaves_its_caller_holding_its_future(cnc, cluster, caplog,
+                                                                                     writer):
+    # A group member's close() sends LeaveGroup around a JoinGroup the broker holds (another
+    # connection): it can only if it holds that JoinGroup's future. So send() only queues, and
+    # an interrupt while the request is written comes out of the call that writes it.
+    connect(cnc, cluster, 1)
+    caplog.set_level(logging.DEBUG, logger="kclient.network.network_client")
+    interrupt = _InterruptWhileWriting(HEARTBEAT)
+    logging.getLogger("kclient.network.network_client").addFilter(interrupt)
+    try:
+        held = cnc.send(1, HEARTBEAT, dict(HB_BODY, generation_id=1))   # does not raise
+        assert not interrupt.raised
+        with pytest.raises(_Interrupt):
+            cnc.poll(0) if writer == "poll" else cnc.send_queued()
+    finally:
+        logging.getLogger("kclient.network.network_client").removeFilter(interrupt)
+    assert interrupt.raised and not held.is_done
+    assert cnc.client.in_flight_request_count(1) == cnc.pending_request_count(1) == 1
+    # Written all the same (no later request needed to push it out), and its answer completes
+    # the future its caller holds.
+    peer = cluster.peer(1)
+    assert answer_heartbeat(peer)["generation_id"] == 1
+    poll_until(cnc, lambda: held.is_done)
+    assert held.succeeded()
 
 
 def test_poll_future_times_out_with_real_clock(cluster):

@@ -94,6 +94,31 @@ def test_age_expiry_and_backoff():
     assert md.time_to_next_update(T0 + 100) == 0
 
 
+def test_refresh_due_time_follows_every_change():
+    """The due time is kept between changes: each change (a request, an answer, a failure,
+    new topics, a rebootstrap, a setting) is seen by the next question."""
+    md = Metadata(retry_backoff_ms=100, metadata_max_age_ms=5000)
+    md.bootstrap([("broker1", 9092)])
+    md.update(response(), T0)
+    assert md.next_update_ms() == T0 + 5000 and md.time_to_next_update(T0 + 1) == 4999
+    md.metadata_max_age_ms = 2000
+    assert md.time_to_next_update(T0 + 1) == 1999
+    md.retry_backoff_ms = 300
+    md.request_update()
+    assert md.time_to_next_update(T0 + 1) == 299
+    md.update(response(), T0 + 400)
+    assert md.time_to_next_update(T0 + 400) == 2000
+    md.add_topics("new-topic")                  # not held back by the backoff
+    assert md.time_to_next_update(T0 + 400) == 0
+    md.failed_update(T0 + 500)
+    assert md.time_to_next_update(T0 + 500) == 300
+    md.update(response(), T0 + 600)
+    assert md.update_last_seen_epoch_if_newer(("t", 0), 5)
+    assert md.time_to_next_update(T0 + 600) == 300
+    md.rebootstrap()
+    assert md.time_to_next_update(T0 + 600) == 0
+
+
 def test_failed_updates_back_off_exponentially_capped():
     md = Metadata(retry_backoff_ms=100, retry_backoff_max_ms=1000)
     md.request_update()

@@ -475,6 +475,21 @@ def test_explicit_disconnect_fails_requests_without_backoff(client, cluster):
     assert not client.connection_failed(1) and client.connection_delay(1) == 0
 
 
+def test_nodes_with_connections_follow_connects_and_closes(client, cluster, clock):
+    assert client.nodes_with_connections() == frozenset()
+    connect(client, cluster, 1)
+    assert client.nodes_with_connections() == {1}
+    assert not client.ready(2)                       # starts connecting
+    assert client.nodes_with_connections() == {1, 2}
+    client.disconnect(1)
+    assert client.nodes_with_connections() == {2}
+    cluster.peer(2).close()
+    poll_until(client, lambda: client.connection_failed(2))
+    assert client.nodes_with_connections() == frozenset()
+    client.poll(0)
+    assert client.polled_ms == clock.now_ms()
+
+
 def test_idle_connection_closed_after_connections_max_idle(clock, cluster):
     client = make_client(clock, cluster, **{"connections.max.idle.ms": 60_000})
     connect(client, cluster, 1)
