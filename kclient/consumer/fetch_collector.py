@@ -24,7 +24,7 @@ from kclient import errors as Errors
 from kclient.clock import Clock
 from kclient.consumer.columnar import ColumnarChunk, ColumnarRecords, epoch_of_row
 from kclient.consumer.deserializers import as_deserializer
-from kclient.consumer.fetch_buffer import CompletedFetch, FetchBuffer
+from kclient.consumer.fetch_buffer import CompletedAnswer, CompletedFetch, FetchBuffer
 from kclient.consumer.fetch_config import FetchConfig
 from kclient.subscription.state import FetchPosition, SubscriptionState
 from kclient.structs import ConsumerRecord, TopicPartition
@@ -162,6 +162,16 @@ class FetchCollector:
         taken = consumed_bytes = 0
         while remaining > 0 and completed:
             cf = completed[0]
+            if isinstance(cf, CompletedAnswer):
+                remaining, n, nbytes, whole = self._drain_answer(cf, remaining, drained, ends, sets, kd, vd, views,
+                                                                 leader_epoch, aid, fetchable)
+                taken += n
+                consumed_bytes += nbytes
+                if whole:
+                    continue
+                # Stopped where a CompletedFetch would have stopped this loop (see
+                # _drain_answer): the general loop goes on from there.
+                break
             tp = cf.tp
             pipe = pipes.get(tp)
             if (cf.error is not None or cf.columnar is not None or pipe is None or pipe.epoch != cf.epoch
@@ -211,6 +221,87 @@ class FetchCollector:
                 epoch = cf.last_epoch
                 ends[tp] = FetchPosition(offset, epoch if epoch >= 0 else None, leader_epoch(tp))
         return remaining, taken, consumed_bytes
+
+    def _drain_answer(self, answer: CompletedAnswer, remaining: int, drained: dict, ends: dict, sets: list,
+                      kd, vd, views, leader_epoch, aid: int, fetchable: set,
+                      ) -> tuple[int, int, int, bool]:
+        """``_drain_whole`` for an answer buffered as one unit (first in ``completed``): each
+        partition as ``_drain_whole`` takes a CompletedFetch, without the object, and the
+        frame's share freed once. Where a partition is not taken whole (not current or not
+        fetchable, undecodable, more records than remaining, a deserializer's error), the
+        answer is split there (FetchBuffer.split_head) and that partition left as the loop
+        for a CompletedFetch would; when remaining runs out, the rest stays one answer.
+        Returns (remaining, records taken, bytes of the record
+        sets finished, whether the answer was taken whole)."""
+        buffer = self._buffer
+        check_crcs = self._check_crcs
+        parts = answer.parts
+        stale = answer.assignment_id != aid
+        taken = consumed_bytes = 0
+        size = n = 0
+        for k, (tp, fetch_offset, epoch, raw, aborted, scanned, pipe) in enumerate(parts):
+            if remaining <= 0:
+                answer.parts = parts[k:]     # the rest, still one unit, for the next poll
+                return remaining, taken, consumed_bytes, False
+            if stale or pipe.epoch != epoch or tp not in fetchable:
+                buffer.split_head(parts[k:])
+                return remaining, taken, consumed_bytes, False
+            try:
+                res = decode_columnar(raw, check_crcs=check_crcs, skip_control=True, fetch_offset=fetch_offset,
+                                      aborted_transactions=aborted, scanned=scanned)
+            except Errors.KafkaError:
+                buffer.split_head(parts[k:])   # raised by _initialize when its turn comes
+                return remaining, taken, consumed_bytes, False
+            next_offset = res.next_offset if res.next_offset > fetch_offset else fetch_offset
+            n = res.num_records
+            size = len(raw)
+            if n > remaining:
+                self._left_in_line(buffer.split_head(parts[k:]), res, next_offset, 0, -1, -1)
+                return remaining, taken, consumed_bytes, False
+            last_offset = last_epoch = -1
+            if n:
+                try:
+                    part = consumer_records(res, ConsumerRecord, tp.topic, tp.partition, 0, n, views=views)
+                    last = part[-1]
+                    last_offset = last.offset
+                    last_epoch = last.leader_epoch
+                    out = part if kd is None and vd is None else self._deserialize(part, tp.topic, kd, vd)
+                except BaseException:
+                    # Where the loop for a CompletedFetch would have left it.
+                    self._left_in_line(buffer.split_head(parts[k:]), res, next_offset, n, last_offset, last_epoch)
+                    raise
+                lst = drained.get(tp)
+                if lst is None:
+                    drained[tp] = out
+                else:
+                    lst.extend(out)
+                remaining -= n
+                taken += n
+                self.bytes_per_record = size // n
+            sets.append((tp.topic, n, size))
+            consumed_bytes += size
+            if pipe.buffered > 0:       # released, as FetchBuffer.release does
+                pipe.buffered -= 1
+            offset = next_offset if next_offset > last_offset else last_offset + 1
+            if offset >= 0:
+                ends[tp] = FetchPosition(offset, last_epoch if last_epoch >= 0 else None, leader_epoch(tp))
+        buffer.answer_drained()
+        return remaining, taken, consumed_bytes, True
+
+    def _left_in_line(self, cf: CompletedFetch, res, next_offset: int, pos: int, last_offset: int,
+                      last_epoch: int) -> None:
+        """cf (first in ``completed``) was decoded into ``res`` and ``pos`` rows of it handed
+        out: it becomes next_in_line with its columns, as ``_drain_whole`` leaves an answer."""
+        buffer = self._buffer
+        buffer.completed.popleft()
+        buffer.next_in_line = cf
+        cf.scanned = None
+        cf.next_offset = next_offset
+        cf.columnar = ColumnarChunk(res)
+        cf.pos = pos
+        if pos:
+            cf.last_offset = last_offset
+            cf.last_epoch = last_epoch
 
     def fetched_columnar(self, max_records: int | None = None, update_offsets: bool = True,
                          now_ms: int | None = None,

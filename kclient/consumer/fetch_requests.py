@@ -40,7 +40,7 @@ from kcore.pool import pool_reserve
 
 from kclient import errors as Errors
 from kclient.clock import Clock
-from kclient.consumer.fetch_buffer import CompletedFetch, FetchBuffer, PartitionPipe, ResponseFrame
+from kclient.consumer.fetch_buffer import FetchBuffer, PartitionPipe, ResponseFrame
 from kclient.consumer.fetch_config import FetchConfig
 from kclient.consumer.fetch_session import SESSION_VERSION, FetchPartition, FetchSessionHandler
 from kclient.subscription.state import SubscriptionState
@@ -647,6 +647,11 @@ class FetchRequests:
         subs = self._subscriptions
         read_committed = self._read_committed
         frame: ResponseFrame | None = None
+        # The partitions with records, buffered as one unit (FetchBuffer.add_parts) unless a
+        # partition of the answer had an error: then those before it are buffered one by one
+        # ahead of the error, and the rest after it, in the answer's order.
+        held: list[tuple] = []
+        one_unit = True
         returned_data = []
         reported: list[tuple[TopicPartition, int, int, int]] = []   # offsets the answer gave
         leader_hints: dict[TopicPartition, tuple[int, int]] = {}
@@ -685,6 +690,11 @@ class FetchRequests:
                 log.debug("ignoring stale fetch answer for %s", tp)
                 continue
             if err:
+                one_unit = False
+                if held:        # ahead of what the error queues
+                    assert frame is not None
+                    buffer.add_parts(held, assignment_id, frame, False)
+                    held = []
                 if pipe.read_replica == node_id:
                     # Whatever a follower answers wrong (not a replica any more, out of
                     # range while it lags...), the leader is asked next (KIP-392).
@@ -709,6 +719,11 @@ class FetchRequests:
             if p is not None:
                 diverging = p.get("diverging_epoch")
                 if diverging is not None and diverging.get("epoch", -1) >= 0:
+                    one_unit = False
+                    if held:
+                        assert frame is not None
+                        buffer.add_parts(held, assignment_id, frame, False)
+                        held = []
                     self._diverging_epoch(tp, pipe, fetch_offset, diverging["epoch"], diverging.get("end_offset", -1))
                     continue
             if hw >= 0 and not read_committed:
@@ -733,8 +748,8 @@ class FetchRequests:
                 aborted = None
             if scanned is not None:
                 scanned_records = scanned.records_for(raw)
-            buffer.add(CompletedFetch(tp, fetch_offset, epoch, assignment_id, raw, aborted, frame,
-                                      scanned_records), pipe)
+            held.append((tp, fetch_offset, epoch, raw, aborted, scanned_records, pipe))
+            pipe.buffered += 1
             if pipe.buffered >= PREFETCH_DEPTH:
                 self._changes += 1  # left out of fetches until read; caught-up ones may wait
             # Where the next fetch starts: after the last complete batch (a walk of the
@@ -747,6 +762,9 @@ class FetchRequests:
                 self._warn_incomplete(tp, pipe, fetch_offset, size)
             returned_data.append(tp)
             fetched_bytes += size
+        if held:
+            assert frame is not None
+            buffer.add_parts(held, assignment_id, frame, one_unit)
         if fetched_bytes:
             self._metrics["bytes-fetched-total"] += fetched_bytes
         if reported or returned_data:
