@@ -34,6 +34,21 @@ __all__ = ["FetchCollector"]
 _new_tuple = tuple.__new__
 
 
+class _LeaderEpochs(dict):
+    """{tp: its leader epoch or None} as one metadata snapshot (immutable) has them, looked
+    up once per partition: a drain's positions read it with a dict lookup, not a call."""
+
+    __slots__ = ("cluster",)
+
+    def __init__(self, cluster) -> None:
+        super().__init__()
+        self.cluster = cluster
+
+    def __missing__(self, tp: TopicPartition) -> int | None:
+        epoch = self[tp] = self.cluster.leader_epoch(tp)
+        return epoch
+
+
 class FetchCollector:
     """Takes up to ``max.poll.records`` from the FetchBuffer per poll and moves the positions."""
 
@@ -53,6 +68,7 @@ class FetchCollector:
         #: Fetched bytes per record of the last answer drained (its record set's size over
         #: its records), for sizing what one drain takes; 0 until the first.
         self.bytes_per_record = 0
+        self._epochs = _LeaderEpochs(None)
 
     def fetched_records(self, max_records: int | None = None, update_offsets: bool = True,
                         now_ms: int | None = None,
@@ -90,7 +106,7 @@ class FetchCollector:
         buffer = self._buffer
         buffer.per_record = True
         next_fetch = buffer.next_fetch
-        leader_epoch = self._metadata.cluster.leader_epoch
+        leader_epoch = self._leader_epochs()
         taken = consumed_bytes = 0
         if buffer.next_in_line is None and buffer.completed:
             # Small answers first (most rounds): each whole, in one pass.
@@ -143,6 +159,14 @@ class FetchCollector:
                 tp = cf.tp
                 ends[tp] = FetchPosition(offset, epoch if epoch >= 0 else None, leader_epoch(tp))
         return taken, consumed_bytes
+
+    def _leader_epochs(self):
+        """The leader epoch of a partition in the current metadata: a lookup function."""
+        cluster = self._metadata.cluster
+        epochs = self._epochs
+        if epochs.cluster is not cluster:
+            epochs = self._epochs = _LeaderEpochs(cluster)
+        return epochs.__getitem__
 
     def _drain_whole(self, remaining: int, drained: dict, ends: dict, sets: list, kd, vd, views, leader_epoch,
                      ) -> tuple[int, int, int]:

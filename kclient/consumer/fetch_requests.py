@@ -162,6 +162,10 @@ class FetchRequests:
         self._plans: dict[tuple[int, int], _StreamPlan] = {}
         self._plans_key: tuple | None = None
         self._plan_streams: tuple[tuple[int, int], ...] = ()   # every stream with fetchable partitions
+        # (cluster, assignment id, drain mode) when send_fetches last found every leader with
+        # as many fetches in flight as it may have: until an answer comes back (or one of
+        # those changes) no call can send, and each returns at once.
+        self._saturated: tuple | None = None
 
     @property
     def changes(self) -> int:
@@ -170,10 +174,12 @@ class FetchRequests:
     def clear_partition(self, tp: TopicPartition) -> None:
         """Forget everything fetched or being fetched for tp (its position changed)."""
         self._changes += 1
+        self._saturated = None
         self._buffer.clear_partition(tp)
 
     def clear_all(self) -> None:
         self._changes += 1
+        self._saturated = None
         self._buffer.clear_all()
 
     def _check_assignment(self) -> None:
@@ -191,6 +197,7 @@ class FetchRequests:
 
     def close(self) -> None:
         self._changes += 1
+        self._saturated = None
         self._read_replicas = 0
         self.sessions.clear()
         self._plans.clear()
@@ -202,6 +209,12 @@ class FetchRequests:
         self.sends_blocked = False
         subs = self._subscriptions
         assignment_id = subs.assignment_id
+        saturated = self._saturated
+        if saturated is not None:
+            if (saturated[0] is self._metadata.cluster and saturated[1] == assignment_id
+                    and saturated[2] == self._buffer.per_record):
+                return 0    # every leader still busy (the fast path below, as of the last call)
+            self._saturated = None
         if assignment_id != self._assignment_id:
             self._check_assignment()
         buffer = self._buffer
@@ -237,6 +250,7 @@ class FetchRequests:
                     if node_busy.get(n, 0) < depth:
                         break
                 else:
+                    self._saturated = (cluster, assignment_id, buffer.per_record)
                     return 0
         now = self._clock.now_ms()
         changes = subs.changes
@@ -600,6 +614,7 @@ class FetchRequests:
 
     # ------------------------------------------------------------------ answers
     def _on_fetch_done(self, node_id, slot, handler, sent, by_id, assignment_id, send_ms, plan, result) -> None:
+        self._saturated = None
         self.in_flight_fetches -= 1
         self._node_in_flight[node_id] -= 1
         self._slot_busy.discard((node_id, slot))
@@ -608,10 +623,16 @@ class FetchRequests:
         stats = self._stats
         buffer = self._buffer
         pipes = buffer.pipes
-        for tp, (_, epoch) in sent.items():
-            pipe = pipes.get(tp)
-            if pipe is not None and pipe.in_flight_epoch == epoch:
-                pipe.in_flight_epoch = -1
+        if plan is not None:
+            # The pipes the request was sent for, in sent's order (its keys never change).
+            for pipe, (_, epoch) in zip(plan.pipes, sent.values()):
+                if pipe.in_flight_epoch == epoch:
+                    pipe.in_flight_epoch = -1
+        else:
+            for tp, (_, epoch) in sent.items():
+                pipe = pipes.get(tp)
+                if pipe is not None and pipe.in_flight_epoch == epoch:
+                    pipe.in_flight_epoch = -1
         if isinstance(result, BaseException):
             self._changes += 1      # partitions back off
             if stats is not None:

@@ -172,3 +172,76 @@ def test_a_seek_splits_the_answer_into_its_partitions_and_drops_the_sought_one()
         assert buffer.buffered_bytes == 0
     finally:
         consumer.close(autocommit=False)
+
+
+# ---------------------------------------------------------------------- from Fetch answers
+def _fetching(leaders=None, partitions=(0, 1, 2)):
+    from test_fetcher import ScriptedClient, make_metadata
+
+    from kclient.config import ConsumerConfig
+    from kclient.consumer.fetch_config import FetchConfig
+    from kclient.consumer.fetcher import Fetcher
+    from kclient.subscription.state import SubscriptionState
+
+    client = ScriptedClient(make_metadata(3, leaders))
+    subs = SubscriptionState("earliest")
+    cfg = ConsumerConfig({"bootstrap.servers": "h1:9092"})
+    fetcher = Fetcher(client, subs, FetchConfig.of(cfg), clock=FakeClock())
+    tps = [TopicPartition("topic-a", p) for p in partitions]
+    subs.assign_from_user(tps)
+    for tp in tps:
+        subs.seek(tp, 0)
+    return client, subs, fetcher
+
+
+def test_an_answer_without_errors_is_buffered_as_one_unit():
+    from test_fetcher import batch, fetch_response, partition_data
+
+    client, _, fetcher = _fetching()
+    assert fetcher.send_fetches() == 1
+    (req,) = client.take()
+    req.future.complete(fetch_response([partition_data(p, batch(0, 2)) for p in (0, 1, 2)]))
+    assert [type(item) for item in fetcher.buffer.completed] == [CompletedAnswer]
+    recs, _ = fetcher.fetched_records()
+    assert {tp.partition: [r.offset for r in rs] for tp, rs in recs.items()} == {0: [0, 1], 1: [0, 1], 2: [0, 1]}
+    assert fetcher.buffered_bytes == 0 and not fetcher.has_completed_fetches()
+
+
+def test_an_error_in_an_answer_keeps_the_partitions_in_the_answers_order():
+    from test_fetcher import batch, fetch_response, partition_data
+
+    from kclient import errors as Errors
+
+    client, _, fetcher = _fetching()
+    fetcher.send_fetches()
+    (req,) = client.take()
+    req.future.complete(fetch_response([
+        partition_data(0, batch(0, 2)),
+        partition_data(1, None, error=Errors.TopicAuthorizationFailedError.errno),
+        partition_data(2, batch(0, 2))]))
+    assert [(type(cf), cf.tp.partition) for cf in fetcher.buffer.completed] == [
+        (CompletedFetch, 0), (CompletedFetch, 1), (CompletedFetch, 2)]
+    recs, _ = fetcher.fetched_records()
+    assert [tp.partition for tp in recs] == [0]           # the records before the error first
+    with pytest.raises(Errors.TopicAuthorizationFailedError):
+        fetcher.fetched_records()
+    recs, _ = fetcher.fetched_records()
+    assert [tp.partition for tp in recs] == [2]
+
+
+def test_while_every_leader_is_busy_send_fetches_sends_after_an_answer_or_an_assignment_change():
+    from test_fetcher import batch, fetch_response, partition_data
+
+    client, subs, fetcher = _fetching(leaders=[1, 1, 2], partitions=(0, 1))
+    assert fetcher.send_fetches() == 1
+    (req,) = client.take()
+    assert fetcher.send_fetches() == 0 and fetcher.send_fetches() == 0     # node 1 busy
+    tps = [TopicPartition("topic-a", p) for p in (0, 1, 2)]
+    subs.assign_from_user(tps)
+    subs.seek(tps[2], 0)
+    assert fetcher.send_fetches() == 1          # partition 2's leader, node 2, is free
+    assert [r.node for r in client.take()] == [2]
+    assert fetcher.send_fetches() == 0
+    req.future.complete(fetch_response([partition_data(0, batch(0, 1))]))    # an answer of the old assignment
+    assert fetcher.send_fetches() == 1
+    assert [r.node for r in client.take()] == [1]
