@@ -112,6 +112,8 @@ class FetchCollector:
             # Small answers first (most rounds): each whole, in one pass.
             remaining, taken, consumed_bytes = self._drain_whole(remaining, drained, ends, sets, kd, vd, views,
                                                                  leader_epoch)
+            if not buffer.completed and buffer.next_in_line is None:
+                return taken, consumed_bytes    # all taken (the usual poll): nothing for the loop
         while remaining > 0:
             cf = next_fetch()
             if cf is None:
@@ -247,7 +249,7 @@ class FetchCollector:
         return remaining, taken, consumed_bytes
 
     def _drain_answer(self, answer: CompletedAnswer, remaining: int, drained: dict, ends: dict, sets: list,
-                      kd, vd, views, leader_epoch, aid: int, fetchable: set,
+                      kd, vd, views, leader_epoch, aid: int, fetchable: frozenset,
                       ) -> tuple[int, int, int, bool]:
         """``_drain_whole`` for an answer buffered as one unit (first in ``completed``): each
         partition as ``_drain_whole`` takes a CompletedFetch, without the object, and the
