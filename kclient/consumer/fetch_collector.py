@@ -257,14 +257,14 @@ class FetchCollector:
         fetchable, undecodable, more records than remaining, a deserializer's error), the
         answer is split there (FetchBuffer.split_head) and that partition left as the loop
         for a CompletedFetch would; when remaining runs out, the rest stays one answer.
-        Returns (remaining, records taken, bytes of the record
-        sets finished, whether the answer was taken whole)."""
+        Returns (remaining, records taken, bytes of the record sets finished, whether the
+        answer was taken whole)."""
         buffer = self._buffer
         check_crcs = self._check_crcs
         parts = answer.parts
         stale = answer.assignment_id != aid
+        plain = kd is None and vd is None
         taken = consumed_bytes = 0
-        size = n = 0
         for k, (tp, fetch_offset, epoch, raw, aborted, scanned, pipe) in enumerate(parts):
             if remaining <= 0:
                 answer.parts = parts[k:]     # the rest, still one unit, for the next poll
@@ -285,13 +285,15 @@ class FetchCollector:
                 self._left_in_line(buffer.split_head(parts[k:]), res, next_offset, 0, -1, -1)
                 return remaining, taken, consumed_bytes, False
             last_offset = last_epoch = -1
+            topic = tp[0]
             if n:
+                self.bytes_per_record = size // n
                 try:
-                    part = consumer_records(res, ConsumerRecord, tp.topic, tp.partition, 0, n, views=views)
+                    part = consumer_records(res, ConsumerRecord, topic, tp[1], 0, n, views=views)
                     last = part[-1]
                     last_offset = last.offset
                     last_epoch = last.leader_epoch
-                    out = part if kd is None and vd is None else self._deserialize(part, tp.topic, kd, vd)
+                    out = part if plain else self._deserialize(part, topic, kd, vd)
                 except BaseException:
                     # Where the loop for a CompletedFetch would have left it.
                     self._left_in_line(buffer.split_head(parts[k:]), res, next_offset, n, last_offset, last_epoch)
@@ -303,8 +305,7 @@ class FetchCollector:
                     lst.extend(out)
                 remaining -= n
                 taken += n
-                self.bytes_per_record = size // n
-            sets.append((tp.topic, n, size))
+            sets.append((topic, n, size))
             consumed_bytes += size
             if pipe.buffered > 0:       # released, as FetchBuffer.release does
                 pipe.buffered -= 1
@@ -454,8 +455,9 @@ class FetchCollector:
             return
         pipes = self._buffer.pipes
         if starts is None:
-            starts = self._subscriptions.log_start_offsets(list(ends))
-        positions = []
+            starts = self._subscriptions.log_start_offsets(ends)
+        positions: list[tuple[str, int, int, int | None]] = []
+        append = positions.append
         for (tp, position), start in zip(ends.items(), starts):
             pipe = pipes.get(tp)
             if pipe is None:
@@ -463,6 +465,6 @@ class FetchCollector:
             end = pipe.end_offset
             if end is not None and end >= 0:
                 offset = position.offset
-                positions.append((tp.topic, tp.partition, max(end - offset, 0),
-                                  None if start is None else offset - start))
+                lag = end - offset
+                append((tp[0], tp[1], lag if lag > 0 else 0, None if start is None else offset - start))
         stats.polled(records, nbytes, sets, positions, self._clock.now_ms() if now_ms is None else now_ms)
