@@ -71,11 +71,13 @@ class FetchCollector:
         self._epochs = _LeaderEpochs(None)
 
     def fetched_records(self, max_records: int | None = None, update_offsets: bool = True,
-                        now_ms: int | None = None,
+                        now_ms: int | None = None, poll_gap: tuple[int, int] | None = None,
                         ) -> tuple[dict[TopicPartition, list[ConsumerRecord]], dict[TopicPartition, FetchPosition]]:
         """Up to max_records buffered records as {tp: [ConsumerRecord, ...]}, and the position
         each partition has after them. Positions move only if update_offsets. ``now_ms``: the
-        time the caller's poll read (the metrics' timestamp), read here if not given."""
+        time the caller's poll read (the metrics' timestamp), read here if not given.
+        ``poll_gap``: the caller's ConsumerMetrics.poll_gap, recorded with the poll's metrics
+        if it returns records (else the caller records it)."""
         buffer = self._buffer
         if not buffer.completed and buffer.next_in_line is None:
             # Nothing buffered (every poll that waits for an answer asks first): nothing to
@@ -97,7 +99,7 @@ class FetchCollector:
                 starts = self._subscriptions.advance_positions(ends.items(), log_starts=self._stats is not None)
         if total:
             self._metrics["records-consumed-total"] += total
-            self._record_consumed(total, consumed_bytes, sets, ends, starts, now_ms)
+            self._record_consumed(total, consumed_bytes, sets, ends, starts, now_ms, poll_gap)
         return drained, ends
 
     def _drain_records(self, remaining: int, drained: dict, ends: dict, sets: list, kd, vd, views,
@@ -331,7 +333,7 @@ class FetchCollector:
             cf.last_epoch = last_epoch
 
     def fetched_columnar(self, max_records: int | None = None, update_offsets: bool = True,
-                         now_ms: int | None = None,
+                         now_ms: int | None = None, poll_gap: tuple[int, int] | None = None,
                          ) -> tuple[dict[TopicPartition, ColumnarRecords], dict[TopicPartition, FetchPosition]]:
         """Like fetched_records, but {tp: ColumnarRecords} (rows of kcore ColumnarBatches)."""
         buffer = self._buffer
@@ -353,7 +355,7 @@ class FetchCollector:
         n = sum(len(v) for v in out.values())
         if n:
             self._metrics["records-consumed-total"] += n
-            self._record_consumed(n, consumed_bytes, sets, ends, starts, now_ms)
+            self._record_consumed(n, consumed_bytes, sets, ends, starts, now_ms, poll_gap)
         return out, ends
 
     def _drain_columnar(self, remaining: int, drained: dict, ends: dict, sets: list) -> int:
@@ -445,7 +447,7 @@ class FetchCollector:
 
     def _record_consumed(self, records: int, nbytes: int, sets: list[tuple[str, int, int]],
                          ends: dict[TopicPartition, FetchPosition], starts: list[int | None] | None,
-                         now_ms: int | None) -> None:
+                         now_ms: int | None, poll_gap: tuple[int, int] | None = None) -> None:
         """Per poll: its records, the record sets it finished, and where it left each
         partition (lag to the end offset the last answer gave, lead from the log start).
         ``starts``: each partition's log start offset, in ``ends``' order, if the caller read
@@ -467,4 +469,4 @@ class FetchCollector:
                 offset = position.offset
                 lag = end - offset
                 append((tp[0], tp[1], lag if lag > 0 else 0, None if start is None else offset - start))
-        stats.polled(records, nbytes, sets, positions, self._clock.now_ms() if now_ms is None else now_ms)
+        stats.polled(records, nbytes, sets, positions, self._clock.now_ms() if now_ms is None else now_ms, poll_gap)
