@@ -692,100 +692,104 @@ class FetchRequests:
             array_bytes = 0 if scanned is None else scanned.array_bytes
             parts = _decoded_partitions(result, scanned)
         topic_id = name = None
-        for (topic, index, err, hw, lso, lstart, replica, raw, scanned_records), p in parts:
-            if type(topic) is not str:
-                # A topic id (v13+), the same object for each of its partitions: looked up
-                # once (a UUID hashes and compares in Python).
-                if topic is not topic_id:
-                    topic_id, name = topic, by_id.get(topic)
-                if name is None:
-                    continue
-                topic = name
-            tp = _new_tuple(TopicPartition, (topic, index))
-            info = sent.get(tp)
-            if info is None:
-                continue
-            fetch_offset, epoch = info
-            pipe = pipes.get(tp)
-            if pipe is None or pipe.epoch != epoch or stale:
-                log.debug("ignoring stale fetch answer for %s", tp)
-                continue
-            if err:
-                one_unit = False
-                if held:        # ahead of what the error queues
-                    assert frame is not None
-                    buffer.add_parts(held, assignment_id, frame, False)
-                    held = []
-                if pipe.read_replica == node_id:
-                    # Whatever a follower answers wrong (not a replica any more, out of
-                    # range while it lags...), the leader is asked next (KIP-392).
-                    log.debug("fetch of %s from read replica %d failed (error %d): back to the leader",
-                              tp, node_id, err)
-                    self._clear_read_replica(pipe)
-                    if err == Errors.OffsetOutOfRangeError.errno:
+        try:
+            for (topic, index, err, hw, lso, lstart, replica, raw, scanned_records), p in parts:
+                if type(topic) is not str:
+                    # A topic id (v13+), the same object for each of its partitions: looked up
+                    # once (a UUID hashes and compares in Python).
+                    if topic is not topic_id:
+                        topic_id, name = topic, by_id.get(topic)
+                    if name is None:
                         continue
-                self._partition_error(tp, pipe, err, fetch_offset, now)
-                if err in _LEADER_MOVED and p is not None:
-                    hint = p.get("current_leader")
-                    if hint is not None and hint.get("leader_id", -1) >= 0:
-                        leader_hints[tp] = (hint["leader_id"], hint.get("leader_epoch", -1))
-                continue
-            if replica >= 0 and replica != node_id:
-                self._changes += 1
-                if pipe.read_replica < 0:
-                    self._read_replicas += 1
-                log.debug("fetching %s from read replica %d (told by node %d)", tp, replica, node_id)
-                pipe.read_replica = replica
-                pipe.read_replica_until = now + self._read_replica_ttl_ms
-            if p is not None:
-                diverging = p.get("diverging_epoch")
-                if diverging is not None and diverging.get("epoch", -1) >= 0:
+                    topic = name
+                tp = _new_tuple(TopicPartition, (topic, index))
+                info = sent.get(tp)
+                if info is None:
+                    continue
+                fetch_offset, epoch = info
+                pipe = pipes.get(tp)
+                if pipe is None or pipe.epoch != epoch or stale:
+                    log.debug("ignoring stale fetch answer for %s", tp)
+                    continue
+                if err:
                     one_unit = False
-                    if held:
+                    if held:        # ahead of what the error queues
                         assert frame is not None
                         buffer.add_parts(held, assignment_id, frame, False)
                         held = []
-                    self._diverging_epoch(tp, pipe, fetch_offset, diverging["epoch"], diverging.get("end_offset", -1))
+                    if pipe.read_replica == node_id:
+                        # Whatever a follower answers wrong (not a replica any more, out of
+                        # range while it lags...), the leader is asked next (KIP-392).
+                        log.debug("fetch of %s from read replica %d failed (error %d): back to the leader",
+                                  tp, node_id, err)
+                        self._clear_read_replica(pipe)
+                        if err == Errors.OffsetOutOfRangeError.errno:
+                            continue
+                    self._partition_error(tp, pipe, err, fetch_offset, now)
+                    if err in _LEADER_MOVED and p is not None:
+                        hint = p.get("current_leader")
+                        if hint is not None and hint.get("leader_id", -1) >= 0:
+                            leader_hints[tp] = (hint["leader_id"], hint.get("leader_epoch", -1))
                     continue
-            if hw >= 0 and not read_committed:
-                pipe.end_offset = hw
-            if lso >= 0 and read_committed:
-                pipe.end_offset = lso
-            if hw >= 0 or lso >= 0 or lstart >= 0:
-                reported.append((tp, hw, lso, lstart))
-            size = 0 if raw is None else len(raw)
-            if not size:
-                continue
-            if frame is None:
-                whole = raw.obj if isinstance(raw, memoryview) else raw
-                # nbytes: the frame's size whatever buffer type the view is over; the
-                # receive thread's position arrays live as long and count too
-                frame = buffer.new_frame(memoryview(whole).nbytes + array_bytes)
-            if read_committed:
-                aborted = None if p is None else p.get("aborted_transactions")
-                if aborted is None:
-                    aborted = ()
-            else:
-                aborted = None
-            if scanned is not None:
-                scanned_records = scanned.records_for(raw)
-            held.append((tp, fetch_offset, epoch, raw, aborted, scanned_records, pipe))
-            pipe.buffered += 1
-            if pipe.buffered >= PREFETCH_DEPTH:
-                self._changes += 1  # left out of fetches until read; caught-up ones may wait
-            # Where the next fetch starts: after the last complete batch (a walk of the
-            # batch headers, in kcore).
-            nxt, last_epoch = next_fetch_offset(raw, fetch_offset)
-            pipe.next_fetch_offset = nxt
-            if last_epoch >= 0:
-                pipe.next_fetch_epoch = last_epoch
-            if nxt == fetch_offset:
-                self._warn_incomplete(tp, pipe, fetch_offset, size)
-            returned_data.append(tp)
-            fetched_bytes += size
-        if held:
-            assert frame is not None
-            buffer.add_parts(held, assignment_id, frame, one_unit)
+                if replica >= 0 and replica != node_id:
+                    self._changes += 1
+                    if pipe.read_replica < 0:
+                        self._read_replicas += 1
+                    log.debug("fetching %s from read replica %d (told by node %d)", tp, replica, node_id)
+                    pipe.read_replica = replica
+                    pipe.read_replica_until = now + self._read_replica_ttl_ms
+                if p is not None:
+                    diverging = p.get("diverging_epoch")
+                    if diverging is not None and diverging.get("epoch", -1) >= 0:
+                        one_unit = False
+                        if held:
+                            assert frame is not None
+                            buffer.add_parts(held, assignment_id, frame, False)
+                            held = []
+                        self._diverging_epoch(tp, pipe, fetch_offset, diverging["epoch"], diverging.get("end_offset", -1))
+                        continue
+                if hw >= 0 and not read_committed:
+                    pipe.end_offset = hw
+                if lso >= 0 and read_committed:
+                    pipe.end_offset = lso
+                if hw >= 0 or lso >= 0 or lstart >= 0:
+                    reported.append((tp, hw, lso, lstart))
+                size = 0 if raw is None else len(raw)
+                if not size:
+                    continue
+                if frame is None:
+                    whole = raw.obj if isinstance(raw, memoryview) else raw
+                    # nbytes: the frame's size whatever buffer type the view is over; the
+                    # receive thread's position arrays live as long and count too
+                    frame = buffer.new_frame(memoryview(whole).nbytes + array_bytes)
+                if read_committed:
+                    aborted = None if p is None else p.get("aborted_transactions")
+                    if aborted is None:
+                        aborted = ()
+                else:
+                    aborted = None
+                if scanned is not None:
+                    scanned_records = scanned.records_for(raw)
+                held.append((tp, fetch_offset, epoch, raw, aborted, scanned_records, pipe))
+                pipe.buffered += 1
+                if pipe.buffered >= PREFETCH_DEPTH:
+                    self._changes += 1  # left out of fetches until read; caught-up ones may wait
+                # Where the next fetch starts: after the last complete batch (a walk of the
+                # batch headers, in kcore).
+                nxt, last_epoch = next_fetch_offset(raw, fetch_offset)
+                pipe.next_fetch_offset = nxt
+                if last_epoch >= 0:
+                    pipe.next_fetch_epoch = last_epoch
+                if nxt == fetch_offset:
+                    self._warn_incomplete(tp, pipe, fetch_offset, size)
+                returned_data.append(tp)
+                fetched_bytes += size
+        finally:
+            # What the answer buffered, even if handling a partition failed: each held
+            # partition is counted in its pipe already.
+            if held:
+                assert frame is not None
+                buffer.add_parts(held, assignment_id, frame, one_unit)
         if fetched_bytes:
             self._metrics["bytes-fetched-total"] += fetched_bytes
         if reported or returned_data:
