@@ -76,7 +76,7 @@ class CompletedFetch:
 
 class CompletedAnswer:
     """The partitions with records of one Fetch answer, buffered as one unit. ``parts``: one
-    (tp, fetch offset, pipe epoch, raw, aborted, scanned, pipe) each, in the answer's order,
+    (tp, fetch offset, pipe epoch, raw, len(raw), aborted, scanned, pipe) each, in the answer's order,
     each counted in its pipe's ``buffered``; the answer holds one share of ``frame``."""
 
     __slots__ = ("parts", "assignment_id", "frame")
@@ -90,7 +90,7 @@ class CompletedAnswer:
         """A CompletedFetch per partition; the frame's share goes to them."""
         frame, aid = self.frame, self.assignment_id
         cfs = [CompletedFetch(tp, offset, epoch, aid, raw, aborted, frame, scanned)
-               for tp, offset, epoch, raw, aborted, scanned, _ in self.parts]
+               for tp, offset, epoch, raw, _, aborted, scanned, _ in self.parts]
         frame.pending += len(cfs) - 1
         return cfs
 
@@ -172,7 +172,7 @@ class FetchBuffer:
             return
         frame.pending += len(parts)
         self.completed.extend(CompletedFetch(tp, offset, epoch, assignment_id, raw, aborted, frame, scanned)
-                              for tp, offset, epoch, raw, aborted, scanned, _ in parts)
+                              for tp, offset, epoch, raw, _, aborted, scanned, _ in parts)
 
     def split_answers(self) -> None:
         """Every buffered CompletedAnswer becomes, in its place, a CompletedFetch per partition."""

@@ -267,7 +267,7 @@ class FetchCollector:
         stale = answer.assignment_id != aid
         plain = kd is None and vd is None
         taken = consumed_bytes = 0
-        for k, (tp, fetch_offset, epoch, raw, aborted, scanned, pipe) in enumerate(parts):
+        for k, (tp, fetch_offset, epoch, raw, size, aborted, scanned, pipe) in enumerate(parts):
             if remaining <= 0:
                 answer.parts = parts[k:]     # the rest, still one unit, for the next poll
                 return remaining, taken, consumed_bytes, False
@@ -282,7 +282,6 @@ class FetchCollector:
                 return remaining, taken, consumed_bytes, False
             next_offset = res.next_offset if res.next_offset > fetch_offset else fetch_offset
             n = res.num_records
-            size = len(raw)
             if n > remaining:
                 self._left_in_line(buffer.split_head(parts[k:]), res, next_offset, 0, -1, -1)
                 return remaining, taken, consumed_bytes, False

@@ -770,7 +770,7 @@ class FetchRequests:
                     aborted = None
                 if scanned is not None:
                     scanned_records = scanned.records_for(raw)
-                held.append((tp, fetch_offset, epoch, raw, aborted, scanned_records, pipe))
+                held.append((tp, fetch_offset, epoch, raw, size, aborted, scanned_records, pipe))
                 pipe.buffered += 1
                 if pipe.buffered >= PREFETCH_DEPTH:
                     self._changes += 1  # left out of fetches until read; caught-up ones may wait

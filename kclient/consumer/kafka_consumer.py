@@ -631,7 +631,8 @@ class KafkaConsumer:
         parts = self._iter_parts
         done = self._iter_parts_done
         start = parts[done - 1][1] if done else 0
-        while done < len(parts):
+        count = len(parts)
+        while done < count:
             tp, end = parts[done]
             if end >= index:
                 if start < index:

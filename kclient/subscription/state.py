@@ -289,6 +289,7 @@ class SubscriptionState:
         # (changes, the fetchable partitions then): what is fetchable changes only with a
         # change counted in ``changes``, so a drain per poll reads it without the lock.
         self._fetchable: tuple[int, frozenset[TopicPartition]] = (-1, frozenset())
+        self._all_fetching: tuple[int, bool] = (-1, False)     # has_all_fetch_positions, the same way
 
     # ------------------------------------------------------------------ subscription type
     def _set_subscription_type(self, kind: SubscriptionType) -> None:
@@ -686,11 +687,13 @@ class SubscriptionState:
         return state is not None and state.fetch_state is _FETCHING
 
     def has_all_fetch_positions(self) -> bool:
+        cached = self._all_fetching
+        if cached[0] == self._changes:
+            return cached[1]
         with self._lock:
-            for s in self._assignment.values():
-                if s.fetch_state is not _FETCHING:
-                    return False
-            return True
+            fetching = all(s.fetch_state is _FETCHING for s in self._assignment.values())
+            self._all_fetching = (self._changes, fetching)
+            return fetching
 
     @_synchronized
     def initializing_partitions(self) -> set[TopicPartition]:

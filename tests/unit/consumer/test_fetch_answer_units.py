@@ -58,7 +58,7 @@ def _run(seed: int, one_unit: bool, **configs) -> list:
                     if frame is None:
                         frame = buffer.new_frame(len(raw) + 100)
                     pipe.buffered += 1
-                    parts.append((tp, off, pipe.epoch, memoryview(raw), None, None, pipe))
+                    parts.append((tp, off, pipe.epoch, memoryview(raw), len(raw), None, None, pipe))
                     ends[tp] = off + n
                 if parts:
                     assert frame is not None
@@ -126,7 +126,7 @@ def _buffered_answer(consumer: KafkaConsumer, tps: list[TopicPartition], n: int)
         pipe = buffer.pipe(tp)
         raw = R.encode_batch([(None, 1, b"k", b"v", [])] * n, base_offset=0)
         pipe.buffered += 1
-        parts.append((tp, 0, pipe.epoch, memoryview(raw), None, None, pipe))
+        parts.append((tp, 0, pipe.epoch, memoryview(raw), len(raw), None, None, pipe))
     buffer.add_parts(parts, consumer.subscription_state.assignment_id, frame, True)
     return buffer
 

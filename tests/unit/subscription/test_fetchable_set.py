@@ -1,5 +1,5 @@
-"""SubscriptionState.fetchable_set, kept between changes, is at every step the set of the
-assigned partitions ``is_fetchable`` is true of, whatever the changes: assignments, pauses,
+"""SubscriptionState.fetchable_set and has_all_fetch_positions, kept between changes, are at
+every step what the assigned partitions' states give, whatever the changes: assignments, pauses,
 resumes, seeks, resets, validations, revocations, leader epochs moving."""
 from __future__ import annotations
 
@@ -49,3 +49,4 @@ def test_the_kept_fetchable_set_follows_every_change(seed):
         _step(rng, s)
         for _ in range(rng.randrange(1, 3)):      # read once or more between changes
             assert s.fetchable_set() == {tp for tp in s.assigned_partitions() if s.is_fetchable(tp)}
+            assert s.has_all_fetch_positions() == all(s.has_valid_position(tp) for tp in s.assigned_partitions())
