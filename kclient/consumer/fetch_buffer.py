@@ -12,16 +12,23 @@ Stale data. Every partition has a pipeline epoch, bumped by ``clear_partition`` 
 pause handling, revocation); answers and buffers of an older epoch or an older assignment
 are dropped, never returned. Answers are handed out in arrival order; a paused partition's
 answers wait, in their place, until it is resumed.
+
+One unit per answer. The partitions with records of a Fetch answer that carried no error are
+buffered as one ``CompletedAnswer`` (one share of the frame, one object): the drain hands
+such an answer out in one pass (FetchCollector._drain_whole). Whatever needs the answers one
+partition at a time (a pause, a seek, a partial drain, columns, an error) first splits it, in
+its place, into a ``CompletedFetch`` per partition, which behave as if buffered one by one.
 """
 from __future__ import annotations
 
 import collections
+from typing import cast
 
 from kclient.consumer.columnar import ColumnarChunk
 from kclient.subscription.state import SubscriptionState
 from kclient.structs import TopicPartition
 
-__all__ = ["FetchBuffer", "CompletedFetch", "PartitionPipe", "ResponseFrame"]
+__all__ = ["FetchBuffer", "CompletedFetch", "CompletedAnswer", "PartitionPipe", "ResponseFrame"]
 
 
 class ResponseFrame:
@@ -67,6 +74,30 @@ class CompletedFetch:
                 f"pos={self.pos}, drained={self.drained})")
 
 
+class CompletedAnswer:
+    """The partitions with records of one Fetch answer, buffered as one unit. ``parts``: one
+    (tp, fetch offset, pipe epoch, raw, len(raw), aborted, scanned, pipe) each, in the answer's order,
+    each counted in its pipe's ``buffered``; the answer holds one share of ``frame``."""
+
+    __slots__ = ("parts", "assignment_id", "frame")
+
+    def __init__(self, parts: list[tuple], assignment_id: int, frame: ResponseFrame):
+        self.parts = parts
+        self.assignment_id = assignment_id
+        self.frame = frame
+
+    def fetches(self) -> list[CompletedFetch]:
+        """A CompletedFetch per partition; the frame's share goes to them."""
+        frame, aid = self.frame, self.assignment_id
+        cfs = [CompletedFetch(tp, offset, epoch, aid, raw, aborted, frame, scanned)
+               for tp, offset, epoch, raw, _, aborted, scanned, _ in self.parts]
+        frame.pending += len(cfs) - 1
+        return cfs
+
+    def __repr__(self) -> str:
+        return f"CompletedAnswer({[part[0] for part in self.parts]})"
+
+
 class PartitionPipe:
     """Per-partition pipeline state: epoch, fetch in flight, buffered answers, next offset."""
 
@@ -105,7 +136,8 @@ class FetchBuffer:
         self.limit = max(max_bytes + max_bytes // 16, 1)
         self.buffered_bytes = 0
         self.pipes: dict[TopicPartition, PartitionPipe] = {}
-        self.completed: collections.deque[CompletedFetch] = collections.deque()
+        self.completed: collections.deque[CompletedFetch | CompletedAnswer] = collections.deque()
+        self.answers = 0        # CompletedAnswers in ``completed``
         self.next_in_line: CompletedFetch | None = None
         self._assignment_id = subscriptions.assignment_id
         #: The last drain made records one by one (poll(), iteration), not columns.
@@ -129,6 +161,57 @@ class FetchBuffer:
         cf.frame.pending += 1
         pipe.buffered += 1
         self.completed.append(cf)
+
+    def add_parts(self, parts: list[tuple], assignment_id: int, frame: ResponseFrame, one_unit: bool) -> None:
+        """Buffer the partitions of one answer (as in ``CompletedAnswer.parts``, their pipes'
+        ``buffered`` counted already): as one CompletedAnswer, or one CompletedFetch each."""
+        if one_unit:
+            frame.pending += 1
+            self.completed.append(CompletedAnswer(parts, assignment_id, frame))
+            self.answers += 1
+            return
+        frame.pending += len(parts)
+        self.completed.extend(CompletedFetch(tp, offset, epoch, assignment_id, raw, aborted, frame, scanned)
+                              for tp, offset, epoch, raw, _, aborted, scanned, _ in parts)
+
+    def split_answers(self) -> None:
+        """Every buffered CompletedAnswer becomes, in its place, a CompletedFetch per partition."""
+        if not self.answers:
+            return
+        self.answers = 0
+        out: collections.deque[CompletedFetch | CompletedAnswer] = collections.deque()
+        for item in self.completed:
+            if type(item) is CompletedAnswer:
+                out.extend(item.fetches())
+            else:
+                out.append(item)
+        self.completed = out
+
+    def _split(self) -> collections.deque[CompletedFetch]:
+        """``completed``, every answer in it split: CompletedFetches only."""
+        self.split_answers()
+        return cast("collections.deque[CompletedFetch]", self.completed)
+
+    def split_head(self, parts: list[tuple]) -> CompletedFetch:
+        """The answer first in ``completed`` becomes the CompletedFetches of ``parts`` (what is
+        left of it: the drain took the others), in its place. Returns the first of them."""
+        answer = self.completed.popleft()
+        assert type(answer) is CompletedAnswer
+        self.answers -= 1
+        answer.parts = parts
+        cfs = answer.fetches()
+        self.completed.extendleft(reversed(cfs))
+        return cfs[0]
+
+    def answer_drained(self) -> None:
+        """The answer first in ``completed`` was handed out whole (its pipes' ``buffered``
+        counted down by the drain): its share of the frame is freed."""
+        answer = self.completed.popleft()
+        self.answers -= 1
+        frame = answer.frame
+        frame.pending -= 1
+        if frame.pending == 0:
+            self.buffered_bytes -= frame.nbytes
 
     def add_error(self, tp: TopicPartition, pipe: PartitionPipe, exc: BaseException) -> None:
         """An error to raise from poll() when this partition's turn comes."""
@@ -161,8 +244,8 @@ class FetchBuffer:
         if pipe is None:
             return
         if pipe.buffered:
-            keep: collections.deque[CompletedFetch] = collections.deque()
-            for cf in self.completed:
+            keep: collections.deque[CompletedFetch | CompletedAnswer] = collections.deque()
+            for cf in self._split():
                 if cf.tp == tp:
                     self.release(cf)
                 else:
@@ -217,7 +300,11 @@ class FetchBuffer:
             return True
         if not self.completed:
             return False    # the usual answer after a drain: no generator made
-        return any(subs.is_fetchable(cf.tp) for cf in self.completed)
+        if self.answers:
+            fetchable = subs.fetchable_set()
+            return any(part[0] in fetchable for item in self.completed
+                       for part in (item.parts if isinstance(item, CompletedAnswer) else ((item.tp,),)))
+        return any(subs.is_fetchable(cf.tp) for cf in cast("collections.deque[CompletedFetch]", self.completed))
 
     def next_fetch(self) -> CompletedFetch | None:
         """The answer to drain next: the one in progress, else the oldest current one whose
@@ -241,7 +328,7 @@ class FetchBuffer:
             else:  # paused mid-way: keep it (first in line) for when it is resumed
                 self.completed.appendleft(nil)
         self.next_in_line = None
-        completed = self.completed
+        completed = self._split()
         if not completed:
             return None
         skipped = []

@@ -24,7 +24,7 @@ from kclient import errors as Errors
 from kclient.clock import Clock
 from kclient.consumer.columnar import ColumnarChunk, ColumnarRecords, epoch_of_row
 from kclient.consumer.deserializers import as_deserializer
-from kclient.consumer.fetch_buffer import CompletedFetch, FetchBuffer
+from kclient.consumer.fetch_buffer import CompletedAnswer, CompletedFetch, FetchBuffer
 from kclient.consumer.fetch_config import FetchConfig
 from kclient.subscription.state import FetchPosition, SubscriptionState
 from kclient.structs import ConsumerRecord, TopicPartition
@@ -32,6 +32,21 @@ from kclient.structs import ConsumerRecord, TopicPartition
 __all__ = ["FetchCollector"]
 
 _new_tuple = tuple.__new__
+
+
+class _LeaderEpochs(dict):
+    """{tp: its leader epoch or None} as one metadata snapshot (immutable) has them, looked
+    up once per partition: a drain's positions read it with a dict lookup, not a call."""
+
+    __slots__ = ("cluster",)
+
+    def __init__(self, cluster) -> None:
+        super().__init__()
+        self.cluster = cluster
+
+    def __missing__(self, tp: TopicPartition) -> int | None:
+        epoch = self[tp] = self.cluster.leader_epoch(tp)
+        return epoch
 
 
 class FetchCollector:
@@ -53,13 +68,16 @@ class FetchCollector:
         #: Fetched bytes per record of the last answer drained (its record set's size over
         #: its records), for sizing what one drain takes; 0 until the first.
         self.bytes_per_record = 0
+        self._epochs = _LeaderEpochs(None)
 
     def fetched_records(self, max_records: int | None = None, update_offsets: bool = True,
-                        now_ms: int | None = None,
+                        now_ms: int | None = None, poll_gap: tuple[int, int] | None = None,
                         ) -> tuple[dict[TopicPartition, list[ConsumerRecord]], dict[TopicPartition, FetchPosition]]:
         """Up to max_records buffered records as {tp: [ConsumerRecord, ...]}, and the position
         each partition has after them. Positions move only if update_offsets. ``now_ms``: the
-        time the caller's poll read (the metrics' timestamp), read here if not given."""
+        time the caller's poll read (the metrics' timestamp), read here if not given.
+        ``poll_gap``: the caller's ConsumerMetrics.poll_gap, recorded with the poll's metrics
+        if it returns records (else the caller records it)."""
         buffer = self._buffer
         if not buffer.completed and buffer.next_in_line is None:
             # Nothing buffered (every poll that waits for an answer asks first): nothing to
@@ -81,7 +99,7 @@ class FetchCollector:
                 starts = self._subscriptions.advance_positions(ends.items(), log_starts=self._stats is not None)
         if total:
             self._metrics["records-consumed-total"] += total
-            self._record_consumed(total, consumed_bytes, sets, ends, starts, now_ms)
+            self._record_consumed(total, consumed_bytes, sets, ends, starts, now_ms, poll_gap)
         return drained, ends
 
     def _drain_records(self, remaining: int, drained: dict, ends: dict, sets: list, kd, vd, views,
@@ -90,12 +108,14 @@ class FetchCollector:
         buffer = self._buffer
         buffer.per_record = True
         next_fetch = buffer.next_fetch
-        leader_epoch = self._metadata.cluster.leader_epoch
+        leader_epoch = self._leader_epochs()
         taken = consumed_bytes = 0
         if buffer.next_in_line is None and buffer.completed:
             # Small answers first (most rounds): each whole, in one pass.
             remaining, taken, consumed_bytes = self._drain_whole(remaining, drained, ends, sets, kd, vd, views,
                                                                  leader_epoch)
+            if not buffer.completed and buffer.next_in_line is None:
+                return taken, consumed_bytes    # all taken (the usual poll): nothing for the loop
         while remaining > 0:
             cf = next_fetch()
             if cf is None:
@@ -144,6 +164,14 @@ class FetchCollector:
                 ends[tp] = FetchPosition(offset, epoch if epoch >= 0 else None, leader_epoch(tp))
         return taken, consumed_bytes
 
+    def _leader_epochs(self):
+        """The leader epoch of a partition in the current metadata: a lookup function."""
+        cluster = self._metadata.cluster
+        epochs = self._epochs
+        if epochs.cluster is not cluster:
+            epochs = self._epochs = _LeaderEpochs(cluster)
+        return epochs.__getitem__
+
     def _drain_whole(self, remaining: int, drained: dict, ends: dict, sets: list, kd, vd, views, leader_epoch,
                      ) -> tuple[int, int, int]:
         """What ``_drain_records`` does, for the answers at the head of the buffer that are
@@ -162,6 +190,16 @@ class FetchCollector:
         taken = consumed_bytes = 0
         while remaining > 0 and completed:
             cf = completed[0]
+            if isinstance(cf, CompletedAnswer):
+                remaining, n, nbytes, whole = self._drain_answer(cf, remaining, drained, ends, sets, kd, vd, views,
+                                                                 leader_epoch, aid, fetchable)
+                taken += n
+                consumed_bytes += nbytes
+                if whole:
+                    continue
+                # Stopped where a CompletedFetch would have stopped this loop (see
+                # _drain_answer): the general loop goes on from there.
+                break
             tp = cf.tp
             pipe = pipes.get(tp)
             if (cf.error is not None or cf.columnar is not None or pipe is None or pipe.epoch != cf.epoch
@@ -212,8 +250,89 @@ class FetchCollector:
                 ends[tp] = FetchPosition(offset, epoch if epoch >= 0 else None, leader_epoch(tp))
         return remaining, taken, consumed_bytes
 
+    def _drain_answer(self, answer: CompletedAnswer, remaining: int, drained: dict, ends: dict, sets: list,
+                      kd, vd, views, leader_epoch, aid: int, fetchable: frozenset,
+                      ) -> tuple[int, int, int, bool]:
+        """``_drain_whole`` for an answer buffered as one unit (first in ``completed``): each
+        partition as ``_drain_whole`` takes a CompletedFetch, without the object, and the
+        frame's share freed once. Where a partition is not taken whole (not current or not
+        fetchable, undecodable, more records than remaining, a deserializer's error), the
+        answer is split there (FetchBuffer.split_head) and that partition left as the loop
+        for a CompletedFetch would; when remaining runs out, the rest stays one answer.
+        Returns (remaining, records taken, bytes of the record sets finished, whether the
+        answer was taken whole)."""
+        buffer = self._buffer
+        check_crcs = self._check_crcs
+        parts = answer.parts
+        stale = answer.assignment_id != aid
+        plain = kd is None and vd is None
+        taken = consumed_bytes = 0
+        for k, (tp, fetch_offset, epoch, raw, size, aborted, scanned, pipe) in enumerate(parts):
+            if remaining <= 0:
+                answer.parts = parts[k:]     # the rest, still one unit, for the next poll
+                return remaining, taken, consumed_bytes, False
+            if stale or pipe.epoch != epoch or tp not in fetchable:
+                buffer.split_head(parts[k:])
+                return remaining, taken, consumed_bytes, False
+            try:
+                res = decode_columnar(raw, check_crcs=check_crcs, skip_control=True, fetch_offset=fetch_offset,
+                                      aborted_transactions=aborted, scanned=scanned)
+            except Errors.KafkaError:
+                buffer.split_head(parts[k:])   # raised by _initialize when its turn comes
+                return remaining, taken, consumed_bytes, False
+            next_offset = res.next_offset if res.next_offset > fetch_offset else fetch_offset
+            n = res.num_records
+            if n > remaining:
+                self._left_in_line(buffer.split_head(parts[k:]), res, next_offset, 0, -1, -1)
+                return remaining, taken, consumed_bytes, False
+            last_offset = last_epoch = -1
+            topic = tp[0]
+            if n:
+                self.bytes_per_record = size // n
+                try:
+                    part = consumer_records(res, ConsumerRecord, topic, tp[1], 0, n, views=views)
+                    last = part[-1]
+                    last_offset = last.offset
+                    last_epoch = last.leader_epoch
+                    out = part if plain else self._deserialize(part, topic, kd, vd)
+                except BaseException:
+                    # Where the loop for a CompletedFetch would have left it.
+                    self._left_in_line(buffer.split_head(parts[k:]), res, next_offset, n, last_offset, last_epoch)
+                    raise
+                lst = drained.get(tp)
+                if lst is None:
+                    drained[tp] = out
+                else:
+                    lst.extend(out)
+                remaining -= n
+                taken += n
+            sets.append((topic, n, size))
+            consumed_bytes += size
+            if pipe.buffered > 0:       # released, as FetchBuffer.release does
+                pipe.buffered -= 1
+            offset = next_offset if next_offset > last_offset else last_offset + 1
+            if offset >= 0:
+                ends[tp] = FetchPosition(offset, last_epoch if last_epoch >= 0 else None, leader_epoch(tp))
+        buffer.answer_drained()
+        return remaining, taken, consumed_bytes, True
+
+    def _left_in_line(self, cf: CompletedFetch, res, next_offset: int, pos: int, last_offset: int,
+                      last_epoch: int) -> None:
+        """cf (first in ``completed``) was decoded into ``res`` and ``pos`` rows of it handed
+        out: it becomes next_in_line with its columns, as ``_drain_whole`` leaves an answer."""
+        buffer = self._buffer
+        buffer.completed.popleft()
+        buffer.next_in_line = cf
+        cf.scanned = None
+        cf.next_offset = next_offset
+        cf.columnar = ColumnarChunk(res)
+        cf.pos = pos
+        if pos:
+            cf.last_offset = last_offset
+            cf.last_epoch = last_epoch
+
     def fetched_columnar(self, max_records: int | None = None, update_offsets: bool = True,
-                         now_ms: int | None = None,
+                         now_ms: int | None = None, poll_gap: tuple[int, int] | None = None,
                          ) -> tuple[dict[TopicPartition, ColumnarRecords], dict[TopicPartition, FetchPosition]]:
         """Like fetched_records, but {tp: ColumnarRecords} (rows of kcore ColumnarBatches)."""
         buffer = self._buffer
@@ -235,7 +354,7 @@ class FetchCollector:
         n = sum(len(v) for v in out.values())
         if n:
             self._metrics["records-consumed-total"] += n
-            self._record_consumed(n, consumed_bytes, sets, ends, starts, now_ms)
+            self._record_consumed(n, consumed_bytes, sets, ends, starts, now_ms, poll_gap)
         return out, ends
 
     def _drain_columnar(self, remaining: int, drained: dict, ends: dict, sets: list) -> int:
@@ -327,7 +446,7 @@ class FetchCollector:
 
     def _record_consumed(self, records: int, nbytes: int, sets: list[tuple[str, int, int]],
                          ends: dict[TopicPartition, FetchPosition], starts: list[int | None] | None,
-                         now_ms: int | None) -> None:
+                         now_ms: int | None, poll_gap: tuple[int, int] | None = None) -> None:
         """Per poll: its records, the record sets it finished, and where it left each
         partition (lag to the end offset the last answer gave, lead from the log start).
         ``starts``: each partition's log start offset, in ``ends``' order, if the caller read
@@ -337,8 +456,9 @@ class FetchCollector:
             return
         pipes = self._buffer.pipes
         if starts is None:
-            starts = self._subscriptions.log_start_offsets(list(ends))
-        positions = []
+            starts = self._subscriptions.log_start_offsets(ends)
+        positions: list[tuple[str, int, int, int | None]] = []
+        append = positions.append
         for (tp, position), start in zip(ends.items(), starts):
             pipe = pipes.get(tp)
             if pipe is None:
@@ -346,6 +466,6 @@ class FetchCollector:
             end = pipe.end_offset
             if end is not None and end >= 0:
                 offset = position.offset
-                positions.append((tp.topic, tp.partition, max(end - offset, 0),
-                                  None if start is None else offset - start))
-        stats.polled(records, nbytes, sets, positions, self._clock.now_ms() if now_ms is None else now_ms)
+                lag = end - offset
+                append((tp[0], tp[1], lag if lag > 0 else 0, None if start is None else offset - start))
+        stats.polled(records, nbytes, sets, positions, self._clock.now_ms() if now_ms is None else now_ms, poll_gap)

@@ -40,7 +40,7 @@ from kcore.pool import pool_reserve
 
 from kclient import errors as Errors
 from kclient.clock import Clock
-from kclient.consumer.fetch_buffer import CompletedFetch, FetchBuffer, PartitionPipe, ResponseFrame
+from kclient.consumer.fetch_buffer import FetchBuffer, PartitionPipe, ResponseFrame
 from kclient.consumer.fetch_config import FetchConfig
 from kclient.consumer.fetch_session import SESSION_VERSION, FetchPartition, FetchSessionHandler
 from kclient.subscription.state import SubscriptionState
@@ -162,6 +162,10 @@ class FetchRequests:
         self._plans: dict[tuple[int, int], _StreamPlan] = {}
         self._plans_key: tuple | None = None
         self._plan_streams: tuple[tuple[int, int], ...] = ()   # every stream with fetchable partitions
+        # (cluster, assignment id, drain mode) when send_fetches last found every leader with
+        # as many fetches in flight as it may have: until an answer comes back (or one of
+        # those changes) no call can send, and each returns at once.
+        self._saturated: tuple | None = None
 
     @property
     def changes(self) -> int:
@@ -170,10 +174,12 @@ class FetchRequests:
     def clear_partition(self, tp: TopicPartition) -> None:
         """Forget everything fetched or being fetched for tp (its position changed)."""
         self._changes += 1
+        self._saturated = None
         self._buffer.clear_partition(tp)
 
     def clear_all(self) -> None:
         self._changes += 1
+        self._saturated = None
         self._buffer.clear_all()
 
     def _check_assignment(self) -> None:
@@ -191,6 +197,7 @@ class FetchRequests:
 
     def close(self) -> None:
         self._changes += 1
+        self._saturated = None
         self._read_replicas = 0
         self.sessions.clear()
         self._plans.clear()
@@ -202,6 +209,12 @@ class FetchRequests:
         self.sends_blocked = False
         subs = self._subscriptions
         assignment_id = subs.assignment_id
+        saturated = self._saturated
+        if saturated is not None:
+            if (saturated[0] is self._metadata.cluster and saturated[1] == assignment_id
+                    and saturated[2] == self._buffer.per_record):
+                return 0    # every leader still busy (the fast path below, as of the last call)
+            self._saturated = None
         if assignment_id != self._assignment_id:
             self._check_assignment()
         buffer = self._buffer
@@ -237,6 +250,7 @@ class FetchRequests:
                     if node_busy.get(n, 0) < depth:
                         break
                 else:
+                    self._saturated = (cluster, assignment_id, buffer.per_record)
                     return 0
         now = self._clock.now_ms()
         changes = subs.changes
@@ -600,6 +614,7 @@ class FetchRequests:
 
     # ------------------------------------------------------------------ answers
     def _on_fetch_done(self, node_id, slot, handler, sent, by_id, assignment_id, send_ms, plan, result) -> None:
+        self._saturated = None
         self.in_flight_fetches -= 1
         self._node_in_flight[node_id] -= 1
         self._slot_busy.discard((node_id, slot))
@@ -608,10 +623,16 @@ class FetchRequests:
         stats = self._stats
         buffer = self._buffer
         pipes = buffer.pipes
-        for tp, (_, epoch) in sent.items():
-            pipe = pipes.get(tp)
-            if pipe is not None and pipe.in_flight_epoch == epoch:
-                pipe.in_flight_epoch = -1
+        if plan is not None:
+            # The pipes the request was sent for, in sent's order (its keys never change).
+            for pipe, (_, epoch) in zip(plan.pipes, sent.values()):
+                if pipe.in_flight_epoch == epoch:
+                    pipe.in_flight_epoch = -1
+        else:
+            for tp, (_, epoch) in sent.items():
+                pipe = pipes.get(tp)
+                if pipe is not None and pipe.in_flight_epoch == epoch:
+                    pipe.in_flight_epoch = -1
         if isinstance(result, BaseException):
             self._changes += 1      # partitions back off
             if stats is not None:
@@ -647,6 +668,11 @@ class FetchRequests:
         subs = self._subscriptions
         read_committed = self._read_committed
         frame: ResponseFrame | None = None
+        # The partitions with records, buffered as one unit (FetchBuffer.add_parts) unless a
+        # partition of the answer had an error: then those before it are buffered one by one
+        # ahead of the error, and the rest after it, in the answer's order.
+        held: list[tuple] = []
+        one_unit = True
         returned_data = []
         reported: list[tuple[TopicPartition, int, int, int]] = []   # offsets the answer gave
         leader_hints: dict[TopicPartition, tuple[int, int]] = {}
@@ -666,87 +692,104 @@ class FetchRequests:
             array_bytes = 0 if scanned is None else scanned.array_bytes
             parts = _decoded_partitions(result, scanned)
         topic_id = name = None
-        for (topic, index, err, hw, lso, lstart, replica, raw, scanned_records), p in parts:
-            if type(topic) is not str:
-                # A topic id (v13+), the same object for each of its partitions: looked up
-                # once (a UUID hashes and compares in Python).
-                if topic is not topic_id:
-                    topic_id, name = topic, by_id.get(topic)
-                if name is None:
-                    continue
-                topic = name
-            tp = _new_tuple(TopicPartition, (topic, index))
-            info = sent.get(tp)
-            if info is None:
-                continue
-            fetch_offset, epoch = info
-            pipe = pipes.get(tp)
-            if pipe is None or pipe.epoch != epoch or stale:
-                log.debug("ignoring stale fetch answer for %s", tp)
-                continue
-            if err:
-                if pipe.read_replica == node_id:
-                    # Whatever a follower answers wrong (not a replica any more, out of
-                    # range while it lags...), the leader is asked next (KIP-392).
-                    log.debug("fetch of %s from read replica %d failed (error %d): back to the leader",
-                              tp, node_id, err)
-                    self._clear_read_replica(pipe)
-                    if err == Errors.OffsetOutOfRangeError.errno:
+        try:
+            for (topic, index, err, hw, lso, lstart, replica, raw, scanned_records), p in parts:
+                if type(topic) is not str:
+                    # A topic id (v13+), the same object for each of its partitions: looked up
+                    # once (a UUID hashes and compares in Python).
+                    if topic is not topic_id:
+                        topic_id, name = topic, by_id.get(topic)
+                    if name is None:
                         continue
-                self._partition_error(tp, pipe, err, fetch_offset, now)
-                if err in _LEADER_MOVED and p is not None:
-                    hint = p.get("current_leader")
-                    if hint is not None and hint.get("leader_id", -1) >= 0:
-                        leader_hints[tp] = (hint["leader_id"], hint.get("leader_epoch", -1))
-                continue
-            if replica >= 0 and replica != node_id:
-                self._changes += 1
-                if pipe.read_replica < 0:
-                    self._read_replicas += 1
-                log.debug("fetching %s from read replica %d (told by node %d)", tp, replica, node_id)
-                pipe.read_replica = replica
-                pipe.read_replica_until = now + self._read_replica_ttl_ms
-            if p is not None:
-                diverging = p.get("diverging_epoch")
-                if diverging is not None and diverging.get("epoch", -1) >= 0:
-                    self._diverging_epoch(tp, pipe, fetch_offset, diverging["epoch"], diverging.get("end_offset", -1))
+                    topic = name
+                tp = _new_tuple(TopicPartition, (topic, index))
+                info = sent.get(tp)
+                if info is None:
                     continue
-            if hw >= 0 and not read_committed:
-                pipe.end_offset = hw
-            if lso >= 0 and read_committed:
-                pipe.end_offset = lso
-            if hw >= 0 or lso >= 0 or lstart >= 0:
-                reported.append((tp, hw, lso, lstart))
-            size = 0 if raw is None else len(raw)
-            if not size:
-                continue
-            if frame is None:
-                whole = raw.obj if isinstance(raw, memoryview) else raw
-                # nbytes: the frame's size whatever buffer type the view is over; the
-                # receive thread's position arrays live as long and count too
-                frame = buffer.new_frame(memoryview(whole).nbytes + array_bytes)
-            if read_committed:
-                aborted = None if p is None else p.get("aborted_transactions")
-                if aborted is None:
-                    aborted = ()
-            else:
-                aborted = None
-            if scanned is not None:
-                scanned_records = scanned.records_for(raw)
-            buffer.add(CompletedFetch(tp, fetch_offset, epoch, assignment_id, raw, aborted, frame,
-                                      scanned_records), pipe)
-            if pipe.buffered >= PREFETCH_DEPTH:
-                self._changes += 1  # left out of fetches until read; caught-up ones may wait
-            # Where the next fetch starts: after the last complete batch (a walk of the
-            # batch headers, in kcore).
-            nxt, last_epoch = next_fetch_offset(raw, fetch_offset)
-            pipe.next_fetch_offset = nxt
-            if last_epoch >= 0:
-                pipe.next_fetch_epoch = last_epoch
-            if nxt == fetch_offset:
-                self._warn_incomplete(tp, pipe, fetch_offset, size)
-            returned_data.append(tp)
-            fetched_bytes += size
+                fetch_offset, epoch = info
+                pipe = pipes.get(tp)
+                if pipe is None or pipe.epoch != epoch or stale:
+                    log.debug("ignoring stale fetch answer for %s", tp)
+                    continue
+                if err:
+                    one_unit = False
+                    if held:        # ahead of what the error queues
+                        assert frame is not None
+                        buffer.add_parts(held, assignment_id, frame, False)
+                        held = []
+                    if pipe.read_replica == node_id:
+                        # Whatever a follower answers wrong (not a replica any more, out of
+                        # range while it lags...), the leader is asked next (KIP-392).
+                        log.debug("fetch of %s from read replica %d failed (error %d): back to the leader",
+                                  tp, node_id, err)
+                        self._clear_read_replica(pipe)
+                        if err == Errors.OffsetOutOfRangeError.errno:
+                            continue
+                    self._partition_error(tp, pipe, err, fetch_offset, now)
+                    if err in _LEADER_MOVED and p is not None:
+                        hint = p.get("current_leader")
+                        if hint is not None and hint.get("leader_id", -1) >= 0:
+                            leader_hints[tp] = (hint["leader_id"], hint.get("leader_epoch", -1))
+                    continue
+                if replica >= 0 and replica != node_id:
+                    self._changes += 1
+                    if pipe.read_replica < 0:
+                        self._read_replicas += 1
+                    log.debug("fetching %s from read replica %d (told by node %d)", tp, replica, node_id)
+                    pipe.read_replica = replica
+                    pipe.read_replica_until = now + self._read_replica_ttl_ms
+                if p is not None:
+                    diverging = p.get("diverging_epoch")
+                    if diverging is not None and diverging.get("epoch", -1) >= 0:
+                        one_unit = False
+                        if held:
+                            assert frame is not None
+                            buffer.add_parts(held, assignment_id, frame, False)
+                            held = []
+                        self._diverging_epoch(tp, pipe, fetch_offset, diverging["epoch"], diverging.get("end_offset", -1))
+                        continue
+                if hw >= 0 and not read_committed:
+                    pipe.end_offset = hw
+                if lso >= 0 and read_committed:
+                    pipe.end_offset = lso
+                if hw >= 0 or lso >= 0 or lstart >= 0:
+                    reported.append((tp, hw, lso, lstart))
+                size = 0 if raw is None else len(raw)
+                if not size:
+                    continue
+                if frame is None:
+                    whole = raw.obj if isinstance(raw, memoryview) else raw
+                    # nbytes: the frame's size whatever buffer type the view is over; the
+                    # receive thread's position arrays live as long and count too
+                    frame = buffer.new_frame(memoryview(whole).nbytes + array_bytes)
+                if read_committed:
+                    aborted = None if p is None else p.get("aborted_transactions")
+                    if aborted is None:
+                        aborted = ()
+                else:
+                    aborted = None
+                if scanned is not None:
+                    scanned_records = scanned.records_for(raw)
+                held.append((tp, fetch_offset, epoch, raw, size, aborted, scanned_records, pipe))
+                pipe.buffered += 1
+                if pipe.buffered >= PREFETCH_DEPTH:
+                    self._changes += 1  # left out of fetches until read; caught-up ones may wait
+                # Where the next fetch starts: after the last complete batch (a walk of the
+                # batch headers, in kcore).
+                nxt, last_epoch = next_fetch_offset(raw, fetch_offset)
+                pipe.next_fetch_offset = nxt
+                if last_epoch >= 0:
+                    pipe.next_fetch_epoch = last_epoch
+                if nxt == fetch_offset:
+                    self._warn_incomplete(tp, pipe, fetch_offset, size)
+                returned_data.append(tp)
+                fetched_bytes += size
+        finally:
+            # What the answer buffered, even if handling a partition failed: each held
+            # partition is counted in its pipe already.
+            if held:
+                assert frame is not None
+                buffer.add_parts(held, assignment_id, frame, one_unit)
         if fetched_bytes:
             self._metrics["bytes-fetched-total"] += fetched_bytes
         if reported or returned_data:

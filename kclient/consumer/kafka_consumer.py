@@ -379,16 +379,27 @@ class KafkaConsumer:
         clock = self._clock
         now = clock.now_ms() if now_ms is None else now_ms
         deadline = now + timeout_ms
-        self._stats.poll_started(now)
+        # This poll's time-between-poll goes into its metrics with what it hands out (one
+        # event for both), or on its own if the first pass hands out nothing.
+        gap = self._stats.poll_gap(now)
         coordinator = self._coordinator
         if coordinator is not None:
             coordinator.record_poll(now)
         started: int | None = now    # the clock as of the first pass (records buffered: the usual poll)
         while True:
-            self._client.maybe_trigger_wakeup()
-            self._update_assignment_metadata_if_needed(deadline, started)
-            records, ends = self._poll_for_fetches(deadline, max_records, update_offsets, columnar, started)
+            try:
+                self._client.maybe_trigger_wakeup()
+                self._update_assignment_metadata_if_needed(deadline, started)
+                records, ends = self._poll_for_fetches(deadline, max_records, update_offsets, columnar, started, gap)
+            except BaseException:
+                if gap is not None:
+                    self._stats.record_poll_gap(gap)
+                raise
             started = None
+            if gap is not None:
+                if not records:
+                    self._stats.record_poll_gap(gap)
+                gap = None
             if records:
                 # Pipelining: the next fetches leave before the caller processes these records.
                 # A fetch held back by its leader (a metadata refresh due first, a connection
@@ -464,16 +475,13 @@ class KafkaConsumer:
         self._offsets.reset_positions_if_needed()
         return True
 
-    def _fetched(self, max_records, update_offsets: bool, columnar: bool, now_ms: int | None = None):
-        """Buffered records; ``now_ms``: the clock as the caller just read it (None: the
-        collector reads it for the metrics)."""
-        if columnar:
-            return self._fetcher.fetched_columnar(max_records, update_offsets, now_ms)
-        return self._fetcher.fetched_records(max_records, update_offsets, now_ms)
-
     def _poll_for_fetches(self, deadline: int, max_records, update_offsets: bool, columnar: bool,
-                          now_ms: int | None = None):
-        records, ends = self._fetched(max_records, update_offsets, columnar, now_ms)
+                          now_ms: int | None = None, gap: tuple[int, int] | None = None):
+        """Buffered records, else what a network poll brings. ``now_ms``: the clock as the
+        caller just read it (None: the collector reads it for the metrics); ``gap``: the
+        poll's time-between-poll, recorded with the records if there are any."""
+        fetched = self._fetcher.fetched_columnar if columnar else self._fetcher.fetched_records
+        records, ends = fetched(max_records, update_offsets, now_ms, gap)
         if records:
             return records, ends
         # Timeouts are worked out only when there is nothing buffered to return.
@@ -495,7 +503,7 @@ class KafkaConsumer:
                 self._client.send_queued()
         if coordinator is not None and coordinator.rejoin_needed_or_pending():
             return {}, {}  # let the group stabilise before handing out more records
-        return self._fetched(max_records, update_offsets, columnar)
+        return fetched(max_records, update_offsets, None, gap)
 
     # ------------------------------------------------------------------ iteration
     # kafka-python's iteration: records one by one, each partition's position following the
@@ -623,7 +631,8 @@ class KafkaConsumer:
         parts = self._iter_parts
         done = self._iter_parts_done
         start = parts[done - 1][1] if done else 0
-        while done < len(parts):
+        count = len(parts)
+        while done < count:
             tp, end = parts[done]
             if end >= index:
                 if start < index:

@@ -260,11 +260,13 @@ class ConsumerMetrics:
             self._record_positions(positions, now_ms)
 
     def polled(self, records: int, nbytes: int, sets: list[tuple[str, int, int]],
-               positions: list[tuple[str, int, int, int | None]], now_ms: int) -> None:
+               positions: list[tuple[str, int, int, int | None]], now_ms: int,
+               gap: tuple[int, int] | None = None) -> None:
         """What one poll handed out: its records (``consumed``), the bytes and record sets it
         finished (``consumed_bytes``, ``record_sets``), and where it left each partition
-        (``record_positions``)."""
-        self._append((_POLLED, records, nbytes, sets, positions, now_ms))
+        (``record_positions``); with ``gap``, the poll's (time-between-poll, start time) as
+        ``poll_gap`` gave them, in the same event."""
+        self._append((_POLLED, records, nbytes, sets, positions, now_ms, gap))
 
     def flush(self) -> None:
         """Fold every event appended so far into the statistics."""
@@ -282,8 +284,12 @@ class ConsumerMetrics:
         batch = events[:n]
         del events[:n]      # only the lock's holder removes: appends meanwhile stay
         by_kind: list[list[tuple]] = [[] for _ in range(_POLL_IDLE + 1)]
+        gaps = by_kind[_POLL_GAP]
         for event in batch:
-            by_kind[event[0]].append(event)
+            kind = event[0]
+            by_kind[kind].append(event)
+            if kind == _POLLED and event[6] is not None:
+                gaps.append((_POLL_GAP, *event[6]))     # a poll's gap came with what it handed out
         sent, received, net_polled, fetched, gaps, polled, idle = by_kind
         stat = self._stat
         if sent or received:
@@ -337,7 +343,8 @@ class ConsumerMetrics:
             stat(_BYTES).record_series([e[2] for e in with_bytes], [e[5] for e in with_bytes])
         per_topic: dict[str, tuple[list, list, list]] = {}       # counts, sizes, times
         per_partition: dict[tuple[str, int], tuple[list, list, list, list]] = {}   # lags, times, leads, times
-        for _, _, _, sets, positions, now_ms in polled:
+        for e in polled:
+            sets, positions, now_ms = e[3], e[4], e[5]
             for topic, count, size in sets:
                 t = per_topic.get(topic)
                 if t is None:
@@ -425,10 +432,20 @@ class ConsumerMetrics:
 
     def poll_started(self, now_ms: int) -> None:
         """A poll starts: its time-between-poll. Called by the consumer's thread only."""
+        gap = self.poll_gap(now_ms)
+        if gap is not None:
+            self.record_poll_gap(gap)
+
+    def poll_gap(self, now_ms: int) -> tuple[int, int] | None:
+        """A poll starts (the consumer's thread only): its (time-between-poll, start time),
+        not recorded yet: the caller passes it to ``polled`` with what the poll handed out,
+        one event for both, or to ``record_poll_gap`` if the poll hands out nothing."""
         last = self.last_poll_start_ms
-        if last is not None:
-            self._append((_POLL_GAP, now_ms - last, now_ms))
         self.last_poll_start_ms = now_ms
+        return None if last is None else (now_ms - last, now_ms)
+
+    def record_poll_gap(self, gap: tuple[int, int]) -> None:
+        self._append((_POLL_GAP, gap[0], gap[1]))
 
     def poll_ended(self, now_ms: int) -> None:
         """The share of the time since the previous poll() ended that this one took."""

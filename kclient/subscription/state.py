@@ -286,6 +286,10 @@ class SubscriptionState:
         self._listener = None
         self._assignment_id = 0
         self._changes = 0
+        # (changes, the fetchable partitions then): what is fetchable changes only with a
+        # change counted in ``changes``, so a drain per poll reads it without the lock.
+        self._fetchable: tuple[int, frozenset[TopicPartition]] = (-1, frozenset())
+        self._all_fetching: tuple[int, bool] = (-1, False)     # has_all_fetch_positions, the same way
 
     # ------------------------------------------------------------------ subscription type
     def _set_subscription_type(self, kind: SubscriptionType) -> None:
@@ -605,16 +609,25 @@ class SubscriptionState:
         With ``log_starts``: also returns each partition's log start offset, as
         ``log_start_offsets`` would (the poll's metrics need them: one lock instead of two)."""
         with self._lock:
-            advance = SubscriptionState.advance_position.__wrapped__   # the lock is held already
-            if not log_starts:
-                for tp, position in positions:
-                    advance(self, tp, position)
-                return None
+            # advance_position's checks, inline: a poll moves several partitions.
             get = self._assignment.get
-            starts: list[int | None] = []
+            starts: list[int | None] | None = [] if log_starts else None
             for tp, position in positions:
-                advance(self, tp, position)
-                starts.append(None if (s := get(tp)) is None else s.log_start_offset)
+                state = get(tp)
+                if state is None:
+                    if starts is not None:
+                        starts.append(None)
+                    continue
+                if starts is not None:
+                    starts.append(state.log_start_offset)
+                if state.fetch_state is not _FETCHING:
+                    continue
+                current = state.position
+                if current is None or position.offset < current.offset:
+                    continue
+                if position.current_leader_epoch is None and current.current_leader_epoch is not None:
+                    position = FetchPosition(position.offset, position.offset_epoch, current.current_leader_epoch)
+                state.position = position
             return starts
 
     def valid_positions(self, partitions: Iterable[TopicPartition]) -> list[FetchPosition | None]:
@@ -674,11 +687,13 @@ class SubscriptionState:
         return state is not None and state.fetch_state is _FETCHING
 
     def has_all_fetch_positions(self) -> bool:
+        cached = self._all_fetching
+        if cached[0] == self._changes:
+            return cached[1]
         with self._lock:
-            for s in self._assignment.values():
-                if s.fetch_state is not _FETCHING:
-                    return False
-            return True
+            fetching = all(s.fetch_state is _FETCHING for s in self._assignment.values())
+            self._all_fetching = (self._changes, fetching)
+            return fetching
 
     @_synchronized
     def initializing_partitions(self) -> set[TopicPartition]:
@@ -902,11 +917,17 @@ class SubscriptionState:
             return (state is not None and state.fetch_state is _FETCHING and not state.paused
                     and not state.pending_revocation)
 
-    def fetchable_set(self) -> set[TopicPartition]:
-        """The partitions ``is_fetchable`` is true of, under one lock."""
+    def fetchable_set(self) -> frozenset[TopicPartition]:
+        """The partitions ``is_fetchable`` is true of (as of the last change: each one that
+        can change them is counted in ``changes``)."""
+        cached = self._fetchable
+        if cached[0] == self._changes:
+            return cached[1]
         with self._lock:
-            return {tp for tp, s in self._assignment.items()
-                    if s.fetch_state is _FETCHING and not s.paused and not s.pending_revocation}
+            fetchable = frozenset(tp for tp, s in self._assignment.items()
+                                  if s.fetch_state is _FETCHING and not s.paused and not s.pending_revocation)
+            self._fetchable = (self._changes, fetchable)
+            return fetchable
 
     @_synchronized
     def fetchable_partitions(self, is_available: Callable[[TopicPartition], bool] | None = None) -> list[TopicPartition]:
