@@ -100,22 +100,25 @@ def _kclient_child(bootstrap: str, topic: str, partitions: int, records: int, re
 
 
 def _trace_fetches(consumer, trace: list) -> None:
-    """Record (kind, wall clock us) for every fetch sent ("S") and answered ("D") by this
-    consumer, by wrapping its FetchRequests' two methods on the instance (bench only)."""
-    requests = consumer._fetcher.requests
-    send, done = requests._send_fetch, requests._on_fetch_done
+    """Record (kind, wall clock us) for every Fetch this consumer sends ("S") and every answer
+    it gets ("D"), by wrapping its network client's send on the instance (bench only): every
+    fetch path (a full walk or a request built from what changed) sends through it."""
+    from kclient.protocol import ApiKey
+    client = consumer._client
+    send, fetch_key = client.send, int(ApiKey.FETCH)
     now = time.time_ns
 
-    def traced_send(*args, **kwargs):
-        trace.append(("S", now() // 1000))
-        return send(*args, **kwargs)
-
-    def traced_done(*args, **kwargs):
+    def answered(*_):
         trace.append(("D", now() // 1000))
-        return done(*args, **kwargs)
 
-    requests._send_fetch = traced_send
-    requests._on_fetch_done = traced_done
+    def traced_send(node, api_key, body, **kwargs):
+        future = send(node, api_key, body, **kwargs)
+        if api_key == fetch_key:
+            trace.append(("S", now() // 1000))
+            future.add_both(answered)
+        return future
+
+    client.send = traced_send
 
 
 def _confluent_child(bootstrap: str, topic: str, partitions: int, records: int, ready, trace: list | None):
