@@ -16,6 +16,7 @@ from kclient.clock import FakeClock
 from kclient.consumer.fetch_buffer import CompletedAnswer, CompletedFetch
 from kclient.consumer.kafka_consumer import KafkaConsumer
 from kclient.structs import TopicPartition
+from offline_consumer import offline_consumer
 
 TOPIC = "t"
 PARTITIONS = 4
@@ -26,14 +27,8 @@ def _run(seed: int, one_unit: bool, **configs) -> list:
     random sizes with changes between them: what each poll returned, and the positions,
     buffer state and metrics after it."""
     rng = random.Random(seed)
-    consumer = KafkaConsumer(bootstrap_servers="127.0.0.1:9", api_version=(3, 0), enable_auto_commit=False,
-                             clock=FakeClock(), **configs)
-    tps = [TopicPartition(TOPIC, p) for p in range(PARTITIONS)]
-    consumer.assign(tps)
-    for tp in tps:
-        consumer.seek(tp, 0)
+    consumer, tps = offline_consumer(TOPIC, PARTITIONS, **configs)
     fetcher = consumer._fetcher
-    fetcher.send_fetches = lambda: 0
     consumer._client.poll = lambda *a, **k: None
     buffer = fetcher.buffer
     buffer.check_assignment()
@@ -132,14 +127,8 @@ def _buffered_answer(consumer: KafkaConsumer, tps: list[TopicPartition], n: int)
 
 
 def test_a_drain_that_runs_out_keeps_the_rest_of_the_answer_as_one_unit():
-    consumer = KafkaConsumer(bootstrap_servers="127.0.0.1:9", api_version=(3, 0), enable_auto_commit=False,
-                             clock=FakeClock())
-    tps = [TopicPartition(TOPIC, p) for p in range(3)]
-    consumer.assign(tps)
-    for tp in tps:
-        consumer.seek(tp, 0)
+    consumer, tps = offline_consumer(TOPIC, 3)
     try:
-        consumer._fetcher.send_fetches = lambda: 0
         buffer = _buffered_answer(consumer, tps, 2)
         got = consumer.poll(0, max_records=4)
         assert {tp: len(rs) for tp, rs in got.items()} == {tps[0]: 2, tps[1]: 2}
@@ -154,14 +143,8 @@ def test_a_drain_that_runs_out_keeps_the_rest_of_the_answer_as_one_unit():
 
 
 def test_a_seek_splits_the_answer_into_its_partitions_and_drops_the_sought_one():
-    consumer = KafkaConsumer(bootstrap_servers="127.0.0.1:9", api_version=(3, 0), enable_auto_commit=False,
-                             clock=FakeClock())
-    tps = [TopicPartition(TOPIC, p) for p in range(3)]
-    consumer.assign(tps)
-    for tp in tps:
-        consumer.seek(tp, 0)
+    consumer, tps = offline_consumer(TOPIC, 3)
     try:
-        consumer._fetcher.send_fetches = lambda: 0
         buffer = _buffered_answer(consumer, tps, 2)
         consumer.seek(tps[1], 1)
         assert [type(cf) for cf in buffer.completed] == [CompletedFetch, CompletedFetch]

@@ -11,11 +11,9 @@ import pytest
 
 from kcore import records as R
 
-from kclient.clock import FakeClock
 from kclient.consumer.fetch_buffer import CompletedFetch
 from kclient.consumer.fetch_collector import FetchCollector
-from kclient.consumer.kafka_consumer import KafkaConsumer
-from kclient.structs import TopicPartition
+from offline_consumer import offline_consumer
 
 TOPIC = "t"
 PARTITIONS = 4
@@ -31,14 +29,8 @@ def _run(seed: int, whole: bool, monkeypatch, **configs) -> list:
     if not whole:
         monkeypatch.setattr(FetchCollector, "_drain_whole", _general_loop_only)
     rng = random.Random(seed)
-    consumer = KafkaConsumer(bootstrap_servers="127.0.0.1:9", api_version=(3, 0), enable_auto_commit=False,
-                             clock=FakeClock(), **configs)
-    tps = [TopicPartition(TOPIC, p) for p in range(PARTITIONS)]
-    consumer.assign(tps)
-    for tp in tps:
-        consumer.seek(tp, 0)
+    consumer, tps = offline_consumer(TOPIC, PARTITIONS, **configs)
     fetcher = consumer._fetcher
-    fetcher.send_fetches = lambda: 0
     consumer._client.poll = lambda *a, **k: None
     buffer = fetcher.buffer
     buffer.check_assignment()
