@@ -599,14 +599,19 @@ class KafkaShareConsumer:
             if not self._fetcher.pending_acknowledgements() and not self._fetcher.in_flight():
                 break
             if timer.expired():
-                if self._fetcher.pending_acknowledgements():
-                    raise Errors.KafkaTimeoutError(f"commit_sync did not complete within {limit_ms} ms")
-                # sent, not answered: the outcome is unknown (the broker may have taken them);
-                # the answer, if one comes, goes to the commit callback
+                # Sent and not answered, the outcome is unknown (the broker may have taken
+                # them); not sent yet (the leader's previous request is still unanswered),
+                # they leave when it is. Either way the answer, if one comes, goes to the
+                # commit callback.
                 for tp in self._fetcher.acknowledgements_in_flight():
                     if tp not in results:
                         results[tp] = Errors.KafkaTimeoutError(
                             f"no answer to the acknowledgements of {tp} within {limit_ms} ms")
+                for tp in self._fetcher.acknowledgements_waiting():
+                    if tp not in results:
+                        results[tp] = Errors.KafkaTimeoutError(
+                            f"the acknowledgements of {tp} were not sent within {limit_ms} ms (no answer yet to"
+                            " its leader's previous request, or no leader known)")
                 break
             self._client.poll(min(timer.remaining_ms() or 0, _POLL_SLICE_MS))
         return results

@@ -294,6 +294,12 @@ class ShareFetcher:
             return {tp for node_id, acks in self._acks_in_flight.items()
                     if not self._in_flight[node_id].is_done for tp, a in acks.items() if a.offsets()}
 
+    def acknowledgements_waiting(self) -> set[TopicPartition]:
+        """The partitions with acknowledgements of the application's not sent yet (their
+        leader's previous request is still unanswered, or no leader is known)."""
+        with self.lock:
+            return {tp for tp, a in self._acks.items() if a.count()}
+
     def in_flight(self, node_id: int | None = None) -> bool:
         with self.lock:
             if node_id is None:

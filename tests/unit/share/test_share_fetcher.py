@@ -447,3 +447,24 @@ def test_fetches_follow_a_leader_that_moved_when_the_metadata_changes(env):
     assert by_node[1]["forgotten_topics_data"] == [{"topic_id": TID, "partitions": [1]}]
     assert [p["partition_index"] for p in by_node[2]["topics"][0]["partitions"]] == [1]
     assert by_node[2]["share_session_epoch"] == 0
+
+
+def test_acknowledgements_behind_an_unanswered_fetch_wait_and_are_named_until_they_leave(env):
+    """Acknowledgements made while the leader's ShareFetch is unanswered cannot leave (one
+    request in flight per session): acknowledgements_waiting names their partition (commit_sync
+    reports it at its timeout) until the answer lets them go, then acknowledgements_in_flight
+    does until theirs comes."""
+    client, fetcher = env
+    acquire_from_node_1(client, fetcher)
+    fetcher.send_fetches({TP0})
+    fetch = client.sent[-1][3]
+    fetcher.acknowledge(TP0, 0, AcknowledgeType.ACCEPT)
+    assert fetcher.send_acknowledgements() == []
+    assert fetcher.acknowledgements_waiting() == {TP0}
+    assert fetcher.acknowledgements_in_flight() == set()
+    fetch.complete(fetch_answer([part(0)]))
+    [ack] = fetcher.send_acknowledgements()
+    assert fetcher.acknowledgements_waiting() == set()
+    assert fetcher.acknowledgements_in_flight() == {TP0}
+    ack.complete({"error_code": 0, "error_message": None, "responses": []})
+    assert fetcher.acknowledgements_in_flight() == set()
