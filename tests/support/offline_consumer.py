@@ -9,7 +9,7 @@ from kclient.structs import TopicPartition
 
 def offline_consumer(topic: str, partitions: int, **configs) -> tuple[KafkaConsumer, list[TopicPartition]]:
     """A consumer assigned ``partitions`` partitions of ``topic``, each at offset 0, whose
-    fetcher sends nothing; close it with ``close(autocommit=False)``."""
+    fetcher sends nothing and whose network client polls nothing; close it with ``close(autocommit=False)``."""
     consumer = KafkaConsumer(bootstrap_servers="127.0.0.1:9", api_version=(3, 0), enable_auto_commit=False,
                              clock=FakeClock(), **configs)
     tps = [TopicPartition(topic, p) for p in range(partitions)]
@@ -17,4 +17,5 @@ def offline_consumer(topic: str, partitions: int, **configs) -> tuple[KafkaConsu
     for tp in tps:
         consumer.seek(tp, 0)
     consumer._fetcher.send_fetches = lambda: 0
+    consumer._client.poll = lambda *a, **k: None
     return consumer, tps

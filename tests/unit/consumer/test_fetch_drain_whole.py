@@ -31,7 +31,6 @@ def _run(seed: int, whole: bool, monkeypatch, **configs) -> list:
     rng = random.Random(seed)
     consumer, tps = offline_consumer(TOPIC, PARTITIONS, **configs)
     fetcher = consumer._fetcher
-    consumer._client.poll = lambda *a, **k: None
     buffer = fetcher.buffer
     buffer.check_assignment()
     subs = consumer.subscription_state

@@ -8,6 +8,7 @@ import pytest
 from kcore.records import encode_batch
 
 from kclient import errors as Errors
+from kclient.network.future import RequestFuture
 from kclient.share.acknowledgements import AcknowledgeType
 from kclient.share.consumer import KafkaShareConsumer
 from kclient.share.fetcher import Acquired
@@ -116,3 +117,18 @@ def test_records_whose_acquisition_was_voided_are_not_handed_out(make):
     assert [r.offset for r in c.poll(0)[TP]] == [3, 4]
     c._accept_last_poll()
     assert wire(c) == {TP: [{"first_offset": 3, "last_offset": 4, "acknowledge_types": [1]}]}
+
+
+def test_commit_sync_names_a_partition_whose_acknowledgements_could_not_leave_by_its_timeout(make):
+    """The leader's ShareFetch is still unanswered (one request per share session): the
+    acknowledgements wait, and commit_sync returns at its timeout with a KafkaTimeoutError for
+    their partition instead of raising; they are still waiting to leave afterwards."""
+    c = make("explicit", [Acquired(TP, answer(10, 2), ((10, 11, 1),))])
+    recs = c.poll(0)[TP]
+    for r in recs:
+        c.acknowledge(r)
+    c._fetcher._in_flight[1] = RequestFuture()      # the leader's ShareFetch, never answered
+    result = c.commit_sync(50)
+    assert list(result) == [TP] and isinstance(result[TP], Errors.KafkaTimeoutError), result
+    assert "not sent" in str(result[TP])
+    assert c._fetcher.acknowledgements_waiting() == {TP}
