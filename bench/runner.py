@@ -14,8 +14,9 @@ against it:
 A driver whose prerequisites are missing (the Java peer without Java, javac or Maven) is
 skipped with the reason in the table; the other drivers still run.
 
-Repetitions run the drivers in a rotated order (so no client always runs first or last)
-and the report gives the median of the valid runs. A run that did not consume exactly N
+Each round runs the drivers in an order of its own (``round_order``: no client always runs
+first or last, nor always right after the same client) and the report gives the median of
+the valid runs. A run that did not consume exactly N
 records is invalid: it is listed with its error and gives no throughput.
 
 Results: Markdown table, JSON and PNG chart in bench/results/ (and ``--out DIR``).
@@ -121,6 +122,19 @@ def baseline_drivers(drivers: list[str], known: str = "") -> list[str]:
 
 def bare_driver(name: str) -> str:
     return name[:-len(BASELINE_SUFFIX)] if name.endswith(BASELINE_SUFFIX) else name
+
+
+def round_order(drivers: list[str], rep: int) -> list[str]:
+    """The order of round ``rep``: led by the ``rep``-th driver (each leads a round in turn),
+    then the others in their listed order in even rounds and backwards in odd ones. Why: a
+    client's run is affected by what the broker did just before it (its JIT, its heap, the
+    page cache after a client with larger fetches); in a rotated order alone every driver
+    always follows the same neighbour, whose after-effect is then charged to it in every
+    round. Here each follows both of its neighbours in turn (and a --baseline twin stays
+    beside its driver)."""
+    n = len(drivers)
+    step = -1 if rep % 2 else 1
+    return [drivers[(rep + step * k) % n] for k in range(n)]
 
 
 def run_child(job: Job, grace_s: float = 60.0) -> dict:
@@ -490,8 +504,7 @@ def run_config(cluster, broker_pid, cfg: Config, all_drivers: list[str], skipped
             if not warm.get("ok", False):
                 log(f"{tag}   warm-up failed (the measured runs will report it): {_one_line(warm)}")
         for rep in range(args.repeat):
-            order = drivers[rep % len(drivers):] + drivers[:rep % len(drivers)]
-            for name in order:
+            for name in round_order(drivers, rep):
                 job = Job(driver=name, bootstrap=bootstrap, topic=topic, partitions=cfg.partitions,
                           records=cfg.records, record_size=cfg.record_size, mode="assign",
                           timeout_s=timeout, broker_pid=broker_pid, progress=not args.quiet,
