@@ -6,7 +6,11 @@ alive (a frame is released when every partition in it was drained or discarded).
 fetch is sent while that total is above ``fetch.max.bytes`` plus a sixteenth (so one full
 answer waiting to be read does not stop the next); since each request asks for at most
 ``fetch.max.bytes`` divided by the per-broker depth, what is in flight adds at most about
-``fetch.max.bytes`` per broker, and prefetched memory stays below about twice that.
+``fetch.max.bytes`` per broker, and prefetched frames stay below about twice that. The
+receive thread's position arrays for a frame's records (about 45 bytes per record) live as
+long as the frame: they count in ``buffered_bytes``, the memory held, but not toward that
+bound, which is about the answers' own bytes as ``fetch.max.bytes`` is. (Counted toward it, a
+full answer of small records was over the bound alone, and fetch and drain took turns.)
 
 Stale data. Every partition has a pipeline epoch, bumped by ``clear_partition`` (seek, reset,
 pause handling, revocation); answers and buffers of an older epoch or an older assignment
@@ -32,12 +36,14 @@ __all__ = ["FetchBuffer", "CompletedFetch", "CompletedAnswer", "PartitionPipe", 
 
 
 class ResponseFrame:
-    """One Fetch response frame, alive while any of its partitions is still buffered."""
+    """One Fetch response frame, alive while any of its partitions is still buffered:
+    ``nbytes`` of response, ``array_bytes`` of the receive thread's arrays for its records."""
 
-    __slots__ = ("nbytes", "pending")
+    __slots__ = ("nbytes", "array_bytes", "pending")
 
-    def __init__(self, nbytes: int):
+    def __init__(self, nbytes: int, array_bytes: int = 0):
         self.nbytes = nbytes
+        self.array_bytes = array_bytes
         self.pending = 0
 
 
@@ -123,7 +129,8 @@ class PartitionPipe:
 
 class FetchBuffer:
     """Answers in arrival order (``completed``), the one being drained (``next_in_line``),
-    the bytes of the frames they keep alive (``buffered_bytes``, bounded by ``limit``), and
+    the bytes of the frames they keep alive (``buffered_response_bytes``, held to ``limit``;
+    ``buffered_bytes`` with the frames' arrays), and
     a ``PartitionPipe`` per partition (``pipes``)."""
 
     def __init__(self, subscriptions: SubscriptionState, max_bytes: int):
@@ -134,6 +141,9 @@ class FetchBuffer:
         # fetch.max.bytes. (At exactly fetch.max.bytes, a full answer stopped fetching until
         # it was read: with fetch.max.bytes reached by one answer, fetch and decode took turns.)
         self.limit = max(max_bytes + max_bytes // 16, 1)
+        #: Response bytes of the frames buffered answers keep alive (held to ``limit``) and,
+        #: in ``buffered_bytes``, those plus the frames' arrays: the memory they hold.
+        self.buffered_response_bytes = 0
         self.buffered_bytes = 0
         self.pipes: dict[TopicPartition, PartitionPipe] = {}
         self.completed: collections.deque[CompletedFetch | CompletedAnswer] = collections.deque()
@@ -150,11 +160,16 @@ class FetchBuffer:
         return pipe
 
     # ------------------------------------------------------------------ adding
-    def new_frame(self, nbytes: int) -> ResponseFrame:
+    def new_frame(self, nbytes: int, array_bytes: int = 0) -> ResponseFrame:
         """A response frame whose answers are about to be added: its bytes count from now."""
-        frame = ResponseFrame(nbytes)
-        self.buffered_bytes += nbytes
+        frame = ResponseFrame(nbytes, array_bytes)
+        self.buffered_response_bytes += nbytes
+        self.buffered_bytes += nbytes + array_bytes
         return frame
+
+    def _frame_freed(self, frame: ResponseFrame) -> None:
+        self.buffered_response_bytes -= frame.nbytes
+        self.buffered_bytes -= frame.nbytes + frame.array_bytes
 
     def add(self, cf: CompletedFetch, pipe: PartitionPipe) -> None:
         """Buffer cf (an answer for ``pipe``'s partition at its current epoch)."""
@@ -211,7 +226,7 @@ class FetchBuffer:
         frame = answer.frame
         frame.pending -= 1
         if frame.pending == 0:
-            self.buffered_bytes -= frame.nbytes
+            self._frame_freed(frame)
 
     def add_error(self, tp: TopicPartition, pipe: PartitionPipe, exc: BaseException) -> None:
         """An error to raise from poll() when this partition's turn comes."""
@@ -236,7 +251,7 @@ class FetchBuffer:
         frame = cf.frame
         frame.pending -= 1
         if frame.pending == 0:
-            self.buffered_bytes -= frame.nbytes
+            self._frame_freed(frame)
 
     def clear_partition(self, tp: TopicPartition) -> None:
         """Forget everything fetched or being fetched for tp (its position changed)."""

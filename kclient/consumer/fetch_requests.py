@@ -225,7 +225,7 @@ class FetchRequests:
             # with them (poll_columnar a third slower, measured on loopback).
             self._scan_batches = buffer.per_record
             self._scan_fetches(self._check_crcs, buffer.per_record)
-        if buffer.buffered_bytes > buffer.limit:
+        if buffer.buffered_response_bytes > buffer.limit:
             return 0
         cluster = self._metadata.cluster
         node_busy = self._node_in_flight
@@ -760,8 +760,9 @@ class FetchRequests:
                 if frame is None:
                     whole = raw.obj if isinstance(raw, memoryview) else raw
                     # nbytes: the frame's size whatever buffer type the view is over; the
-                    # receive thread's position arrays live as long and count too
-                    frame = buffer.new_frame(memoryview(whole).nbytes + array_bytes)
+                    # receive thread's position arrays live as long (memory held, not
+                    # response bytes: see FetchBuffer's memory bound)
+                    frame = buffer.new_frame(memoryview(whole).nbytes, array_bytes)
                 if read_committed:
                     aborted = None if p is None else p.get("aborted_transactions")
                     if aborted is None:

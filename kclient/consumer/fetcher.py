@@ -55,7 +55,8 @@ class Fetcher:
 
     @property
     def buffered_bytes(self) -> int:
-        """Bytes of response frames kept alive by buffered answers."""
+        """Bytes kept alive by buffered answers: their response frames and the receive
+        thread's arrays for the frames' records."""
         return self.buffer.buffered_bytes
 
     @property

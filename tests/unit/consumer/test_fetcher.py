@@ -552,6 +552,43 @@ def test_one_full_answer_buffered_still_lets_the_next_fetch_go():
     assert [r.offset for r in drain(fetcher)[TP0]] == list(range(80))
 
 
+class _ScanOfSmallRecords:
+    """What a Fetch answer carries when the receive thread scanned it: the position arrays
+    of its records, here larger than half the frame, as they are for values of about 100 B."""
+
+    def __init__(self, array_bytes: int):
+        self.array_bytes = array_bytes
+
+    def records_for(self, view):
+        return None     # decoded on this thread, as a batch the scan skipped
+
+
+def test_a_full_answer_of_small_records_still_lets_the_next_fetch_go():
+    """The receive thread's arrays count in the memory held (buffered_bytes) but not toward
+    fetch.max.bytes's bound: a full answer whose arrays take it over the bound still lets the
+    next answer be fetched while it is read (counted, fetch and drain took turns)."""
+    from kclient.network.network_client import SCANNED_FETCH
+    first = fetch_response([partition_data(0, batch(0, 40))])
+    size = len(first["responses"][0]["partitions"][0]["records"].obj)
+    arrays = size // 2
+    first[SCANNED_FETCH] = _ScanOfSmallRecords(arrays)
+    client = ScriptedClient(make_metadata())
+    subs = SubscriptionState()
+    fetcher = Fetcher(client, subs, FetchConfig.of(ConsumerConfig({"fetch.max.bytes": size})), clock=FakeClock())
+    subs.assign_from_user([TP0])
+    subs.seek(TP0, 0)
+    assert fetcher.send_fetches() == 1
+    client.take()[0].future.complete(first)
+    assert fetcher.buffered_bytes == size + arrays > size + size // 16
+    assert fetcher.send_fetches() == 1
+    (second,) = client.take()
+    assert requested(second) == {TP0: 40}
+    second.future.complete(fetch_response([partition_data(0, batch(40, 40))]))
+    assert fetcher.send_fetches() == 0      # two full answers' frames: over the bound
+    assert [r.offset for r in drain(fetcher)[TP0]] == list(range(80))
+    assert fetcher.buffered_bytes == 0
+
+
 def test_caught_up_partitions_wait_while_records_are_buffered(env):
     assign(env, [TP0, TP1])
     env.fetcher.send_fetches()
