@@ -17,6 +17,7 @@ cdef class _UnsentNode:
 
     cdef int _grow(self) except -1
     cdef int _push(self, object request, int64_t t) except -1
+    cdef list _snapshot(self)
     cdef list _pop_front(self, Py_ssize_t n)
 
 
@@ -44,6 +45,7 @@ cdef class _InFlightNode:
     cdef int _grow(self) except -1
     cdef void _mono_push(self, int64_t seq) noexcept nogil
     cdef void _rebuild_mono(self) noexcept nogil
+    cdef list _snapshot(self)
     cdef object _pop_oldest(self)
     cdef object _pop_newest(self)
     cdef int64_t _min_deadline(self) noexcept nogil

@@ -98,6 +98,14 @@ cdef class _UnsentNode:
         self._count += 1
         return 0
 
+    cdef list _snapshot(self):
+        """The queued requests, oldest first (a new list; the ring is unchanged)."""
+        cdef list out = []
+        cdef Py_ssize_t k
+        for k in range(self._count):
+            out.append(self._items[(self._head + k) & self._mask])
+        return out
+
     cdef list _pop_front(self, Py_ssize_t n):
         cdef list out = []
         cdef Py_ssize_t k
@@ -213,6 +221,11 @@ cdef class UnsentQueue:
         self._oldest_bound = bound
         return expired
 
+    def requests(self, node_id):
+        """The node's queued requests, oldest first, left queued (a new list)."""
+        cdef _UnsentNode node = self._nodes.get(node_id)
+        return [] if node is None else node._snapshot()
+
     def remove_node(self, node_id):
         """Remove and return all of the node's requests (the node disconnected)."""
         cdef _UnsentNode node = self._nodes.pop(node_id, None)
@@ -314,6 +327,14 @@ cdef class _InFlightNode:
         for k in range(self._count):
             self._mono_push(self._base_seq + k)
 
+    cdef list _snapshot(self):
+        """The requests in flight, oldest first (a new list; the ring is unchanged)."""
+        cdef list out = []
+        cdef Py_ssize_t k
+        for k in range(self._count):
+            out.append(self._items[(self._head + k) & self._mask])
+        return out
+
     cdef object _pop_oldest(self):
         cdef Py_ssize_t idx = self._head
         request = self._items[idx]
@@ -408,6 +429,11 @@ cdef class InFlightRequests:
             return self._count
         node = self._nodes.get(node_id)
         return 0 if node is None else node._count
+
+    def requests(self, node_id):
+        """The node's requests in flight, oldest first, left in flight (a new list)."""
+        cdef _InFlightNode node = self._nodes.get(node_id)
+        return [] if node is None else node._snapshot()
 
     def nodes(self):
         """Nodes with at least one request in flight."""

@@ -51,6 +51,9 @@ JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP = (
     int(k) for k in (ApiKey.JOIN_GROUP, ApiKey.HEARTBEAT, ApiKey.LEAVE_GROUP, ApiKey.SYNC_GROUP))
 
 #: JoinGroup may legitimately wait up to the rebalance timeout on the broker; allow this much more.
+#: Requests a broker holds until the rebalance completes, reading nothing else from their
+#: connection meanwhile.
+_HELD_APIS = frozenset((JOIN_GROUP, SYNC_GROUP))
 JOIN_GROUP_TIMEOUT_LAPSE_MS = 5000
 
 
@@ -574,13 +577,20 @@ class AbstractCoordinator(abc.ABC):
             self.channel.poll_network_nowait(0)
         return future
 
+    def _held_requests(self, node: Node) -> int:
+        """JoinGroup and SyncGroup requests to ``node`` not answered yet (a broker holds
+        them until the rebalance completes). Asked of the network client rather than read
+        from the futures this member keeps: an interrupt between sending one and storing its
+        future loses the future, not the request."""
+        return sum(1 for key in self.channel.client.pending_api_keys(node) if key in _HELD_APIS)
+
     def _leave_route(self, coordinator: Node) -> Node:
         """Where LeaveGroup goes: the coordinator's connection, unless a JoinGroup or SyncGroup
         is held there. A broker holds those until the rebalance completes and reads nothing
         else from that connection meanwhile, so a LeaveGroup behind one would wait as long
         (up to the other members' rebalance timeout). The broker's main connection carries it
         at once, and the broker then answers the held request."""
-        if self._join_future is None and self._sync_future is None:
+        if not self._held_requests(coordinator):
             return coordinator
         broker_id = coordinator_node_id(coordinator.node_id)   # the mapping is its own inverse
         broker = self.channel.client.metadata.cluster.node_by_id(broker_id)
@@ -598,7 +608,6 @@ class AbstractCoordinator(abc.ABC):
             remaining = timer.remaining_ms()
             driver.close(None if remaining is None else remaining / 1000.0)
         leave = None
-        held = [f for f in (self._join_future, self._sync_future) if f is not None]
         try:
             if self.leave_group_on_close:
                 try:
@@ -610,10 +619,10 @@ class AbstractCoordinator(abc.ABC):
                 client.poll_future(leave, timer.remaining_ms(), disable_wakeup=True)
             # Once the member has left, the answer to a JoinGroup/SyncGroup the broker still
             # holds is moot: waiting for it would only wait out the rebalance.
-            moot = held if leave is not None and leave.succeeded() else []
+            left = leave is not None and leave.succeeded()
             node = self.channel.known_node
             if node is not None:
-                while client.pending_request_count(node) > sum(1 for f in moot if not f.is_done):
+                while client.pending_request_count(node) > (self._held_requests(node) if left else 0):
                     remaining = timer.remaining_ms()
                     if remaining is not None and remaining <= 0:
                         log.warning("group %s: coordinator requests still pending at close", self.group_id)

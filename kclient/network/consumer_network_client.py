@@ -134,8 +134,8 @@ class ConsumerNetworkClient:
         It never writes the request itself, even to a ready connection: the caller holds the
         future before any of the request is written, so an exception raised meanwhile (a
         KeyboardInterrupt) comes out of the poll that writes it, never out of ``send()`` with
-        the request in flight and its future lost. (A group member sends its LeaveGroup
-        around a JoinGroup the broker holds only if it holds that JoinGroup's future.)
+        the request in flight and its future lost. (A group member that lost one anyway
+        still finds its held JoinGroup with ``pending_api_keys``.)
 
         ``body`` is a dict or a callable ``body(version) -> dict``; ``version`` pins the
         version (default: the highest both sides support, capped at ``max_version``);
@@ -557,6 +557,14 @@ class ConsumerNetworkClient:
             else:
                 unsent = self._unsent.pending_count(self.client.node_id_of(node))
         return unsent + self.client.in_flight_request_count(node)
+
+    def pending_api_keys(self, node: Node | int) -> list[int]:
+        """The API keys of the node's requests not yet answered, queued or in flight: what
+        the caller sent even if an exception (an interrupt) took the future from it."""
+        node_id = self.client.node_id_of(node)
+        with self._unsent_lock:
+            queued = [request.api_key for request in self._unsent.requests(node_id)]
+        return queued + self.client.in_flight_api_keys(node_id)
 
     def has_pending_requests(self, node: Node | int | None = None) -> bool:
         if node is None:

@@ -354,6 +354,10 @@ class NetworkClient:
     def has_in_flight_requests(self, node: Node | int | None = None) -> bool:
         return self.in_flight_request_count(node) > 0
 
+    def in_flight_api_keys(self, node: Node | int) -> list[int]:
+        """The API keys of the node's requests in flight, oldest first."""
+        return [req.api_key for req in self._in_flight.requests(self.node_id_of(node))]
+
     def ever_connected(self) -> bool:
         return any(c.ever_ready for c in self._conns.values())
 

@@ -73,6 +73,9 @@ class ModelUnsent:
     def remove_node(self, node):
         return [r for r, _ in self.q.pop(node, ())]
 
+    def requests(self, node):
+        return [r for r, _ in self.q.get(node, ())]
+
     def peek_oldest_ms(self, node):
         d = self.q.get(node)
         return d[0][1] if d else None
@@ -112,6 +115,7 @@ def assert_unsent_same(real, model, nodes):
         assert real.pending_count(n) == model.pending_count(n)
         assert real.has_pending(n) == model.has_pending(n)
         assert real.peek_oldest_ms(n) == model.peek_oldest_ms(n)
+        assert real.requests(n) == model.requests(n)
 
 
 times = st.one_of(st.integers(-20, 60), st.sampled_from([INT64_MIN, INT64_MAX, 2**62, -(2**62)]),
@@ -276,7 +280,32 @@ def test_unsent_hostile_arguments():
     assert q.pending_count() == 1 and q.peek_oldest_ms(1) == 5
     with pytest.raises(TypeError):
         q.put([1], Req(1, 4), 0)          # unhashable node id
+    with pytest.raises(TypeError):
+        q.requests([1])
     assert len(q) == 1
+    assert q.requests(12345) == [] and q.requests(None) == []
+
+
+def test_requests_lists_without_removing():
+    """requests() is a snapshot, oldest first: changing it changes neither queue, and the
+    ring keeps its order across growth with a moved head."""
+    q, f = UnsentQueue(), InFlightRequests(100)
+    reqs = [Req(1, i) for i in range(40)]
+    for r in reqs[:5]:
+        q.put(1, r, 0)
+        f.add(1, r.n, r, 0, 10)
+    q.drain(1, 3)
+    for r in reqs[:3]:
+        f.complete_next(1, r.n)
+    for r in reqs[5:]:                  # grows both rings past their head
+        q.put(1, r, 0)
+        f.add(1, r.n, r, 0, 10)
+    for listed in (q.requests(1), f.requests(1)):
+        assert listed == reqs[3:]
+        listed.clear()
+    assert q.requests(1) == f.requests(1) == reqs[3:]
+    assert q.pending_count(1) == f.count(1) == 37
+    assert q.drain(1) == reqs[3:] and q.requests(1) == []
 
 
 def test_unsent_huge_counts():
@@ -388,6 +417,7 @@ def assert_inflight_same(real, model, nodes, probes):
         assert real.count(n) == model.count(n)
         assert real.can_send_more(n) == model.can_send_more(n)
         assert real.next_timeout_ms(n) == model.next_timeout_ms(n)
+        assert real.requests(n) == [req for _, req, _, _ in model.q.get(n, ())]
     for now in probes:
         assert sorted(real.nodes_with_timed_out_requests(now), key=repr) == \
             model.nodes_with_timed_out_requests(now), now
@@ -623,6 +653,9 @@ def test_inflight_hostile_arguments():
     assert f.clear_node(1) == [] and f.clear_node("nope") == []
     assert f.next_timeout_ms() is None and f.next_timeout_ms(1) is None
     assert f.can_send_more(12345) and f.count(12345) == 0
+    assert f.requests(12345) == [] and f.requests(None) == []
+    with pytest.raises(TypeError):
+        f.requests([1])                   # unhashable node id
 
 
 def test_inflight_huge_counts_and_wraparound():
