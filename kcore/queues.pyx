@@ -56,6 +56,15 @@ cdef inline void* _alloc(Py_ssize_t n, size_t size) except NULL:
 
 
 # ======================================================================= unsent
+cdef list _ring_items(list items, Py_ssize_t head, Py_ssize_t count, Py_ssize_t mask):
+    """A ring's items, oldest first, as a new list (the ring is unchanged)."""
+    cdef list out = []
+    cdef Py_ssize_t k
+    for k in range(count):
+        out.append(items[(head + k) & mask])
+    return out
+
+
 cdef class _UnsentNode:
     def __cinit__(self):
         self._times = <int64_t*>_alloc(_INITIAL_CAP, sizeof(int64_t))
@@ -99,12 +108,7 @@ cdef class _UnsentNode:
         return 0
 
     cdef list _snapshot(self):
-        """The queued requests, oldest first (a new list; the ring is unchanged)."""
-        cdef list out = []
-        cdef Py_ssize_t k
-        for k in range(self._count):
-            out.append(self._items[(self._head + k) & self._mask])
-        return out
+        return _ring_items(self._items, self._head, self._count, self._mask)
 
     cdef list _pop_front(self, Py_ssize_t n):
         cdef list out = []
@@ -328,12 +332,7 @@ cdef class _InFlightNode:
             self._mono_push(self._base_seq + k)
 
     cdef list _snapshot(self):
-        """The requests in flight, oldest first (a new list; the ring is unchanged)."""
-        cdef list out = []
-        cdef Py_ssize_t k
-        for k in range(self._count):
-            out.append(self._items[(self._head + k) & self._mask])
-        return out
+        return _ring_items(self._items, self._head, self._count, self._mask)
 
     cdef object _pop_oldest(self):
         cdef Py_ssize_t idx = self._head

@@ -528,33 +528,9 @@ def test_buffered_bytes_bound_new_fetches():
     assert fetcher.send_fetches() == 1
 
 
-def test_one_full_answer_buffered_still_lets_the_next_fetch_go():
-    """A full answer (fetch.max.bytes) waiting to be read does not stop fetching: the next
-    answer is fetched while this one is decoded. Two full answers (over fetch.max.bytes and
-    its sixteenth of slack) do."""
-    first = fetch_response([partition_data(0, batch(0, 40))])
-    size = len(first["responses"][0]["partitions"][0]["records"].obj)
-    md = make_metadata()
-    client = ScriptedClient(md)
-    subs = SubscriptionState()
-    fetcher = Fetcher(client, subs, FetchConfig.of(ConsumerConfig({"fetch.max.bytes": size})), clock=FakeClock())
-    subs.assign_from_user([TP0])
-    subs.seek(TP0, 0)
-    assert fetcher.send_fetches() == 1
-    client.take()[0].future.complete(first)
-    assert fetcher.buffered_bytes == size          # exactly fetch.max.bytes buffered
-    assert fetcher.send_fetches() == 1
-    (second,) = client.take()
-    assert requested(second) == {TP0: 40}
-    second.future.complete(fetch_response([partition_data(0, batch(40, 40))]))
-    assert fetcher.buffered_bytes > size + size // 16
-    assert fetcher.send_fetches() == 0
-    assert [r.offset for r in drain(fetcher)[TP0]] == list(range(80))
-
-
 class _ScanOfSmallRecords:
     """What a Fetch answer carries when the receive thread scanned it: the position arrays
-    of its records, here larger than half the frame, as they are for values of about 100 B."""
+    of its records, here half the frame's size, as they are for values of about 100 B."""
 
     def __init__(self, array_bytes: int):
         self.array_bytes = array_bytes
@@ -563,15 +539,19 @@ class _ScanOfSmallRecords:
         return None     # decoded on this thread, as a batch the scan skipped
 
 
-def test_a_full_answer_of_small_records_still_lets_the_next_fetch_go():
-    """The receive thread's arrays count in the memory held (buffered_bytes) but not toward
-    fetch.max.bytes's bound: a full answer whose arrays take it over the bound still lets the
-    next answer be fetched while it is read (counted, fetch and drain took turns)."""
+@pytest.mark.parametrize("scanned", [False, True], ids=["decoded here", "scanned, arrays half the frame"])
+def test_one_full_answer_buffered_still_lets_the_next_fetch_go(scanned):
+    """A full answer (fetch.max.bytes) waiting to be read does not stop fetching: the next
+    answer is fetched while this one is decoded. Two full answers (over fetch.max.bytes and
+    its sixteenth of slack) do. The receive thread's arrays count in the memory held
+    (buffered_bytes) but not toward that bound (counted, a full answer of small records was
+    over it alone, and fetch and drain took turns)."""
     from kclient.network.network_client import SCANNED_FETCH
     first = fetch_response([partition_data(0, batch(0, 40))])
     size = len(first["responses"][0]["partitions"][0]["records"].obj)
-    arrays = size // 2
-    first[SCANNED_FETCH] = _ScanOfSmallRecords(arrays)
+    arrays = size // 2 if scanned else 0
+    if scanned:
+        first[SCANNED_FETCH] = _ScanOfSmallRecords(arrays)
     client = ScriptedClient(make_metadata())
     subs = SubscriptionState()
     fetcher = Fetcher(client, subs, FetchConfig.of(ConsumerConfig({"fetch.max.bytes": size})), clock=FakeClock())
@@ -579,12 +559,13 @@ def test_a_full_answer_of_small_records_still_lets_the_next_fetch_go():
     subs.seek(TP0, 0)
     assert fetcher.send_fetches() == 1
     client.take()[0].future.complete(first)
-    assert fetcher.buffered_bytes == size + arrays > size + size // 16
+    assert fetcher.buffered_bytes == size + arrays      # exactly fetch.max.bytes of response
     assert fetcher.send_fetches() == 1
     (second,) = client.take()
     assert requested(second) == {TP0: 40}
     second.future.complete(fetch_response([partition_data(0, batch(40, 40))]))
-    assert fetcher.send_fetches() == 0      # two full answers' frames: over the bound
+    assert fetcher.buffered_bytes > size + size // 16
+    assert fetcher.send_fetches() == 0
     assert [r.offset for r in drain(fetcher)[TP0]] == list(range(80))
     assert fetcher.buffered_bytes == 0
 
