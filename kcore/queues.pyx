@@ -55,7 +55,6 @@ cdef inline void* _alloc(Py_ssize_t n, size_t size) except NULL:
     return p
 
 
-# ======================================================================= unsent
 cdef list _ring_items(list items, Py_ssize_t head, Py_ssize_t count, Py_ssize_t mask):
     """A ring's items, oldest first, as a new list (the ring is unchanged)."""
     cdef list out = []
@@ -65,6 +64,7 @@ cdef list _ring_items(list items, Py_ssize_t head, Py_ssize_t count, Py_ssize_t 
     return out
 
 
+# ======================================================================= unsent
 cdef class _UnsentNode:
     def __cinit__(self):
         self._times = <int64_t*>_alloc(_INITIAL_CAP, sizeof(int64_t))

@@ -50,10 +50,10 @@ log = logging.getLogger(__name__)
 JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP = (
     int(k) for k in (ApiKey.JOIN_GROUP, ApiKey.HEARTBEAT, ApiKey.LEAVE_GROUP, ApiKey.SYNC_GROUP))
 
-#: JoinGroup may legitimately wait up to the rebalance timeout on the broker; allow this much more.
 #: Requests a broker holds until the rebalance completes, reading nothing else from their
 #: connection meanwhile.
 _HELD_APIS = frozenset((JOIN_GROUP, SYNC_GROUP))
+#: JoinGroup may legitimately wait up to the rebalance timeout on the broker; allow this much more.
 JOIN_GROUP_TIMEOUT_LAPSE_MS = 5000
 
 
