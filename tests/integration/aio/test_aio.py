@@ -431,10 +431,15 @@ def test_event_loop_lag_stays_small_while_reading(kafka, create_topic, topic_nam
         assert count == n
         assert len(lags) > 10
         # A correctness check of "the loop is never blocked", bounds loose enough for a
-        # loaded machine (the figures measured are in docs/asyncio.md).
+        # loaded machine (the figures measured are in docs/asyncio.md). The read takes 50-100
+        # ms on a fast machine, so there are only 40-80 samples: their p99 is their maximum,
+        # which one stall of the machine sets (another test's broker starting on the other
+        # core). The 95th percentile leaves out the two worst; a loop the client holds in more
+        # samples than that, or once for 200 ms, still fails.
         lags.sort()
-        p99, worst = lags[int(len(lags) * 0.99)], lags[-1]
-        assert p99 < 0.05 and worst < 0.2, f"loop lag p99 {p99 * 1000:.1f} ms, max {worst * 1000:.1f} ms"
+        p95, worst = lags[int(len(lags) * 0.95)], lags[-1]
+        assert p95 < 0.05 and worst < 0.2, (f"loop lag p95 {p95 * 1000:.1f} ms, max {worst * 1000:.1f} ms "
+                                            f"over {len(lags)} samples")
 
     asyncio.run(main())
 
