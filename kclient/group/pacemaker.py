@@ -118,9 +118,20 @@ class LinkBase:
         self._token: str | None = None    # OAUTHBEARER: the token last handed to the pacemaker
         self._token_checked = 0.0
         self._token_check_s = _TOKEN_CHECK_S
-        self._thread = threading.Thread(target=self._pm.run, daemon=True,
+        self._closed = False
+        self._thread = threading.Thread(target=self._run, daemon=True,
                                         name=f"kclient-pacemaker-{group_id}")
         self._thread.start()
+
+    def _run(self) -> None:
+        """The pacemaker's loop, on its thread. A link closed before that thread got to run
+        (its client failed to build, and closed what it had made) has nothing to run: its
+        pacemaker refuses run() after close(), which is no error here."""
+        try:
+            self._pm.run()
+        except RuntimeError:
+            if not self._closed:
+                raise
 
     @property
     def pacemaker(self) -> Any:
@@ -233,6 +244,7 @@ class LinkBase:
         """Stop the pacemaker (no heartbeat may follow: a LeaveGroup may come next), then the
         Python thread; each waited for up to ``timeout_s``."""
         self._pushed = None
+        self._closed = True
         self._pm.close()
         if self._thread.is_alive() and self._thread is not threading.current_thread():
             self._thread.join(timeout_s)

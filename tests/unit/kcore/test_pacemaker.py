@@ -711,3 +711,31 @@ def test_consumer_group_heartbeat_utf8_check_matches_python_on_random_bytes():
         except ValueError:
             ours = False
         assert ours == valid, raw
+
+
+def test_a_link_closed_before_its_thread_runs_ends_that_thread_quietly(monkeypatch):
+    """A client that fails to build closes the link it made, sometimes before the link's
+    thread got to run the pacemaker: that thread ends without an error (the pacemaker refuses
+    run() after close(), which the link expects)."""
+    import kclient.group.pacemaker as link_module
+
+    held: list[threading.Thread] = []
+
+    class HeldThread(threading.Thread):
+        def start(self):            # started by the test, after the close
+            held.append(self)
+
+    class Link(link_module.LinkBase):
+        def __init__(self):
+            super().__init__(Heartbeat(3000, 100, 60000, 50, 0), threading.Lock(), "g", "c")
+            self._python = type("NoPythonThread", (), {"close": lambda self, timeout_s=None: None})()
+
+    failures: list = []
+    monkeypatch.setattr(link_module.threading, "Thread", HeldThread)
+    monkeypatch.setattr(threading, "excepthook", failures.append)
+    link = Link()
+    link.close()
+    (thread,) = held
+    super(HeldThread, thread).start()
+    thread.join(10)
+    assert not thread.is_alive() and failures == []
