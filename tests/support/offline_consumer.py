@@ -19,3 +19,11 @@ def offline_consumer(topic: str, partitions: int, **configs) -> tuple[KafkaConsu
     consumer._fetcher.send_fetches = lambda: 0
     consumer._client.poll = lambda *a, **k: None
     return consumer, tps
+
+
+def fetch_buffer_of(consumer: KafkaConsumer):
+    """The consumer's FetchBuffer with its assignment taken in (as the first send_fetches
+    would), for tests that put answers into it."""
+    buffer = consumer._fetcher.buffer
+    buffer.check_assignment()
+    return buffer

@@ -16,7 +16,7 @@ from kclient.clock import FakeClock
 from kclient.consumer.fetch_buffer import CompletedAnswer, CompletedFetch
 from kclient.consumer.kafka_consumer import KafkaConsumer
 from kclient.structs import TopicPartition
-from offline_consumer import offline_consumer
+from offline_consumer import fetch_buffer_of, offline_consumer
 
 TOPIC = "t"
 PARTITIONS = 4
@@ -28,9 +28,7 @@ def _run(seed: int, one_unit: bool, **configs) -> list:
     buffer state and metrics after it."""
     rng = random.Random(seed)
     consumer, tps = offline_consumer(TOPIC, PARTITIONS, **configs)
-    fetcher = consumer._fetcher
-    buffer = fetcher.buffer
-    buffer.check_assignment()
+    buffer = fetch_buffer_of(consumer)
     subs = consumer.subscription_state
     ends = {tp: 0 for tp in tps}
     seen: list = []
@@ -112,8 +110,7 @@ def test_a_deserializer_error_leaves_the_answer_as_the_per_partition_path_does()
 
 
 def _buffered_answer(consumer: KafkaConsumer, tps: list[TopicPartition], n: int):
-    buffer = consumer._fetcher.buffer
-    buffer.check_assignment()
+    buffer = fetch_buffer_of(consumer)
     parts = []
     frame = buffer.new_frame(1000)
     for tp in tps:

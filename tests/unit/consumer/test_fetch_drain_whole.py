@@ -13,7 +13,7 @@ from kcore import records as R
 
 from kclient.consumer.fetch_buffer import CompletedFetch
 from kclient.consumer.fetch_collector import FetchCollector
-from offline_consumer import offline_consumer
+from offline_consumer import fetch_buffer_of, offline_consumer
 
 TOPIC = "t"
 PARTITIONS = 4
@@ -30,9 +30,7 @@ def _run(seed: int, whole: bool, monkeypatch, **configs) -> list:
         monkeypatch.setattr(FetchCollector, "_drain_whole", _general_loop_only)
     rng = random.Random(seed)
     consumer, tps = offline_consumer(TOPIC, PARTITIONS, **configs)
-    fetcher = consumer._fetcher
-    buffer = fetcher.buffer
-    buffer.check_assignment()
+    buffer = fetch_buffer_of(consumer)
     subs = consumer.subscription_state
     ends = {tp: 0 for tp in tps}
     seen = []
